@@ -1,0 +1,162 @@
+"""Graph state, the plan / record types, and the named reducers that merge them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+
+__all__ = [
+    "RESET",
+    "InputState",
+    "LoopState",
+    "OutputState",
+    "PlanDecision",
+    "RoundState",
+    "ToolCommand",
+    "ToolExecutionRecord",
+    "empty_round_state",
+    "reduce_call_results",
+]
+
+NextAction = Literal["execute", "response"]
+
+
+class ToolCommand(TypedDict):
+    """One tool call the planner asked for, after normalization."""
+
+    purpose: str
+    """What the call collects or verifies; also the key of its result for the answer."""
+    tool_name: str
+    """The registered tool to call."""
+    tool_kwargs: dict[str, Any]
+    """The arguments, as the planner wrote them."""
+    todo_suggestion: str
+    """The planner's hint for the next round."""
+    next: str
+    """Mirror of `todo_suggestion`."""
+
+
+class PlanDecision(TypedDict):
+    """The normalized decision of one plan step."""
+
+    next_action: NextAction
+    """`execute` runs `execution_commands`; `response` goes to the answer."""
+    execution_commands: list[ToolCommand]
+    """The commands of this round (empty for `response`)."""
+    short_circuited: NotRequired[bool]
+    """True when the stream was closed as soon as `next_action` was a complete `response`."""
+    parse_error: NotRequired[str]
+    """Why the planner's output could not be used ("" or absent when it could)."""
+    raw: NotRequired[str]
+    """The planner's raw text (kept short), for debugging."""
+
+
+class ToolExecutionRecord(TypedDict):
+    """What happened to one command. Extra keys are added by the governance pipeline."""
+
+    purpose: str
+    tool_name: str
+    kwargs: dict[str, Any]
+    todo_suggestion: str
+    next: str
+    success: bool
+    result: Any
+    error: str
+    call_id: NotRequired[str]
+    """Stable id of the call: `<run>:<round>:<index>`."""
+    round_index: NotRequired[int]
+    index: NotRequired[int]
+    """Position of the command in its round."""
+    error_type: NotRequired[str]
+    """`timeout`, `invalid_arguments`, `tool_not_found`, `network_error`, `internal_error`..."""
+    duration_ms: NotRequired[float]
+    attempts: NotRequired[int]
+    from_cache: NotRequired[bool]
+    fallback: NotRequired[str]
+    """`stale_cache` or `stub` when the result is a declared fallback, else ""."""
+    duplicate: NotRequired[bool]
+    truncated: NotRequired[bool]
+    flagged: NotRequired[bool]
+    """True when the record was judged useless (duplicate, unknown tool, useless result)."""
+
+
+class RoundState(TypedDict):
+    """What happened so far, carried from round to round."""
+
+    done_plans: list[ToolExecutionRecord]
+    """Every record of every accepted round, oldest first."""
+    last_round_records: list[ToolExecutionRecord]
+    """The records of the last round only."""
+    round_index: int
+    """How many rounds were executed and accepted."""
+
+
+def empty_round_state() -> RoundState:
+    """Return the round state of a run that has not executed anything yet."""
+    return {"done_plans": [], "last_round_records": [], "round_index": 0}
+
+
+RESET: dict[str, Any] = {"__reset__": True}
+"""Written to `call_results` to clear it at the end of a round."""
+
+
+def reduce_call_results(
+    current: dict[str, ToolExecutionRecord] | None,
+    update: dict[str, Any] | None,
+) -> dict[str, ToolExecutionRecord]:
+    """Merge finished calls (keyed by call id) into the round's results.
+
+    Each call task writes `{call_id: record}`; the end of a round writes `RESET`.
+    The merge builds a new dict and never mutates either argument.
+    """
+    if update is None:
+        return dict(current or {})
+    if update.get("__reset__"):
+        return {}
+    return {**(current or {}), **update}
+
+
+class InputState(TypedDict, total=False):
+    """What a caller passes in."""
+
+    user_input: str
+    """The request. When absent, the last human message in `messages` is used."""
+    user_extra_requirement: str
+    """Extra instructions for the planner and the answer (optional)."""
+    messages: Annotated[list[AnyMessage], add_messages]
+    """Conversation shared with a parent graph; the answer is appended as an AIMessage."""
+
+
+class OutputState(TypedDict, total=False):
+    """What a caller gets back."""
+
+    user_input: str
+    user_extra_requirement: str
+    messages: Annotated[list[AnyMessage], add_messages]
+    round_state: RoundState
+    """`done_plans`, `last_round_records`, `round_index`."""
+    decision: PlanDecision
+    """The last normalized plan."""
+    answer: str
+    """The final reply."""
+    action_results: dict[str, Any]
+    """The normalized tool results handed to the answer node ({} when no tool ran)."""
+    tool_logs: list[ToolExecutionRecord]
+    """The raw execution records of the run, in execution order."""
+    rollbacks: list[dict[str, Any]]
+    """Rounds that were rolled back because every command was flagged."""
+
+
+class LoopState(OutputState, total=False):
+    """The full state of a tool loop run."""
+
+    call_results: Annotated[dict[str, ToolExecutionRecord], reduce_call_results]
+    """Finished calls of the current round, keyed by call id (one writer per call task)."""
+    run_id: str
+    """Identifies this run; prefixes call ids."""
+    consecutive_rollbacks: int
+    """How many rounds in a row were rolled back."""
+    rollback_note: str
+    """Told to the planner after a rollback."""
