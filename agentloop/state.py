@@ -80,6 +80,10 @@ class ToolExecutionRecord(TypedDict):
     truncated: NotRequired[bool]
     flagged: NotRequired[bool]
     """True when the record was judged useless (duplicate, unknown tool, useless result)."""
+    query_key: NotRequired[str]
+    """Identifies "the same query" (tool and dedup arguments) for duplicate detection."""
+    notes: NotRequired[list[str]]
+    """What the pipeline did on the way: repairs, coercions, cache hits, fallbacks."""
 
 
 class RoundState(TypedDict):
@@ -152,6 +156,8 @@ class OutputState(TypedDict, total=False):
 class LoopState(OutputState, total=False):
     """The full state of a tool loop run."""
 
+    round_calls: list[dict[str, Any]]
+    """The prepared calls of the current round, with their batch numbers."""
     call_results: Annotated[dict[str, ToolExecutionRecord], reduce_call_results]
     """Finished calls of the current round, keyed by call id (one writer per call task)."""
     run_id: str
@@ -160,3 +166,7 @@ class LoopState(OutputState, total=False):
     """How many rounds in a row were rolled back."""
     rollback_note: str
     """Told to the planner after a rollback."""
+    answered_input: str
+    """The request the last run answered (to tell a new message from an old input)."""
+    answered_message_id: str
+    """Id of the human message the last run answered, if it came from `messages`."""

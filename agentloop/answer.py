@@ -1,0 +1,159 @@
+"""The `answer` node: the final reply, with the normalized tool results injected."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.errors import GraphBubbleUp
+
+from agentloop.events import Emit
+from agentloop.models import ModelProvider
+from agentloop.planning.node import chunk_text
+from agentloop.planning.prompt import to_prompt_json
+from agentloop.prompts import render_prompt
+from agentloop.settings import LoopSettings
+from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
+
+__all__ = ["AnswerNode", "build_answer_messages", "to_action_results"]
+
+ANSWER_TAGS = ["agentloop:answer"]
+
+
+def _result_value(record: ToolExecutionRecord) -> Any:
+    if not record["success"]:
+        return {"error": record["error"], "result": record["result"]}
+    if record.get("fallback"):
+        return {"result": record["result"], "fallback": record["fallback"]}
+    return record["result"]
+
+
+def to_action_results(records: Iterable[ToolExecutionRecord]) -> dict[str, Any]:
+    """Key each record's result by its purpose, as the answer model sees them.
+
+    Repeated purposes get `" (2)"`, `" (3)"`... suffixes. A failed record gives
+    `{"error", "result"}`; a fallback result gives `{"result", "fallback"}`.
+
+    Args:
+        records: `done_plans`, oldest first.
+
+    Returns:
+        The action results (empty when nothing ran).
+    """
+    results: dict[str, Any] = {}
+    counts: dict[str, int] = {}
+    for record in records:
+        purpose = record["purpose"] or f"Use {record['tool_name']}"
+        counts[purpose] = counts.get(purpose, 0) + 1
+        key = purpose if counts[purpose] == 1 else f"{purpose} ({counts[purpose]})"
+        while key in results:
+            counts[purpose] += 1
+            key = f"{purpose} ({counts[purpose]})"
+        results[key] = _result_value(record)
+    return results
+
+
+def build_answer_messages(
+    user_input: str, user_extra_requirement: str, action_results: dict[str, Any]
+) -> list[BaseMessage]:
+    """Render the answer request; tool results are injected only when a tool ran."""
+    system = render_prompt(
+        "answer_system",
+        user_extra_requirement=(
+            f"Also follow this requirement: {user_extra_requirement}"
+            if user_extra_requirement
+            else ""
+        ),
+    )
+    human = render_prompt("answer_user", user_input=user_input)
+    if action_results:
+        human += "\n\n" + render_prompt(
+            "answer_results", action_results=to_prompt_json(action_results)
+        )
+    return [SystemMessage(system), HumanMessage(human)]
+
+
+class AnswerNode:
+    """Calls the answer model once; a failing model gives a clear reply, not a crash.
+
+    Args:
+        models: The loop's models.
+        emit_factory: Returns the run's settings and event emitter from a node's config.
+    """
+
+    def __init__(
+        self,
+        models: ModelProvider,
+        emit_factory: Callable[[RunnableConfig], tuple[LoopSettings, Emit]],
+    ) -> None:
+        self.models = models
+        self.emit_factory = emit_factory
+
+    def _request(
+        self, state: LoopState, config: RunnableConfig
+    ) -> tuple[list[BaseMessage], dict[str, Any], Emit]:
+        _, emit = self.emit_factory(config)
+        round_state = state.get("round_state") or empty_round_state()
+        action_results = to_action_results(round_state["done_plans"])
+        messages = build_answer_messages(
+            state.get("user_input", ""), state.get("user_extra_requirement", ""), action_results
+        )
+        emit("answer_started", tool_results=len(action_results))
+        return messages, action_results, emit
+
+    def _update(
+        self,
+        state: LoopState,
+        reply: BaseMessage | None,
+        error: BaseException | None,
+        action_results: dict[str, Any],
+        emit: Emit,
+        started: float,
+    ) -> dict[str, Any]:
+        if error is not None:
+            reason = f"{type(error).__name__}: {error}"
+            text = f"I could not produce an answer: the model failed ({reason})."
+        else:
+            text = chunk_text(reply) if reply is not None else ""
+        emit(
+            "answer_completed",
+            chars=len(text),
+            error=str(error) if error else "",
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        message = AIMessage(text, id=getattr(reply, "id", None) or None)
+        return {
+            "answer": text,
+            "action_results": action_results,
+            "messages": [message],
+            "answered_input": state.get("user_input", ""),
+        }
+
+    def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        """Answer (sync)."""
+        messages, action_results, emit = self._request(state, config)
+        model = self.models.answerer(config).with_config(tags=ANSWER_TAGS, run_name="answer")
+        started, reply, failure = time.perf_counter(), None, None
+        try:
+            reply = model.invoke(messages)
+        except GraphBubbleUp:
+            raise
+        except Exception as error:
+            failure = error
+        return self._update(state, reply, failure, action_results, emit, started)
+
+    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
+        """Answer (async)."""
+        messages, action_results, emit = self._request(state, config)
+        model = self.models.answerer(config).with_config(tags=ANSWER_TAGS, run_name="answer")
+        started, reply, failure = time.perf_counter(), None, None
+        try:
+            reply = await model.ainvoke(messages)
+        except GraphBubbleUp:
+            raise
+        except Exception as error:
+            failure = error
+        return self._update(state, reply, failure, action_results, emit, started)

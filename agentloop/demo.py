@@ -1,0 +1,166 @@
+"""A demo loop that needs no API key: local tools, a scripted planner, an extractive answer.
+
+Run it with `python -m agentloop.demo` (or `agentloop demo`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langchain_core.tools import BaseTool, tool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
+
+from agentloop.graph import create_tool_loop
+from agentloop.testing import ScriptedChatModel, plan_reply
+
+__all__ = ["DEMO_QUESTION", "build_demo_loop", "demo_tools", "main"]
+
+DEMO_QUESTION = "How long is the Lumen Bay tram network, and how many km per line is that?"
+
+_FACTS = {
+    "lumen bay tram": "The Lumen Bay tram network has 4 lines and 37.5 km of track "
+    "(city transport report, 2025).",
+    "lumen bay harbor": "Lumen Bay harbor handled 1.2 million containers in 2025.",
+    "lumen bay festival": "The Lantern Festival of Lumen Bay is held every October since 1898.",
+}
+
+
+@tool
+async def search_facts(query: str) -> str:
+    """Search a small local fact base and return the best matching fact."""
+    await asyncio.sleep(0.05)
+    words = set(re.findall(r"\w+", query.lower()))
+    scored = sorted(_FACTS.items(), key=lambda item: -len(words & set(item[0].split())))
+    best_key, best_fact = scored[0]
+    return best_fact if words & set(best_key.split()) else "No matching fact."
+
+
+@tool
+def get_weather(city: str) -> dict[str, Any]:
+    """Return today's weather of a city (from a fixed local table)."""
+    table = {"lumen bay": {"city": "Lumen Bay", "sky": "clear", "temperature_c": 18}}
+    return table.get(city.strip().lower(), {"city": city, "sky": "unknown"})
+
+
+@tool
+def calculate(expression: str) -> float:
+    """Evaluate an arithmetic expression with + - * / and parentheses."""
+    if not re.fullmatch(r"[\d\s.+\-*/()]+", expression):
+        msg = f"unsupported expression: {expression!r}"
+        raise ValueError(msg)
+    return float(eval(expression, {"__builtins__": {}}, {}))
+
+
+def demo_tools() -> list[BaseTool]:
+    """Return the demo's local tools."""
+    return [search_facts, get_weather, calculate]
+
+
+_DEMO_PLANS = [
+    plan_reply(
+        "execute",
+        [
+            {
+                "purpose": "Find the tram network's size",
+                "tool_name": "search_facts",
+                "tool_kwargs": {"query": "Lumen Bay tram network"},
+                "todo_suggestion": "Divide the length by the number of lines.",
+            },
+            {
+                "purpose": "Check the weather for the trip",
+                "tool_name": "get_weather",
+                "tool_kwargs": {"city": "Lumen Bay"},
+                "todo_suggestion": "Mention it only briefly.",
+            },
+        ],
+    ),
+    plan_reply(
+        "execute",
+        [
+            {
+                "purpose": "Compute km per line",
+                "tool_name": "calculate",
+                "tool_kwargs": {"expression": "37.5 / 4"},
+                "todo_suggestion": "Respond with the figures.",
+            }
+        ],
+    ),
+    plan_reply("response"),
+]
+
+
+def _round_index(messages: Sequence[BaseMessage]) -> int:
+    text = str(messages[-1].content)
+    found = re.search(r"round_index: (\d+)", text)
+    return int(found.group(1)) if found else 0
+
+
+def _demo_planner(messages: list[BaseMessage]) -> str:
+    round_index = _round_index(messages)
+    reply = _DEMO_PLANS[min(round_index, len(_DEMO_PLANS) - 1)]
+    return str(reply)
+
+
+def _extractive_answer(messages: list[BaseMessage]) -> str:
+    """Answer by quoting the tool results found in the request."""
+    text = str(messages[-1].content)
+    found = re.search(r"<action_results>\s*(.*?)\s*</action_results>", text, re.DOTALL)
+    if not found:
+        return "I can answer without tools: no tool results were needed."
+    results = json.loads(found.group(1).replace("<\\/", "</"))
+    lines = [
+        f"- {purpose}: {json.dumps(value, ensure_ascii=False)}"
+        for purpose, value in results.items()
+    ]
+    return "Here is what the tools found:\n" + "\n".join(lines)
+
+
+def build_demo_loop(
+    *, checkpointer: BaseCheckpointSaver[Any] | None = None, **options: Any
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Build the demo loop on scripted models (no API key, no network)."""
+    planner = ScriptedChatModel(responder=_demo_planner, chunk_size=16)
+    answerer = ScriptedChatModel(responder=_extractive_answer, chunk_size=16)
+    return create_tool_loop(
+        planner,
+        demo_tools(),
+        answer_model=answerer,
+        checkpointer=checkpointer,
+        name=options.pop("name", "demo_loop"),
+        **options,
+    )
+
+
+def _print_run(out: dict[str, Any]) -> None:
+    for round_number in range(out["round_state"]["round_index"]):
+        print(f"round {round_number + 1}:")
+        for record in out["round_state"]["done_plans"]:
+            if record.get("round_index") == round_number:
+                status = "ok " if record["success"] else "ERR"
+                result = json.dumps(record["result"], ensure_ascii=False)
+                print(
+                    f"  [{status}] {record['tool_name']}({json.dumps(record['kwargs'])})"
+                    f" {record.get('duration_ms', 0):.0f} ms -> {result[:100]}"
+                )
+    print("\nanswer:\n" + out["answer"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the demo loop once and print its rounds and answer."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    question = " ".join(args) or DEMO_QUESTION
+    print(f"question: {question}\n")
+    out = asyncio.run(build_demo_loop().ainvoke({"user_input": question}))
+    _print_run(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""Progress events, written to LangGraph's `custom` stream mode as dicts with a `type`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+__all__ = ["EVENT_TYPES", "Emit", "EventType", "make_emitter", "null_emit"]
+
+EventType = Literal[
+    "round_started",
+    "plan_decided",
+    "tool_queued",
+    "tool_started",
+    "tool_retry",
+    "tool_completed",
+    "tool_error",
+    "tool_rolled_back",
+    "queue_drained",
+    "round_completed",
+    "answer_started",
+    "answer_completed",
+]
+EVENT_TYPES: tuple[str, ...] = EventType.__args__
+"""Every event type the loop emits."""
+
+Emit = Callable[..., None]
+"""`emit(event_type, **fields)`: send one event."""
+
+
+def null_emit(event_type: str, /, **fields: Any) -> None:
+    """Drop an event (used when nothing listens)."""
+
+
+def make_emitter(writer: Callable[[Any], None] | None, *, loop_name: str) -> Emit:
+    """Build an emitter that writes `{"type", "loop", "ts", **fields}` to a stream writer.
+
+    A failing writer never breaks the loop: the event is dropped.
+
+    Args:
+        writer: LangGraph's stream writer (`runtime.stream_writer`), or None.
+        loop_name: The `name` of the tool loop, so composed loops can be told apart.
+
+    Returns:
+        The emitter.
+    """
+    if writer is None:
+        return null_emit
+
+    def emit(event_type: str, /, **fields: Any) -> None:
+        event = {"type": event_type, "loop": loop_name, "ts": time.time(), **fields}
+        try:
+            writer(event)
+        except Exception:
+            return
+
+    return emit

@@ -1,0 +1,85 @@
+"""Chat models: objects or `provider:name` strings, chosen per run."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
+
+from agentloop._runtime import run_context
+from agentloop.errors import ConfigurationError
+
+__all__ = ["ModelLike", "ModelProvider", "resolve_model"]
+
+ModelLike = BaseChatModel | str
+
+_cache: dict[str, BaseChatModel] = {}
+_cache_lock = threading.Lock()
+
+
+def resolve_model(model: ModelLike) -> BaseChatModel:
+    """Return a chat model for an object or an `init_chat_model` string.
+
+    Args:
+        model: A `BaseChatModel`, or a string such as `"openai:gpt-4.1-mini"`,
+            `"anthropic:claude-sonnet-4-5"` or `"ollama:llama3.1"` (the provider's
+            package must be installed: `pip install agentloop[openai]`...).
+
+    Raises:
+        ConfigurationError: The string names no known provider or model, or the provider's
+            package is missing.
+    """
+    if isinstance(model, BaseChatModel):
+        return model
+    if not isinstance(model, str) or not model.strip():
+        msg = f"model must be a LangChain chat model or a 'provider:name' string, got {model!r}"
+        raise ConfigurationError(msg)
+    key = model.strip()
+    with _cache_lock:
+        cached = _cache.get(key)
+    if cached is not None:
+        return cached
+    from langchain.chat_models import init_chat_model
+
+    try:
+        created = init_chat_model(key)
+    except ImportError as error:
+        msg = f"model {key!r}: the provider's package is not installed ({error})"
+        raise ConfigurationError(msg) from error
+    except Exception as error:
+        msg = f"model {key!r} cannot be created: {error}"
+        raise ConfigurationError(msg) from error
+    if not isinstance(created, BaseChatModel):
+        msg = f"model {key!r} did not resolve to a chat model"
+        raise ConfigurationError(msg)
+    with _cache_lock:
+        _cache[key] = created
+    return created
+
+
+class ModelProvider:
+    """The planner and answer models of a loop, and a run's override from its context.
+
+    Args:
+        model: The planner model.
+        answer_model: The answer model (defaults to `model`).
+    """
+
+    def __init__(self, model: ModelLike, answer_model: ModelLike | None = None) -> None:
+        self.model = resolve_model(model)
+        self.answer_model = self.model if answer_model is None else resolve_model(answer_model)
+
+    def _override(self, config: RunnableConfig | None) -> BaseChatModel | None:
+        context: Any = run_context(config)
+        name = getattr(context, "model", None)
+        return resolve_model(name) if name else None
+
+    def planner(self, config: RunnableConfig | None = None) -> BaseChatModel:
+        """Return the model that plans this run."""
+        return self._override(config) or self.model
+
+    def answerer(self, config: RunnableConfig | None = None) -> BaseChatModel:
+        """Return the model that answers this run."""
+        return self._override(config) or self.answer_model

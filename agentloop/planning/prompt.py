@@ -1,0 +1,130 @@
+"""The planner's prompt: tools, round state and limits, with tool results kept bounded."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from agentloop.prompts import render_prompt
+from agentloop.state import RoundState, ToolExecutionRecord
+
+__all__ = ["OMITTED", "PLAN_TOOL", "build_plan_messages", "planner_view", "to_prompt_json"]
+
+OMITTED = "[result omitted to keep the context short; it was seen in an earlier round]"
+
+PLAN_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "PlanDecision",
+        "description": "Decide this round's action and the tool calls to execute.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "next_action": {
+                    "type": "string",
+                    "enum": ["execute", "response"],
+                    "description": "Decide first: 'execute' tools, or 'response' to answer.",
+                },
+                "execution_commands": {
+                    "type": "array",
+                    "description": "Calls to run in parallel this round (empty for response).",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "purpose": {"type": "string"},
+                            "tool_name": {"type": "string"},
+                            "tool_kwargs": {"type": "object"},
+                            "todo_suggestion": {"type": "string"},
+                        },
+                        "required": ["purpose", "tool_name", "tool_kwargs"],
+                    },
+                },
+            },
+            "required": ["next_action", "execution_commands"],
+        },
+    },
+}
+"""The structured-output schema of `plan_mode="tool"` (`next_action` first, so it streams first)."""
+
+
+def to_prompt_json(value: Any) -> str:
+    """Serialize data for a prompt, so it cannot close the tag it is delimited by."""
+    text = json.dumps(value, ensure_ascii=False, indent=1, default=str)
+    return text.replace("</", "<\\/")
+
+
+def planner_view(records: Sequence[ToolExecutionRecord], *, keep_full: int) -> list[dict[str, Any]]:
+    """Return what the planner sees of some records: results only for the latest ones.
+
+    Args:
+        records: Records, oldest first.
+        keep_full: Only the last `keep_full` records of `records` keep their result.
+
+    Returns:
+        Slim records: round, purpose, tool, arguments, success, result or marker, error.
+    """
+    first_full = len(records) - keep_full
+    view: list[dict[str, Any]] = []
+    for position, record in enumerate(records):
+        item: dict[str, Any] = {
+            "round": record.get("round_index", 0),
+            "purpose": record["purpose"],
+            "tool_name": record["tool_name"],
+            "kwargs": record["kwargs"],
+            "success": record["success"],
+        }
+        if record.get("flagged") or not record["success"]:
+            item["error"] = record["error"]
+        elif position >= first_full:
+            item["result"] = record["result"]
+        else:
+            item["result"] = OMITTED
+        if record.get("fallback"):
+            item["fallback"] = record["fallback"]
+        if record.get("todo_suggestion"):
+            item["todo_suggestion"] = record["todo_suggestion"]
+        view.append(item)
+    return view
+
+
+def build_plan_messages(
+    *,
+    user_input: str,
+    user_extra_requirement: str,
+    tool_descriptions: list[dict[str, Any]],
+    round_state: RoundState,
+    max_rounds: int,
+    keep_tool_results: int,
+    rollback_note: str = "",
+) -> list[BaseMessage]:
+    """Render the planner's request for one round.
+
+    Returns:
+        A system message (rules) and a human message (input, tools, round state).
+    """
+    done = round_state["done_plans"]
+    last = round_state["last_round_records"]
+    last_count = len(last) if done[-len(last) :] == last else 0
+    older = done[: len(done) - last_count] if last_count else done
+    keep_last = min(keep_tool_results, len(last))
+    keep_older = max(0, keep_tool_results - keep_last)
+    system = render_prompt(
+        "plan_system",
+        round_number=round_state["round_index"] + 1,
+        max_rounds=max_rounds,
+    )
+    human = render_prompt(
+        "plan_user",
+        user_input=user_input,
+        user_extra_requirement=user_extra_requirement or "(none)",
+        available_tools=to_prompt_json(tool_descriptions),
+        round_index=round_state["round_index"],
+        max_rounds=max_rounds,
+        done_plans=to_prompt_json(planner_view(older, keep_full=keep_older)),
+        last_round_records=to_prompt_json(planner_view(last, keep_full=keep_last)),
+        rollback_note=rollback_note,
+    )
+    return [SystemMessage(system), HumanMessage(human)]

@@ -1,0 +1,278 @@
+"""Read a streamed planner reply: spot `next_action` early, then decode the whole reply."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from langchain_core.utils.json import parse_partial_json
+
+__all__ = ["PlanParseError", "PlanStreamParser", "extract_json_object"]
+
+_STRUCTURAL = re.compile(r'[{}\[\]":,]')
+"""The characters that change the scanner's state outside a string."""
+_STRING_STOP = re.compile(r'["\\]')
+"""The characters that matter inside a string."""
+_FENCE = re.compile(r"```[ \t]*[\w+-]*[ \t]*\r?\n?(.*?)```", re.DOTALL)
+"""A markdown code block, with an optional language tag; group 1 is its content."""
+
+_Expect = Literal["key", "colon", "value", "after_value"]
+"""What the scanner expects next at depth 1 of the outermost object."""
+
+
+class PlanParseError(ValueError):
+    """The planner's reply holds no JSON value that could be decoded."""
+
+
+class _ObjectScanner:
+    """Follow the structure of the first JSON object of a text fed in chunks.
+
+    Everything before the first `{` is skipped. The scanner tracks strings,
+    escapes and nesting depth, remembers the last key read at depth 1, and
+    records the value of a top-level `next_action` key once its string is
+    complete. It stops when the outermost object closes. Each character is
+    looked at a bounded number of times, so the work is linear in the text.
+    """
+
+    def __init__(self) -> None:
+        self.started = False
+        """Whether the first `{` was seen."""
+        self.finished = False
+        """Whether the outermost object was closed."""
+        self.next_action: str | None = None
+        """The complete string value of the top-level `next_action` key, as written."""
+        self._depth = 0
+        self._in_string = False
+        self._escape = False
+        self._expect: _Expect = "key"
+        self._last_key: str | None = None
+        self._string_is_key = False
+        self._capture: list[str] | None = None
+
+    def feed(self, chunk: str) -> int | None:
+        """Scan one chunk.
+
+        Returns:
+            The offset in `chunk` just past the `}` that closed the outermost
+            object, when it closed in this chunk, else None.
+        """
+        if self.finished:
+            return None
+        index = 0
+        if not self.started:
+            brace = chunk.find("{")
+            if brace < 0:
+                return None
+            self.started = True
+            self._depth = 1
+            self._expect = "key"
+            index = brace + 1
+        size = len(chunk)
+        while index < size:
+            if self._in_string:
+                index = self._scan_string(chunk, index)
+                continue
+            match = _STRUCTURAL.search(chunk, index)
+            stop = size if match is None else match.start()
+            self._skip_scalar(chunk, index, stop)
+            if match is None:
+                return None
+            index = stop + 1
+            if self._structural(chunk[stop]):
+                self.finished = True
+                return index
+        return None
+
+    def _scan_string(self, chunk: str, index: int) -> int:
+        """Consume string content from `index`; return where scanning resumes."""
+        if self._escape:
+            self._escape = False
+            self._keep(chunk[index])
+            return index + 1
+        match = _STRING_STOP.search(chunk, index)
+        if match is None:
+            self._keep(chunk[index:])
+            return len(chunk)
+        stop = match.start()
+        self._keep(chunk[index:stop])
+        if chunk[stop] == "\\":
+            self._escape = True
+            self._keep("\\")
+        else:
+            self._in_string = False
+            self._end_string()
+        return stop + 1
+
+    def _skip_scalar(self, chunk: str, start: int, stop: int) -> None:
+        """Note a non-string value (number, literal) written between structural characters."""
+        if (
+            start < stop
+            and self._depth == 1
+            and self._expect == "value"
+            and not chunk[start:stop].isspace()
+        ):
+            self._expect = "after_value"
+
+    def _structural(self, char: str) -> bool:
+        """Apply one structural character; return True when the outermost object closed."""
+        top = self._depth == 1
+        if char == '"':
+            self._start_string(top)
+        elif char in "{[":
+            if top and self._expect == "value":
+                self._expect = "after_value"
+            self._depth += 1
+        elif char in "}]":
+            self._depth -= 1
+            return self._depth == 0
+        elif top and char == ":":
+            self._expect = "value"
+        elif top and char == ",":
+            self._expect = "key"
+        return False
+
+    def _start_string(self, top: bool) -> None:
+        """Open a string and decide whether its content must be kept."""
+        self._in_string = True
+        self._escape = False
+        self._string_is_key = top and self._expect == "key"
+        wanted = self._string_is_key or (
+            top and self._expect == "value" and self._last_key == "next_action"
+        )
+        self._capture = [] if wanted else None
+        if top and self._expect == "value":
+            self._expect = "after_value"
+
+    def _keep(self, text: str) -> None:
+        """Append raw string content when the current string is being captured."""
+        if self._capture is not None and text:
+            self._capture.append(text)
+
+    def _end_string(self) -> None:
+        """Close a string: record a top-level key or the `next_action` value."""
+        capture, self._capture = self._capture, None
+        if capture is None:
+            return
+        value = _decode_string("".join(capture))
+        if self._string_is_key:
+            self._last_key = value
+            self._expect = "colon"
+        elif value is not None:
+            self.next_action = value
+
+
+def _decode_string(body: str) -> str | None:
+    """Decode the raw content of a JSON string literal, or return None when invalid."""
+    try:
+        value = json.loads(f'"{body}"', strict=False)
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+class PlanStreamParser:
+    """Parse a planner reply as it streams in.
+
+    Feed it the reply's text (message text or tool-call argument text) chunk
+    by chunk. `next_action` becomes known as soon as the top-level
+    `"next_action"` string is complete, so a caller can stop the stream early
+    on `response`; `parse` decodes everything received so far.
+    """
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._scanner = _ObjectScanner()
+
+    def feed(self, text: str) -> None:
+        """Append a chunk of the reply."""
+        if not text:
+            return
+        self._parts.append(text)
+        self._scanner.feed(text)
+
+    @property
+    def next_action(self) -> str | None:
+        """The top-level `next_action`, lower-cased and stripped, once its string is complete."""
+        value = self._scanner.next_action
+        return None if value is None else value.strip().lower()
+
+    @property
+    def wants_response(self) -> bool:
+        """Whether the reply already says `next_action` is `response`."""
+        return self.next_action == "response"
+
+    @property
+    def text(self) -> str:
+        """Everything fed so far."""
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    def parse(self) -> Any:
+        """Decode the reply received so far.
+
+        Returns:
+            The decoded JSON value (usually a dict; possibly of another type).
+
+        Raises:
+            PlanParseError: The text holds no decodable JSON.
+        """
+        return extract_json_object(self.text)
+
+
+def extract_json_object(text: str) -> Any:
+    """Decode the JSON value of a planner reply.
+
+    Tried in order: the whole text; the content of the first markdown code
+    block; the first `{` up to its matching `}`; and, when that object is not
+    closed (a truncated stream), a partial parse from the first `{`.
+
+    Args:
+        text: The planner's reply; may hold prose and markdown fences.
+
+    Returns:
+        The decoded value. It may be something other than a dict.
+
+    Raises:
+        PlanParseError: No JSON could be decoded.
+    """
+    stripped = text.strip()
+    if not stripped:
+        msg = "planner returned no text"
+        raise PlanParseError(msg)
+    ok, value = _loads(stripped)
+    if ok:
+        return value
+    fence = _FENCE.search(text)
+    if fence is not None:
+        ok, value = _loads(fence.group(1).strip())
+        if ok:
+            return value
+    start = text.find("{")
+    if start < 0:
+        msg = "planner output holds no JSON object"
+        raise PlanParseError(msg)
+    end = _ObjectScanner().feed(text)
+    if end is not None:
+        ok, value = _loads(text[start:end])
+        if ok:
+            return value
+        msg = "planner output holds a JSON object that could not be decoded"
+        raise PlanParseError(msg)
+    try:
+        value = parse_partial_json(text[start:])
+    except (ValueError, RecursionError):
+        value = None
+    if value is None:
+        msg = "planner output holds an unterminated JSON object that could not be decoded"
+        raise PlanParseError(msg)
+    return value
+
+
+def _loads(text: str) -> tuple[bool, Any]:
+    """Decode JSON leniently (control characters allowed in strings); report success."""
+    try:
+        return True, json.loads(text, strict=False)
+    except (ValueError, RecursionError):
+        return False, None

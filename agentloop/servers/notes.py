@@ -1,0 +1,175 @@
+"""An MCP server that keeps notes in a JSON-lines file.
+
+The file is `AGENTLOOP_NOTES_FILE`, or `./agentloop-notes.jsonl` when that is
+unset. Each save appends one line and syncs it to disk; a save that repeats an
+earlier `idempotency_key` returns the earlier note instead of writing again.
+Run it over stdio with `python -m agentloop.servers.notes`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from mcp.server.fastmcp import FastMCP
+from mcp.types import ToolAnnotations
+from typing_extensions import TypedDict
+
+from agentloop.servers import DEFAULT_NOTES_FILE, NOTES_FILE_ENV
+
+__all__ = [
+    "Note",
+    "NoteSummary",
+    "SavedNote",
+    "list_notes",
+    "main",
+    "mcp",
+    "notes_file",
+    "read_note",
+    "save_note",
+]
+
+mcp = FastMCP("agentloop-notes", log_level="WARNING")
+_READ_ONLY = ToolAnnotations(
+    readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False
+)
+_WRITES = ToolAnnotations(
+    readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False
+)
+
+
+class Note(TypedDict):
+    """A stored note."""
+
+    id: str
+    title: str
+    body: str
+    created_at: str
+    idempotency_key: str
+
+
+class SavedNote(Note):
+    """A note as `save_note` returns it."""
+
+    deduplicated: bool
+
+
+class NoteSummary(TypedDict):
+    """What `list_notes` shows of a note."""
+
+    id: str
+    title: str
+    created_at: str
+
+
+def notes_file() -> Path:
+    """Return the notes file this process uses, read from the environment on each call."""
+    return Path(os.environ.get(NOTES_FILE_ENV) or DEFAULT_NOTES_FILE)
+
+
+def _lock(handle: IO[str]) -> None:
+    """Hold an exclusive lock on the file until it is closed (POSIX only)."""
+    if sys.platform != "win32":
+        import fcntl
+
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+
+
+def _parse(lines: list[str]) -> list[Note]:
+    notes: list[Note] = []
+    for line in lines:
+        try:
+            record: Any = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line torn by a crash mid-write is skipped, not fatal
+        if isinstance(record, dict) and isinstance(record.get("id"), str):
+            notes.append(
+                Note(
+                    id=record["id"],
+                    title=str(record.get("title", "")),
+                    body=str(record.get("body", "")),
+                    created_at=str(record.get("created_at", "")),
+                    idempotency_key=str(record.get("idempotency_key", "")),
+                )
+            )
+    return notes
+
+
+def _read_all() -> list[Note]:
+    path = notes_file()
+    if not path.exists():
+        return []
+    return _parse(path.read_text(encoding="utf-8").splitlines())
+
+
+@mcp.tool(annotations=_WRITES)
+def save_note(title: str, body: str, idempotency_key: str = "") -> SavedNote:
+    """Save a note and return it with its new id.
+
+    Args:
+        title: A short title.
+        body: The note's text.
+        idempotency_key: Optional. When a note was already saved with this key,
+            that note is returned with `deduplicated: true` and nothing is written.
+    """
+    if not title.strip():
+        msg = "title must not be empty"
+        raise ValueError(msg)
+    path = notes_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+", encoding="utf-8") as handle:
+        _lock(handle)
+        handle.seek(0)
+        content = handle.read()
+        if idempotency_key:
+            for note in _parse(content.splitlines()):
+                if note["idempotency_key"] == idempotency_key:
+                    return SavedNote(**note, deduplicated=True)
+        note = Note(
+            id=uuid.uuid4().hex[:12],
+            title=title,
+            body=body,
+            created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            idempotency_key=idempotency_key,
+        )
+        separator = "\n" if content and not content.endswith("\n") else ""
+        handle.write(separator + json.dumps(note, ensure_ascii=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    return SavedNote(**note, deduplicated=False)
+
+
+@mcp.tool(annotations=_READ_ONLY)
+def list_notes() -> list[NoteSummary]:
+    """List the saved notes, oldest first, without their bodies."""
+    return [
+        NoteSummary(id=n["id"], title=n["title"], created_at=n["created_at"]) for n in _read_all()
+    ]
+
+
+@mcp.tool(annotations=_READ_ONLY)
+def read_note(note_id: str) -> Note:
+    """Return one saved note in full.
+
+    Args:
+        note_id: The `id` from `save_note` or `list_notes`.
+    """
+    for note in _read_all():
+        if note["id"] == note_id:
+            return note
+    msg = f"unknown note_id {note_id!r}"
+    raise ValueError(msg)
+
+
+def main() -> None:
+    """Serve the tools over stdio until the client closes the connection."""
+    mcp.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""Loop settings: fixed when the loop is built, overridable per run through the context."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
+
+from agentloop.errors import ConfigurationError
+
+__all__ = ["LoopContext", "LoopSettings", "PlanMode"]
+
+PlanMode = Literal["json", "tool"]
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """The settings of one compiled loop."""
+
+    max_rounds: int = 5
+    concurrency: int | None = None
+    plan_mode: PlanMode = "json"
+    keep_tool_results: int = 5
+    max_consecutive_rollbacks: int = 5
+    name: str = "tool_loop"
+
+    def __post_init__(self) -> None:
+        """Reject values that cannot work, with a clear message."""
+        if not isinstance(self.max_rounds, int) or self.max_rounds < 0:
+            msg = f"max_rounds must be an int >= 0, got {self.max_rounds!r}"
+            raise ConfigurationError(msg)
+        if self.concurrency is not None and (
+            not isinstance(self.concurrency, int) or self.concurrency < 1
+        ):
+            msg = f"concurrency must be None or an int >= 1, got {self.concurrency!r}"
+            raise ConfigurationError(msg)
+        if self.plan_mode not in ("json", "tool"):
+            msg = f"plan_mode must be 'json' or 'tool', got {self.plan_mode!r}"
+            raise ConfigurationError(msg)
+        if not isinstance(self.keep_tool_results, int) or self.keep_tool_results < 0:
+            msg = f"keep_tool_results must be an int >= 0, got {self.keep_tool_results!r}"
+            raise ConfigurationError(msg)
+        if self.max_consecutive_rollbacks < 0:
+            msg = "max_consecutive_rollbacks must be >= 0"
+            raise ConfigurationError(msg)
+
+    def with_context(self, context: Any) -> LoopSettings:
+        """Return these settings overridden by the non-None fields of a run's context."""
+        if context is None:
+            return self
+        changes = {
+            item.name: getattr(context, item.name)
+            for item in fields(LoopContext)
+            if item.name != "model"
+            and hasattr(context, item.name)
+            and getattr(context, item.name) is not None
+        }
+        return replace(self, **changes) if changes else self
+
+
+@dataclass
+class LoopContext:
+    """Per-run settings (LangGraph `context`); a field left as None keeps the loop's value."""
+
+    model: str | None = field(
+        default=None,
+        metadata={
+            "description": "Chat model for this run as 'provider:name' "
+            "(e.g. 'openai:gpt-4.1-mini'); empty keeps the loop's model."
+        },
+    )
+    max_rounds: int | None = field(
+        default=None, metadata={"description": "Most plan/execute rounds before answering."}
+    )
+    concurrency: int | None = field(
+        default=None, metadata={"description": "Most tool calls running at once (empty: no limit)."}
+    )
+    plan_mode: PlanMode | None = field(
+        default=None,
+        metadata={"description": "'json' (plan as message text) or 'tool' (native tool call)."},
+    )
+    keep_tool_results: int | None = field(
+        default=None,
+        metadata={"description": "How many latest tool results the planner sees in full."},
+    )

@@ -1,0 +1,403 @@
+"""A scripted chat model for tests: replays replies and streams them in chunks.
+
+`ScriptedChatModel` stands in for a real chat model in unit tests. Each model
+request consumes the next reply of its script; replies stream as text chunks and
+as tool-call chunks, so `with_structured_output` and LangGraph's message
+streaming behave as they do with a real provider.
+
+Example:
+    ```python
+    model = ScriptedChatModel(["Hello!", plan_reply("respond")])
+    model.invoke("hi").content  # "Hello!"
+    ```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeAlias, cast
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolCall
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import PrivateAttr
+
+__all__ = ["ScriptExhaustedError", "ScriptedChatModel", "plan_reply"]
+
+Reply: TypeAlias = (
+    str | AIMessage | BaseException | Callable[[list[BaseMessage]], "str | AIMessage"]
+)
+"""One scripted reply: text, a message, an error to raise, or a function of the request."""
+
+_MODEL_NAME = "scripted"
+
+
+class ScriptExhaustedError(IndexError):
+    """A `ScriptedChatModel` was asked for more replies than it was given."""
+
+
+class _Lock:
+    """A lock that deep-copies as a new lock, so the model stays deep-copyable."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Lock:
+        return _Lock()
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Replays scripted replies and streams them in chunks.
+
+    Each model request takes the next entry of `replies` when it starts (when
+    `invoke` runs, or when the first chunk of a stream is pulled). The position in
+    the script is taken under a lock, so concurrent requests never share a reply.
+
+    An entry may be:
+
+    - a `str`: the reply text;
+    - an `AIMessage`: its content, `tool_calls`, `response_metadata` (for example
+      `{"finish_reason": "length"}`) and `usage_metadata` are replayed;
+    - a `BaseException`: raised when that request starts;
+    - a callable: called with the request's messages, returns a `str` or `AIMessage`.
+
+    Streaming splits text into `chunk_size`-character chunks and each tool call's
+    JSON arguments into `chunk_size`-character `tool_call_chunks`. All chunks of a
+    reply share one message id, and the last one carries `chunk_position="last"`,
+    the `response_metadata` and the `usage_metadata`.
+
+    A non-streamed request (`invoke`) sleeps as long as the stream of the same reply
+    would, so timing does not depend on whether the caller streams.
+
+    Example:
+        ```python
+        model = ScriptedChatModel(["first", TimeoutError("slow"), "third"])
+        ```
+    """
+
+    replies: list[Any]
+    """The script: one entry per model request, consumed in order."""
+
+    responder: Callable[[list[BaseMessage]], str | AIMessage] | None = None
+    """Computes a reply from the request's messages once the script is used up."""
+
+    chunk_size: int = 8
+    """Characters of text, or of tool-call arguments JSON, per streamed chunk."""
+
+    chunk_delay_s: float = 0.0
+    """Seconds to sleep before each streamed chunk."""
+
+    repeat_last: bool = False
+    """Repeat the last reply once the script is used up and there is no responder."""
+
+    usage: bool = True
+    """Attach `usage_metadata` (about four characters per token) to each reply."""
+
+    _lock: _Lock = PrivateAttr(default_factory=_Lock)
+    _requests: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+    _chunks_emitted: int = PrivateAttr(default=0)
+    _bound_tools: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+
+    def __init__(self, replies: Sequence[Reply] = (), **kwargs: Any) -> None:
+        kwargs["replies"] = list(replies)
+        super().__init__(**kwargs)
+
+    @property
+    def _llm_type(self) -> str:
+        return _MODEL_NAME
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": _MODEL_NAME}
+
+    @property
+    def requests(self) -> list[list[BaseMessage]]:
+        """The messages of every request so far, in the order the requests started."""
+        with self._lock:
+            return [list(messages) for messages in self._requests]
+
+    @property
+    def chunks_emitted(self) -> int:
+        """How many chunks consumers have pulled from streams so far."""
+        with self._lock:
+            return self._chunks_emitted
+
+    @property
+    def bound_tools(self) -> list[dict[str, Any]]:
+        """The tools of the last `bind_tools` call, as OpenAI-format tool dicts."""
+        with self._lock:
+            return list(self._bound_tools)
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools to the model; the script still decides which tool calls come back.
+
+        Args:
+            tools: Tools, functions, Pydantic or TypedDict classes, or tool schemas.
+            tool_choice: Recorded in the binding, as a provider would receive it.
+            **kwargs: Further arguments to bind.
+
+        Returns:
+            The model with `tools` (and `tool_choice`, if given) bound.
+        """
+        formatted = [convert_to_openai_tool(cast("Any", tool)) for tool in tools]
+        with self._lock:
+            self._bound_tools = formatted
+        if tool_choice is not None:
+            kwargs["tool_choice"] = tool_choice
+        return self.bind(tools=formatted, **kwargs)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        message = self._next_reply(messages)
+        delay = self.chunk_delay_s * len(_pieces(message, self.chunk_size))
+        if delay > 0:
+            time.sleep(delay)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        message = self._next_reply(messages)
+        delay = self.chunk_delay_s * len(_pieces(message, self.chunk_size))
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        message = self._next_reply(messages)
+        for chunk in _chunks(message, self.chunk_size):
+            if self.chunk_delay_s > 0:
+                time.sleep(self.chunk_delay_s)
+            self._count_chunk()
+            if run_manager is not None:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        message = self._next_reply(messages)
+        for chunk in _chunks(message, self.chunk_size):
+            # Sleeping even for 0 s lets concurrent streams interleave.
+            await asyncio.sleep(self.chunk_delay_s)
+            self._count_chunk()
+            if run_manager is not None:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+    def _count_chunk(self) -> None:
+        with self._lock:
+            self._chunks_emitted += 1
+
+    def _next_reply(self, messages: list[BaseMessage]) -> AIMessage:
+        """Record the request, take its reply from the script and complete it."""
+        with self._lock:
+            number = len(self._requests)
+            self._requests.append(list(messages))
+            entry: Any
+            if number < len(self.replies):
+                entry = self.replies[number]
+            elif self.responder is not None:
+                entry = self.responder
+            elif self.repeat_last and self.replies:
+                entry = self.replies[-1]
+            else:
+                msg = (
+                    f"ScriptedChatModel has no reply left for request #{number + 1}; "
+                    f"it was given {len(self.replies)} replies"
+                )
+                raise ScriptExhaustedError(msg)
+        if isinstance(entry, BaseException):
+            raise entry
+        if callable(entry):
+            entry = entry(list(messages))
+        return self._complete(entry, messages)
+
+    def _complete(self, reply: Any, messages: list[BaseMessage]) -> AIMessage:
+        """Turn a scripted reply into a fresh message with ids, metadata and usage."""
+        if isinstance(reply, str):
+            reply = AIMessage(content=reply)
+        if not isinstance(reply, AIMessage):
+            msg = (
+                "A ScriptedChatModel reply must be a str or an AIMessage, "
+                f"got {type(reply).__name__}"
+            )
+            raise TypeError(msg)
+        tool_calls = [
+            ToolCall(
+                name=call["name"],
+                args=dict(call["args"]),
+                id=call["id"] or f"call_{uuid.uuid4().hex[:24]}",
+                type="tool_call",
+            )
+            for call in reply.tool_calls
+        ]
+        response_metadata = {
+            "model_name": _MODEL_NAME,
+            **reply.response_metadata,
+            "finish_reason": reply.response_metadata.get("finish_reason", "stop"),
+        }
+        usage_metadata = reply.usage_metadata
+        if usage_metadata is None and self.usage:
+            usage_metadata = _estimate_usage(messages, reply.text, tool_calls)
+        return AIMessage(
+            content=reply.content,
+            additional_kwargs=dict(reply.additional_kwargs),
+            tool_calls=tool_calls,
+            invalid_tool_calls=list(reply.invalid_tool_calls),
+            response_metadata=response_metadata,
+            usage_metadata=usage_metadata,
+            id=reply.id or f"scripted-{uuid.uuid4().hex}",
+            name=reply.name,
+        )
+
+
+def _pieces(message: AIMessage, size: int) -> list[tuple[int | None, str]]:
+    """Split a reply into `(tool call index or None for text, text)` pieces."""
+    size = max(size, 1)
+    pieces: list[tuple[int | None, str]] = []
+    if isinstance(message.content, str):
+        text = message.content
+        pieces.extend((None, text[i : i + size]) for i in range(0, len(text), size))
+    elif message.content:
+        pieces.append((None, ""))  # content blocks travel whole, in the first chunk
+    for index, call in enumerate(message.tool_calls):
+        args = json.dumps(call["args"])
+        pieces.extend((index, args[i : i + size]) for i in range(0, len(args), size))
+    return pieces or [(None, "")]
+
+
+def _chunks(message: AIMessage, size: int) -> Iterator[ChatGenerationChunk]:
+    """Yield the streamed chunks of a reply, one at a time."""
+    pieces = _pieces(message, size)
+    text_content = isinstance(message.content, str)
+    started: set[int] = set()
+    for position, (index, text) in enumerate(pieces):
+        last = position == len(pieces) - 1
+        content: str | list[str | dict[str, Any]]
+        call_chunks = []
+        if index is None:
+            content = text if text_content else list(message.content)
+        else:
+            content = "" if text_content else []
+            call = message.tool_calls[index]
+            first = index not in started
+            started.add(index)
+            call_chunks.append(
+                tool_call_chunk(
+                    name=call["name"] if first else None,
+                    args=text,
+                    id=call["id"] if first else None,
+                    index=index,
+                )
+            )
+        chunk = AIMessageChunk(
+            content=content,
+            id=message.id,
+            tool_call_chunks=call_chunks,
+            additional_kwargs=dict(message.additional_kwargs) if position == 0 else {},
+        )
+        if last:
+            chunk.chunk_position = "last"
+            chunk.response_metadata = dict(message.response_metadata)
+            chunk.usage_metadata = message.usage_metadata
+        yield ChatGenerationChunk(message=chunk)
+
+
+def _tokens(characters: int) -> int:
+    return -(-characters // 4)
+
+
+def _estimate_usage(
+    messages: Sequence[BaseMessage], text: str, tool_calls: Sequence[ToolCall]
+) -> UsageMetadata:
+    prompt_chars = sum(len(message.text) for message in messages)
+    reply_chars = len(text) + sum(
+        len(call["name"]) + len(json.dumps(call["args"])) for call in tool_calls
+    )
+    input_tokens, output_tokens = _tokens(prompt_chars), _tokens(reply_chars)
+    return UsageMetadata(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=input_tokens + output_tokens,
+    )
+
+
+def plan_reply(
+    next_action: str,
+    commands: Sequence[Mapping[str, Any]] = (),
+    *,
+    as_tool_call: bool = False,
+    tool_name: str = "PlanDecision",
+) -> str | AIMessage:
+    """Build a planner reply for a `ScriptedChatModel` script.
+
+    Args:
+        next_action: The planner's decision, the first key of the reply.
+        commands: Execution commands with `tool_name` and optionally `purpose`,
+            `tool_kwargs` and `todo_suggestion` (defaults `""`, `{}`, `""`).
+        as_tool_call: Return an `AIMessage` with one tool call instead of JSON text.
+        tool_name: The tool call's name, that of the structured-output schema.
+
+    Returns:
+        The JSON text `{"next_action": ..., "execution_commands": [...]}`, or an
+        `AIMessage` calling `tool_name` with those arguments.
+    """
+    args: dict[str, Any] = {
+        "next_action": next_action,
+        "execution_commands": [
+            {
+                "purpose": command.get("purpose", ""),
+                "tool_name": command["tool_name"],
+                "tool_kwargs": dict(command.get("tool_kwargs") or {}),
+                "todo_suggestion": command.get("todo_suggestion", ""),
+            }
+            for command in commands
+        ],
+    }
+    if not as_tool_call:
+        return json.dumps(args)
+    call = ToolCall(name=tool_name, args=args, id=f"call_{uuid.uuid4().hex[:24]}")
+    return AIMessage(content="", tool_calls=[call])

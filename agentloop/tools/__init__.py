@@ -1,0 +1,1 @@
+"""The governance pipeline of a tool call, one module per stage."""

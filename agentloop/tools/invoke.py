@@ -1,0 +1,130 @@
+"""Calling a tool for real: one attempt under a timeout, and retries by policy (tenacity)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import threading
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+    wait_none,
+    wait_random,
+)
+
+from agentloop.events import Emit
+from agentloop.tools.interceptors import ToolCall
+from agentloop.tools.outcome import ToolOutcome, classify_error
+from agentloop.tools.policy import ToolRetry
+
+__all__ = ["call_with_policy", "invoke_once", "is_async_tool"]
+
+
+def is_async_tool(tool: BaseTool) -> bool:
+    """Tell whether a tool has a native async implementation."""
+    if getattr(tool, "coroutine", None) is not None:
+        return True
+    return type(tool)._arun is not BaseTool._arun
+
+
+async def _run_in_thread(tool: BaseTool, arguments: dict[str, Any]) -> Any:
+    """Run a sync tool in its own daemon thread, so a hung call can be abandoned."""
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    context = contextvars.copy_context()
+
+    def target() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(context.run(tool.invoke, arguments))
+        except BaseException as error:
+            future.set_exception(error)
+
+    threading.Thread(target=target, name=f"agentloop-tool-{tool.name}", daemon=True).start()
+    return await asyncio.wrap_future(future)
+
+
+async def invoke_once(tool: BaseTool, arguments: dict[str, Any], timeout_s: float) -> Any:
+    """Call a tool once. A timed-out coroutine is cancelled; a sync tool's thread is abandoned.
+
+    Raises:
+        TimeoutError: The call took longer than `timeout_s`.
+    """
+    try:
+        async with asyncio.timeout(timeout_s):
+            if is_async_tool(tool):
+                return await tool.ainvoke(arguments)
+            return await _run_in_thread(tool, arguments)
+    except TimeoutError as error:
+        msg = f"{tool.name} did not finish within {timeout_s:g}s"
+        raise TimeoutError(msg) from error
+
+
+def _retrying(retry: ToolRetry, call: ToolCall, emit: Emit) -> AsyncRetrying:
+    wait = wait_exponential(
+        multiplier=retry.initial_delay_s,
+        exp_base=retry.multiplier,
+        max=retry.max_delay_s,
+    )
+
+    def before_sleep(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        emit(
+            "tool_retry",
+            call_id=call.call_id,
+            tool_name=call.tool_name,
+            attempt=state.attempt_number,
+            error=str(error),
+            wait_s=round(state.upcoming_sleep, 3),
+        )
+
+    return AsyncRetrying(
+        stop=stop_after_attempt(retry.max_attempts),
+        wait=wait + (wait_random(0, retry.initial_delay_s) if retry.jitter else wait_none()),
+        retry=retry_if_exception(
+            lambda error: not isinstance(error, GraphBubbleUp) and retry.should_retry(error)
+        ),
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+
+
+async def call_with_policy(call: ToolCall, emit: Emit) -> ToolOutcome:
+    """Call the tool with its timeout, retrying by policy; never raises for tool errors.
+
+    Only idempotent tools are retried automatically, timeouts included.
+
+    Args:
+        call: The validated call.
+        emit: Where `tool_retry` events go.
+
+    Returns:
+        The outcome, with the number of attempts made.
+    """
+    policy = call.policy
+    attempts = 0
+
+    async def attempt() -> Any:
+        nonlocal attempts
+        attempts += 1
+        return await invoke_once(call.tool, call.arguments, policy.timeout_s)
+
+    try:
+        if policy.retryable and policy.retry is not None:
+            value = await _retrying(policy.retry, call, emit)(attempt)
+        else:
+            value = await attempt()
+    except GraphBubbleUp:
+        raise
+    except Exception as error:
+        message = str(error) or type(error).__name__
+        return ToolOutcome.failure(classify_error(error), message, attempts=attempts)
+    return ToolOutcome(value=value, attempts=attempts)

@@ -1,0 +1,80 @@
+"""Judging records: useless results, duplicates, and the compact form of flagged records."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from agentloop.state import ToolExecutionRecord
+from agentloop.tools.outcome import ToolOutcome
+
+__all__ = ["ERROR_PREFIXES", "compact_record", "executed_queries", "judge_result"]
+
+ERROR_PREFIXES = ("Unknown tool:", "Error executing tool")
+"""A successful result that starts with one of these is an error in disguise."""
+
+
+def judge_result(outcome: ToolOutcome, check: Callable[[Any], bool | str] | None) -> str:
+    """Return why a successful result is useless, or "" when it is fine.
+
+    Args:
+        outcome: A successful outcome.
+        check: The tool's `check_result`: False or a reason string flags the result.
+
+    Returns:
+        The reason, or "".
+    """
+    value = outcome.value
+    if isinstance(value, str) and value.lstrip().startswith(ERROR_PREFIXES):
+        return value.strip()[:500]
+    if check is None:
+        return ""
+    try:
+        verdict = check(value)
+    except Exception as error:
+        return f"check_result failed: {error}"
+    if isinstance(verdict, str):
+        return verdict
+    return "" if verdict else "result judged useless by check_result"
+
+
+def executed_queries(records: Iterable[ToolExecutionRecord]) -> dict[str, int]:
+    """Map each query that ran successfully to the round that ran it first.
+
+    Args:
+        records: `done_plans`.
+
+    Returns:
+        `{query_key: round_index}`.
+    """
+    seen: dict[str, int] = {}
+    for record in records:
+        key = record.get("query_key")
+        if isinstance(key, str) and record["success"] and not record.get("flagged"):
+            seen.setdefault(key, int(record.get("round_index", 0)))
+    return seen
+
+
+def compact_record(record: Mapping[str, Any]) -> ToolExecutionRecord:
+    """Return the compact form of a flagged record: no bulky output, a clear error."""
+    compact: dict[str, Any] = {
+        key: record[key]
+        for key in (
+            "purpose",
+            "tool_name",
+            "kwargs",
+            "todo_suggestion",
+            "next",
+            "call_id",
+            "round_index",
+            "index",
+            "error_type",
+            "duplicate",
+            "query_key",
+            "duration_ms",
+            "attempts",
+        )
+        if key in record
+    }
+    compact.update(success=False, result=None, error=record.get("error") or "", flagged=True)
+    return compact  # type: ignore[return-value]

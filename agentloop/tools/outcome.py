@@ -1,0 +1,92 @@
+"""The outcome of one tool call as it travels back through the pipeline, and error types."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentloop.errors import ToolCallError
+
+__all__ = ["ERROR_SUGGESTIONS", "ToolOutcome", "classify_error", "graceful_error"]
+
+ERROR_SUGGESTIONS: dict[str, str] = {
+    "timeout": "The tool took too long. Try a narrower request, or another tool.",
+    "invalid_arguments": "Fix the arguments listed in the message and call again.",
+    "tool_not_found": "Call one of the available tools listed in the message.",
+    "network_error": "The service could not be reached. Try again later or use another source.",
+    "internal_error": "The tool failed. Check the arguments or try another approach.",
+    "unknown_outcome": "The call may or may not have happened. Check before repeating it.",
+    "duplicate": "This exact query already ran. Use its result instead of repeating it.",
+    "useless_result": "The result did not help. Try different arguments or another tool.",
+}
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What a call produced: a value or an error, and how it got there."""
+
+    value: Any = None
+    success: bool = True
+    error: str = ""
+    error_type: str = ""
+    attempts: int = 1
+    from_cache: bool = False
+    fallback: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def failure(cls, error_type: str, message: str, *, attempts: int = 1) -> ToolOutcome:
+        """Build a failed outcome."""
+        return cls(None, False, message, error_type, attempts)
+
+    def with_changes(self, **changes: Any) -> ToolOutcome:
+        """Return a copy with some fields changed."""
+        return replace(self, **changes)
+
+
+def classify_error(error: BaseException) -> str:
+    """Map an exception to the error type reported to the model.
+
+    Args:
+        error: What the tool (or the pipeline) raised.
+
+    Returns:
+        One of `timeout`, `invalid_arguments`, `network_error`, `internal_error`, or the
+        type carried by a `ToolCallError`.
+    """
+    if isinstance(error, ToolCallError):
+        return error.error_type
+    if isinstance(error, TimeoutError | asyncio.TimeoutError):
+        return "timeout"
+    if isinstance(error, ValidationError):
+        return "invalid_arguments"
+    if isinstance(error, ConnectionError | OSError) and not isinstance(error, FileNotFoundError):
+        return "network_error"
+    name = type(error).__name__.lower()
+    if "timeout" in name:
+        return "timeout"
+    if "connect" in name or "network" in name or "transport" in name:
+        return "network_error"
+    return "internal_error"
+
+
+def graceful_error(error_type: str, tool_name: str, message: str) -> dict[str, str]:
+    """Build the error result the model sees when every fallback failed.
+
+    Args:
+        error_type: See `classify_error`.
+        tool_name: The tool that failed.
+        message: What happened.
+
+    Returns:
+        `{"error", "tool", "message", "suggestion"}`.
+    """
+    return {
+        "error": error_type,
+        "tool": tool_name,
+        "message": message,
+        "suggestion": ERROR_SUGGESTIONS.get(error_type, ERROR_SUGGESTIONS["internal_error"]),
+    }

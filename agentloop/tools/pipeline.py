@@ -1,0 +1,275 @@
+"""The governance pipeline of one command.
+
+resolve -> repair argument names -> validate and coerce -> interceptors (mandatory, then
+optional) -> timeout and retries -> fallback (stale cache, stub, graceful error) ->
+truncate -> judge -> record.
+
+`prepare` does the pure first half when a round starts (so duplicates are found on
+validated arguments and bad calls never reach a tool); `run` does the rest in a call task.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
+
+from agentloop.events import Emit
+from agentloop.state import ToolCommand, ToolExecutionRecord
+from agentloop.tools.arguments import repair_argument_names, validate_arguments
+from agentloop.tools.cache import ResultCache, canonical_key
+from agentloop.tools.interceptors import Interceptor, ToolCall, run_chain
+from agentloop.tools.invoke import call_with_policy
+from agentloop.tools.judge import judge_result
+from agentloop.tools.outcome import ToolOutcome, graceful_error
+from agentloop.tools.registry import ToolRegistry
+from agentloop.tools.results import to_jsonable, truncate_result
+
+__all__ = ["PreparedCall", "ToolRunner", "make_record"]
+
+IDEMPOTENCY_ARGUMENT = "idempotency_key"
+
+
+class PreparedCall(TypedDict):
+    """A command ready to run (or already settled), as it is kept in the graph state."""
+
+    call_id: str
+    index: int
+    round_index: int
+    purpose: str
+    tool_name: str
+    kwargs: dict[str, Any]
+    """The arguments as the planner wrote them."""
+    arguments: dict[str, Any]
+    """The repaired and validated arguments the tool receives."""
+    todo_suggestion: str
+    query_key: str
+    """Identifies "the same query" for duplicate detection."""
+    concurrency_safe: bool
+    notes: list[str]
+
+
+def make_record(
+    call: PreparedCall,
+    outcome: ToolOutcome,
+    *,
+    duration_ms: float = 0.0,
+    truncated: bool = False,
+    flagged: bool = False,
+    duplicate: bool = False,
+) -> ToolExecutionRecord:
+    """Build the execution record of a call from its outcome."""
+    record: ToolExecutionRecord = {
+        "purpose": call["purpose"],
+        "tool_name": call["tool_name"],
+        "kwargs": call["arguments"] or call["kwargs"],
+        "todo_suggestion": call["todo_suggestion"],
+        "next": call["todo_suggestion"],
+        "success": outcome.success,
+        "result": outcome.value,
+        "error": "" if outcome.success else outcome.error,
+        "call_id": call["call_id"],
+        "round_index": call["round_index"],
+        "index": call["index"],
+        "error_type": outcome.error_type,
+        "duration_ms": round(duration_ms, 3),
+        "attempts": outcome.attempts,
+        "from_cache": outcome.from_cache,
+        "fallback": outcome.fallback,
+        "duplicate": duplicate,
+        "truncated": truncated,
+        "flagged": flagged,
+        "query_key": call["query_key"],
+    }
+    if outcome.notes or call["notes"]:
+        record["notes"] = [*call["notes"], *outcome.notes]
+    return record
+
+
+class ToolRunner:
+    """Runs commands through the governance pipeline of one compiled loop.
+
+    Args:
+        registry: The tools and their policies.
+        cache: Results shared by every run of the loop.
+        interceptors: Optional interceptors (may short-circuit), outermost first.
+        mandatory_interceptors: Always run, around the optional ones.
+    """
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        cache: ResultCache,
+        interceptors: Sequence[Interceptor] = (),
+        mandatory_interceptors: Sequence[Interceptor] = (),
+    ) -> None:
+        self.registry = registry
+        self.cache = cache
+        self.chain: list[Interceptor] = [*mandatory_interceptors, *interceptors]
+
+    # -- first half: when the round starts ---------------------------------------------
+
+    def prepare(
+        self, command: ToolCommand, *, call_id: str, round_index: int, index: int
+    ) -> tuple[PreparedCall, ToolExecutionRecord | None]:
+        """Resolve, repair and validate a command.
+
+        Returns:
+            The prepared call, and a finished (failed) record when the command must not
+            run: unknown tool or invalid arguments.
+        """
+        name = command["tool_name"]
+        kwargs = dict(command["tool_kwargs"])
+        call: PreparedCall = {
+            "call_id": call_id,
+            "index": index,
+            "round_index": round_index,
+            "purpose": command["purpose"],
+            "tool_name": name,
+            "kwargs": kwargs,
+            "arguments": {},
+            "todo_suggestion": command["todo_suggestion"],
+            "query_key": canonical_key(name, kwargs),
+            "concurrency_safe": True,
+            "notes": [],
+        }
+        tool = self.registry.get(name)
+        if tool is None:
+            available = ", ".join(self.registry.names) or "(none)"
+            message = f"Unknown tool: {name!r}. Available tools: {available}"
+            outcome = ToolOutcome(
+                value=graceful_error("tool_not_found", name, message),
+                success=False,
+                error=message,
+                error_type="tool_not_found",
+                attempts=0,
+            )
+            return call, make_record(call, outcome, flagged=True)
+        policy = self.registry.policy(name)
+        schema = self.registry.schema(name)
+        call["concurrency_safe"] = policy.concurrency_safe
+        repaired, repairs = repair_argument_names(kwargs, schema, policy.arg_aliases)
+        validated = validate_arguments(repaired, schema)
+        call["notes"] = [*repairs, *validated.coercions]
+        call["arguments"] = validated.arguments
+        call["query_key"] = _query_key(name, validated.arguments, policy.dedup_keys)
+        if not validated.ok:
+            message = f"Invalid arguments for {name}: {validated.error_message()}"
+            outcome = ToolOutcome(
+                value=graceful_error("invalid_arguments", name, message),
+                success=False,
+                error=message,
+                error_type="invalid_arguments",
+                attempts=0,
+            )
+            return call, make_record(call, outcome)
+        return call, None
+
+    # -- second half: in the call task ---------------------------------------------------
+
+    async def run(self, call: PreparedCall, emit: Emit) -> ToolExecutionRecord:
+        """Run a prepared call: interceptors, timeout, retries, fallback, truncation, judge.
+
+        Never raises for anything the tool does (interrupts raised by a tool propagate).
+        """
+        name = call["tool_name"]
+        tool = self.registry.get(name)
+        if tool is None:  # the registry cannot change between prepare and run
+            msg = f"tool {name!r} vanished between prepare and run"
+            raise RuntimeError(msg)
+        policy = self.registry.policy(name)
+        arguments = dict(call["arguments"])
+        if IDEMPOTENCY_ARGUMENT in self.registry.schema(name).get("properties", {}):
+            arguments.setdefault(IDEMPOTENCY_ARGUMENT, call["call_id"])
+        tool_call = ToolCall(
+            tool_name=name,
+            arguments=arguments,
+            policy=policy,
+            call_id=call["call_id"],
+            tool=tool,
+            purpose=call["purpose"],
+            round_index=call["round_index"],
+            index=call["index"],
+        )
+        emit("tool_started", call_id=call["call_id"], tool_name=name, index=call["index"])
+        started = time.perf_counter()
+
+        async def terminal(current: ToolCall) -> ToolOutcome:
+            return await call_with_policy(current, emit)
+
+        try:
+            outcome = await run_chain(tool_call, self.chain, terminal)
+        except Exception as error:
+            outcome = ToolOutcome.failure("internal_error", f"interceptor failed: {error}")
+        duration_ms = (time.perf_counter() - started) * 1000
+        if outcome.success:
+            if policy.idempotent and not outcome.fallback:
+                self.cache.put(tool_call.cache_key, outcome.value, None)
+        else:
+            outcome = self._fall_back(tool_call, outcome)
+        outcome = outcome.with_changes(value=to_jsonable(outcome.value))
+        truncated = truncate_result(outcome.value, policy.max_result_chars)
+        outcome = outcome.with_changes(value=truncated.value)
+        useless = judge_result(outcome, policy.check_result) if outcome.success else ""
+        if useless:
+            outcome = outcome.with_changes(
+                success=False, error=useless, error_type="useless_result"
+            )
+        if tool_call.trace:
+            outcome = outcome.with_changes(notes=(*outcome.notes, *tool_call.trace))
+        record = make_record(
+            call,
+            outcome,
+            duration_ms=duration_ms,
+            truncated=truncated.truncated,
+            flagged=bool(useless),
+        )
+        fields = {
+            "call_id": call["call_id"],
+            "tool_name": name,
+            "index": call["index"],
+            "duration_ms": record["duration_ms"],
+            "success": record["success"],
+            "attempts": outcome.attempts,
+            "from_cache": outcome.from_cache,
+            "fallback": outcome.fallback,
+        }
+        if record["success"]:
+            emit("tool_completed", **fields)
+        else:
+            emit("tool_error", error=record["error"], error_type=outcome.error_type, **fields)
+            emit("tool_completed", **fields)
+        return record
+
+    def _fall_back(self, call: ToolCall, failure: ToolOutcome) -> ToolOutcome:
+        """Stale cached result, then the declared stub, then a graceful error."""
+        reason = f"{failure.error_type}: {failure.error}"
+        if call.policy.idempotent:
+            stale = self.cache.get_stale(call.cache_key)
+            if stale is not None:
+                return failure.with_changes(
+                    value=stale.value,
+                    success=True,
+                    error="",
+                    fallback="stale_cache",
+                    notes=(f"stale cached result ({stale.age_s:.0f}s old) after {reason}",),
+                )
+        if call.policy.has_stub:
+            return failure.with_changes(
+                value=call.policy.stub_result,
+                success=True,
+                error="",
+                fallback="stub",
+                notes=(f"declared stub result after {reason}",),
+            )
+        return failure.with_changes(
+            value=graceful_error(failure.error_type, call.tool_name, failure.error)
+        )
+
+
+def _query_key(
+    tool_name: str, arguments: Mapping[str, Any], dedup_keys: Sequence[str] | None
+) -> str:
+    if dedup_keys:
+        arguments = {key: arguments.get(key) for key in dedup_keys}
+    return canonical_key(tool_name, arguments)

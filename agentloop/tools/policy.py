@@ -1,0 +1,256 @@
+"""Per-tool policies: what a user declares, and how the effective policy is resolved."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentloop.errors import ConfigurationError
+
+__all__ = [
+    "DEFAULT_MAX_RESULT_CHARS",
+    "DEFAULT_TIMEOUT_S",
+    "ResolvedPolicy",
+    "ToolPolicy",
+    "ToolRetry",
+    "is_transient_error",
+    "resolve_policy",
+]
+
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_MAX_RESULT_CHARS = 20_000
+
+SAFE_PREFIXES = ("search_", "get_", "check_", "list_", "read_")
+"""Name prefixes of tools that only read: concurrency-safe and idempotent."""
+UNSAFE_PREFIXES = ("save_", "update_", "delete_", "create_", "send_", "write_")
+"""Name prefixes of tools with side effects: run alone, never retried automatically."""
+
+_TRANSIENT_MARKERS = (
+    "timeout",
+    "timed out",
+    "temporarily",
+    "rate limit",
+    "too many requests",
+    "connection",
+    "unavailable",
+    "try again",
+)
+_TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+def _status_code(error: BaseException) -> int | None:
+    for attribute in ("status_code", "status", "code", "http_status"):
+        value = getattr(error, attribute, None)
+        if isinstance(value, int):
+            return value
+    response = getattr(error, "response", None)
+    value = getattr(response, "status_code", None)
+    return value if isinstance(value, int) else None
+
+
+def is_transient_error(error: BaseException) -> bool:
+    """Tell whether an error is worth retrying: connection errors, timeouts, 429 and 5xx.
+
+    Args:
+        error: The exception a tool raised.
+
+    Returns:
+        True for transient errors.
+    """
+    if isinstance(error, ConnectionError | TimeoutError | asyncio.TimeoutError):
+        return True
+    status = _status_code(error)
+    if status is not None:
+        return status in _TRANSIENT_STATUS or 500 <= status < 600
+    name = type(error).__name__.lower()
+    if any(word in name for word in ("timeout", "connect", "ratelimit", "unavailable")):
+        return True
+    text = str(error).lower()
+    return any(marker in text for marker in _TRANSIENT_MARKERS) or any(
+        f" {code}" in f" {text}" for code in ("429", "502", "503", "504")
+    )
+
+
+class ToolRetry(BaseModel):
+    """How a tool call is retried (exponential backoff with jitter, built on tenacity)."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    max_attempts: int = Field(default=3, ge=1, description="Attempts in all, the first included.")
+    initial_delay_s: float = Field(default=0.5, ge=0, description="Wait before the 2nd attempt.")
+    multiplier: float = Field(default=2.0, ge=1, description="Growth of the wait per attempt.")
+    max_delay_s: float = Field(default=30.0, ge=0, description="Upper bound of one wait.")
+    jitter: bool = Field(default=True, description="Add up to one initial delay at random.")
+    retry_on: Callable[[BaseException], bool] | tuple[type[BaseException], ...] = Field(
+        default=is_transient_error,
+        description="Exception types, or a predicate, that make an error retryable.",
+    )
+
+    def should_retry(self, error: BaseException) -> bool:
+        """Tell whether `error` is retryable under this policy."""
+        if isinstance(self.retry_on, tuple):
+            return isinstance(error, self.retry_on)
+        return bool(self.retry_on(error))
+
+
+class ToolPolicy(BaseModel):
+    """What a user declares about one tool. Fields left as None come from defaults.
+
+    Resolution order for each field: this policy (given to `create_tool_loop`), then
+    `tool.metadata["agentloop"]`, then MCP annotations, then name rules, then defaults.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, extra="forbid")
+
+    concurrency_safe: bool | None = Field(
+        default=None, description="May run in parallel with other safe calls."
+    )
+    idempotent: bool | None = Field(
+        default=None, description="Running it twice has the effect of once (retry, cache)."
+    )
+    timeout_s: float | None = Field(default=None, gt=0, description="Time limit of one attempt.")
+    retry: ToolRetry | None = Field(default=None, description="Retry policy (idempotent only).")
+    cache_ttl_s: float | None = Field(
+        default=None, ge=0, description="Cache successful results this long (idempotent only)."
+    )
+    stub_result: Any = Field(default=None, description="Degraded result used when all failed.")
+    arg_aliases: Mapping[str, tuple[str, ...] | list[str]] | None = Field(
+        default=None, description="Canonical argument name -> names the model may use instead."
+    )
+    dedup_keys: tuple[str, ...] | list[str] | None = Field(
+        default=None, description="Arguments that identify the same query (default: all)."
+    )
+    check_result: Callable[[Any], bool | str] | None = Field(
+        default=None,
+        description="Judge of a successful result: False or a reason string flags it as useless.",
+    )
+    max_result_chars: int | None = Field(
+        default=None, gt=0, description="Longer results are truncated (default 20,000)."
+    )
+    rate_limit_per_s: float | None = Field(
+        default=None, gt=0, description="At most this many calls per second (all runs)."
+    )
+
+    def declared(self) -> dict[str, Any]:
+        """Return the fields this policy sets explicitly."""
+        return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+@dataclass(frozen=True)
+class ResolvedPolicy:
+    """The effective policy of one tool, every field decided."""
+
+    concurrency_safe: bool = True
+    idempotent: bool = True
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    retry: ToolRetry | None = None
+    cache_ttl_s: float | None = None
+    stub_result: Any = None
+    has_stub: bool = False
+    arg_aliases: Mapping[str, tuple[str, ...] | list[str]] = field(default_factory=dict)
+    dedup_keys: tuple[str, ...] | None = None
+    check_result: Callable[[Any], bool | str] | None = None
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
+    rate_limit_per_s: float | None = None
+
+    @property
+    def retryable(self) -> bool:
+        """Automatic retries are only for idempotent tools with a retry policy."""
+        return self.idempotent and self.retry is not None and self.retry.max_attempts > 1
+
+
+def _name_rule(name: str) -> dict[str, Any]:
+    lowered = name.lower()
+    if lowered.startswith(UNSAFE_PREFIXES):
+        return {"concurrency_safe": False, "idempotent": False}
+    if lowered.startswith(SAFE_PREFIXES):
+        return {"concurrency_safe": True, "idempotent": True}
+    return {}
+
+
+def _annotation_rule(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    rule: dict[str, Any] = {}
+    if metadata.get("readOnlyHint") is True:
+        rule.update(concurrency_safe=True, idempotent=True)
+    if metadata.get("idempotentHint") is True:
+        rule["idempotent"] = True
+    if metadata.get("destructiveHint") is True and metadata.get("readOnlyHint") is not True:
+        rule.update(concurrency_safe=False, idempotent=False)
+    return rule
+
+
+def _metadata_policy(tool: BaseTool) -> dict[str, Any]:
+    raw = (tool.metadata or {}).get("agentloop")
+    if raw is None:
+        return {}
+    if isinstance(raw, ToolPolicy):
+        return raw.declared()
+    if isinstance(raw, Mapping):
+        try:
+            return ToolPolicy(**raw).declared()
+        except ValidationError as error:
+            msg = f"tool {tool.name!r}: invalid metadata['agentloop'] policy: {error}"
+            raise ConfigurationError(msg) from error
+    msg = f"tool {tool.name!r}: metadata['agentloop'] must be a ToolPolicy or a dict"
+    raise ConfigurationError(msg)
+
+
+def resolve_policy(
+    tool: BaseTool,
+    declared: ToolPolicy | None = None,
+    *,
+    default_timeout_s: float = DEFAULT_TIMEOUT_S,
+    timeout_by_prefix: Mapping[str, float] | None = None,
+    default_retry: ToolRetry | None = None,
+) -> ResolvedPolicy:
+    """Merge a tool's declared policy with its metadata, annotations and name rules.
+
+    Args:
+        tool: The tool.
+        declared: The policy given to `create_tool_loop` for this tool, if any.
+        default_timeout_s: The loop's default timeout.
+        timeout_by_prefix: Name-prefix timeouts, between a policy and the loop default.
+        default_retry: Retry policy of idempotent tools that declare none.
+
+    Returns:
+        The effective policy.
+    """
+    merged: dict[str, Any] = {}
+    merged.update(_name_rule(tool.name))
+    merged.update(_annotation_rule(tool.metadata or {}))
+    merged.update(_metadata_policy(tool))
+    if declared is not None:
+        merged.update(declared.declared())
+    if "timeout_s" not in merged or merged["timeout_s"] is None:
+        by_prefix = [
+            seconds
+            for prefix, seconds in (timeout_by_prefix or {}).items()
+            if tool.name.startswith(prefix)
+        ]
+        merged["timeout_s"] = by_prefix[0] if by_prefix else default_timeout_s
+    has_stub = "stub_result" in merged
+    retry = merged.get("retry", default_retry)
+    return ResolvedPolicy(
+        concurrency_safe=_flag(merged, "concurrency_safe", default=True),
+        idempotent=_flag(merged, "idempotent", default=True),
+        timeout_s=float(merged["timeout_s"]),
+        retry=retry if isinstance(retry, ToolRetry) else None,
+        cache_ttl_s=merged.get("cache_ttl_s"),
+        stub_result=merged.get("stub_result"),
+        has_stub=has_stub,
+        arg_aliases=dict(merged.get("arg_aliases") or {}),
+        dedup_keys=tuple(merged["dedup_keys"]) if merged.get("dedup_keys") else None,
+        check_result=merged.get("check_result"),
+        max_result_chars=int(merged.get("max_result_chars") or DEFAULT_MAX_RESULT_CHARS),
+        rate_limit_per_s=merged.get("rate_limit_per_s"),
+    )
+
+
+def _flag(merged: Mapping[str, Any], name: str, *, default: bool) -> bool:
+    value = merged.get(name)
+    return default if value is None else bool(value)

@@ -1,0 +1,129 @@
+"""The tools a loop may call: lookup by name, effective policies, schemas, descriptions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from langchain_core.tools import tool as as_langchain_tool
+
+from agentloop.errors import ConfigurationError
+from agentloop.tools.arguments import tool_json_schema
+from agentloop.tools.policy import (
+    DEFAULT_TIMEOUT_S,
+    ResolvedPolicy,
+    ToolPolicy,
+    ToolRetry,
+    resolve_policy,
+)
+
+__all__ = ["ToolLike", "ToolRegistry", "to_tool"]
+
+ToolLike = BaseTool | Callable[..., Any]
+
+
+def to_tool(candidate: ToolLike) -> BaseTool:
+    """Return a LangChain tool for a tool or a plain (sync or async) function.
+
+    Raises:
+        ConfigurationError: `candidate` is neither.
+    """
+    if isinstance(candidate, BaseTool):
+        return candidate
+    if callable(candidate):
+        try:
+            return as_langchain_tool(candidate)
+        except Exception as error:
+            msg = f"cannot turn {candidate!r} into a tool: {error}"
+            raise ConfigurationError(msg) from error
+    msg = f"tools must be LangChain tools or functions, got {type(candidate).__name__}"
+    raise ConfigurationError(msg)
+
+
+class ToolRegistry:
+    """The registered tools of one loop and their effective policies.
+
+    Args:
+        tools: LangChain tools or functions; names must be unique.
+        policies: Declared policies by tool name.
+        default_timeout_s: Timeout of tools that declare none.
+        timeout_by_prefix: Name-prefix timeouts (e.g. `{"search_": 10}`).
+        default_retry: Retry policy of idempotent tools that declare none.
+
+    Raises:
+        ConfigurationError: Duplicate names, or a policy for a tool that is not registered.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[ToolLike],
+        policies: Mapping[str, ToolPolicy] | None = None,
+        *,
+        default_timeout_s: float = DEFAULT_TIMEOUT_S,
+        timeout_by_prefix: Mapping[str, float] | None = None,
+        default_retry: ToolRetry | None = None,
+    ) -> None:
+        self._tools: dict[str, BaseTool] = {}
+        for candidate in tools:
+            converted = to_tool(candidate)
+            if converted.name in self._tools:
+                msg = f"two tools are named {converted.name!r}; tool names must be unique"
+                raise ConfigurationError(msg)
+            self._tools[converted.name] = converted
+        policies = dict(policies or {})
+        unknown = sorted(set(policies) - set(self._tools))
+        if unknown:
+            msg = f"policies given for unknown tools {unknown}; registered: {self.names}"
+            raise ConfigurationError(msg)
+        for name, policy in policies.items():
+            if not isinstance(policy, ToolPolicy):
+                msg = f"policy of {name!r} must be a ToolPolicy, got {type(policy).__name__}"
+                raise ConfigurationError(msg)
+        self._policies: dict[str, ResolvedPolicy] = {
+            name: resolve_policy(
+                tool,
+                policies.get(name),
+                default_timeout_s=default_timeout_s,
+                timeout_by_prefix=timeout_by_prefix,
+                default_retry=default_retry,
+            )
+            for name, tool in self._tools.items()
+        }
+        self._schemas = {name: tool_json_schema(tool) for name, tool in self._tools.items()}
+
+    @property
+    def names(self) -> list[str]:
+        """The registered tool names, in registration order."""
+        return list(self._tools)
+
+    @property
+    def tools(self) -> list[BaseTool]:
+        """The registered tools."""
+        return list(self._tools.values())
+
+    def get(self, name: str) -> BaseTool | None:
+        """Return the tool called `name`, or None."""
+        return self._tools.get(name)
+
+    def policy(self, name: str) -> ResolvedPolicy:
+        """Return the effective policy of a registered tool."""
+        return self._policies[name]
+
+    def schema(self, name: str) -> dict[str, Any]:
+        """Return the JSON schema of a registered tool's arguments."""
+        return self._schemas[name]
+
+    @cached_property
+    def descriptions(self) -> list[dict[str, Any]]:
+        """What the planner is told about each tool: name, description, argument schema."""
+        return [
+            {
+                "name": name,
+                "description": tool.description,
+                "args_schema": self._schemas[name],
+                "side_effects": not self._policies[name].concurrency_safe,
+            }
+            for name, tool in self._tools.items()
+        ]

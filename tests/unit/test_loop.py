@@ -1,0 +1,485 @@
+"""The plan / execute / answer loop, end to end, through the public API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+
+from agentloop import create_tool_loop
+from agentloop.testing import ScriptedChatModel, plan_reply
+
+
+def cmd(tool_name: str, purpose: str = "", **kwargs: Any) -> dict[str, Any]:
+    return {"purpose": purpose, "tool_name": tool_name, "tool_kwargs": kwargs}
+
+
+@tool
+async def search_web(query: str) -> str:
+    """Search the web."""
+    await asyncio.sleep(0.01)
+    return f"results for {query}"
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+def explode(reason: str) -> str:
+    """Always fails."""
+    raise RuntimeError(f"boom: {reason}")
+
+
+def loop_with(plans: list[Any], tools: list[Any], **options: Any) -> tuple[Any, Any, Any]:
+    planner = ScriptedChatModel(plans, chunk_size=7)
+    answerer = ScriptedChatModel(repeat_last=True, replies=["final answer"])
+    graph = create_tool_loop(planner, tools, answer_model=answerer, **options)
+    return graph, planner, answerer
+
+
+RECORD_KEYS = {
+    "purpose",
+    "tool_name",
+    "kwargs",
+    "todo_suggestion",
+    "next",
+    "success",
+    "result",
+    "error",
+}
+
+
+async def test_two_rounds_then_answer() -> None:
+    graph, planner, answerer = loop_with(
+        [
+            plan_reply(
+                "execute", [cmd("search_web", "find it", query="cats"), cmd("add", a=1, b=2)]
+            ),
+            plan_reply(
+                "execute", [{**cmd("add", "sum again", a=3, b=4), "todo_suggestion": "done"}]
+            ),
+            plan_reply("response"),
+        ],
+        [search_web, add],
+    )
+    out = await graph.ainvoke({"user_input": "tell me", "user_extra_requirement": "be brief"})
+    state = out["round_state"]
+    assert state["round_index"] == 2
+    assert len(state["done_plans"]) == 3
+    assert [r["tool_name"] for r in state["last_round_records"]] == ["add"]
+    for record in state["done_plans"]:
+        assert record.keys() >= RECORD_KEYS
+        assert record["success"] is True
+        assert record["error"] == ""
+        assert record["next"] == record["todo_suggestion"]
+    assert state["done_plans"][0]["result"] == "results for cats"
+    assert state["done_plans"][1]["purpose"] == "Use add"
+    assert state["last_round_records"][0]["todo_suggestion"] == "done"
+    assert out["action_results"] == {
+        "find it": "results for cats",
+        "Use add": 3,
+        "sum again": 7,
+    }
+    assert out["answer"] == "final answer"
+    assert isinstance(out["messages"][-1], AIMessage)
+    assert out["messages"][-1].content == "final answer"
+    assert len(out["tool_logs"]) == 3
+    assert len(planner.requests) == 3
+    # the planner saw everything it needs
+    first_prompt = "\n".join(str(m.content) for m in planner.requests[0])
+    for needle in ("tell me", "be brief", "search_web", "round_index: 0", "max_rounds: 5"):
+        assert needle in first_prompt
+    second_prompt = str(planner.requests[1][-1].content)
+    assert "results for cats" in second_prompt
+    # the answer got the results and the instruction to cite them
+    answer_prompt = str(answerer.requests[0][-1].content)
+    assert "<action_results>" in answer_prompt
+    assert "results for cats" in answer_prompt
+    assert "quote" in answer_prompt
+
+
+async def test_no_tools_needed_injects_no_results() -> None:
+    graph, _, answerer = loop_with([plan_reply("response")], [add])
+    out = await graph.ainvoke({"user_input": "hello"})
+    assert out["action_results"] == {}
+    assert out["round_state"] == {"done_plans": [], "last_round_records": [], "round_index": 0}
+    assert "<action_results>" not in str(answerer.requests[0][-1].content)
+    assert out["tool_logs"] == []
+
+
+async def test_short_circuit_stops_reading_the_stream() -> None:
+    padding = [cmd("add", "x" * 200, a=1, b=1) for _ in range(20)]
+    reply = json.dumps({"next_action": "response", "execution_commands": padding})
+    graph, planner, _ = loop_with([reply], [add])
+    events = [chunk async for chunk in graph.astream({"user_input": "hi"}, stream_mode="custom")]
+    total_chunks = -(-len(reply) // 7)
+    assert planner.chunks_emitted <= 6 < total_chunks
+    decided = [e for e in events if e["type"] == "plan_decided"]
+    assert decided[0]["short_circuited"] is True
+    assert decided[0]["next_action"] == "response"
+
+
+async def test_partial_response_value_does_not_decide() -> None:
+    # "responsive" starts like "response" but the value is only known when complete
+    reply = json.dumps({"next_action": "responsive", "execution_commands": [cmd("add", a=1, b=2)]})
+    graph, _, _ = loop_with([reply, plan_reply("response")], [add])
+    out = await graph.ainvoke({"user_input": "hi"})
+    assert out["round_state"]["round_index"] == 1  # invalid action with commands -> execute
+    assert out["round_state"]["done_plans"][0]["result"] == 3
+
+
+async def test_execute_does_not_short_circuit_and_reads_everything() -> None:
+    reply = plan_reply("execute", [cmd("add", a=1, b=2)])
+    graph, planner, _ = loop_with([reply, plan_reply("response")], [add])
+    await graph.ainvoke({"user_input": "hi"})
+    assert planner.chunks_emitted >= -(-len(str(reply)) // 7)
+
+
+async def test_parallel_round_is_concurrent() -> None:
+    @tool
+    async def get_slow(n: int) -> int:
+        """Sleep 0.3 s."""
+        await asyncio.sleep(0.3)
+        return n
+
+    @tool
+    def get_slow_sync(n: int) -> int:
+        """Sleep 0.3 s in a thread."""
+        time.sleep(0.3)
+        return n
+
+    for slow in (get_slow, get_slow_sync):
+        graph, _, _ = loop_with(
+            [
+                plan_reply("execute", [cmd(slow.name, n=i) for i in range(4)]),
+                plan_reply("response"),
+            ],
+            [slow],
+        )
+        started = time.perf_counter()
+        out = await graph.ainvoke({"user_input": "go"})
+        elapsed = time.perf_counter() - started
+        assert [r["result"] for r in out["round_state"]["done_plans"]] == [0, 1, 2, 3]
+        assert elapsed < 0.9, f"{slow.name}: 4 x 0.3 s took {elapsed:.2f}s"
+
+
+async def test_concurrency_limit() -> None:
+    running = 0
+    peak = 0
+
+    @tool
+    async def get_item(n: int) -> int:
+        """Track how many run at once."""
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.05)
+        running -= 1
+        return n
+
+    graph, _, _ = loop_with(
+        [plan_reply("execute", [cmd("get_item", n=i) for i in range(6)]), plan_reply("response")],
+        [get_item],
+        concurrency=2,
+    )
+    out = await graph.ainvoke({"user_input": "go"})
+    assert peak == 2
+    assert [r["result"] for r in out["round_state"]["done_plans"]] == list(range(6))
+
+
+async def test_records_keep_command_order_whatever_finishes_first() -> None:
+    @tool
+    async def get_delayed(delay: float, label: str) -> str:
+        """Sleep, then return the label."""
+        await asyncio.sleep(delay)
+        return label
+
+    commands = [cmd("get_delayed", delay=0.2 - 0.05 * i, label=f"c{i}") for i in range(4)]
+    graph, _, _ = loop_with(
+        [plan_reply("execute", commands), plan_reply("response")], [get_delayed]
+    )
+    out = await graph.ainvoke({"user_input": "go"})
+    assert [r["result"] for r in out["round_state"]["last_round_records"]] == [
+        "c0",
+        "c1",
+        "c2",
+        "c3",
+    ]
+    assert [r["index"] for r in out["tool_logs"]] == [0, 1, 2, 3]
+
+
+async def test_unsafe_tools_run_alone_in_order() -> None:
+    timeline: list[tuple[str, str]] = []
+
+    @tool
+    async def read_a(key: str) -> str:
+        """A safe read."""
+        timeline.append(("start", key))
+        await asyncio.sleep(0.05)
+        timeline.append(("end", key))
+        return key
+
+    @tool
+    async def save_b(key: str) -> str:
+        """An unsafe write."""
+        timeline.append(("start", key))
+        await asyncio.sleep(0.05)
+        timeline.append(("end", key))
+        return key
+
+    commands = [
+        cmd("read_a", key="r1"),
+        cmd("read_a", key="r2"),
+        cmd("save_b", key="w1"),
+        cmd("read_a", key="r3"),
+        cmd("read_a", key="r4"),
+    ]
+    graph, _, _ = loop_with(
+        [plan_reply("execute", commands), plan_reply("response")], [read_a, save_b]
+    )
+    out = await graph.ainvoke({"user_input": "go"})
+    assert [r["result"] for r in out["round_state"]["done_plans"]] == ["r1", "r2", "w1", "r3", "r4"]
+    position = {event: i for i, event in enumerate(timeline)}
+    assert position[("start", "w1")] > max(position[("end", "r1")], position[("end", "r2")])
+    assert min(position[("start", "r3")], position[("start", "r4")]) > position[("end", "w1")]
+    # safe neighbours still overlap
+    assert position[("start", "r2")] < position[("end", "r1")]
+
+
+async def test_errors_are_isolated() -> None:
+    commands = [
+        cmd("explode", reason="x"),
+        cmd("no_such_tool", q=1),
+        cmd("add", a=2, b=2),
+    ]
+    graph, _, _ = loop_with(
+        [plan_reply("execute", commands), plan_reply("response")], [explode, add]
+    )
+    out = await graph.ainvoke({"user_input": "go"})
+    failed, unknown, good = out["tool_logs"]
+    assert failed["success"] is False
+    assert "boom: x" in failed["error"]
+    assert unknown["success"] is False
+    assert unknown["error_type"] == "tool_not_found"
+    assert "add" in unknown["error"] and "explode" in unknown["error"]
+    assert good["success"] is True and good["result"] == 4
+    assert out["action_results"]["Use explode"]["error"]
+    assert out["answer"] == "final answer"
+
+
+async def test_max_rounds_stops_without_a_wasted_plan_call() -> None:
+    always = plan_reply("execute", [cmd("add", a=1, b=1)])
+    planner = ScriptedChatModel(repeat_last=True, replies=[always])
+    answerer = ScriptedChatModel(["done"])
+    graph = create_tool_loop(planner, [add], answer_model=answerer, max_rounds=2)
+    events = [e async for e in graph.astream({"user_input": "go"}, stream_mode="custom")]
+    assert len(planner.requests) == 2
+    assert sum(1 for e in events if e["type"] == "round_completed") == 2
+    state = await graph.ainvoke({"user_input": "go"})
+    assert state["round_state"]["round_index"] == 2
+    assert state["answer"] == "done" or state["answer"]
+
+
+async def test_max_rounds_zero_answers_directly() -> None:
+    graph, planner, _ = loop_with([], [add], max_rounds=0)
+    out = await graph.ainvoke({"user_input": "hi"})
+    assert planner.requests == []
+    assert out["answer"] == "final answer"
+
+
+async def test_tool_plan_mode_with_streamed_tool_calls() -> None:
+    graph, planner, _ = loop_with(
+        [
+            plan_reply("execute", [cmd("add", a=5, b=6)], as_tool_call=True),
+            plan_reply("response", as_tool_call=True),
+        ],
+        [add],
+        plan_mode="tool",
+    )
+    out = await graph.ainvoke({"user_input": "sum"})
+    assert out["round_state"]["done_plans"][0]["result"] == 11
+    assert planner.bound_tools[0]["function"]["name"] == "PlanDecision"
+
+
+async def test_tool_plan_mode_short_circuits() -> None:
+    reply = plan_reply("response", [cmd("add", "y" * 300, a=1, b=1)] * 5, as_tool_call=True)
+    graph, planner, _ = loop_with([reply], [add], plan_mode="tool")
+    out = await graph.ainvoke({"user_input": "hi"})
+    assert out["round_state"]["round_index"] == 0
+    assert planner.chunks_emitted < 10
+
+
+async def test_unparseable_plan_is_a_reported_response() -> None:
+    graph, _, _ = loop_with(["I think I'd rather chat about the weather."], [add])
+    out = await graph.ainvoke({"user_input": "hi"})
+    assert out["decision"]["next_action"] == "response"
+    assert out["decision"]["parse_error"]
+    assert out["answer"] == "final answer"
+
+
+async def test_fenced_json_with_prose_is_accepted() -> None:
+    body = plan_reply("execute", [cmd("add", a=1, b=1)])
+    graph, _, _ = loop_with(
+        [f"Sure! Here is my plan:\n```json\n{body}\n```\nDone.", plan_reply("response")], [add]
+    )
+    out = await graph.ainvoke({"user_input": "hi"})
+    assert out["round_state"]["done_plans"][0]["result"] == 2
+
+
+async def test_planner_model_failure_does_not_crash() -> None:
+    graph, _, _ = loop_with([RuntimeError("provider down")], [add])
+    out = await graph.ainvoke({"user_input": "hi"})
+    assert "provider down" in out["decision"]["parse_error"]
+    assert out["answer"] == "final answer"
+
+
+async def test_answer_model_failure_gives_a_clear_answer() -> None:
+    planner = ScriptedChatModel([plan_reply("response")])
+    answerer = ScriptedChatModel([ConnectionError("network unreachable")])
+    graph = create_tool_loop(planner, [add], answer_model=answerer)
+    out = await graph.ainvoke({"user_input": "hi"})
+    assert "network unreachable" in out["answer"]
+
+
+def test_sync_invoke_works() -> None:
+    graph, _, _ = loop_with(
+        [
+            plan_reply("execute", [cmd("add", a=1, b=2), cmd("search_web", query="q")]),
+            plan_reply("response"),
+        ],
+        [add, search_web],
+    )
+    out = graph.invoke({"user_input": "sum"})
+    assert [r["result"] for r in out["tool_logs"]] == [3, "results for q"]
+    assert out["answer"] == "final answer"
+
+
+async def test_sync_invoke_inside_a_running_event_loop() -> None:
+    graph, _, _ = loop_with(
+        [plan_reply("execute", [cmd("search_web", query="q")]), plan_reply("response")],
+        [search_web],
+    )
+    out = await asyncio.to_thread(graph.invoke, {"user_input": "x"})
+    assert out["tool_logs"][0]["result"] == "results for q"
+    # and directly on the loop's thread, as a notebook cell would
+    graph2, _, _ = loop_with(
+        [plan_reply("execute", [cmd("search_web", query="z")]), plan_reply("response")],
+        [search_web],
+    )
+    out2 = graph2.invoke({"user_input": "x"})
+    assert out2["tool_logs"][0]["result"] == "results for z"
+
+
+async def test_events_on_the_custom_stream() -> None:
+    graph, _, _ = loop_with(
+        [
+            plan_reply("execute", [cmd("add", a=1, b=2), cmd("explode", reason="r")]),
+            plan_reply("response"),
+        ],
+        [add, explode],
+    )
+    events = [e async for e in graph.astream({"user_input": "go"}, stream_mode="custom")]
+    types = [e["type"] for e in events]
+    for expected in (
+        "round_started",
+        "plan_decided",
+        "tool_queued",
+        "tool_started",
+        "tool_completed",
+        "tool_error",
+        "queue_drained",
+        "round_completed",
+    ):
+        assert expected in types, expected
+    completed = [e for e in events if e["type"] == "tool_completed"]
+    assert {e["success"] for e in completed} == {True, False}
+    assert all(e["duration_ms"] >= 0 for e in completed)
+    decided = [e for e in events if e["type"] == "plan_decided"]
+    assert decided[0]["command_count"] == 2 and decided[0]["short_circuited"] is False
+
+
+async def test_answer_tokens_stream_on_messages_mode() -> None:
+    planner = ScriptedChatModel([plan_reply("response")])
+    answerer = ScriptedChatModel(["a fairly long final answer text"], chunk_size=4)
+    graph = create_tool_loop(planner, [add], answer_model=answerer)
+    tokens = [
+        chunk.content
+        async for chunk, meta in graph.astream({"user_input": "hi"}, stream_mode="messages")
+        if meta.get("langgraph_node") == "answer"
+    ]
+    assert len(tokens) > 3
+    assert "".join(tokens) == "a fairly long final answer text"
+
+
+async def test_input_from_messages_and_parent_composition() -> None:
+    graph, planner, _ = loop_with(
+        [plan_reply("execute", [cmd("add", a=2, b=3)]), plan_reply("response")], [add]
+    )
+    parent = StateGraph(MessagesState)
+    parent.add_node("agent", graph)
+    parent.add_edge(START, "agent")
+    app = parent.compile()
+    out = await app.ainvoke({"messages": [HumanMessage("what is 2+3?")]})
+    assert isinstance(out["messages"][-1], AIMessage)
+    assert out["messages"][-1].content == "final answer"
+    assert "what is 2+3?" in str(planner.requests[0][-1].content)
+
+
+async def test_checkpointer_interrupt_inspect_edit_resume() -> None:
+    graph, _, _ = loop_with(
+        [plan_reply("execute", [cmd("add", a=1, b=1)]), plan_reply("response")],
+        [add],
+        checkpointer=InMemorySaver(),
+        interrupt_before=["execute"],
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    await graph.ainvoke({"user_input": "go"}, config)
+    snapshot = await graph.aget_state(config)
+    assert snapshot.next == ("execute",)
+    decision = snapshot.values["decision"]
+    assert decision["execution_commands"][0]["tool_kwargs"] == {"a": 1, "b": 1}
+    decision["execution_commands"][0]["tool_kwargs"] = {"a": 40, "b": 2}
+    await graph.aupdate_state(config, {"decision": decision})
+    out = await graph.ainvoke(None, config)
+    assert out["round_state"]["done_plans"][0]["result"] == 42
+    history = [s async for s in graph.aget_state_history(config)]
+    assert len(history) > 3
+
+
+def test_graph_shape_and_mermaid() -> None:
+    graph, _, _ = loop_with([], [add])
+    nodes = set(graph.get_graph().nodes)
+    assert {"plan", "execute", "answer"} <= nodes
+    mermaid = graph.get_graph().draw_mermaid()
+    for edge in (
+        "plan -.-> execute",
+        "plan -.-> answer",
+        "collect -.-> plan",
+        "answer --> __end__",
+    ):
+        assert edge in mermaid, edge
+
+
+async def test_plain_langchain_fake_model() -> None:
+    plans = iter(
+        [
+            AIMessage(plan_reply("execute", [cmd("add", a=7, b=8)])),  # type: ignore[arg-type]
+            AIMessage(plan_reply("response")),  # type: ignore[arg-type]
+        ]
+    )
+    planner = GenericFakeChatModel(messages=plans)
+    answerer = GenericFakeChatModel(messages=iter([AIMessage("fifteen")]))
+    graph = create_tool_loop(planner, [add], answer_model=answerer)
+    out = await graph.ainvoke({"user_input": "7+8?"})
+    assert out["round_state"]["done_plans"][0]["result"] == 15
+    assert out["answer"] == "fifteen"
