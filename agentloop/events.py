@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 __all__ = ["EVENT_TYPES", "Emit", "EventType", "make_emitter", "null_emit"]
 
@@ -22,7 +22,7 @@ EventType = Literal[
     "answer_started",
     "answer_completed",
 ]
-EVENT_TYPES: tuple[str, ...] = EventType.__args__
+EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 """Every event type the loop emits."""
 
 Emit = Callable[..., None]

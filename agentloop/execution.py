@@ -75,7 +75,7 @@ def assign_batches(safe: Sequence[bool], concurrency: int | None) -> list[int]:
     return batches
 
 
-def _pending(state: LoopState) -> list[dict[str, Any]]:
+def _pending(state: LoopState) -> list[PreparedCall]:
     results = state.get("call_results") or {}
     return [
         call
@@ -94,7 +94,7 @@ def next_batch(state: LoopState) -> list[Send]:
 
 
 def round_records(
-    calls: Sequence[dict[str, Any]], results: dict[str, ToolExecutionRecord]
+    calls: Sequence[PreparedCall], results: dict[str, ToolExecutionRecord]
 ) -> list[ToolExecutionRecord]:
     """Return the records of a round in command order, whatever order they finished in."""
     records: list[ToolExecutionRecord] = []
@@ -102,13 +102,9 @@ def round_records(
         record = results.get(call["call_id"])
         if record is None:
             outcome = ToolOutcome.failure("internal_error", "the call produced no record")
-            record = make_record(_as_prepared(call), outcome)
+            record = make_record(call, outcome)
         records.append(record)
     return records
-
-
-def _as_prepared(call: dict[str, Any]) -> PreparedCall:
-    return {key: value for key, value in call.items() if key != "batch"}  # type: ignore[return-value]
 
 
 def _duplicate_record(
@@ -155,7 +151,7 @@ class ExecutePath:
         prefix = f"{state.get('run_id', 'run')}:{round_index}"
         if rollbacks:
             prefix += f".{rollbacks}"
-        calls: list[dict[str, Any]] = []
+        calls: list[PreparedCall] = []
         settled: dict[str, ToolExecutionRecord] = {}
         this_round: set[str] = set()
         for index, command in enumerate(decision["execution_commands"]):
@@ -170,8 +166,8 @@ class ExecutePath:
                 this_round.add(key)
             else:
                 settled[call["call_id"]] = record
-            calls.append({**call, "batch": NOT_RUN if record else 0})
-        runnable = [call for call in calls if call["batch"] != NOT_RUN]
+            calls.append(call)
+        runnable = [call for call in calls if call["call_id"] not in settled]
         batches = assign_batches([c["concurrency_safe"] for c in runnable], settings.concurrency)
         for call, batch in zip(runnable, batches, strict=True):
             call["batch"] = batch
@@ -203,19 +199,19 @@ class ExecutePath:
 
     # -- call_tool: one task per call --------------------------------------------------------
 
-    def _call_result(self, call: dict[str, Any], record: ToolExecutionRecord) -> dict[str, Any]:
+    def _call_result(self, call: PreparedCall, record: ToolExecutionRecord) -> dict[str, Any]:
         return {"call_results": {call["call_id"]: record}}
 
-    async def acall_tool(self, call: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    async def acall_tool(self, call: PreparedCall, config: RunnableConfig) -> dict[str, Any]:
         """Run one call through the pipeline (async)."""
         _, emit = self.emit_factory(config)
-        record = await self.runner.run(_as_prepared(call), emit)
+        record = await self.runner.run(call, emit)
         return self._call_result(call, record)
 
-    def call_tool(self, call: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+    def call_tool(self, call: PreparedCall, config: RunnableConfig) -> dict[str, Any]:
         """Run one call through the pipeline (sync callers)."""
         _, emit = self.emit_factory(config)
-        record = run_coroutine_sync(self.runner.run(_as_prepared(call), emit))
+        record = run_coroutine_sync(self.runner.run(call, emit))
         return self._call_result(call, record)
 
     # -- collect: close the round ------------------------------------------------------------

@@ -173,7 +173,7 @@ def create_tool_loop(
         return "plan" if limit > 0 else "answer"
 
     def route_plan(state: LoopState) -> Literal["execute", "answer"]:
-        decision = state.get("decision") or {}
+        decision: Mapping[str, Any] = state.get("decision") or {}
         wants_tools = decision.get("next_action") == "execute"
         return "execute" if wants_tools and decision.get("execution_commands") else "answer"
 

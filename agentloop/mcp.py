@@ -37,6 +37,7 @@ from mcp.types import (
 from agentloop.errors import ConfigurationError
 
 __all__ = [
+    "INHERITED_ENV",
     "MCP_HINTS",
     "MCPServerSpec",
     "MCPSessionPool",

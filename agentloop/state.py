@@ -13,6 +13,7 @@ __all__ = [
     "LoopState",
     "OutputState",
     "PlanDecision",
+    "PreparedCall",
     "RoundState",
     "ToolCommand",
     "ToolExecutionRecord",
@@ -86,6 +87,27 @@ class ToolExecutionRecord(TypedDict):
     """What the pipeline did on the way: repairs, coercions, cache hits, fallbacks."""
 
 
+class PreparedCall(TypedDict):
+    """A command ready to run (or already settled), as it is kept in the graph state."""
+
+    call_id: str
+    index: int
+    round_index: int
+    purpose: str
+    tool_name: str
+    kwargs: dict[str, Any]
+    """The arguments as the planner wrote them."""
+    arguments: dict[str, Any]
+    """The repaired and validated arguments the tool receives."""
+    todo_suggestion: str
+    query_key: str
+    """Identifies "the same query" for duplicate detection."""
+    concurrency_safe: bool
+    notes: list[str]
+    batch: int
+    """The batch the call runs in; -1 when it was settled without running."""
+
+
 class RoundState(TypedDict):
     """What happened so far, carried from round to round."""
 
@@ -156,7 +178,7 @@ class OutputState(TypedDict, total=False):
 class LoopState(OutputState, total=False):
     """The full state of a tool loop run."""
 
-    round_calls: list[dict[str, Any]]
+    round_calls: list[PreparedCall]
     """The prepared calls of the current round, with their batch numbers."""
     call_results: Annotated[dict[str, ToolExecutionRecord], reduce_call_results]
     """Finished calls of the current round, keyed by call id (one writer per call task)."""

@@ -17,6 +17,9 @@ _STRING_STOP = re.compile(r'["\\]')
 _FENCE = re.compile(r"```[ \t]*[\w+-]*[ \t]*\r?\n?(.*?)```", re.DOTALL)
 """A markdown code block, with an optional language tag; group 1 is its content."""
 
+_TRIM_LIMIT = 2_000
+"""How far from the end a syntax error may lie for a truncated object to be trimmed."""
+
 _Expect = Literal["key", "colon", "value", "after_value"]
 """What the scanner expects next at depth 1 of the outermost object."""
 
@@ -42,7 +45,7 @@ class _ObjectScanner:
         """Whether the outermost object was closed."""
         self.next_action: str | None = None
         """The complete string value of the top-level `next_action` key, as written."""
-        self._depth = 0
+        self._closers: list[str] = []
         self._in_string = False
         self._escape = False
         self._expect: _Expect = "key"
@@ -65,7 +68,7 @@ class _ObjectScanner:
             if brace < 0:
                 return None
             self.started = True
-            self._depth = 1
+            self._closers = ["}"]
             self._expect = "key"
             index = brace + 1
         size = len(chunk)
@@ -83,6 +86,17 @@ class _ObjectScanner:
                 self.finished = True
                 return index
         return None
+
+    def closed_text(self, text: str) -> str:
+        """Return `text`, the part scanned so far, with its open string and containers closed.
+
+        A dangling backslash is dropped. The result is valid JSON when `text`
+        was a well-formed object cut short between or inside values.
+        """
+        if self._escape:
+            text = text[:-1]
+        quote = '"' if self._in_string else ""
+        return text + quote + "".join(reversed(self._closers))
 
     def _scan_string(self, chunk: str, index: int) -> int:
         """Consume string content from `index`; return where scanning resumes."""
@@ -108,7 +122,7 @@ class _ObjectScanner:
         """Note a non-string value (number, literal) written between structural characters."""
         if (
             start < stop
-            and self._depth == 1
+            and len(self._closers) == 1
             and self._expect == "value"
             and not chunk[start:stop].isspace()
         ):
@@ -116,16 +130,16 @@ class _ObjectScanner:
 
     def _structural(self, char: str) -> bool:
         """Apply one structural character; return True when the outermost object closed."""
-        top = self._depth == 1
+        top = len(self._closers) == 1
         if char == '"':
             self._start_string(top)
         elif char in "{[":
             if top and self._expect == "value":
                 self._expect = "after_value"
-            self._depth += 1
+            self._closers.append("}" if char == "{" else "]")
         elif char in "}]":
-            self._depth -= 1
-            return self._depth == 0
+            self._closers.pop()
+            return not self._closers
         elif top and char == ":":
             self._expect = "value"
         elif top and char == ",":
@@ -253,21 +267,42 @@ def extract_json_object(text: str) -> Any:
     if start < 0:
         msg = "planner output holds no JSON object"
         raise PlanParseError(msg)
-    end = _ObjectScanner().feed(text)
+    scanner = _ObjectScanner()
+    end = scanner.feed(text)
     if end is not None:
         ok, value = _loads(text[start:end])
         if ok:
             return value
         msg = "planner output holds a JSON object that could not be decoded"
         raise PlanParseError(msg)
-    try:
-        value = parse_partial_json(text[start:])
-    except (ValueError, RecursionError):
-        value = None
+    value = _parse_truncated(text[start:], scanner.closed_text(text[start:]))
     if value is None:
         msg = "planner output holds an unterminated JSON object that could not be decoded"
         raise PlanParseError(msg)
     return value
+
+
+def _parse_truncated(fragment: str, closed: str) -> Any:
+    """Decode a JSON object cut short; return None when it cannot be decoded.
+
+    `closed` is `fragment` with its open string and containers closed, which
+    decodes directly when the cut fell inside a string value or between values.
+    Otherwise `parse_partial_json` trims the fragment from the end until it
+    decodes. That search costs one full decode per trimmed character, so it is
+    skipped when the first syntax error lies far from the end: such a text is
+    malformed, not merely cut short, and trimming would take quadratic time.
+    """
+    try:
+        return json.loads(closed, strict=False)
+    except json.JSONDecodeError as error:
+        if len(closed) - error.pos > _TRIM_LIMIT:
+            return None
+    except (ValueError, RecursionError):
+        return None
+    try:
+        return parse_partial_json(fragment)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _loads(text: str) -> tuple[bool, Any]:

@@ -54,6 +54,15 @@ _TRUE_WORDS = frozenset({"true", "yes", "1"})
 _FALSE_WORDS = frozenset({"false", "no", "0"})
 _WORD_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[\s\-._]+")
+_PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+    "null": type(None),
+}
 _SHORT_REPR = reprlib.Repr()
 _SHORT_REPR.maxstring = 60
 _SHORT_REPR.maxother = 60
@@ -256,7 +265,8 @@ class _Context:
                     return schema
                 schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
             elif "type" not in schema and _single_all_of(schema) is not None:
-                schema = {**_single_all_of(schema), **{k: v for k, v in schema.items() if k != "allOf"}}
+                rest = {k: v for k, v in schema.items() if k != "allOf"}
+                schema = {**_single_all_of(schema), **rest}
             else:
                 return schema
         return None
@@ -368,16 +378,7 @@ def _coerce_fields(
 def _is_type(value: Any, kind: str) -> bool:
     if kind in ("integer", "number") and isinstance(value, bool):
         return False
-    checks: dict[str, type | tuple[type, ...]] = {
-        "string": str,
-        "integer": int,
-        "number": (int, float),
-        "boolean": bool,
-        "array": list,
-        "object": dict,
-        "null": type(None),
-    }
-    expected = checks.get(kind)
+    expected = _PYTHON_TYPES.get(kind)
     return expected is not None and isinstance(value, expected)
 
 
@@ -615,9 +616,8 @@ def _schema_errors(
     found = _run_validator(arguments, root)
     by_argument: dict[str, list[str]] = {}
     for error in found:
-        if error.validator == "additionalProperties" and not error.absolute_path:
-            if root.get("additionalProperties") is False:
-                continue
+        if _is_unknown_argument_error(error, root):
+            continue
         argument = _argument_of(error)
         if argument in reported:
             continue
@@ -626,6 +626,15 @@ def _schema_errors(
         if message not in messages and len(messages) < _MAX_MESSAGES_PER_ARGUMENT:
             messages.append(message)
     return [ArgumentError(name, "; ".join(texts)) for name, texts in by_argument.items()]
+
+
+def _is_unknown_argument_error(error: ValidationError, root: Mapping[str, Any]) -> bool:
+    """Whether `error` is one `_unknown_arguments` already reported, per key."""
+    return (
+        error.validator == "additionalProperties"
+        and not error.absolute_path
+        and root.get("additionalProperties") is False
+    )
 
 
 def _run_validator(arguments: Mapping[Any, Any], root: Mapping[str, Any]) -> list[ValidationError]:

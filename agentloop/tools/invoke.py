@@ -117,6 +117,7 @@ async def call_with_policy(call: ToolCall, emit: Emit) -> ToolOutcome:
         attempts += 1
         return await invoke_once(call.tool, call.arguments, policy.timeout_s)
 
+    value: Any
     try:
         if policy.retryable and policy.retry is not None:
             value = await _retrying(policy.retry, call, emit)(attempt)

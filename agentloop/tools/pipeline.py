@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any
 
 from agentloop.events import Emit
-from agentloop.state import ToolCommand, ToolExecutionRecord
+from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.arguments import repair_argument_names, validate_arguments
 from agentloop.tools.cache import ResultCache, canonical_key
 from agentloop.tools.interceptors import Interceptor, ToolCall, run_chain
@@ -28,25 +28,6 @@ from agentloop.tools.results import to_jsonable, truncate_result
 __all__ = ["PreparedCall", "ToolRunner", "make_record"]
 
 IDEMPOTENCY_ARGUMENT = "idempotency_key"
-
-
-class PreparedCall(TypedDict):
-    """A command ready to run (or already settled), as it is kept in the graph state."""
-
-    call_id: str
-    index: int
-    round_index: int
-    purpose: str
-    tool_name: str
-    kwargs: dict[str, Any]
-    """The arguments as the planner wrote them."""
-    arguments: dict[str, Any]
-    """The repaired and validated arguments the tool receives."""
-    todo_suggestion: str
-    query_key: str
-    """Identifies "the same query" for duplicate detection."""
-    concurrency_safe: bool
-    notes: list[str]
 
 
 def make_record(
@@ -132,6 +113,7 @@ class ToolRunner:
             "query_key": canonical_key(name, kwargs),
             "concurrency_safe": True,
             "notes": [],
+            "batch": -1,
         }
         tool = self.registry.get(name)
         if tool is None:
@@ -179,8 +161,9 @@ class ToolRunner:
             raise RuntimeError(msg)
         policy = self.registry.policy(name)
         arguments = dict(call["arguments"])
-        if IDEMPOTENCY_ARGUMENT in self.registry.schema(name).get("properties", {}):
-            arguments.setdefault(IDEMPOTENCY_ARGUMENT, call["call_id"])
+        accepts_key = IDEMPOTENCY_ARGUMENT in self.registry.schema(name).get("properties", {})
+        if accepts_key and not arguments.get(IDEMPOTENCY_ARGUMENT):
+            arguments[IDEMPOTENCY_ARGUMENT] = call["call_id"]
         tool_call = ToolCall(
             tool_name=name,
             arguments=arguments,

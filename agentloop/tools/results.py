@@ -1,0 +1,502 @@
+"""Turn tool outputs into plain JSON data and keep them within a size budget.
+
+`to_jsonable` converts whatever a tool returned (pydantic models, dataclasses,
+messages, MCP content blocks, bytes, cycles...) into data `json.dumps` accepts.
+`truncate_result` bounds its serialized size: long strings are cut first, and
+only when that is not enough are list items and, as a last resort, dict keys
+dropped. Every cut leaves a visible marker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import math
+import re
+from collections import deque
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from enum import Enum
+from pathlib import PurePath
+from typing import Any
+from uuid import UUID
+
+from langchain_core.messages import BaseMessage
+from pydantic import BaseModel
+
+__all__ = [
+    "CYCLE_MARKER",
+    "ITEMS_MARKER",
+    "KEYS_MARKER",
+    "MAX_DEPTH",
+    "TOO_DEEP_MARKER",
+    "TRUNCATION_MARKER",
+    "TruncatedResult",
+    "to_jsonable",
+    "truncate_result",
+]
+
+TRUNCATION_MARKER = "...[truncated {omitted} chars]"
+"""Appended to a string that was cut."""
+ITEMS_MARKER = "...[{omitted} more items truncated]"
+"""The last item of a list whose tail was dropped."""
+KEYS_MARKER = "...[{omitted} more keys truncated]"
+"""The value under the key `...` of a dict whose last keys were dropped."""
+CYCLE_MARKER = "<cycle>"
+"""Stands in for a container that contains itself."""
+TOO_DEEP_MARKER = "<too deep>"
+"""Stands in for a container nested deeper than `MAX_DEPTH`."""
+MAX_DEPTH = 50
+"""How deeply `to_jsonable` follows nested containers."""
+
+_MAX_REPR_CHARS = 1000
+_MAX_DECODED_BYTES = 4096
+_MAX_PLAIN_INT_BITS = 10_000
+_ROUNDS = 4
+_MIN_VALUE_CHARS = 48
+_MIN_PARTIAL_CHARS = 64
+_DROPPED_KEYS_KEY = "..."
+_JSON_START = re.compile(r"\s*[\[{]")
+_EARLIER_CUT = re.compile(re.escape(TRUNCATION_MARKER).replace(r"\{omitted\}", r"(\d+)") + r"\Z")
+_TEXT_TYPES = (datetime.date, datetime.time, datetime.timedelta, UUID, PurePath, Decimal)
+_SEQUENCE_TYPES = (list, tuple, set, frozenset, deque)
+_PLAIN_TYPES = frozenset({str, bool, type(None)})
+
+
+# --- to_jsonable ---------------------------------------------------------------------
+
+
+def to_jsonable(value: Any) -> Any:
+    """Convert a tool's output to plain JSON data.
+
+    Pydantic models, dataclasses, LangChain messages (their content), sets,
+    tuples, bytes, dates, UUIDs, paths, decimals and enums are converted; a
+    list of text content blocks (what MCP tools return) becomes its joined
+    text; NaN and infinities become strings; anything else becomes its `repr`,
+    cut to 1000 characters. A container met again inside itself becomes
+    `CYCLE_MARKER`, one nested deeper than `MAX_DEPTH` `TOO_DEEP_MARKER`.
+    Never raises.
+    """
+    return _convert(value, 0, set())
+
+
+def _convert(value: Any, depth: int, ancestors: set[int]) -> Any:
+    if value is None or isinstance(value, bool | str | int | float | Enum):
+        return _convert_scalar(value, depth, ancestors)
+    if isinstance(value, _TEXT_TYPES):
+        return value.isoformat() if isinstance(value, datetime.date | datetime.time) else str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return _convert_bytes(value)
+    if depth >= MAX_DEPTH:
+        return TOO_DEEP_MARKER
+    if id(value) in ancestors:
+        return CYCLE_MARKER
+    ancestors.add(id(value))
+    try:
+        return _convert_object(value, depth + 1, ancestors)
+    finally:
+        ancestors.discard(id(value))
+
+
+def _convert_scalar(value: Any, depth: int, ancestors: set[int]) -> Any:
+    if value is None or type(value) in (bool, str):
+        return value
+    if isinstance(value, Enum):
+        return _convert(value.value, depth, ancestors)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return _convert_int(int(value))
+    return float(value) if math.isfinite(value) else str(value)
+
+
+def _convert_int(value: int) -> int | str:
+    """Keep an int unless it has too many digits to print."""
+    if value.bit_length() <= _MAX_PLAIN_INT_BITS:
+        return value
+    try:
+        str(value)
+    except ValueError:
+        return f"<int of {value.bit_length()} bits>"
+    return value
+
+
+def _convert_bytes(value: bytes | bytearray | memoryview) -> str:
+    size = value.nbytes if isinstance(value, memoryview) else len(value)
+    if size <= _MAX_DECODED_BYTES:
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    return f"<{size} bytes>"
+
+
+def _convert_object(value: Any, depth: int, ancestors: set[int]) -> Any:
+    if isinstance(value, BaseMessage):
+        return _convert(value.content, depth, ancestors)
+    if isinstance(value, BaseModel):
+        return _convert_model(value, depth, ancestors)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
+        return _convert_mapping(fields, depth, ancestors)
+    if isinstance(value, Mapping):
+        return _convert_mapping(value, depth, ancestors)
+    if isinstance(value, _SEQUENCE_TYPES):
+        return _convert_sequence(value, depth, ancestors)
+    return _bounded_repr(value)
+
+
+def _convert_model(value: BaseModel, depth: int, ancestors: set[int]) -> Any:
+    try:
+        dumped = value.model_dump(mode="json")
+    except Exception:  # unserializable fields or a cycle: describe the model instead
+        return _bounded_repr(value)
+    return _convert(dumped, depth, ancestors)
+
+
+def _convert_mapping(value: Mapping[Any, Any], depth: int, ancestors: set[int]) -> dict[str, Any]:
+    return {
+        key if type(key) is str else _convert_key(key): _convert_item(item, depth, ancestors)
+        for key, item in value.items()
+    }
+
+
+def _convert_item(item: Any, depth: int, ancestors: set[int]) -> Any:
+    """Convert one member of a container, with a fast path for plain values."""
+    kind = type(item)
+    if kind in _PLAIN_TYPES:
+        return item
+    if kind is int and item.bit_length() <= _MAX_PLAIN_INT_BITS:
+        return item
+    if kind is float and math.isfinite(item):
+        return item
+    return _convert(item, depth, ancestors)
+
+
+def _convert_key(key: Any) -> str:
+    if isinstance(key, str):
+        return str(key)
+    if isinstance(key, Enum):
+        key = key.value
+    if key is None or isinstance(key, bool | int | float):
+        return json.dumps(_convert_scalar(key, 0, set()))
+    text = _convert(key, MAX_DEPTH - 1, set())
+    return text if isinstance(text, str) else json.dumps(text)
+
+
+def _convert_sequence(value: Any, depth: int, ancestors: set[int]) -> Any:
+    if isinstance(value, list | tuple):
+        text = _joined_text_blocks(value)
+        if text is not None:
+            return text
+    items = [_convert_item(item, depth, ancestors) for item in value]
+    if isinstance(value, set | frozenset):
+        items.sort(key=repr)
+    return items
+
+
+def _joined_text_blocks(blocks: Sequence[Any]) -> str | None:
+    """Join a non-empty list of `{"type": "text", "text": ...}` blocks; else None."""
+    texts = []
+    for block in blocks:
+        if not isinstance(block, Mapping) or block.get("type") != "text":
+            return None
+        text = block.get("text")
+        if not isinstance(text, str):
+            return None
+        texts.append(text)
+    return "\n".join(texts) if texts else None
+
+
+def _bounded_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__
+        return f"<unrepresentable {type(value).__name__}>"
+    if len(text) <= _MAX_REPR_CHARS:
+        return text
+    return text[: _MAX_REPR_CHARS - 3] + "..."
+
+
+# --- truncate_result -----------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class TruncatedResult:
+    """A result cut to fit a size budget."""
+
+    value: Any
+    """The result within the budget: JSON data, or a string for string results."""
+    truncated: bool
+    """Whether anything was cut."""
+    original_chars: int
+    """The size before cutting: `len` of a string, else the length of its JSON."""
+
+
+def truncate_result(value: Any, max_chars: int = 20_000) -> TruncatedResult:
+    """Bound the size of a tool result, keeping it valid JSON data.
+
+    Size is `len` for a string and the length of `json.dumps(...,
+    ensure_ascii=False)` for anything else, which is first converted with
+    `to_jsonable`. A string is cut and `TRUNCATION_MARKER` appended, unless it
+    holds a JSON object or array: then it is truncated as data and returned as
+    a JSON string again. In data, the longest strings are cut first; if that
+    is not enough, the tails of lists are dropped (leaving an `ITEMS_MARKER`
+    item) and, as a last resort, the last keys of a dict too (leaving a `"..."`
+    key). For `max_chars` of 200 or more the result fits the budget except
+    for the markers themselves: expect an overshoot of at most a few dozen
+    characters in rare, deeply nested cases.
+
+    Args:
+        value: The tool's output.
+        max_chars: The size budget, in characters.
+    """
+    limit = max(max_chars, 0)
+    if isinstance(value, str):
+        return _truncate_text(value, limit)
+    data = to_jsonable(value)
+    if isinstance(data, str):
+        return _truncate_text(data, limit)
+    size = _json_size(data)
+    if size <= limit:
+        return TruncatedResult(data, truncated=False, original_chars=size)
+    return TruncatedResult(_shrink(data, limit, size), truncated=True, original_chars=size)
+
+
+def _truncate_text(text: str, limit: int) -> TruncatedResult:
+    if len(text) <= limit:
+        return TruncatedResult(text, truncated=False, original_chars=len(text))
+    parsed = _parse_json_container(text)
+    if parsed is not None:
+        shrunk = json.dumps(_shrink(parsed, limit, _json_size(parsed)), ensure_ascii=False)
+        return TruncatedResult(shrunk, truncated=True, original_chars=len(text))
+    keep = max(0, limit - len(_cut_marker(len(text))))
+    return TruncatedResult(_cut(text, keep), truncated=True, original_chars=len(text))
+
+
+def _parse_json_container(text: str) -> Any:
+    """Return the JSON data of a string holding an object or array, else None."""
+    if not _JSON_START.match(text):
+        return None
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return to_jsonable(parsed) if isinstance(parsed, dict | list) else None
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _cut_marker(omitted: int) -> str:
+    return TRUNCATION_MARKER.format(omitted=omitted)
+
+
+def _cut(text: str, keep: int) -> str:
+    """Keep the first `keep` characters of `text` and count the rest in a marker.
+
+    Cutting a string that was cut before counts what the earlier cut omitted too.
+    """
+    omitted_before = 0
+    if text.endswith(" chars]"):
+        earlier = _EARLIER_CUT.search(text, max(0, len(text) - 64))
+        if earlier is not None:
+            omitted_before = int(earlier.group(1))
+            text = text[: earlier.start()]
+    keep = min(keep, len(text))
+    return text[:keep] + _cut_marker(len(text) - keep + omitted_before)
+
+
+def _shrink(data: Any, limit: int, size: int) -> Any:
+    """Cut `data` (of JSON size `size`), which this module owns and may change in place."""
+    if isinstance(data, dict | list):
+        size = _cap_long_strings(data, limit, size)
+    return data if size <= limit else _fit(data, limit, size)
+
+
+# --- first pass: cut the longest strings ---------------------------------------------
+
+
+def _cap_long_strings(data: Any, limit: int, size: int) -> int:
+    """Cut the longest strings in `data` to a common length until it fits, in place.
+
+    No string is cut below a floor of `limit // 10` (at most 200) characters;
+    what still does not fit is left to `_fit`.
+
+    Returns:
+        The JSON size of `data` afterwards.
+    """
+    floor = min(200, limit // 10)
+    for _ in range(_ROUNDS):
+        excess = size - limit
+        if excess <= 0:
+            return size
+        slots = _long_string_slots(data, floor + len(_cut_marker(0)))
+        if not slots:
+            return size
+        longest = max(len(container[key]) for container, key in slots)
+        level = _water_level(
+            [len(container[key]) for container, key in slots],
+            excess,
+            len(_cut_marker(longest)),
+        )
+        level = max(level, floor)
+        for container, key in slots:
+            text = container[key]
+            if len(text) > level + len(_cut_marker(len(text))):
+                container[key] = _cut(text, level)
+        size = _json_size(data)
+        if level == floor:
+            return size
+    return size
+
+
+def _long_string_slots(data: Any, min_length: int) -> list[tuple[Any, Any]]:
+    """List the (container, key) of every string value longer than `min_length`."""
+    slots: list[tuple[Any, Any]] = []
+    stack = [data]
+    while stack:
+        container = stack.pop()
+        keys = container.keys() if isinstance(container, dict) else range(len(container))
+        for key in keys:
+            item = container[key]
+            if isinstance(item, str):
+                if len(item) > min_length:
+                    slots.append((container, key))
+            elif isinstance(item, dict | list):
+                stack.append(item)
+    return slots
+
+
+def _water_level(lengths: list[int], excess: int, marker: int) -> int:
+    """Find how many characters to keep of every long string to save `excess`.
+
+    Cutting a string of length `n` to `level` characters plus a marker saves
+    `n - level - marker`; the longest strings are cut first, all to one level.
+    """
+    ordered = sorted(lengths, reverse=True)
+    total = 0
+    level = 0
+    for count, length in enumerate(ordered, start=1):
+        total += length
+        level = (total - excess) // count - marker
+        following = ordered[count] if count < len(ordered) else 0
+        if level + marker >= following:
+            return max(level, 0)
+    return max(level, 0)
+
+
+# --- second pass: drop list items and dict keys --------------------------------------
+
+
+def _fit(value: Any, budget: int, size: int | None = None) -> Any:
+    """Return `value` cut so that its JSON takes about `budget` characters at most."""
+    if (_json_size(value) if size is None else size) <= budget:
+        return value
+    if isinstance(value, list):
+        return _fit_list(value, budget)
+    if isinstance(value, dict):
+        return _fit_dict(value, budget)
+    text = value if isinstance(value, str) else json.dumps(value)
+    return _fit_string(text, budget)
+
+
+def _fit_string(text: str, budget: int) -> str:
+    """Cut `text` so that its JSON (quotes and escapes included) fits `budget`."""
+    keep = max(0, budget - 2 - len(_cut_marker(len(text))))
+    while True:
+        cut = _cut(text, keep)
+        over = _json_size(cut) - budget
+        if over <= 0 or keep == 0:
+            return cut
+        keep = max(0, keep - over)
+
+
+def _fit_list(items: list[Any], budget: int) -> list[Any]:
+    reserve = _json_size(ITEMS_MARKER.format(omitted=len(items))) + 2
+    count = _fitting_prefix(items, budget - reserve)
+    kept = items[:count]
+    room = budget - reserve - _json_size(kept) - 2
+    if count < len(items) and room >= _MIN_PARTIAL_CHARS:
+        partial = items[count]
+        if isinstance(partial, str | list | dict):
+            kept.append(_fit(partial, room))
+    omitted = len(items) - len(kept)
+    if omitted:
+        kept.append(ITEMS_MARKER.format(omitted=omitted))
+    return kept
+
+
+def _fitting_prefix(items: list[Any], budget: int) -> int:
+    """Find the most leading items whose JSON fits `budget`, probing by doubling."""
+    if _json_size([]) > budget or not items:
+        return 0
+    low, high = 0, 1
+    while high <= len(items) and _json_size(items[:high]) <= budget:
+        low, high = high, high * 2
+    high = min(high, len(items) + 1)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if _json_size(items[:middle]) <= budget:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _fit_dict(data: dict[str, Any], budget: int) -> dict[str, Any]:
+    """Keep every key that fits with a minimal value; share the rest among the values."""
+    reserve = _json_size(_DROPPED_KEYS_KEY) + _json_size(KEYS_MARKER.format(omitted=len(data))) + 4
+    entries = _affordable_entries(data, budget - 2, reserve)
+    dropped = len(data) - len(entries)
+    spent = sum(cost for _, cost, _ in entries) + (reserve if dropped else 0)
+    level = _fair_share([size for _, _, size in entries], budget - 2 - spent)
+    fitted = {
+        key: data[key] if size <= level else _fit(data[key], level, size)
+        for key, _, size in entries
+    }
+    if dropped:
+        marker_key = _DROPPED_KEYS_KEY
+        while marker_key in fitted:
+            marker_key += "."
+        fitted[marker_key] = KEYS_MARKER.format(omitted=dropped)
+    return fitted
+
+
+def _affordable_entries(
+    data: dict[str, Any], budget: int, reserve: int
+) -> list[tuple[str, int, int]]:
+    """List (key, key cost, value size) of the leading keys that fit with minimal values.
+
+    All keys are kept when they fit `budget`; otherwise the keys that fit
+    `budget - reserve`, leaving room for the marker of the dropped ones.
+    """
+    entries: list[tuple[str, int, int]] = []
+    used = 0
+    with_reserve = 0
+    for key, value in data.items():
+        cost = _json_size(key) + 4
+        size = _json_size(value)
+        used += cost + min(size, _MIN_VALUE_CHARS)
+        if used > budget:
+            return entries[:with_reserve]
+        entries.append((key, cost, size))
+        if used <= budget - reserve:
+            with_reserve = len(entries)
+    return entries
+
+
+def _fair_share(sizes: list[int], available: int) -> int:
+    """Find the largest size limit such that the values, each capped to it, fit."""
+    remaining = available
+    ordered = sorted(sizes)
+    for index, size in enumerate(ordered):
+        share = remaining // (len(ordered) - index)
+        if size > share:
+            return max(share, 0)
+        remaining -= size
+    return max(ordered, default=0)

@@ -1,0 +1,639 @@
+"""Tool-call governance through the public API: policies, pipeline stages, rollback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import pytest
+from langchain_core.tools import StructuredTool, tool
+
+from agentloop import (
+    AuditLog,
+    ConfigurationError,
+    ToolCall,
+    ToolOutcome,
+    ToolPolicy,
+    ToolRetry,
+    create_tool_loop,
+)
+from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.tools.policy import is_transient_error, resolve_policy
+
+FAST_RETRY = ToolRetry(max_attempts=3, initial_delay_s=0.01, max_delay_s=0.05)
+
+
+def cmd(tool_name: str, purpose: str = "", **kwargs: Any) -> dict[str, Any]:
+    return {"purpose": purpose, "tool_name": tool_name, "tool_kwargs": kwargs}
+
+
+def one_round(*commands: dict[str, Any]) -> list[Any]:
+    return [plan_reply("execute", list(commands)), plan_reply("response")]
+
+
+def build(plans: list[Any], tools: list[Any], **options: Any) -> tuple[Any, ScriptedChatModel]:
+    planner = ScriptedChatModel(plans)
+    answerer = ScriptedChatModel(["ok"], repeat_last=True)
+    return create_tool_loop(planner, tools, answer_model=answerer, **options), planner
+
+
+async def events_and_state(graph: Any, text: str = "go") -> tuple[list[dict[str, Any]], Any]:
+    events: list[dict[str, Any]] = []
+    state: Any = None
+    async for mode, chunk in graph.astream({"user_input": text}, stream_mode=["custom", "values"]):
+        if mode == "custom":
+            events.append(chunk)
+        else:
+            state = chunk
+    return events, state
+
+
+# -- timeouts and retries -------------------------------------------------------------------
+
+
+async def test_non_idempotent_timeout_runs_exactly_once() -> None:
+    calls = 0
+
+    @tool
+    async def send_email(to: str) -> str:
+        """Send an email."""
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(2)
+        return "sent"
+
+    graph, _ = build(
+        one_round(cmd("send_email", to="a@b.c")),
+        [send_email],
+        policies={"send_email": ToolPolicy(timeout_s=0.1, retry=FAST_RETRY)},
+    )
+    out = await graph.ainvoke({"user_input": "mail"})
+    record = out["tool_logs"][0]
+    assert calls == 1
+    assert record["success"] is False
+    assert record["error_type"] == "timeout"
+    assert record["attempts"] == 1
+    assert record["result"]["error"] == "timeout"
+    assert record["result"]["suggestion"]
+
+
+async def test_idempotent_flaky_tool_succeeds_on_third_attempt() -> None:
+    attempts = 0
+
+    @tool
+    async def get_quote(symbol: str) -> float:
+        """Get a stock quote."""
+        nonlocal attempts
+        attempts += 1
+        if attempts < 3:
+            raise ConnectionError("connection reset by peer")
+        return 101.5
+
+    graph, _ = build(
+        one_round(cmd("get_quote", symbol="ACME")),
+        [get_quote],
+        policies={"get_quote": ToolPolicy(retry=FAST_RETRY)},
+    )
+    events, out = await events_and_state(graph)
+    record = out["tool_logs"][0]
+    assert record["success"] is True
+    assert record["result"] == 101.5
+    assert record["attempts"] == 3
+    retries = [e for e in events if e["type"] == "tool_retry"]
+    assert [e["attempt"] for e in retries] == [1, 2]
+
+
+async def test_non_transient_errors_are_not_retried() -> None:
+    attempts = 0
+
+    @tool
+    def get_thing(name: str) -> str:
+        """Fails with a bug."""
+        nonlocal attempts
+        attempts += 1
+        raise KeyError(name)
+
+    graph, _ = build(
+        one_round(cmd("get_thing", name="x")),
+        [get_thing],
+        policies={"get_thing": ToolPolicy(retry=FAST_RETRY)},
+    )
+    out = await graph.ainvoke({"user_input": "go"})
+    assert attempts == 1
+    assert out["tool_logs"][0]["error_type"] == "internal_error"
+
+
+async def test_sync_tool_timeout_is_abandoned_with_clear_error() -> None:
+    @tool
+    def read_slow(path: str) -> str:
+        """Blocks."""
+        time.sleep(1.5)
+        return "late"
+
+    graph, _ = build(
+        one_round(cmd("read_slow", path="/x")),
+        [read_slow],
+        policies={"read_slow": ToolPolicy(timeout_s=0.1, retry=ToolRetry(max_attempts=1))},
+    )
+    started = time.perf_counter()
+    out = await graph.ainvoke({"user_input": "go"})
+    assert time.perf_counter() - started < 1.2
+    record = out["tool_logs"][0]
+    assert record["error_type"] == "timeout"
+    assert "did not finish within 0.1s" in record["error"]
+
+
+async def test_timeout_resolution_order() -> None:
+    @tool
+    def search_x(q: str) -> str:
+        """Search."""
+        return q
+
+    @tool
+    def other(q: str) -> str:
+        """Other."""
+        return q
+
+    by_prefix = {"search_": 7.0}
+    assert resolve_policy(search_x, timeout_by_prefix=by_prefix).timeout_s == 7.0
+    assert (
+        resolve_policy(search_x, ToolPolicy(timeout_s=2), timeout_by_prefix=by_prefix).timeout_s
+        == 2
+    )
+    assert resolve_policy(other, timeout_by_prefix=by_prefix, default_timeout_s=9).timeout_s == 9
+    assert resolve_policy(other).timeout_s == 30.0
+
+
+# -- validation and repair ------------------------------------------------------------------
+
+
+async def test_invalid_arguments_never_reach_the_tool() -> None:
+    seen: list[Any] = []
+
+    @tool
+    def get_page(number: int, strict: bool = False) -> str:
+        """Fetch a page."""
+        seen.append((number, strict))
+        return f"page {number}"
+
+    graph, _ = build(
+        one_round(
+            cmd("get_page", number="abc"),
+            cmd("get_page", purpose="coerced", number="3", strict="true"),
+            cmd("get_page", purpose="missing"),
+        ),
+        [get_page],
+    )
+    out = await graph.ainvoke({"user_input": "go"})
+    bad, good, missing = out["tool_logs"]
+    assert bad["error_type"] == "invalid_arguments"
+    assert "number" in bad["error"]
+    assert bad["attempts"] == 0
+    assert missing["error_type"] == "invalid_arguments"
+    assert good["success"] is True and good["result"] == "page 3"
+    assert good["kwargs"] == {"number": 3, "strict": True}
+    assert seen == [(3, True)]
+
+
+async def test_raw_json_schema_tools_are_validated_and_coerced() -> None:
+    received: list[dict[str, Any]] = []
+
+    async def lookup(**kwargs: Any) -> str:
+        received.append(kwargs)
+        return "found"
+
+    raw_tool = StructuredTool.from_function(
+        coroutine=lookup,
+        name="lookup",
+        description="An MCP-style tool with a raw JSON schema.",
+        args_schema={
+            "type": "object",
+            "properties": {
+                "limit": {"type": "integer", "default": 5},
+                "query": {"type": "string"},
+            },
+            "required": ["query"],
+        },
+    )
+    graph, _ = build(
+        one_round(cmd("lookup", query=42), cmd("lookup", purpose="bad", limit=3)),
+        [raw_tool],
+    )
+    out = await graph.ainvoke({"user_input": "go"})
+    good, bad = out["tool_logs"]
+    assert good["success"] is True
+    assert received == [{"query": "42", "limit": 5}]
+    assert bad["error_type"] == "invalid_arguments" and "query" in bad["error"]
+
+
+async def test_argument_aliases_repair_without_mutating() -> None:
+    @tool
+    def get_profile(info_to_extract: str) -> str:
+        """Extract info."""
+        return info_to_extract.upper()
+
+    kwargs = {"description": "founders"}
+    graph, _ = build(
+        one_round(cmd("get_profile", **kwargs)),
+        [get_profile],
+        policies={"get_profile": ToolPolicy(arg_aliases={"info_to_extract": ["description"]})},
+    )
+    out = await graph.ainvoke({"user_input": "go"})
+    assert out["tool_logs"][0]["result"] == "FOUNDERS"
+    assert out["tool_logs"][0]["kwargs"] == {"info_to_extract": "founders"}
+    assert kwargs == {"description": "founders"}
+
+
+# -- interceptors and cache -----------------------------------------------------------------
+
+
+async def test_cache_hit_skips_the_tool_across_runs() -> None:
+    calls = 0
+
+    @tool
+    def search_docs(query: str) -> str:
+        """Search documents."""
+        nonlocal calls
+        calls += 1
+        return f"docs about {query}"
+
+    planner = ScriptedChatModel(
+        responder=lambda messages: str(
+            plan_reply("execute", [cmd("search_docs", query="tides")])
+            if "round_index: 0" in str(messages[-1].content)
+            else plan_reply("response")
+        )
+    )
+    graph = create_tool_loop(
+        planner,
+        [search_docs],
+        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        policies={"search_docs": ToolPolicy(cache_ttl_s=60)},
+    )
+    first = await graph.ainvoke({"user_input": "user one"})
+    second = await graph.ainvoke({"user_input": "user two"})
+    assert calls == 1
+    assert first["tool_logs"][0]["from_cache"] is False
+    assert second["tool_logs"][0]["from_cache"] is True
+    assert second["tool_logs"][0]["result"] == "docs about tides"
+
+
+async def test_short_circuiting_interceptor_keeps_the_audit_trace() -> None:
+    calls = 0
+
+    @tool
+    def get_price(item: str) -> int:
+        """Price of an item."""
+        nonlocal calls
+        calls += 1
+        return 10
+
+    async def canned(call: ToolCall, proceed: Any) -> Any:
+        if call.tool_name == "get_price":
+            return {"price": 0, "source": "canned"}
+        return await proceed(call)
+
+    audit = AuditLog()
+    graph, _ = build(
+        one_round(cmd("get_price", item="tea")),
+        [get_price],
+        interceptors=[canned],
+        mandatory_interceptors=[audit],
+    )
+    out = await graph.ainvoke({"user_input": "go"})
+    assert calls == 0
+    assert out["tool_logs"][0]["result"] == {"price": 0, "source": "canned"}
+    [entry] = audit.entries
+    assert entry.tool_name == "get_price"
+    assert entry.arguments == {"item": "tea"}
+    assert entry.success is True
+
+
+async def test_interceptor_can_change_the_call() -> None:
+    @tool
+    def get_echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    async def shout(call: ToolCall, proceed: Any) -> ToolOutcome:
+        changed = call.override(arguments={**call.arguments, "text": call.arguments["text"] + "!"})
+        return await proceed(changed)  # type: ignore[no-any-return]
+
+    graph, _ = build(one_round(cmd("get_echo", text="hi")), [get_echo], interceptors=[shout])
+    out = await graph.ainvoke({"user_input": "go"})
+    assert out["tool_logs"][0]["result"] == "hi!"
+
+
+async def test_failing_interceptor_gives_a_failed_record() -> None:
+    @tool
+    def get_x(q: str) -> str:
+        """X."""
+        return q
+
+    async def broken(call: ToolCall, proceed: Any) -> Any:
+        raise ValueError("interceptor bug")
+
+    graph, _ = build(one_round(cmd("get_x", q="a")), [get_x], interceptors=[broken])
+    out = await graph.ainvoke({"user_input": "go"})
+    assert out["tool_logs"][0]["success"] is False
+    assert "interceptor bug" in out["tool_logs"][0]["error"]
+
+
+async def test_rate_limit_spaces_calls() -> None:
+    @tool
+    async def get_tick(n: int) -> int:
+        """Tick."""
+        return n
+
+    graph, _ = build(
+        one_round(*[cmd("get_tick", n=i) for i in range(4)]),
+        [get_tick],
+        policies={"get_tick": ToolPolicy(rate_limit_per_s=10)},
+    )
+    started = time.perf_counter()
+    out = await graph.ainvoke({"user_input": "go"})
+    assert time.perf_counter() - started >= 0.29  # 4 calls at 10/s: the last one waits 0.3 s
+    assert [r["result"] for r in out["tool_logs"]] == [0, 1, 2, 3]
+
+
+# -- fallbacks ------------------------------------------------------------------------------
+
+
+async def test_stale_cache_then_stub_then_graceful_error() -> None:
+    healthy = True
+
+    @tool
+    def get_rate(currency: str) -> float:
+        """Exchange rate."""
+        if not healthy:
+            raise ConnectionError("service unavailable")
+        return 1.25
+
+    @tool
+    def get_forecast(city: str) -> str:
+        """Weather forecast."""
+        raise ConnectionError("service unavailable")
+
+    @tool
+    def get_news(topic: str) -> str:
+        """News."""
+        raise RuntimeError("parser crashed")
+
+    policies = {
+        "get_rate": ToolPolicy(retry=ToolRetry(max_attempts=1)),
+        "get_forecast": ToolPolicy(
+            stub_result="forecast unavailable", retry=ToolRetry(max_attempts=1)
+        ),
+    }
+    planner = ScriptedChatModel(
+        responder=lambda messages: str(
+            plan_reply(
+                "execute",
+                [
+                    cmd("get_rate", currency="EUR"),
+                    cmd("get_forecast", city="Oslo"),
+                    cmd("get_news", topic="x"),
+                ],
+            )
+            if "round_index: 0" in str(messages[-1].content)
+            else plan_reply("response")
+        )
+    )
+    graph = create_tool_loop(
+        planner,
+        [get_rate, get_forecast, get_news],
+        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        policies=policies,
+    )
+    await graph.ainvoke({"user_input": "one"})
+    healthy = False
+    out = await graph.ainvoke({"user_input": "two"})
+    rate, forecast, news = out["tool_logs"]
+    assert rate["success"] is True and rate["fallback"] == "stale_cache" and rate["result"] == 1.25
+    assert forecast["fallback"] == "stub" and forecast["result"] == "forecast unavailable"
+    assert news["success"] is False and news["fallback"] == ""
+    assert news["result"] == {
+        "error": "internal_error",
+        "tool": "get_news",
+        "message": "parser crashed",
+        "suggestion": news["result"]["suggestion"],
+    }
+    assert out["action_results"]["Use get_rate"] == {"result": 1.25, "fallback": "stale_cache"}
+
+
+# -- results ---------------------------------------------------------------------------------
+
+
+async def test_huge_json_result_stays_valid_json() -> None:
+    @tool
+    def get_dump(n: int) -> str:
+        """A 2 MB JSON document."""
+        return json.dumps({"items": [{"id": i, "text": "x" * 2000} for i in range(1000)]})
+
+    graph, _ = build(one_round(cmd("get_dump", n=1)), [get_dump])
+    out = await graph.ainvoke({"user_input": "go"})
+    record = out["tool_logs"][0]
+    assert record["truncated"] is True
+    text = record["result"]
+    assert len(text) <= 21_000
+    parsed = json.loads(text)
+    assert "items" in parsed
+    assert "truncated" in text
+
+
+async def test_non_serializable_result_becomes_data() -> None:
+    class Thing:
+        def __repr__(self) -> str:
+            return "<Thing>"
+
+    @tool
+    def get_thing(n: int) -> Any:
+        """Returns an object."""
+        return {"thing": Thing(), "when": time.time()}
+
+    graph, _ = build(one_round(cmd("get_thing", n=1)), [get_thing])
+    out = await graph.ainvoke({"user_input": "go"})
+    json.dumps(out["tool_logs"][0]["result"])
+
+
+# -- judging, duplicates, rollback ----------------------------------------------------------
+
+
+async def test_useless_result_is_flagged_and_compact() -> None:
+    @tool
+    def search_hits(query: str) -> list[str]:
+        """Search."""
+        return []
+
+    @tool
+    def get_ok(q: str) -> str:
+        """Fine."""
+        return "fine"
+
+    graph, _ = build(
+        one_round(cmd("search_hits", query="zzz"), cmd("get_ok", q="a")),
+        [search_hits, get_ok],
+        policies={"search_hits": ToolPolicy(check_result=lambda r: bool(r) or "no hits")},
+    )
+    out = await graph.ainvoke({"user_input": "go"})
+    flagged, good = out["round_state"]["done_plans"]
+    assert flagged["flagged"] is True and flagged["success"] is False
+    assert flagged["error"] == "no hits" and flagged["result"] is None
+    assert good["result"] == "fine"
+    assert out["round_state"]["round_index"] == 1
+
+
+async def test_duplicate_rollback_stops_after_the_cap() -> None:
+    calls = 0
+
+    @tool
+    def search_same(query: str) -> str:
+        """Search."""
+        nonlocal calls
+        calls += 1
+        return "same result"
+
+    planner = ScriptedChatModel(
+        responder=lambda messages: str(plan_reply("execute", [cmd("search_same", query="q")]))
+    )
+    graph = create_tool_loop(
+        planner,
+        [search_same],
+        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        max_rounds=2,
+        max_consecutive_rollbacks=3,
+    )
+    events, out = await events_and_state(graph)
+    rolled = [e for e in events if e["type"] == "tool_rolled_back"]
+    assert len(rolled) == 3
+    assert len(out["rollbacks"]) == 3
+    # round 1 ran it, 3 rollbacks, then the repeat was allowed to run as round 2
+    assert calls == 2
+    assert out["round_state"]["round_index"] == 2
+    assert len(planner.requests) == 5
+    note = str(planner.requests[2][-1].content)
+    assert "rolled back" in note and "Duplicate query" in note
+    assert out["answer"] == "ok"
+
+
+async def test_duplicate_in_mixed_round_is_compact_and_round_advances() -> None:
+    @tool
+    def search_a(query: str) -> str:
+        """Search."""
+        return "A" * 500
+
+    planner = ScriptedChatModel(
+        [
+            plan_reply("execute", [cmd("search_a", query="x")]),
+            plan_reply("execute", [cmd("search_a", query="x"), cmd("search_a", query="y")]),
+            plan_reply("response"),
+        ]
+    )
+    graph = create_tool_loop(
+        planner, [search_a], answer_model=ScriptedChatModel(["ok"], repeat_last=True)
+    )
+    out = await graph.ainvoke({"user_input": "go"})
+    duplicate, fresh = out["round_state"]["last_round_records"]
+    assert duplicate["duplicate"] is True and duplicate["flagged"] is True
+    assert duplicate["result"] is None
+    assert "round 0" in duplicate["error"]
+    assert fresh["success"] is True
+    assert out["round_state"]["round_index"] == 2
+    assert out["rollbacks"] == []
+
+
+async def test_planner_sees_only_recent_results_in_full() -> None:
+    @tool
+    def get_n(n: int) -> str:
+        """Numbered result."""
+        return f"RESULT-{n}"
+
+    plans = [plan_reply("execute", [cmd("get_n", n=i)]) for i in range(4)] + [
+        plan_reply("response")
+    ]
+    graph, planner = build(plans, [get_n], keep_tool_results=2)
+    await graph.ainvoke({"user_input": "go"})
+    last_prompt = str(planner.requests[-1][-1].content)
+    assert "RESULT-3" in last_prompt and "RESULT-2" in last_prompt
+    assert "RESULT-0" not in last_prompt and "RESULT-1" not in last_prompt
+    assert "omitted" in last_prompt
+
+
+# -- policies --------------------------------------------------------------------------------
+
+
+def test_name_rules_annotations_and_metadata() -> None:
+    @tool
+    def send_sms(to: str) -> str:
+        """Send."""
+        return to
+
+    @tool
+    def search_x(q: str) -> str:
+        """Search."""
+        return q
+
+    @tool
+    def lookup(q: str) -> str:
+        """Lookup."""
+        return q
+
+    assert not resolve_policy(send_sms).concurrency_safe
+    assert not resolve_policy(send_sms).idempotent
+    assert resolve_policy(search_x).concurrency_safe and resolve_policy(search_x).idempotent
+    lookup.metadata = {"destructiveHint": True}
+    assert not resolve_policy(lookup).concurrency_safe
+    lookup.metadata = {"readOnlyHint": True, "agentloop": {"timeout_s": 3}}
+    policy = resolve_policy(lookup)
+    assert policy.concurrency_safe and policy.timeout_s == 3
+    explicit = resolve_policy(lookup, ToolPolicy(concurrency_safe=False))
+    assert not explicit.concurrency_safe
+    assert not resolve_policy(send_sms, ToolPolicy(retry=FAST_RETRY)).retryable
+
+
+def test_bad_configuration_is_rejected_clearly() -> None:
+    @tool
+    def get_a(q: str) -> str:
+        """A."""
+        return q
+
+    model = ScriptedChatModel([])
+    with pytest.raises(ConfigurationError, match="unknown tools"):
+        create_tool_loop(model, [get_a], policies={"nope": ToolPolicy()})
+    with pytest.raises(ConfigurationError, match="max_rounds"):
+        create_tool_loop(model, [get_a], max_rounds=-1)
+    with pytest.raises(ConfigurationError, match="plan_mode"):
+        create_tool_loop(model, [get_a], plan_mode="xml")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="unique"):
+        create_tool_loop(model, [get_a, get_a])
+    with pytest.raises(ValueError):
+        ToolPolicy(timeout_s=-1)
+
+
+def test_transient_error_classification() -> None:
+    class RateLimitError(Exception):
+        status_code = 429
+
+    assert is_transient_error(ConnectionError())
+    assert is_transient_error(TimeoutError())
+    assert is_transient_error(RateLimitError("slow down"))
+    assert is_transient_error(RuntimeError("503 Service Unavailable"))
+    assert not is_transient_error(ValueError("bad input"))
+    assert not is_transient_error(KeyError("x"))
+
+
+async def test_idempotency_key_is_the_call_id() -> None:
+    keys: list[str] = []
+
+    @tool
+    def save_order(item: str, idempotency_key: str = "") -> str:
+        """Save an order."""
+        keys.append(idempotency_key)
+        return "saved"
+
+    graph, _ = build(one_round(cmd("save_order", item="tea")), [save_order])
+    out = await graph.ainvoke({"user_input": "go"})
+    assert keys == [out["tool_logs"][0]["call_id"]]
+    assert keys[0].endswith(":0:0")
