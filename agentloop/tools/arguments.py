@@ -681,6 +681,10 @@ def _required_name(error: ValidationError) -> str:
 def _describe(error: ValidationError, context: _Context) -> str:
     """Write one validation error the way a model can act on it."""
     got = _short(error.instance)
+    if error.validator in ("anyOf", "oneOf"):
+        inner = _error_in_matching_branch(error)
+        if inner is not None:
+            return _describe(inner, context)
     if error.validator == "type":
         text = f"expected {_type_words(error.validator_value)}, got {got}"
     elif error.validator in ("anyOf", "oneOf") and _union_types(error, context):
@@ -696,6 +700,17 @@ def _describe(error: ValidationError, context: _Context) -> str:
     if len(error.absolute_path) > 1:
         text += f" (at {_location(error.absolute_path)})"
     return text
+
+
+def _error_in_matching_branch(error: ValidationError) -> ValidationError | None:
+    """Pick the error of a union branch the value failed for more than its type."""
+    depth = len(error.absolute_path)
+    inner = [
+        sub
+        for sub in error.context or ()
+        if not (sub.validator == "type" and len(sub.absolute_path) == depth)
+    ]
+    return min(inner, key=_error_order, default=None)
 
 
 def _type_words(declared: Any) -> str:

@@ -109,6 +109,10 @@ def test_schema_of_decorated_tool_keeps_required_and_drops_injected() -> None:
     assert result.arguments == {"path": "a.txt", "window": {"start": 2}, "lines": 20}
     nested = validate_arguments({"path": "a.txt", "window": {"end": 3}}, schema)
     assert nested.errors == (ArgumentError("window", "missing field 'start'"),)
+    wrong = validate_arguments({"path": "a.txt", "window": "soon"}, schema)
+    assert wrong.errors == (ArgumentError("window", "expected object or null, got 'soon'"),)
+    deep = validate_arguments({"path": "a.txt", "window": {"start": "x"}}, schema)
+    assert deep.errors == (ArgumentError("window", "expected integer, got 'x' (at window.start)"),)
 
 
 def test_schema_of_pydantic_args_schema() -> None:
@@ -422,7 +426,7 @@ def test_other_jsonschema_errors_are_reported() -> None:
     assert by_argument["n"] == "0 is less than the minimum of 1"
     assert by_argument["mode"] == "expected one of 'a', 'b', got 'c'"
     assert "" in by_argument
-    assert result.error_message().splitlines()[-1] == by_argument[""]
+    assert by_argument[""] in result.error_message().splitlines()
 
 
 # --- robustness -------------------------------------------------------------------------
@@ -478,8 +482,9 @@ json_values = st.recursive(
     | st.floats()
     | st.text(max_size=10)
     | st.sampled_from(["3", "3.5", "yes", "[1, 2]", '{"a": 1}', " ", "null"]),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
     max_leaves=12,
 )
 property_schemas = st.sampled_from(
@@ -539,3 +544,12 @@ def test_repair_never_raises_and_keeps_values(kwargs: dict[str, Any], names: lis
     repaired, notes = repair_argument_names(kwargs, schema, {"x": ["y", "z"]})
     assert sorted(repaired.values()) == sorted(kwargs.values())
     assert len(notes) == len(set(kwargs) - set(repaired))
+
+
+def test_exotic_values_do_not_raise() -> None:
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    kwargs = {"count": object(), "tags": cycle, "ratio": {1, 2}, "flag": b"yes", 3: "x"}
+    result = validate_arguments(kwargs, {**SCHEMA, "additionalProperties": False})
+    assert not result.ok
+    assert {"count", "ratio", "flag", "3"} <= {error.argument for error in result.errors}

@@ -1,0 +1,70 @@
+"""The wheel carries the prompts and runs a loop in a fresh virtualenv; the demo runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SMOKE = """
+import asyncio, agentloop.prompts as p
+from agentloop import create_tool_loop
+from agentloop.demo import demo_tools
+from agentloop.testing import ScriptedChatModel, plan_reply
+assert "site-packages" in str(p.prompts_dir()), p.prompts_dir()
+model = ScriptedChatModel([plan_reply("execute", [{"tool_name": "calculate",
+    "tool_kwargs": {"expression": "2*21"}}]), plan_reply("response"), "42"])
+out = asyncio.run(create_tool_loop(model, demo_tools()).ainvoke({"user_input": "2*21?"}))
+print("RESULT", out["round_state"]["done_plans"][0]["result"], out["answer"])
+"""
+
+
+def test_wheel_installs_and_runs_a_loop(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    [wheel] = dist.glob("agentloop-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+    done = subprocess.run(
+        [str(python), "-c", SMOKE],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "RESULT 42.0 42" in done.stdout
+
+
+def test_demo_command_runs_without_a_key(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agentloop.demo"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "round 2:" in done.stdout
+    assert "9.375" in done.stdout
+    assert "answer:" in done.stdout
