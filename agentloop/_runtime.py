@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import threading
 from collections.abc import Coroutine
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
@@ -13,6 +14,9 @@ from langchain_core.runnables import RunnableConfig
 __all__ = ["run_context", "run_coroutine_sync", "stream_writer"]
 
 _RUNTIME_KEY = "__pregel_runtime"
+
+CURRENT_RUN: ContextVar[str] = ContextVar("agentloop_current_run", default="")
+"""The id of the loop run whose tool call is executing (selects that run's MCP sessions)."""
 T = TypeVar("T")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -82,20 +82,26 @@ class AnswerNode:
     Args:
         models: The loop's models.
         emit_factory: Returns the run's settings and event emitter from a node's config.
+        on_finish: Called with the run id once no tool will run anymore (releases the
+            run's MCP sessions).
     """
 
     def __init__(
         self,
         models: ModelProvider,
         emit_factory: Callable[[RunnableConfig], tuple[LoopSettings, Emit]],
+        on_finish: Sequence[Callable[[str], None]] = (),
     ) -> None:
         self.models = models
         self.emit_factory = emit_factory
+        self.on_finish = list(on_finish)
 
     def _request(
         self, state: LoopState, config: RunnableConfig
     ) -> tuple[list[BaseMessage], dict[str, Any], Emit]:
         _, emit = self.emit_factory(config)
+        for finish in self.on_finish:
+            finish(state.get("run_id", ""))
         round_state = state.get("round_state") or empty_round_state()
         action_results = to_action_results(round_state["done_plans"])
         messages = build_answer_messages(

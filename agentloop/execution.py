@@ -19,7 +19,7 @@ from typing import Any, Literal
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Send
 
-from agentloop._runtime import run_coroutine_sync
+from agentloop._runtime import CURRENT_RUN, run_coroutine_sync
 from agentloop.events import Emit
 from agentloop.prompts import render_prompt
 from agentloop.settings import LoopSettings
@@ -205,13 +205,21 @@ class ExecutePath:
     async def acall_tool(self, call: PreparedCall, config: RunnableConfig) -> dict[str, Any]:
         """Run one call through the pipeline (async)."""
         _, emit = self.emit_factory(config)
-        record = await self.runner.run(call, emit)
+        token = CURRENT_RUN.set(call["call_id"].split(":", 1)[0])
+        try:
+            record = await self.runner.run(call, emit)
+        finally:
+            CURRENT_RUN.reset(token)
         return self._call_result(call, record)
 
     def call_tool(self, call: PreparedCall, config: RunnableConfig) -> dict[str, Any]:
         """Run one call through the pipeline (sync callers)."""
         _, emit = self.emit_factory(config)
-        record = run_coroutine_sync(self.runner.run(call, emit))
+        token = CURRENT_RUN.set(call["call_id"].split(":", 1)[0])
+        try:
+            record = run_coroutine_sync(self.runner.run(call, emit))
+        finally:
+            CURRENT_RUN.reset(token)
         return self._call_result(call, record)
 
     # -- collect: close the round ------------------------------------------------------------

@@ -16,6 +16,7 @@ from agentloop._runtime import run_context, stream_writer
 from agentloop.answer import AnswerNode
 from agentloop.events import Emit, make_emitter
 from agentloop.execution import CALL_NODE, ExecutePath
+from agentloop.mcp_toolset import McpServersConfig, MCPToolset
 from agentloop.models import ModelLike, ModelProvider
 from agentloop.planning.node import chunk_text, plan_runnable
 from agentloop.settings import LoopContext, LoopSettings, PlanMode
@@ -76,6 +77,7 @@ def create_tool_loop(
     timeout_by_prefix: Mapping[str, float] | None = None,
     default_retry: ToolRetry | None = DEFAULT_RETRY,
     cache: ResultCache | None = None,
+    mcp_servers: McpServersConfig | MCPToolset | None = None,
     interrupt_before: Sequence[str] | None = None,
     interrupt_after: Sequence[str] | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
@@ -101,6 +103,10 @@ def create_tool_loop(
         timeout_by_prefix: Timeouts by tool-name prefix (`{"search_": 10.0}`).
         default_retry: Retry policy of idempotent tools that declare none (None: no retry).
         cache: A result cache to share between loops (default: one per compiled loop).
+        mcp_servers: MCP servers whose tools join `tools`: a JSON/YAML file path or an
+            `mcpServers` dict (stdio `command/args/env/cwd` or HTTP `url`, with
+            `allow`/`deny` tool lists), or an `MCPToolset`. Each run keeps one session
+            (one process per stdio server) for all its calls and closes it when it answers.
         interrupt_before: Nodes to interrupt before (e.g. `["execute"]`, needs a checkpointer).
         interrupt_after: Nodes to interrupt after.
 
@@ -120,8 +126,13 @@ def create_tool_loop(
         name=name,
     )
     models = ModelProvider(model, answer_model)
+    toolset = (
+        mcp_servers
+        if isinstance(mcp_servers, MCPToolset) or mcp_servers is None
+        else MCPToolset(mcp_servers)
+    )
     registry = ToolRegistry(
-        tools,
+        [*tools, *(toolset.tools if toolset is not None else [])],
         policies,
         default_timeout_s=default_timeout_s,
         timeout_by_prefix=timeout_by_prefix,
@@ -143,7 +154,9 @@ def create_tool_loop(
 
     planner = plan_runnable(models, registry, settings, run_settings)
     execute_path = ExecutePath(runner, run_settings)
-    answer = AnswerNode(models, run_settings)
+    answer = AnswerNode(
+        models, run_settings, on_finish=[toolset.release] if toolset is not None else []
+    )
 
     def prepare(state: LoopState) -> dict[str, Any]:
         request, human = resolve_request(state)

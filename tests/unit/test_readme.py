@@ -25,6 +25,6 @@ def test_readme_has_examples() -> None:
 def test_readme_example_runs(code: str) -> None:
     output = io.StringIO()
     with contextlib.redirect_stdout(output):
-        exec(compile(code, str(README), "exec"), {"__name__": "__readme__"})  # noqa: S102
+        exec(compile(code, str(README), "exec"), {"__name__": "__readme__"})
     for expected in expected_prints(code):
         assert expected in output.getvalue()

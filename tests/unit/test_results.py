@@ -119,12 +119,14 @@ def test_mixed_content_blocks_stay_a_list() -> None:
 
 
 def test_keys_become_strings() -> None:
-    assert to_jsonable({1: "a", None: "b", True: "c", Colour.RED: "d"}) == {
+    assert to_jsonable({1: "a", None: "b", 2.5: "c", Colour.RED: "d", (1, 2): "e"}) == {
         "1": "a",
         "null": "b",
-        "true": "c",
+        "2.5": "c",
         "red": "d",
+        "[1, 2]": "e",
     }
+    assert to_jsonable({True: "t"}) == {"true": "t"}
 
 
 def test_unknown_objects_become_a_bounded_repr() -> None:
