@@ -1,4 +1,4 @@
-"""A demo loop that needs no API key: local tools, a scripted planner, an extractive answer.
+"""A demo loop that needs no API key: real MCP servers, a scripted planner, an extractive answer.
 
 Run it with `python -m agentloop.demo` (or `agentloop demo`).
 """
@@ -9,7 +9,9 @@ import asyncio
 import json
 import re
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -18,9 +20,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from agentloop.graph import create_tool_loop
+from agentloop.servers import bundled_servers_config
 from agentloop.testing import ScriptedChatModel, plan_reply
 
-__all__ = ["DEMO_QUESTION", "build_demo_loop", "demo_tools", "main"]
+__all__ = ["DEMO_QUESTION", "build_demo_loop", "demo_notes_file", "demo_tools", "main"]
 
 DEMO_QUESTION = "How long is the Lumen Bay tram network, and how many km per line is that?"
 
@@ -63,7 +66,45 @@ def demo_tools() -> list[BaseTool]:
     return [search_facts, get_weather, calculate]
 
 
-_DEMO_PLANS = [
+_MCP_PLANS = [
+    plan_reply(
+        "execute",
+        [
+            {
+                "purpose": "Find the tram network's length and number of lines",
+                "tool_name": "search_documents",
+                "tool_kwargs": {"query": "Lumen Bay tram network lines kilometers"},
+                "todo_suggestion": "Read the figures, then divide length by lines.",
+            },
+            {
+                "purpose": "Check the weather for the trip",
+                "tool_name": "get_weather",
+                "tool_kwargs": {"city": "Lumen Bay"},
+                "todo_suggestion": "Mention it only briefly.",
+            },
+        ],
+    ),
+    plan_reply(
+        "execute",
+        [
+            {
+                "purpose": "Compute km per line",
+                "tool_name": "calculate",
+                "tool_kwargs": {"expression": "42 / 4"},
+                "todo_suggestion": "Save the figures, then respond.",
+            },
+            {
+                "purpose": "Keep a note of the figures",
+                "tool_name": "save_note",
+                "tool_kwargs": {"title": "Lumen Bay trams", "body": "42 km of track, 4 lines"},
+                "todo_suggestion": "Respond with the figures.",
+            },
+        ],
+    ),
+    plan_reply("response"),
+]
+
+_LOCAL_PLANS = [
     plan_reply(
         "execute",
         [
@@ -102,10 +143,13 @@ def _round_index(messages: Sequence[BaseMessage]) -> int:
     return int(found.group(1)) if found else 0
 
 
-def _demo_planner(messages: list[BaseMessage]) -> str:
-    round_index = _round_index(messages)
-    reply = _DEMO_PLANS[min(round_index, len(_DEMO_PLANS) - 1)]
-    return str(reply)
+def _scripted_planner(plans: Sequence[Any]) -> ScriptedChatModel:
+    """A planner that replays `plans[round_index]`, so every run gets the same plans."""
+
+    def plan(messages: list[BaseMessage]) -> str:
+        return str(plans[min(_round_index(messages), len(plans) - 1)])
+
+    return ScriptedChatModel(responder=plan, chunk_size=16)
 
 
 def _extractive_answer(messages: list[BaseMessage]) -> str:
@@ -122,15 +166,36 @@ def _extractive_answer(messages: list[BaseMessage]) -> str:
     return "Here is what the tools found:\n" + "\n".join(lines)
 
 
+def demo_notes_file() -> Path:
+    """Where the demo's notes server writes (in the temp folder, not the working dir)."""
+    return Path(tempfile.gettempdir()) / "agentloop-demo-notes.jsonl"
+
+
 def build_demo_loop(
-    *, checkpointer: BaseCheckpointSaver[Any] | None = None, **options: Any
+    *,
+    use_mcp: bool = True,
+    checkpointer: BaseCheckpointSaver[Any] | None = None,
+    **options: Any,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """Build the demo loop on scripted models (no API key, no network)."""
-    planner = ScriptedChatModel(responder=_demo_planner, chunk_size=16)
+    """Build the demo loop on scripted models (no API key, no network).
+
+    Args:
+        use_mcp: Use the bundled MCP servers (documents, calculator, notes) as real
+            subprocesses, plus the local `get_weather`; otherwise only local tools.
+        checkpointer: Optional LangGraph checkpointer.
+        **options: More `create_tool_loop` options.
+    """
     answerer = ScriptedChatModel(responder=_extractive_answer, chunk_size=16)
+    if use_mcp:
+        planner = _scripted_planner(_MCP_PLANS)
+        tools: list[BaseTool] = [get_weather]
+        options.setdefault("mcp_servers", bundled_servers_config(demo_notes_file()))
+    else:
+        planner = _scripted_planner(_LOCAL_PLANS)
+        tools = demo_tools()
     return create_tool_loop(
         planner,
-        demo_tools(),
+        tools,
         answer_model=answerer,
         checkpointer=checkpointer,
         name=options.pop("name", "demo_loop"),

@@ -66,5 +66,5 @@ def test_demo_command_runs_without_a_key(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "round 2:" in done.stdout
-    assert "9.375" in done.stdout
+    assert "10.5" in done.stdout
     assert "answer:" in done.stdout
