@@ -138,6 +138,7 @@ async def test_tool_errors_and_a_killed_server(toolset: MCPToolset) -> None:
     assert bad["success"] is False and bad["error"]
     assert "expression" in bad["error"].lower() or "syntax" in bad["error"].lower()
     assert good["result"]["result"] == 9
+    assert kill["success"] is True
     assert killed, "the calculator server was running during the run"
     assert after["success"] is True, after
     assert after["result"]["result"] == 25
