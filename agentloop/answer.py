@@ -7,16 +7,18 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import RunnableConfig
-from langgraph.errors import GraphBubbleUp
+from langchain_core.runnables import Runnable, RunnableConfig
 
+from agentloop.errors import ModelBehaviorError
 from agentloop.events import Emit
+from agentloop.model_calls import ModelRetry, ainvoke_answer, invoke_answer
 from agentloop.models import ModelProvider
 from agentloop.planning.node import chunk_text
 from agentloop.planning.prompt import to_prompt_json
 from agentloop.prompts import render_prompt
 from agentloop.settings import LoopSettings
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
+from agentloop.usage import Prices, message_usage, usage_entry
 
 __all__ = ["AnswerNode", "build_answer_messages", "to_action_results"]
 
@@ -82,6 +84,8 @@ class AnswerNode:
     Args:
         models: The loop's models.
         emit_factory: Returns the run's settings and event emitter from a node's config.
+        retry: How model calls are retried.
+        prices: Model prices, for the cost summary.
         on_finish: Called with the run id once no tool will run anymore (releases the
             run's MCP sessions).
     """
@@ -90,16 +94,21 @@ class AnswerNode:
         self,
         models: ModelProvider,
         emit_factory: Callable[[RunnableConfig], tuple[LoopSettings, Emit]],
+        retry: ModelRetry,
+        *,
+        prices: Prices | None = None,
         on_finish: Sequence[Callable[[str], None]] = (),
     ) -> None:
         self.models = models
         self.emit_factory = emit_factory
+        self.retry = retry
+        self.prices = prices
         self.on_finish = list(on_finish)
 
     def _request(
         self, state: LoopState, config: RunnableConfig
-    ) -> tuple[list[BaseMessage], dict[str, Any], Emit]:
-        _, emit = self.emit_factory(config)
+    ) -> tuple[list[BaseMessage], dict[str, Any], Emit, str]:
+        settings, emit = self.emit_factory(config)
         for finish in self.on_finish:
             finish(state.get("run_id", ""))
         round_state = state.get("round_state") or empty_round_state()
@@ -108,20 +117,18 @@ class AnswerNode:
             state.get("user_input", ""), state.get("user_extra_requirement", ""), action_results
         )
         emit("answer_started", tool_results=len(action_results))
-        return messages, action_results, emit
+        return messages, action_results, emit, settings.name
 
     def _update(
         self,
         state: LoopState,
         reply: BaseMessage | None,
         error: BaseException | None,
-        action_results: dict[str, Any],
-        emit: Emit,
-        started: float,
+        context: tuple[dict[str, Any], Emit, str, float],
     ) -> dict[str, Any]:
+        action_results, emit, agent, started = context
         if error is not None:
-            reason = f"{type(error).__name__}: {error}"
-            text = f"I could not produce an answer: the model failed ({reason})."
+            text = f"I could not produce an answer: {error}"
         else:
             text = chunk_text(reply) if reply is not None else ""
         emit(
@@ -131,35 +138,41 @@ class AnswerNode:
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
         message = AIMessage(text, id=getattr(reply, "id", None) or None)
-        return {
+        update: dict[str, Any] = {
             "answer": text,
             "action_results": action_results,
             "messages": [message],
             "answered_input": state.get("user_input", ""),
         }
+        if reply is not None:
+            tokens_in, tokens_out = message_usage([reply])
+            name = str((reply.response_metadata or {}).get("model_name") or "")
+            update["usage"] = {agent: usage_entry(name, tokens_in, tokens_out, self.prices)}
+        return update
+
+    def _configure(self, model: Runnable[Any, BaseMessage]) -> Runnable[Any, BaseMessage]:
+        return model.with_config(tags=ANSWER_TAGS, run_name="answer")
 
     def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         """Answer (sync)."""
-        messages, action_results, emit = self._request(state, config)
-        model = self.models.answerer(config).with_config(tags=ANSWER_TAGS, run_name="answer")
+        messages, action_results, emit, agent = self._request(state, config)
         started, reply, failure = time.perf_counter(), None, None
         try:
-            reply = model.invoke(messages)
-        except GraphBubbleUp:
-            raise
-        except Exception as error:
+            reply = invoke_answer(
+                self.models.answerers(config), messages, self.retry, chunk_text, self._configure
+            )
+        except ModelBehaviorError as error:
             failure = error
-        return self._update(state, reply, failure, action_results, emit, started)
+        return self._update(state, reply, failure, (action_results, emit, agent, started))
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         """Answer (async)."""
-        messages, action_results, emit = self._request(state, config)
-        model = self.models.answerer(config).with_config(tags=ANSWER_TAGS, run_name="answer")
+        messages, action_results, emit, agent = self._request(state, config)
         started, reply, failure = time.perf_counter(), None, None
         try:
-            reply = await model.ainvoke(messages)
-        except GraphBubbleUp:
-            raise
-        except Exception as error:
+            reply = await ainvoke_answer(
+                self.models.answerers(config), messages, self.retry, chunk_text, self._configure
+            )
+        except ModelBehaviorError as error:
             failure = error
-        return self._update(state, reply, failure, action_results, emit, started)
+        return self._update(state, reply, failure, (action_results, emit, agent, started))

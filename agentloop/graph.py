@@ -17,6 +17,7 @@ from agentloop.answer import AnswerNode
 from agentloop.events import Emit, make_emitter
 from agentloop.execution import CALL_NODE, ExecutePath
 from agentloop.mcp_toolset import McpServersConfig, MCPToolset
+from agentloop.model_calls import ModelRetry
 from agentloop.models import ModelLike, ModelProvider
 from agentloop.planning.node import chunk_text, plan_runnable
 from agentloop.settings import LoopContext, LoopSettings, PlanMode
@@ -26,11 +27,14 @@ from agentloop.tools.interceptors import CacheInterceptor, Interceptor, RateLimi
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.policy import DEFAULT_TIMEOUT_S, ToolPolicy, ToolRetry
 from agentloop.tools.registry import ToolLike, ToolRegistry
+from agentloop.usage import Prices
 
-__all__ = ["DEFAULT_RETRY", "create_tool_loop", "resolve_request"]
+__all__ = ["DEFAULT_MODEL_RETRY", "DEFAULT_RETRY", "create_tool_loop", "resolve_request"]
 
 DEFAULT_RETRY = ToolRetry()
 """Retry policy of idempotent tools that declare none: 3 attempts on transient errors."""
+DEFAULT_MODEL_RETRY = ModelRetry()
+"""Retry policy of model calls."""
 
 
 def _last_human(messages: Sequence[AnyMessage]) -> HumanMessage | None:
@@ -78,6 +82,9 @@ def create_tool_loop(
     default_retry: ToolRetry | None = DEFAULT_RETRY,
     cache: ResultCache | None = None,
     mcp_servers: McpServersConfig | MCPToolset | None = None,
+    fallback_models: Sequence[ModelLike] = (),
+    model_retry: ModelRetry = DEFAULT_MODEL_RETRY,
+    prices: Prices | None = None,
     interrupt_before: Sequence[str] | None = None,
     interrupt_after: Sequence[str] | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
@@ -107,6 +114,12 @@ def create_tool_loop(
             `mcpServers` dict (stdio `command/args/env/cwd` or HTTP `url`, with
             `allow`/`deny` tool lists), or an `MCPToolset`. Each run keeps one session
             (one process per stdio server) for all its calls and closes it when it answers.
+        fallback_models: Models tried in order when the planner or answer model keeps
+            failing after its retries.
+        model_retry: How model calls are retried (transient errors, length limit,
+            degenerate replies).
+        prices: `{model_name: (usd_per_million_input, usd_per_million_output)}` for the
+            `usage` cost summary.
         interrupt_before: Nodes to interrupt before (e.g. `["execute"]`, needs a checkpointer).
         interrupt_after: Nodes to interrupt after.
 
@@ -125,7 +138,7 @@ def create_tool_loop(
         max_consecutive_rollbacks=max_consecutive_rollbacks,
         name=name,
     )
-    models = ModelProvider(model, answer_model)
+    models = ModelProvider(model, answer_model, fallback_models)
     toolset = (
         mcp_servers
         if isinstance(mcp_servers, MCPToolset) or mcp_servers is None
@@ -152,10 +165,14 @@ def create_tool_loop(
             make_emitter(stream_writer(config), loop_name=name),
         )
 
-    planner = plan_runnable(models, registry, settings, run_settings)
+    planner = plan_runnable(models, registry, run_settings, model_retry, prices)
     execute_path = ExecutePath(runner, run_settings)
     answer = AnswerNode(
-        models, run_settings, on_finish=[toolset.release] if toolset is not None else []
+        models,
+        run_settings,
+        model_retry,
+        prices=prices,
+        on_finish=[toolset.release] if toolset is not None else [],
     )
 
     def prepare(state: LoopState) -> dict[str, Any]:
@@ -173,6 +190,7 @@ def create_tool_loop(
             "rollback_note": "",
             "round_calls": [],
             "call_results": {**RESET},
+            "usage": {**RESET},
             "run_id": uuid.uuid4().hex[:12],
         }
         if human is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -11,7 +12,7 @@ from langchain_core.runnables import RunnableConfig
 from agentloop._runtime import run_context
 from agentloop.errors import ConfigurationError
 
-__all__ = ["ModelLike", "ModelProvider", "resolve_model"]
+__all__ = ["ModelLike", "ModelProvider", "model_name", "resolve_model"]
 
 ModelLike = BaseChatModel | str
 
@@ -59,17 +60,33 @@ def resolve_model(model: ModelLike) -> BaseChatModel:
     return created
 
 
+def model_name(model: BaseChatModel) -> str:
+    """Return a model's name as providers report it (for usage and prices)."""
+    for attribute in ("model_name", "model", "model_id"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return model._llm_type
+
+
 class ModelProvider:
     """The planner and answer models of a loop, and a run's override from its context.
 
     Args:
         model: The planner model.
         answer_model: The answer model (defaults to `model`).
+        fallback_models: Tried in order when a model keeps failing.
     """
 
-    def __init__(self, model: ModelLike, answer_model: ModelLike | None = None) -> None:
+    def __init__(
+        self,
+        model: ModelLike,
+        answer_model: ModelLike | None = None,
+        fallback_models: Sequence[ModelLike] = (),
+    ) -> None:
         self.model = resolve_model(model)
         self.answer_model = self.model if answer_model is None else resolve_model(answer_model)
+        self.fallbacks = [resolve_model(candidate) for candidate in fallback_models]
 
     def _override(self, config: RunnableConfig | None) -> BaseChatModel | None:
         context: Any = run_context(config)
@@ -83,3 +100,11 @@ class ModelProvider:
     def answerer(self, config: RunnableConfig | None = None) -> BaseChatModel:
         """Return the model that answers this run."""
         return self._override(config) or self.answer_model
+
+    def planners(self, config: RunnableConfig | None = None) -> list[BaseChatModel]:
+        """Return the planner and its fallbacks, in the order to try them."""
+        return [self.planner(config), *self.fallbacks]
+
+    def answerers(self, config: RunnableConfig | None = None) -> list[BaseChatModel]:
+        """Return the answer model and its fallbacks, in the order to try them."""
+        return [self.answerer(config), *self.fallbacks]

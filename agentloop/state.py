@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 
+from agentloop.usage import add_usage
+
 __all__ = [
     "RESET",
     "InputState",
@@ -19,6 +21,7 @@ __all__ = [
     "ToolExecutionRecord",
     "empty_round_state",
     "reduce_call_results",
+    "reduce_usage",
 ]
 
 NextAction = Literal["execute", "response"]
@@ -144,6 +147,17 @@ def reduce_call_results(
     return {**(current or {}), **update}
 
 
+def reduce_usage(
+    current: dict[str, dict[str, Any]] | None, update: dict[str, Any] | None
+) -> dict[str, dict[str, Any]]:
+    """Add token usage per agent; `RESET` starts over."""
+    if update is None:
+        return dict(current or {})
+    if update.get("__reset__"):
+        return {}
+    return add_usage(current, update)
+
+
 class InputState(TypedDict, total=False):
     """What a caller passes in."""
 
@@ -173,6 +187,8 @@ class OutputState(TypedDict, total=False):
     """The raw execution records of the run, in execution order."""
     rollbacks: list[dict[str, Any]]
     """Rounds that were rolled back because every command was flagged."""
+    usage: Annotated[dict[str, dict[str, Any]], reduce_usage]
+    """Tokens in and out, model calls and cost, per agent (this loop and its sub-agents)."""
 
 
 class LoopState(OutputState, total=False):

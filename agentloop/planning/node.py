@@ -10,17 +10,23 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, BaseMessageChunk
 from langchain_core.runnables import Runnable, RunnableConfig
-from langgraph.errors import GraphBubbleUp
 
-from agentloop.errors import ConfigurationError
+from agentloop.errors import ConfigurationError, ModelBehaviorError
 from agentloop.events import Emit
-from agentloop.models import ModelProvider
+from agentloop.model_calls import (
+    ModelRetry,
+    arun_with_retries,
+    model_error_message,
+    run_with_retries,
+)
+from agentloop.models import ModelProvider, model_name
 from agentloop.planning.normalize import normalize_plan_decision, unparseable_decision
 from agentloop.planning.prompt import PLAN_TOOL, build_plan_messages
 from agentloop.planning.stream import PlanParseError, PlanStreamParser
 from agentloop.settings import LoopSettings
 from agentloop.state import LoopState, PlanDecision, empty_round_state
 from agentloop.tools.registry import ToolRegistry
+from agentloop.usage import Prices, message_usage, usage_entry
 
 __all__ = ["PlanReader", "chunk_text", "plan_runnable"]
 
@@ -88,21 +94,20 @@ class _PlanNode:
         self,
         models: ModelProvider,
         registry: ToolRegistry,
-        settings: LoopSettings,
         emit_factory: Any,
+        retry: ModelRetry,
+        prices: Prices | None,
     ) -> None:
         self.models = models
         self.registry = registry
-        self.settings = settings
         self.emit_factory = emit_factory
+        self.retry = retry
+        self.prices = prices
 
     def _prepare(
         self, state: LoopState, config: RunnableConfig
-    ) -> tuple[Runnable[Any, Any], list[BaseMessage], PlanReader, Emit, LoopSettings]:
+    ) -> tuple[list[BaseChatModel], list[BaseMessage], LoopSettings, Emit]:
         settings, emit = self.emit_factory(config)
-        model = self.models.planner(config)
-        tool_mode = settings.plan_mode == "tool"
-        bound = _bind_plan_tool(model) if tool_mode else model
         round_state = state.get("round_state") or empty_round_state()
         messages = build_plan_messages(
             user_input=state.get("user_input", ""),
@@ -118,74 +123,114 @@ class _PlanNode:
             round_index=round_state["round_index"],
             replan=bool(state.get("rollback_note")),
         )
-        runnable = bound.with_config(tags=PLAN_TAGS, run_name="plan")
-        return runnable, messages, PlanReader.create(tool_mode=tool_mode), emit, settings
+        return self.models.planners(config), messages, settings, emit
+
+    def _runnable(self, model: BaseChatModel, tool_mode: bool) -> Runnable[Any, Any]:
+        bound = _bind_plan_tool(model) if tool_mode else model
+        return bound.with_config(tags=PLAN_TAGS, run_name="plan")
 
     def _finish(
         self,
-        reader: PlanReader,
+        agent: str,
+        read: _PlanRead | None,
         emit: Emit,
         *,
-        short_circuited: bool,
         started: float,
         error: BaseException | None,
     ) -> dict[str, Any]:
-        if error is not None:
-            decision = unparseable_decision(
-                f"planner model failed: {type(error).__name__}: {error}", reader.parser.text
-            )
+        if read is None:
+            message = model_error_message(error) if error else "the planner produced nothing"
+            decision = unparseable_decision(f"planner model failed: {message}")
+            chunks, short = 0, False
         else:
-            decision = reader.decision(short_circuited=short_circuited)
+            decision = read.reader.decision(short_circuited=read.short)
+            chunks, short = read.reader.chunks, read.short
         emit(
             "plan_decided",
             next_action=decision["next_action"],
             command_count=len(decision["execution_commands"]),
-            short_circuited=short_circuited,
-            chunks=reader.chunks,
+            short_circuited=short,
+            chunks=chunks,
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
             parse_error=decision.get("parse_error", ""),
         )
-        return {"decision": decision, "rollback_note": ""}
+        update: dict[str, Any] = {"decision": decision, "rollback_note": ""}
+        if read is not None:
+            update["usage"] = {
+                agent: usage_entry(read.model, read.tokens_in, read.tokens_out, self.prices)
+            }
+        return update
 
     def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        runnable, messages, reader, emit, _ = self._prepare(state, config)
+        models, messages, settings, emit = self._prepare(state, config)
+        tool_mode, agent = settings.plan_mode == "tool", settings.name
         started = time.perf_counter()
-        short, failure = False, None
-        stream: Iterator[BaseMessageChunk] = runnable.stream(messages)
+
+        def attempt(model: BaseChatModel) -> _PlanRead:
+            read = _PlanRead.start(model, tool_mode)
+            stream: Iterator[BaseMessageChunk] = self._runnable(model, tool_mode).stream(messages)
+            try:
+                for chunk in stream:
+                    if read.feed(chunk):
+                        break
+            finally:
+                close = getattr(stream, "close", None)
+                if close is not None:
+                    close()
+            return read
+
         try:
-            for chunk in stream:
-                if reader.feed(chunk):
-                    short = True
-                    break
-        except GraphBubbleUp:
-            raise
-        except Exception as error:
-            failure = error
-        finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
-        return self._finish(reader, emit, short_circuited=short, started=started, error=failure)
+            read = run_with_retries(models, attempt, self.retry)
+        except ModelBehaviorError as error:
+            return self._finish(agent, None, emit, started=started, error=error)
+        return self._finish(agent, read, emit, started=started, error=None)
 
     async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        runnable, messages, reader, emit, _ = self._prepare(state, config)
+        models, messages, settings, emit = self._prepare(state, config)
+        tool_mode, agent = settings.plan_mode == "tool", settings.name
         started = time.perf_counter()
-        short, failure = False, None
-        stream: AsyncIterator[BaseMessageChunk] = runnable.astream(messages)
+
+        async def attempt(model: BaseChatModel) -> _PlanRead:
+            read = _PlanRead.start(model, tool_mode)
+            runnable = self._runnable(model, tool_mode)
+            stream: AsyncIterator[BaseMessageChunk] = runnable.astream(messages)
+            try:
+                async for chunk in stream:
+                    if read.feed(chunk):
+                        break
+            finally:
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            return read
+
         try:
-            async for chunk in stream:
-                if reader.feed(chunk):
-                    short = True
-                    break
-        except GraphBubbleUp:
-            raise
-        except Exception as error:
-            failure = error
-        finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        return self._finish(reader, emit, short_circuited=short, started=started, error=failure)
+            read = await arun_with_retries(models, attempt, self.retry)
+        except ModelBehaviorError as error:
+            return self._finish(agent, None, emit, started=started, error=error)
+        return self._finish(agent, read, emit, started=started, error=None)
+
+
+@dataclass
+class _PlanRead:
+    """One attempt at reading a plan: the reader, usage, and whether it short-circuited."""
+
+    reader: PlanReader
+    model: str
+    short: bool = False
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+    @classmethod
+    def start(cls, model: BaseChatModel, tool_mode: bool) -> _PlanRead:
+        return cls(PlanReader.create(tool_mode=tool_mode), model_name(model))
+
+    def feed(self, chunk: BaseMessageChunk) -> bool:
+        tokens_in, tokens_out = message_usage([chunk])
+        self.tokens_in += tokens_in
+        self.tokens_out += tokens_out
+        self.short = self.reader.feed(chunk)
+        return self.short
 
 
 def _bind_plan_tool(model: BaseChatModel) -> Runnable[Any, Any]:
@@ -197,7 +242,11 @@ def _bind_plan_tool(model: BaseChatModel) -> Runnable[Any, Any]:
 
 
 def plan_runnable(
-    models: ModelProvider, registry: ToolRegistry, settings: LoopSettings, emit_factory: Any
+    models: ModelProvider,
+    registry: ToolRegistry,
+    emit_factory: Any,
+    retry: ModelRetry,
+    prices: Prices | None = None,
 ) -> _PlanNode:
     """Build the plan node (sync and async)."""
-    return _PlanNode(models, registry, settings, emit_factory)
+    return _PlanNode(models, registry, emit_factory, retry, prices)

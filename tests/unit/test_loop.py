@@ -14,6 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from agentloop import create_tool_loop
+from agentloop.model_calls import ModelRetry
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 
@@ -350,8 +351,13 @@ async def test_planner_model_failure_does_not_crash() -> None:
 
 async def test_answer_model_failure_gives_a_clear_answer() -> None:
     planner = ScriptedChatModel([plan_reply("response")])
-    answerer = ScriptedChatModel([ConnectionError("network unreachable")])
-    graph = create_tool_loop(planner, [add], answer_model=answerer)
+    answerer = ScriptedChatModel([ConnectionError("network unreachable")] * 2)
+    graph = create_tool_loop(
+        planner,
+        [add],
+        answer_model=answerer,
+        model_retry=ModelRetry(max_attempts=2, initial_delay_s=0.01),
+    )
     out = await graph.ainvoke({"user_input": "hi"})
     assert "network unreachable" in out["answer"]
 

@@ -1,0 +1,291 @@
+"""Model calls that survive the real world: retries, fallbacks, length and loop checks.
+
+- Transient errors (rate limits, timeouts, 5xx, connection errors) are retried with
+  exponential backoff and jitter (tenacity), honouring a provider's `retry-after`.
+- Authentication and context-overflow errors are not retried; they surface as a
+  `ModelBehaviorError` with a clear message.
+- When a model keeps failing, the fallback models are tried in order.
+- An answer cut off by the length limit is asked again with a larger token budget
+  (x1.1 per try, bounded); a degenerate reply that repeats its own tail is asked again.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable
+from langgraph.errors import GraphBubbleUp
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+)
+
+from agentloop.errors import ModelBehaviorError
+from agentloop.tools.policy import is_transient_error
+
+__all__ = [
+    "ModelRetry",
+    "ainvoke_answer",
+    "arun_with_retries",
+    "finish_reason",
+    "invoke_answer",
+    "is_degenerate",
+    "is_retryable_model_error",
+    "model_error_message",
+    "retry_after_s",
+    "run_with_retries",
+]
+
+T = TypeVar("T")
+
+_AUTH_MARKERS = ("authentication", "unauthorized", "invalid api key", "api key", "permission")
+_OVERFLOW_MARKERS = (
+    "context length",
+    "context_length",
+    "maximum context",
+    "context window",
+    "too many tokens",
+    "prompt is too long",
+    "reduce the length",
+)
+_LENGTH_REASONS = {"length", "max_tokens", "max_output_tokens", "MAX_TOKENS"}
+
+
+@dataclass(frozen=True)
+class ModelRetry:
+    """How model calls are retried.
+
+    Attributes:
+        max_attempts: Attempts per model, the first included.
+        initial_delay_s: Wait before the 2nd attempt (unless the provider says otherwise).
+        multiplier: Growth of the wait per attempt.
+        max_delay_s: Upper bound of one wait, `retry-after` included.
+        jitter: Add up to `initial_delay_s` at random.
+        length_retries: Extra answer attempts when the reply hit the length limit.
+        length_growth: Token budget growth per length retry.
+        max_tokens_cap: Upper bound of the token budget.
+        default_max_tokens: Budget assumed when the model declares none.
+        degenerate_retries: Extra answer attempts for a reply that repeats its own tail.
+    """
+
+    max_attempts: int = 4
+    initial_delay_s: float = 1.0
+    multiplier: float = 2.0
+    max_delay_s: float = 60.0
+    jitter: bool = True
+    length_retries: int = 3
+    length_growth: float = 1.1
+    max_tokens_cap: int = 65_536
+    default_max_tokens: int = 4_096
+    degenerate_retries: int = 2
+
+
+def _status(error: BaseException) -> int | None:
+    for attribute in ("status_code", "status", "http_status"):
+        value = getattr(error, attribute, None)
+        if isinstance(value, int):
+            return value
+    value = getattr(getattr(error, "response", None), "status_code", None)
+    return value if isinstance(value, int) else None
+
+
+def _is_auth_error(error: BaseException) -> bool:
+    if _status(error) in (401, 403):
+        return True
+    name = type(error).__name__.lower()
+    return "authentication" in name or "permissiondenied" in name
+
+
+def _is_overflow_error(error: BaseException) -> bool:
+    text = f"{type(error).__name__} {error}".lower()
+    return "contextoverflow" in text.replace(" ", "") or any(m in text for m in _OVERFLOW_MARKERS)
+
+
+def is_retryable_model_error(error: BaseException) -> bool:
+    """Tell whether a model error is transient (and not auth or context overflow)."""
+    if isinstance(error, GraphBubbleUp) or _is_auth_error(error) or _is_overflow_error(error):
+        return False
+    return is_transient_error(error)
+
+
+def model_error_message(error: BaseException) -> str:
+    """Describe a model failure in one clear line."""
+    detail = f"{type(error).__name__}: {error}"
+    if _is_auth_error(error) or any(m in str(error).lower() for m in _AUTH_MARKERS[:3]):
+        return f"the model rejected the credentials (check the API key) - {detail}"
+    if _is_overflow_error(error):
+        return f"the request does not fit in the model's context window - {detail}"
+    return detail
+
+
+def retry_after_s(error: BaseException | None) -> float | None:
+    """Return the wait a provider asked for (`retry-after` header or attribute), if any."""
+    if error is None:
+        return None
+    value: Any = getattr(error, "retry_after", None)
+    if value is None:
+        headers = getattr(getattr(error, "response", None), "headers", None) or {}
+        try:
+            value = headers.get("retry-after") or headers.get("Retry-After")
+        except AttributeError:
+            value = None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        parsed = email.utils.parsedate_to_datetime(str(value)) if isinstance(value, str) else None
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+def _wait(retry: ModelRetry) -> Callable[[RetryCallState], float]:
+    import random
+
+    def wait(state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        asked = retry_after_s(error)
+        if asked is not None:
+            return min(asked, retry.max_delay_s)
+        delay = retry.initial_delay_s * retry.multiplier ** (state.attempt_number - 1)
+        if retry.jitter:
+            delay += random.uniform(0, retry.initial_delay_s)  # jitter only
+        return float(min(delay, retry.max_delay_s))
+
+    return wait
+
+
+def _retrying_kwargs(retry: ModelRetry) -> dict[str, Any]:
+    return {
+        "stop": stop_after_attempt(retry.max_attempts),
+        "wait": _wait(retry),
+        "retry": retry_if_exception(is_retryable_model_error),
+        "reraise": True,
+    }
+
+
+def run_with_retries(
+    models: Sequence[BaseChatModel], attempt: Callable[[BaseChatModel], T], retry: ModelRetry
+) -> T:
+    """Run `attempt(model)` with retries, then with each fallback model in turn.
+
+    Raises:
+        ModelBehaviorError: Every model failed; says why the last one did.
+    """
+    last: BaseException | None = None
+    for model in models:
+        try:
+            return Retrying(**_retrying_kwargs(retry))(attempt, model)
+        except GraphBubbleUp:
+            raise
+        except Exception as error:  # the next fallback may work
+            last = error
+    raise ModelBehaviorError(model_error_message(last or RuntimeError("no model"))) from last
+
+
+async def arun_with_retries(
+    models: Sequence[BaseChatModel],
+    attempt: Callable[[BaseChatModel], Awaitable[T]],
+    retry: ModelRetry,
+) -> T:
+    """Async `run_with_retries`."""
+    last: BaseException | None = None
+    for model in models:
+        try:
+            return await AsyncRetrying(**_retrying_kwargs(retry))(attempt, model)
+        except GraphBubbleUp:
+            raise
+        except Exception as error:  # the next fallback may work
+            last = error
+    raise ModelBehaviorError(model_error_message(last or RuntimeError("no model"))) from last
+
+
+def finish_reason(message: BaseMessage) -> str:
+    """Return why a reply stopped (`finish_reason` / `stop_reason`), or ""."""
+    metadata = getattr(message, "response_metadata", None) or {}
+    reason = metadata.get("finish_reason") or metadata.get("stop_reason") or ""
+    return str(reason)
+
+
+def is_degenerate(text: str, *, tail: int = 50, repeats: int = 5) -> bool:
+    """Tell whether a reply loops: its last `tail` characters occur more than `repeats` times."""
+    if len(text) < tail * (repeats + 1):
+        return False
+    return text.count(text[-tail:]) > repeats
+
+
+class _AnswerCheck:
+    """Decides whether an answer must be asked again, and with which budget."""
+
+    def __init__(self, model: BaseChatModel, retry: ModelRetry) -> None:
+        declared = getattr(model, "max_tokens", None) or getattr(model, "max_output_tokens", None)
+        self.budget = int(declared) if isinstance(declared, int) else retry.default_max_tokens
+        self.length_left = retry.length_retries
+        self.degenerate_left = retry.degenerate_retries
+        self.retry = retry
+
+    def again(self, reply: BaseMessage, text: str) -> bool:
+        if finish_reason(reply) in _LENGTH_REASONS and self.length_left > 0:
+            self.length_left -= 1
+            grown = int(self.budget * self.retry.length_growth) + 1
+            self.budget = min(grown, self.retry.max_tokens_cap)
+            return True
+        if is_degenerate(text) and self.degenerate_left > 0:
+            self.degenerate_left -= 1
+            return True
+        return False
+
+    def runnable(self, model: BaseChatModel, grown: bool) -> Runnable[Any, BaseMessage]:
+        return model.bind(max_tokens=self.budget) if grown else model
+
+
+def invoke_answer(
+    models: Sequence[BaseChatModel],
+    messages: list[BaseMessage],
+    retry: ModelRetry,
+    text_of: Callable[[BaseMessage], str],
+    configure: Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]],
+) -> BaseMessage:
+    """Get the answer: retries, fallbacks, and the length / degenerate checks."""
+
+    def attempt(model: BaseChatModel) -> BaseMessage:
+        check = _AnswerCheck(model, retry)
+        grown = False
+        while True:
+            reply = configure(check.runnable(model, grown)).invoke(messages)
+            before = check.budget
+            if not check.again(reply, text_of(reply)):
+                return reply
+            grown = grown or check.budget != before
+
+    return run_with_retries(models, attempt, retry)
+
+
+async def ainvoke_answer(
+    models: Sequence[BaseChatModel],
+    messages: list[BaseMessage],
+    retry: ModelRetry,
+    text_of: Callable[[BaseMessage], str],
+    configure: Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]],
+) -> BaseMessage:
+    """Async `invoke_answer`."""
+
+    async def attempt(model: BaseChatModel) -> BaseMessage:
+        check = _AnswerCheck(model, retry)
+        grown = False
+        while True:
+            reply = await configure(check.runnable(model, grown)).ainvoke(messages)
+            before = check.budget
+            if not check.again(reply, text_of(reply)):
+                return reply
+            grown = grown or check.budget != before
+
+    return await arun_with_retries(models, attempt, retry)

@@ -1,0 +1,51 @@
+"""Token usage and cost, per agent (a loop and each of its sub-agents)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+
+__all__ = ["Prices", "add_usage", "message_usage", "usage_entry"]
+
+Prices = Mapping[str, tuple[float, float]]
+"""Model name -> (USD per million input tokens, USD per million output tokens)."""
+
+_FIELDS = ("input_tokens", "output_tokens", "model_calls", "cost_usd")
+
+
+def message_usage(messages: Iterable[BaseMessage]) -> tuple[int, int]:
+    """Sum the `usage_metadata` of messages or chunks: (input tokens, output tokens)."""
+    tokens_in = tokens_out = 0
+    for message in messages:
+        usage = getattr(message, "usage_metadata", None) or {}
+        tokens_in += int(usage.get("input_tokens", 0) or 0)
+        tokens_out += int(usage.get("output_tokens", 0) or 0)
+    return tokens_in, tokens_out
+
+
+def usage_entry(
+    model: str, tokens_in: int, tokens_out: int, prices: Prices | None = None
+) -> dict[str, float]:
+    """One model call's usage, priced when the model is in `prices`."""
+    price_in, price_out = (prices or {}).get(model, (0.0, 0.0))
+    return {
+        "input_tokens": tokens_in,
+        "output_tokens": tokens_out,
+        "model_calls": 1,
+        "cost_usd": round((tokens_in * price_in + tokens_out * price_out) / 1_000_000, 8),
+    }
+
+
+def add_usage(
+    current: Mapping[str, Mapping[str, Any]] | None, update: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Add per-agent usage together (a new dict; neither argument is changed)."""
+    merged = {agent: dict(entry) for agent, entry in (current or {}).items()}
+    for agent, delta in update.items():
+        entry = merged.setdefault(agent, dict.fromkeys(_FIELDS, 0))
+        for field in _FIELDS:
+            entry[field] = entry.get(field, 0) + (delta.get(field, 0) or 0)
+        entry["cost_usd"] = round(float(entry["cost_usd"]), 8)
+    return merged

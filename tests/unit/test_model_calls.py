@@ -1,0 +1,153 @@
+"""Model calls: retries, retry-after, no retry for auth/overflow, length, loops, fallbacks."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+
+from agentloop import ConfigurationError, create_tool_loop
+from agentloop.model_calls import (
+    ModelRetry,
+    is_degenerate,
+    is_retryable_model_error,
+    retry_after_s,
+)
+from agentloop.models import resolve_model
+from agentloop.testing import ScriptedChatModel, plan_reply
+
+FAST = ModelRetry(max_attempts=3, initial_delay_s=0.01, max_delay_s=0.5, jitter=False)
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add."""
+    return a + b
+
+
+class RateLimited(Exception):
+    status_code = 429
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__("rate limited")
+        self.retry_after = retry_after
+
+
+class AuthenticationError(Exception):
+    status_code = 401
+
+
+def loop(planner: Any, answerer: Any, **options: Any) -> Any:
+    return create_tool_loop(planner, [add], answer_model=answerer, model_retry=FAST, **options)
+
+
+async def test_transient_planner_errors_are_retried() -> None:
+    planner = ScriptedChatModel(
+        [TimeoutError("slow"), ConnectionError("reset"), plan_reply("response")]
+    )
+    out = await loop(planner, ScriptedChatModel(["hi"])).ainvoke({"user_input": "x"})
+    assert len(planner.requests) == 3
+    assert out["answer"] == "hi"
+    assert "parse_error" not in out["decision"]
+
+
+async def test_retry_after_is_honoured() -> None:
+    answerer = ScriptedChatModel([RateLimited(0.3), "done"])
+    started = time.perf_counter()
+    out = await loop(ScriptedChatModel([plan_reply("response")]), answerer).ainvoke(
+        {"user_input": "x"}
+    )
+    assert time.perf_counter() - started >= 0.3
+    assert out["answer"] == "done"
+    assert retry_after_s(RateLimited(2)) == 2
+
+
+async def test_auth_and_context_overflow_are_not_retried() -> None:
+    answerer = ScriptedChatModel([AuthenticationError("invalid api key")])
+    out = await loop(ScriptedChatModel([plan_reply("response")]), answerer).ainvoke(
+        {"user_input": "x"}
+    )
+    assert len(answerer.requests) == 1
+    assert "credentials" in out["answer"]
+    overflow = ValueError("This model's maximum context length is 8192 tokens")
+    assert not is_retryable_model_error(overflow)
+    planner = ScriptedChatModel([overflow])
+    out = await loop(planner, ScriptedChatModel(["fallback answer"])).ainvoke({"user_input": "x"})
+    assert len(planner.requests) == 1
+    assert "context window" in out["decision"]["parse_error"]
+
+
+async def test_answer_cut_by_length_is_asked_again_with_a_bigger_budget() -> None:
+    budgets: list[Any] = []
+
+    class Recording(ScriptedChatModel):
+        async def _agenerate(
+            self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+        ) -> Any:
+            budgets.append(kwargs.get("max_tokens"))
+            return await super()._agenerate(messages, stop, run_manager, **kwargs)
+
+    cut = AIMessage("The answer is", response_metadata={"finish_reason": "length"})
+    answerer = Recording([cut, cut, "The answer is 42."])
+    out = await loop(ScriptedChatModel([plan_reply("response")]), answerer).ainvoke(
+        {"user_input": "x"}
+    )
+    assert out["answer"] == "The answer is 42."
+    assert budgets[0] is None
+    assert budgets[1] == int(4096 * 1.1) + 1
+    assert budgets[2] > budgets[1]
+
+
+async def test_degenerate_reply_is_asked_again() -> None:
+    looping = "Sure. " + "I will check that again and again. " * 20
+    assert is_degenerate(looping)
+    assert not is_degenerate("A normal, varied answer. " * 3)
+    answerer = ScriptedChatModel([looping, "A clean answer."])
+    out = await loop(ScriptedChatModel([plan_reply("response")]), answerer).ainvoke(
+        {"user_input": "x"}
+    )
+    assert out["answer"] == "A clean answer."
+
+
+async def test_fallback_models_are_tried_in_order() -> None:
+    broken = ScriptedChatModel([ConnectionError("down")] * 10)
+    backup = ScriptedChatModel(
+        [
+            plan_reply("execute", [{"tool_name": "add", "tool_kwargs": {"a": 1, "b": 1}}]),
+            plan_reply("response"),
+            "from backup",
+        ]
+    )
+    graph = create_tool_loop(broken, [add], model_retry=FAST, fallback_models=[backup])
+    out = await graph.ainvoke({"user_input": "x"})
+    assert out["answer"] == "from backup"
+    assert out["round_state"]["done_plans"][0]["result"] == 2
+    assert len(broken.requests) == 9  # 3 attempts for each of the 3 model calls
+
+
+async def test_usage_and_cost_summary() -> None:
+    planner = ScriptedChatModel(
+        [
+            plan_reply("execute", [{"tool_name": "add", "tool_kwargs": {"a": 1, "b": 2}}]),
+            plan_reply("response"),
+        ]
+    )
+    graph = loop(
+        planner, ScriptedChatModel(["three"]), prices={"scripted": (1.0, 2.0)}, name="calc"
+    )
+    out = await graph.ainvoke({"user_input": "1+2"})
+    usage = out["usage"]["calc"]
+    assert usage["model_calls"] == 3
+    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    expected = (usage["input_tokens"] * 1.0 + usage["output_tokens"] * 2.0) / 1_000_000
+    assert usage["cost_usd"] == pytest.approx(expected)
+
+
+def test_model_strings() -> None:
+    with pytest.raises(ConfigurationError, match="nosuchprovider"):
+        resolve_model("nosuchprovider:some-model")
+    with pytest.raises(ConfigurationError):
+        resolve_model("")
