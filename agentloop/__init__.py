@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     )
     from agentloop.events import EVENT_TYPES
     from agentloop.graph import create_tool_loop
+    from agentloop.mcp_toolset import MCPToolset
+    from agentloop.model_calls import ModelRetry
     from agentloop.planning import normalize_plan_decision
     from agentloop.settings import LoopContext
     from agentloop.state import (
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
         ToolCommand,
         ToolExecutionRecord,
     )
+    from agentloop.subagents import as_tool
     from agentloop.tools.cache import ResultCache
     from agentloop.tools.interceptors import AuditLog, Interceptor, ToolCall
     from agentloop.tools.outcome import ToolOutcome
@@ -40,6 +43,9 @@ __all__ = [
     # building a loop
     "create_tool_loop",
     "LoopContext",
+    "MCPToolset",
+    "ModelRetry",
+    "as_tool",
     # tool governance
     "AuditLog",
     "Interceptor",
@@ -71,6 +77,9 @@ __all__ = [
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
+    "as_tool": "agentloop.subagents",
+    "MCPToolset": "agentloop.mcp_toolset",
+    "ModelRetry": "agentloop.model_calls",
     "to_action_results": "agentloop.answer",
     "AgentLoopError": "agentloop.errors",
     "ConfigurationError": "agentloop.errors",

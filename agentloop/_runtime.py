@@ -17,6 +17,9 @@ _RUNTIME_KEY = "__pregel_runtime"
 
 CURRENT_RUN: ContextVar[str] = ContextVar("agentloop_current_run", default="")
 """The id of the loop run whose tool call is executing (selects that run's MCP sessions)."""
+
+USAGE_SINK: ContextVar[list[dict[str, Any]] | None] = ContextVar("agentloop_usage", default=None)
+"""Where a sub-agent running as a tool reports its token usage to the calling loop."""
 T = TypeVar("T")
 
 

@@ -33,6 +33,7 @@ from agentloop.state import (
 from agentloop.tools.judge import compact_record, executed_queries
 from agentloop.tools.outcome import ToolOutcome, graceful_error
 from agentloop.tools.pipeline import PreparedCall, ToolRunner, make_record
+from agentloop.usage import sum_usage
 
 __all__ = [
     "CALL_NODE",
@@ -239,6 +240,9 @@ class ExecutePath:
             "call_results": {**RESET},
             "tool_logs": [*(state.get("tool_logs") or []), *records],
         }
+        sub_agents = [r["agent_usage"] for r in records if r.get("agent_usage")]
+        if sub_agents:
+            update["usage"] = sum_usage(sub_agents)
         all_flagged = bool(records) and all(record.get("flagged") for record in records)
         if all_flagged and rollbacks < settings.max_consecutive_rollbacks:
             reasons = [f"- {r['tool_name']}: {r['error']}" for r in records]

@@ -66,6 +66,8 @@ _HTTP_TRANSPORTS = {"http", "streamable_http", "streamable-http", "streamable ht
 _ALLOW_KEYS = ("allow", "allowTools", "include")
 _DENY_KEYS = ("deny", "denyTools", "exclude")
 CLOSE_TIMEOUT_S = 10.0
+STARTUP_ATTEMPTS = 2
+"""A server process that exits while starting is started once more before giving up."""
 """How long `aclose` waits for a session to shut down before cancelling it."""
 
 
@@ -506,6 +508,13 @@ class MCPSessionPool:
             if self._closed:
                 msg = "the MCPSessionPool is closed"
                 raise RuntimeError(msg)
+            connection, session = await self._start(server)
+            self._opened[server] += 1
+            return connection, session
+
+    async def _start(self, server: str) -> tuple[_Connection, ClientSession]:
+        """Start a server; a process that dies while starting gets one more try."""
+        for attempt in range(1, STARTUP_ATTEMPTS + 1):
             connection = _Connection(self._specs[server])
             self._connections[server] = connection
             try:
@@ -514,6 +523,9 @@ class MCPSessionPool:
                 )
             except (TimeoutError, MCPTransportError) as exc:
                 await self._discard(server, connection)
+                if isinstance(exc, MCPTransportError) and attempt < STARTUP_ATTEMPTS:
+                    logger.debug("MCP server %r died while starting; retrying", server)
+                    continue
                 reason = (
                     f"no answer within {self._startup_timeout:g}s"
                     if isinstance(exc, TimeoutError)
@@ -521,8 +533,9 @@ class MCPSessionPool:
                 )
                 msg = f"MCP server {server!r} could not be started: {reason}"
                 raise MCPTransportError(msg) from exc
-            self._opened[server] += 1
             return connection, session
+        msg = f"MCP server {server!r} could not be started"
+        raise MCPTransportError(msg)
 
     async def _discard(self, server: str, connection: _Connection) -> None:
         if self._connections.get(server) is connection:

@@ -88,6 +88,8 @@ class ToolExecutionRecord(TypedDict):
     """Identifies "the same query" (tool and dedup arguments) for duplicate detection."""
     notes: NotRequired[list[str]]
     """What the pipeline did on the way: repairs, coercions, cache hits, fallbacks."""
+    agent_usage: NotRequired[dict[str, dict[str, Any]]]
+    """Token usage of the sub-agents this call ran, per agent."""
 
 
 class PreparedCall(TypedDict):

@@ -7,7 +7,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-__all__ = ["Prices", "add_usage", "message_usage", "usage_entry"]
+__all__ = ["Prices", "add_usage", "message_usage", "sum_usage", "usage_entry"]
 
 Prices = Mapping[str, tuple[float, float]]
 """Model name -> (USD per million input tokens, USD per million output tokens)."""
@@ -49,3 +49,11 @@ def add_usage(
             entry[field] = entry.get(field, 0) + (delta.get(field, 0) or 0)
         entry["cost_usd"] = round(float(entry["cost_usd"]), 8)
     return merged
+
+
+def sum_usage(entries: Iterable[Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Add several per-agent usage summaries together."""
+    total: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        total = add_usage(total, entry)
+    return total

@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentloop._runtime import USAGE_SINK
 from agentloop.events import Emit
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.arguments import repair_argument_names, validate_arguments
@@ -24,6 +25,7 @@ from agentloop.tools.judge import judge_result
 from agentloop.tools.outcome import ToolOutcome, graceful_error
 from agentloop.tools.registry import ToolRegistry
 from agentloop.tools.results import to_jsonable, truncate_result
+from agentloop.usage import sum_usage
 
 __all__ = ["PreparedCall", "ToolRunner", "make_record"]
 
@@ -180,10 +182,14 @@ class ToolRunner:
         async def terminal(current: ToolCall) -> ToolOutcome:
             return await call_with_policy(current, emit)
 
+        usage: list[dict[str, Any]] = []
+        token = USAGE_SINK.set(usage)
         try:
             outcome = await run_chain(tool_call, self.chain, terminal)
         except Exception as error:
             outcome = ToolOutcome.failure("internal_error", f"interceptor failed: {error}")
+        finally:
+            USAGE_SINK.reset(token)
         duration_ms = (time.perf_counter() - started) * 1000
         if outcome.success:
             if policy.idempotent and not outcome.fallback:
@@ -207,6 +213,8 @@ class ToolRunner:
             truncated=truncated.truncated,
             flagged=bool(useless),
         )
+        if usage:
+            record["agent_usage"] = sum_usage(usage)
         fields = {
             "call_id": call["call_id"],
             "tool_name": name,
