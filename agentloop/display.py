@@ -102,7 +102,7 @@ class RunReport:
     def rows(self) -> list[dict[str, Any]]:
         """Return one dict per call, in execution order.
 
-        Keys: `round` (1-based), `index` (position in its round), `call_id`, `tool`,
+        Keys: `round` (1-based), `index` (1-based position in its round), `call_id`, `tool`,
         `purpose`, `arguments`, `success`, `duration_ms`, `attempts`, `flags` (a list of
         `from_cache`, `fallback:<kind>`, `duplicate`, `truncated`, `flagged`,
         `rolled_back`), `error`, `error_type`, `result`.
@@ -116,7 +116,7 @@ class RunReport:
         return [
             {
                 "round": int(record.get("round_index", 0)) + 1,
-                "index": int(record.get("index", 0)),
+                "index": int(record.get("index", 0)) + 1,
                 "call_id": str(record.get("call_id", "")),
                 "tool": str(record.get("tool_name", "")),
                 "purpose": str(record.get("purpose", "")),

@@ -20,6 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import Send
 
 from agentloop._runtime import CURRENT_RUN, run_coroutine_sync
+from agentloop.durability import amark_started, awas_started, is_resuming, mark_started, was_started
 from agentloop.events import Emit
 from agentloop.prompts import render_prompt
 from agentloop.settings import LoopSettings
@@ -203,9 +204,41 @@ class ExecutePath:
     def _call_result(self, call: PreparedCall, record: ToolExecutionRecord) -> dict[str, Any]:
         return {"call_results": {call["call_id"]: record}}
 
+    def _has_side_effects(self, call: PreparedCall) -> bool:
+        return not self.runner.registry.policy(call["tool_name"]).idempotent
+
+    def _unknown_outcome(self, call: PreparedCall, emit: Emit) -> dict[str, Any]:
+        message = (
+            f"{call['tool_name']} was started before the run stopped and did not report back; "
+            "it was not repeated because it is not idempotent. Check whether it took effect."
+        )
+        outcome = ToolOutcome(
+            value=graceful_error("unknown_outcome", call["tool_name"], message),
+            success=False,
+            error=message,
+            error_type="unknown_outcome",
+            attempts=0,
+        )
+        record = make_record(call, outcome)
+        emit(
+            "tool_error",
+            call_id=call["call_id"],
+            tool_name=call["tool_name"],
+            index=call["index"],
+            error=message,
+            error_type="unknown_outcome",
+            success=False,
+            duration_ms=0.0,
+        )
+        return self._call_result(call, record)
+
     async def acall_tool(self, call: PreparedCall, config: RunnableConfig) -> dict[str, Any]:
         """Run one call through the pipeline (async)."""
         _, emit = self.emit_factory(config)
+        if self._has_side_effects(call):
+            if is_resuming(config) and await awas_started(config, call["call_id"]):
+                return self._unknown_outcome(call, emit)
+            await amark_started(config, call["call_id"])
         token = CURRENT_RUN.set(call["call_id"].split(":", 1)[0])
         try:
             record = await self.runner.run(call, emit)
@@ -216,6 +249,10 @@ class ExecutePath:
     def call_tool(self, call: PreparedCall, config: RunnableConfig) -> dict[str, Any]:
         """Run one call through the pipeline (sync callers)."""
         _, emit = self.emit_factory(config)
+        if self._has_side_effects(call):
+            if is_resuming(config) and was_started(config, call["call_id"]):
+                return self._unknown_outcome(call, emit)
+            mark_started(config, call["call_id"])
         token = CURRENT_RUN.set(call["call_id"].split(":", 1)[0])
         try:
             record = run_coroutine_sync(self.runner.run(call, emit))
