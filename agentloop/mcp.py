@@ -9,20 +9,23 @@ turns the servers' tools into LangChain tools whose calls go through the pool.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, TextIO, TypeVar, cast
 
 import anyio
 import yaml
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_mcp_adapters.sessions import Connection, create_session
-from mcp import ClientSession
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import McpError
 from mcp.types import (
     CONNECTION_CLOSED,
@@ -344,6 +347,50 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
+def _server_errlog() -> TextIO:
+    """A stream with a real file descriptor for the servers' stderr.
+
+    Jupyter (on some platforms) and pytest replace `sys.stderr` with objects that have
+    no descriptor, which a subprocess cannot inherit.
+    """
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (AttributeError, OSError, ValueError):
+            continue
+    global _DEVNULL
+    if _DEVNULL is None:
+        _DEVNULL = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - kept open
+    return _DEVNULL
+
+
+_DEVNULL: TextIO | None = None
+
+
+@contextlib.asynccontextmanager
+async def _open_session(connection: Mapping[str, Any]) -> AsyncIterator[ClientSession]:
+    """Open a session; stdio servers get a stderr that works in any host process."""
+    if connection.get("transport") != "stdio":
+        async with create_session(cast(Connection, connection)) as session:
+            yield session
+        return
+    parameters = StdioServerParameters(
+        command=connection["command"],
+        args=list(connection.get("args") or []),
+        env=connection.get("env"),
+        cwd=connection.get("cwd"),
+        encoding=connection.get("encoding", "utf-8"),
+        encoding_error_handler=connection.get("encoding_error_handler", "strict"),
+    )
+    async with (
+        stdio_client(parameters, errlog=_server_errlog()) as (read, write),
+        ClientSession(read, write, **(connection.get("session_kwargs") or {})) as session,
+    ):
+        yield session
+
+
 class _NotSentError(Exception):
     """The request never left this process, so sending it again is safe."""
 
@@ -370,7 +417,7 @@ class _Connection:
     async def _serve(self) -> None:
         try:
             connection = cast(Connection, self.spec.connection)
-            async with create_session(connection) as session:
+            async with _open_session(connection) as session:
                 await session.initialize()
                 self.ready.set_result(session)
                 await self._stop.wait()
