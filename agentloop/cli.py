@@ -36,13 +36,15 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from agentloop.display import RunReport, compact_json, shorten
 from agentloop.errors import ConfigurationError
-from agentloop.models import resolve_model
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 __all__ = [
     "EXIT_FAILED",
@@ -50,6 +52,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_SERVER",
     "EXIT_USAGE",
+    "FAILED_ANSWER_PREFIX",
     "MODEL_ENV",
     "Progress",
     "build_parser",
@@ -149,9 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[output],
         help="answer a question with a model and MCP tools",
         description=(
-            "Answer a question with a chat model and the tools of MCP servers. Without "
-            "--mcp-config, the bundled servers (documents, calculator, notes) provide the "
-            "tools; --mcp-config replaces them."
+            "Answer a question with a chat model and the tools of MCP servers.\n"
+            "Without --mcp-config, the bundled servers (documents, calculator, notes)\n"
+            "provide the tools; --mcp-config replaces them."
         ),
         epilog=_EPILOG,
         formatter_class=formatter,
@@ -189,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[output],
         help="run the demo loop (no API key, no network)",
         description=(
-            "Run the demo loop: a scripted planner and the bundled MCP servers as "
+            "Run the demo loop: a scripted planner and the bundled MCP servers as\n"
             "subprocesses. Needs no API key and no network."
         ),
         epilog=_EPILOG,
@@ -404,6 +407,29 @@ def _startup_error(error: BaseException) -> _CliError | None:
     return None
 
 
+@contextlib.contextmanager
+def _starting_servers() -> Iterator[None]:
+    """Report a server that cannot be started (or a bad allow list) as a `_CliError`."""
+    try:
+        yield
+    except Exception as error:
+        mapped = _startup_error(error)
+        if mapped is None:
+            raise
+        raise mapped from error
+
+
+def resolve_model(name: str) -> BaseChatModel:
+    """Create the chat model `--model` names (the model machinery is imported here).
+
+    Raises:
+        ConfigurationError: No known provider or model, or the provider's package is missing.
+    """
+    from agentloop.models import resolve_model as resolve
+
+    return resolve(name)
+
+
 def _notes_file() -> Path:
     return Path(tempfile.gettempdir()) / "agentloop-notes.jsonl"
 
@@ -422,7 +448,7 @@ def _run_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]
     toolset = MCPToolset(specs)
     try:
         progress.line(f"starting MCP servers: {', '.join(s.name for s in specs) or 'none'}")
-        try:
+        with _starting_servers():
             graph = create_tool_loop(
                 model,
                 [],
@@ -431,8 +457,6 @@ def _run_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]
                 concurrency=args.concurrency,
                 plan_mode=args.plan_mode,
             )
-        except Exception as error:
-            raise _startup_error(error) or error from error
         return asyncio.run(_stream(graph, " ".join(args.question), progress))
     finally:
         toolset.close()
@@ -446,10 +470,8 @@ def _demo_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any
     toolset = MCPToolset(bundled_servers_config(demo_notes_file()))
     try:
         progress.line("starting the bundled MCP servers: docs, calculator, notes")
-        try:
+        with _starting_servers():
             graph = build_demo_loop(mcp_servers=toolset)
-        except Exception as error:
-            raise _startup_error(error) or error from error
         return asyncio.run(_stream(graph, " ".join(args.question) or DEMO_QUESTION, progress))
     finally:
         toolset.close()
@@ -474,7 +496,9 @@ def _print_result(out: Mapping[str, Any], args: argparse.Namespace) -> None:
     sys.stdout.flush()
 
 
-def _error(code: int, message: str) -> int:
+def _error(code: int, message: str, progress: Progress | None) -> int:
+    if progress is not None:
+        progress.close()  # the live status line, if any, makes way for the error
     sys.stderr.write(f"{_ERROR_PREFIX}{message}\n")
     sys.stderr.flush()
     return code
@@ -501,13 +525,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_result(out, args)
         return run_exit_code(out)
     except KeyboardInterrupt:
-        if progress is not None:
-            progress.close()
-        return _error(EXIT_INTERRUPTED, "interrupted")
+        return _error(EXIT_INTERRUPTED, "interrupted", progress)
+    except BaseExceptionGroup as group:
+        if not any(isinstance(leaf, KeyboardInterrupt) for leaf in _leaves(group)):
+            raise
+        return _error(EXIT_INTERRUPTED, "interrupted", progress)
     except _CliError as error:
-        return _error(error.code, error.message)
+        return _error(error.code, error.message, progress)
     except ConfigurationError as error:
-        return _error(EXIT_USAGE, _one_line(error))
+        return _error(EXIT_USAGE, _one_line(error), progress)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ SHELL_COMMANDS_RUN_ELSEWHERE = {
     "&& python -m pytest tests -q",
     # the Studio server: tests/integration/test_studio.py
     'pip install -e ".[dev]" && langgraph dev',
+    # the CLI demo: tests/integration/test_cli.py
+    "agentloop demo",
 }
 
 

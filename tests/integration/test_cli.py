@@ -1,0 +1,314 @@
+"""The `agentloop` command: subprocesses for the demo and the errors, in-process for `run`.
+
+`run` needs a chat model; with no network, the in-process tests replace the model the
+command resolves with a `ScriptedChatModel`, while the MCP servers stay real subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentloop.cli
+
+# The MCP stdio client takes `sys.stderr` as its servers' default error log when first
+# imported: importing it at collection time binds pytest's session capture stream, not
+# the stream of one test (closed after that test).
+import agentloop.mcp_toolset
+from agentloop.cli import main
+from agentloop.testing import ScriptedChatModel, plan_reply
+
+pytestmark = pytest.mark.integration
+
+ERROR_PREFIX = "agentloop: error: "
+
+
+def agentloop_command() -> list[str]:
+    """The installed console script, or the module when it is not on this venv's path."""
+    script = Path(sys.executable).with_name("agentloop")
+    found = str(script) if script.exists() else shutil.which("agentloop")
+    return [found] if found else [sys.executable, "-m", "agentloop.cli"]
+
+
+def cli(*args: str, tmp_path: Path, env: dict[str, str] | None = None) -> Any:
+    environment = {k: v for k, v in os.environ.items() if k != "AGENTLOOP_MODEL"}
+    environment.update(env or {})
+    return subprocess.run(
+        [*agentloop_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=environment,
+        check=False,
+    )
+
+
+def module(*args: str, tmp_path: Path) -> Any:
+    environment = {k: v for k, v in os.environ.items() if k != "AGENTLOOP_MODEL"}
+    return subprocess.run(
+        [sys.executable, "-m", "agentloop.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=environment,
+        check=False,
+    )
+
+
+def assert_one_line_error(stderr: str, *needles: str) -> None:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith(ERROR_PREFIX), stderr
+    assert "Traceback" not in stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+# -- subprocesses --------------------------------------------------------------------------
+
+
+def test_demo_prints_the_answer_and_progress(tmp_path: Path) -> None:
+    done = cli("demo", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "10.5" in done.stdout
+    assert done.stdout.startswith("Here is what the tools found:")
+    # progress and summary go to stderr, one line per event when it is not a terminal
+    assert "round 1: planning..." in done.stderr
+    assert '  -> calculate({"expression":"42 / 4"}) ...' in done.stderr
+    assert any(line.startswith("  ok calculate ") for line in done.stderr.splitlines())
+    assert "\r" not in done.stderr
+    assert "2 rounds, 4 calls, 0 failed" in done.stderr
+
+
+def test_demo_json_is_one_document_on_stdout(tmp_path: Path) -> None:
+    done = cli("demo", "--json", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert set(document) >= {"answer", "rounds", "records", "action_results"}
+    assert document["rounds"] == 2
+    assert "10.5" in document["answer"]
+    assert [r["tool_name"] for r in document["records"]] == [
+        "search_documents",
+        "get_weather",
+        "calculate",
+        "save_note",
+    ]
+    assert all(r["success"] for r in document["records"])
+    assert document["action_results"]["Compute km per line"]["result"] == 10.5
+
+
+def test_demo_quiet_writes_only_the_answer(tmp_path: Path) -> None:
+    done = module("demo", "--quiet", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert "10.5" in done.stdout
+
+
+def test_python_dash_m_agentloop(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agentloop", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0
+    assert "exit codes:" in done.stdout
+    assert "130  interrupted" in done.stdout
+
+
+def test_run_without_a_model(tmp_path: Path) -> None:
+    done = cli("run", "What is 6*7?", tmp_path=tmp_path)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert_one_line_error(done.stderr, "no model", "--model", "AGENTLOOP_MODEL", "agentloop demo")
+
+
+def test_run_with_an_unknown_model(tmp_path: Path) -> None:
+    done = module("run", "--model", "nosuch:thing", "q", tmp_path=tmp_path)
+    assert done.returncode == 2
+    assert_one_line_error(done.stderr, "nosuch:thing")
+
+
+def test_run_with_a_model_from_the_environment(tmp_path: Path) -> None:
+    done = cli("run", "q", tmp_path=tmp_path, env={"AGENTLOOP_MODEL": "nosuch:thing"})
+    assert done.returncode == 2
+    assert_one_line_error(done.stderr, "nosuch:thing")
+
+
+def test_run_with_a_missing_config_file(tmp_path: Path) -> None:
+    done = module("run", "--model", "x:y", "--mcp-config", "missing.json", "q", tmp_path=tmp_path)
+    assert done.returncode == 2
+    assert_one_line_error(done.stderr, "missing.json", "not found")
+
+
+def test_run_with_a_broken_config_file(tmp_path: Path) -> None:
+    (tmp_path / "servers.json").write_text('{"mcpServers": {"x": ', encoding="utf-8")
+    done = module("run", "--model", "x:y", "--mcp-config", "servers.json", "q", tmp_path=tmp_path)
+    assert done.returncode == 2
+    assert_one_line_error(done.stderr, "servers.json", "invalid JSON")
+
+
+def test_usage_errors_are_one_line(tmp_path: Path) -> None:
+    done = module("run", "--max-rounds", "many", "q", tmp_path=tmp_path)
+    assert done.returncode == 2
+    assert_one_line_error(done.stderr, "--max-rounds", "--help")
+    done = module("nosuch", tmp_path=tmp_path)
+    assert done.returncode == 2
+    assert_one_line_error(done.stderr, "nosuch")
+
+
+# -- in process: the model is scripted, the MCP servers are real ---------------------------
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Make `--model` resolve to a scripted model; returns a setter for its replies."""
+    models: list[ScriptedChatModel] = []
+    asked: list[str] = []
+
+    def use(*replies: Any) -> list[str]:
+        models.append(ScriptedChatModel(list(replies)))
+        return asked
+
+    def fake_resolve(name: str) -> ScriptedChatModel:
+        asked.append(name)
+        return models[-1]
+
+    monkeypatch.setattr(agentloop.cli, "resolve_model", fake_resolve)
+    monkeypatch.delenv("AGENTLOOP_MODEL", raising=False)
+    monkeypatch.chdir(Path(__file__).parent)
+    return use
+
+
+def calc(expression: str, purpose: str = "compute") -> dict[str, Any]:
+    return {"purpose": purpose, "tool_name": "calculate", "tool_kwargs": {"expression": expression}}
+
+
+def test_run_happy_path_with_the_bundled_servers(scripted: Any, capfd: Any) -> None:
+    asked = scripted(
+        plan_reply("execute", [calc("42 / 4", "km per line")]),
+        plan_reply("response"),
+        "Each line has 10.5 km of track.",
+    )
+    code = main(["run", "--model", "fake:model", "How", "long", "is", "each", "line?"])
+    captured = capfd.readouterr()
+    assert code == 0, captured.err
+    assert asked == ["fake:model"]
+    assert captured.out == "Each line has 10.5 km of track.\n"
+    assert "starting MCP servers: docs, calculator, notes" in captured.err
+    assert '  -> calculate({"expression":"42 / 4"}) ...' in captured.err
+    assert "1 round, 1 call, 0 failed" in captured.err
+
+
+def test_run_json_reads_the_model_from_the_environment(
+    scripted: Any, capfd: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked = scripted(
+        plan_reply("execute", [calc("6 * 7")]),
+        plan_reply("response"),
+        "42",
+    )
+    monkeypatch.setenv("AGENTLOOP_MODEL", "env:model")
+    code = main(["run", "--json", "--max-rounds", "2", "--concurrency", "1", "what is 6*7?"])
+    captured = capfd.readouterr()
+    assert code == 0, captured.err
+    assert asked == ["env:model"]
+    document = json.loads(captured.out)
+    assert document["answer"] == "42"
+    assert document["question"] == "what is 6*7?"
+    assert document["rounds"] == 1
+    assert document["records"][0]["result"]["result"] == 42
+    assert document["action_results"] == {"compute": {"expression": "6 * 7", "result": 42.0}}
+
+
+def test_run_with_an_mcp_config_replaces_the_bundled_servers(
+    scripted: Any, capfd: Any, tmp_path: Path
+) -> None:
+    config = {
+        "mcpServers": {
+            "calc": {
+                "command": sys.executable,
+                "args": ["-m", "agentloop.servers.calculator"],
+                "env": {"PYTHONPATH": os.pathsep.join(sys.path)},
+            }
+        }
+    }
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    scripted(
+        plan_reply(
+            "execute",
+            [
+                calc("1 + 1"),
+                {"purpose": "docs", "tool_name": "search_documents", "tool_kwargs": {"query": "x"}},
+            ],
+        ),
+        plan_reply("response"),
+        "2",
+    )
+    code = main(["run", "--model", "fake:model", "--mcp-config", str(path), "--json", "1+1?"])
+    captured = capfd.readouterr()
+    assert code == 0, captured.err
+    assert "starting MCP servers: calc" in captured.err
+    records = json.loads(captured.out)["records"]
+    assert records[0]["success"] is True
+    assert records[1]["success"] is False  # search_documents is not offered any more
+    assert records[1]["error_type"] == "tool_not_found"
+
+
+def test_run_exits_1_when_every_tool_call_fails(scripted: Any, capfd: Any) -> None:
+    scripted(
+        plan_reply("execute", [calc("1 / 0"), calc("2 ** ** 3", "other")]),
+        plan_reply("response"),
+        "Nothing worked.",
+    )
+    code = main(["run", "--model", "fake:model", "divide"])
+    captured = capfd.readouterr()
+    assert code == 1
+    assert captured.out == "Nothing worked.\n"
+    assert "  ERR calculate: " in captured.err
+
+
+def test_run_exits_1_when_the_model_fails(scripted: Any, capfd: Any) -> None:
+    failure = PermissionError("401 invalid api key")
+    scripted(failure, failure, failure, failure, failure, failure)
+    code = main(["run", "--model", "fake:model", "--quiet", "hello"])
+    captured = capfd.readouterr()
+    assert code == 1
+    assert captured.out.startswith("I could not produce an answer")
+    assert captured.err == ""
+
+
+def test_run_exits_3_when_a_server_cannot_start(scripted: Any, capfd: Any, tmp_path: Path) -> None:
+    path = tmp_path / "servers.yaml"
+    path.write_text("mcpServers:\n  ghost:\n    command: /no/such/server-binary\n")
+    scripted("unused")
+    code = main(["run", "--model", "fake:model", "--mcp-config", str(path), "q"])
+    captured = capfd.readouterr()
+    assert code == 3
+    assert captured.out == ""
+    error_lines = [line for line in captured.err.splitlines() if line.startswith(ERROR_PREFIX)]
+    assert len(error_lines) == 1
+    assert "'ghost'" in error_lines[0]
+    assert "could not be started" in error_lines[0]
+    assert "Traceback" not in captured.err
+
+
+def test_interrupt_exits_130(monkeypatch: pytest.MonkeyPatch, capfd: Any) -> None:
+    def interrupted(name: str) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(agentloop.cli, "resolve_model", interrupted)
+    code = main(["run", "--model", "fake:model", "q"])
+    assert code == 130
+    assert capfd.readouterr().err.strip().endswith(f"{ERROR_PREFIX}interrupted")
