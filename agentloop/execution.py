@@ -32,7 +32,7 @@ from agentloop.state import (
     empty_round_state,
 )
 from agentloop.tools.judge import compact_record, executed_queries
-from agentloop.tools.outcome import ToolOutcome, graceful_error
+from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import PreparedCall, ToolRunner, make_record
 from agentloop.usage import sum_usage
 
@@ -117,14 +117,22 @@ def _duplicate_record(
         f"Duplicate query: {call['tool_name']} with these arguments already ran {where}; "
         "its result is in done_plans. Use it instead of repeating the call."
     )
-    outcome = ToolOutcome(
-        value=graceful_error("duplicate", call["tool_name"], message),
-        success=False,
-        error=message,
-        error_type="duplicate",
-        attempts=0,
-    )
+    outcome = ToolOutcome.refused("duplicate", call["tool_name"], message)
     return make_record(call, outcome, flagged=True, duplicate=True)
+
+
+def _emit_settled(emit: Emit, record: ToolExecutionRecord) -> None:
+    """Report a call that was settled without running (bad call, duplicate, unknown outcome)."""
+    emit(
+        "tool_error",
+        call_id=record.get("call_id", ""),
+        tool_name=record["tool_name"],
+        index=record.get("index", 0),
+        error=record["error"],
+        error_type=record.get("error_type", ""),
+        success=False,
+        duration_ms=0.0,
+    )
 
 
 class ExecutePath:
@@ -183,16 +191,7 @@ class ExecutePath:
                 will_run=call["batch"] != NOT_RUN,
             )
         for record in settled.values():
-            emit(
-                "tool_error",
-                call_id=record.get("call_id", ""),
-                tool_name=record["tool_name"],
-                index=record.get("index", 0),
-                error=record["error"],
-                error_type=record.get("error_type", ""),
-                success=False,
-                duration_ms=0.0,
-            )
+            _emit_settled(emit, record)
         return {"round_calls": calls, "call_results": settled}
 
     def route_execute(self, state: LoopState) -> list[Send] | Literal["collect"]:
@@ -212,24 +211,10 @@ class ExecutePath:
             f"{call['tool_name']} was started before the run stopped and did not report back; "
             "it was not repeated because it is not idempotent. Check whether it took effect."
         )
-        outcome = ToolOutcome(
-            value=graceful_error("unknown_outcome", call["tool_name"], message),
-            success=False,
-            error=message,
-            error_type="unknown_outcome",
-            attempts=0,
+        record = make_record(
+            call, ToolOutcome.refused("unknown_outcome", call["tool_name"], message)
         )
-        record = make_record(call, outcome)
-        emit(
-            "tool_error",
-            call_id=call["call_id"],
-            tool_name=call["tool_name"],
-            index=call["index"],
-            error=message,
-            error_type="unknown_outcome",
-            success=False,
-            duration_ms=0.0,
-        )
+        _emit_settled(emit, record)
         return self._call_result(call, record)
 
     async def acall_tool(self, call: PreparedCall, config: RunnableConfig) -> dict[str, Any]:

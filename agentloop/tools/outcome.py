@@ -42,6 +42,11 @@ class ToolOutcome:
         """Build a failed outcome."""
         return cls(None, False, message, error_type, attempts)
 
+    @classmethod
+    def refused(cls, error_type: str, tool_name: str, message: str) -> ToolOutcome:
+        """Build the outcome of a call that was not run, with the model-facing error."""
+        return cls(graceful_error(error_type, tool_name, message), False, message, error_type, 0)
+
     def with_changes(self, **changes: Any) -> ToolOutcome:
         """Return a copy with some fields changed."""
         return replace(self, **changes)

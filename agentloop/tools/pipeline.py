@@ -121,13 +121,7 @@ class ToolRunner:
         if tool is None:
             available = ", ".join(self.registry.names) or "(none)"
             message = f"Unknown tool: {name!r}. Available tools: {available}"
-            outcome = ToolOutcome(
-                value=graceful_error("tool_not_found", name, message),
-                success=False,
-                error=message,
-                error_type="tool_not_found",
-                attempts=0,
-            )
+            outcome = ToolOutcome.refused("tool_not_found", name, message)
             return call, make_record(call, outcome, flagged=True)
         policy = self.registry.policy(name)
         schema = self.registry.schema(name)
@@ -139,14 +133,7 @@ class ToolRunner:
         call["query_key"] = _query_key(name, validated.arguments, policy.dedup_keys)
         if not validated.ok:
             message = f"Invalid arguments for {name}: {validated.error_message()}"
-            outcome = ToolOutcome(
-                value=graceful_error("invalid_arguments", name, message),
-                success=False,
-                error=message,
-                error_type="invalid_arguments",
-                attempts=0,
-            )
-            return call, make_record(call, outcome)
+            return call, make_record(call, ToolOutcome.refused("invalid_arguments", name, message))
         return call, None
 
     # -- second half: in the call task ---------------------------------------------------
