@@ -14,8 +14,7 @@ from agentloop.events import Emit
 from agentloop.model_calls import ModelRetry, ainvoke_answer, invoke_answer
 from agentloop.models import ModelProvider
 from agentloop.planning.node import chunk_text
-from agentloop.planning.prompt import to_prompt_json
-from agentloop.prompts import render_prompt
+from agentloop.prompts import render_prompt, to_prompt_json
 from agentloop.settings import LoopSettings
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
 from agentloop.usage import Prices, message_usage, usage_entry

@@ -194,7 +194,9 @@ class ExecutePath:
             _emit_settled(emit, record)
         return {"round_calls": calls, "call_results": settled}
 
-    def route_execute(self, state: LoopState) -> list[Send] | Literal["collect"]:
+    def route_execute(
+        self, state: LoopState, config: RunnableConfig
+    ) -> list[Send] | Literal["collect"]:
         """Send the first batch, or go straight to `collect` when nothing has to run."""
         return next_batch(state) or "collect"
 

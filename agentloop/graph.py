@@ -7,11 +7,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain_core.messages import AnyMessage, HumanMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from agentloop._nodes import graph_node
 from agentloop._runtime import run_context, stream_writer
 from agentloop.answer import AnswerNode
 from agentloop.events import Emit, make_emitter
@@ -175,7 +176,7 @@ def create_tool_loop(
         on_finish=[toolset.release] if toolset is not None else [],
     )
 
-    def prepare(state: LoopState) -> dict[str, Any]:
+    def prepare(state: LoopState, config: RunnableConfig) -> dict[str, Any]:
         request, human = resolve_request(state)
         update: dict[str, Any] = {
             "user_input": request,
@@ -203,7 +204,7 @@ def create_tool_loop(
         limit = settings.with_context(run_context(config)).max_rounds
         return "plan" if limit > 0 else "answer"
 
-    def route_plan(state: LoopState) -> Literal["execute", "answer"]:
+    def route_plan(state: LoopState, config: RunnableConfig) -> Literal["execute", "answer"]:
         decision: Mapping[str, Any] = state.get("decision") or {}
         wants_tools = decision.get("next_action") == "execute"
         return "execute" if wants_tools and decision.get("execution_commands") else "answer"
@@ -214,19 +215,29 @@ def create_tool_loop(
         input_schema=InputState,
         output_schema=OutputState,
     )
-    builder.add_node("prepare", prepare)
-    builder.add_node("plan", _node(planner.invoke, planner.ainvoke, "plan"))
-    builder.add_node("execute", execute_path.execute)
-    builder.add_node(CALL_NODE, _node(execute_path.call_tool, execute_path.acall_tool, CALL_NODE))
-    builder.add_node("collect", execute_path.collect)
-    builder.add_node("answer", _node(answer.invoke, answer.ainvoke, "answer"))
+
+    def router(func: Callable[[Any, RunnableConfig], Any], name: str) -> Any:
+        return graph_node(func, name=name, trace=False)
+
+    builder.add_node("prepare", graph_node(prepare, name="prepare"))
+    builder.add_node("plan", graph_node(planner.invoke, planner.ainvoke, name="plan"))
+    builder.add_node("execute", graph_node(execute_path.execute, name="execute"))
+    builder.add_node(
+        CALL_NODE, graph_node(execute_path.call_tool, execute_path.acall_tool, name=CALL_NODE)
+    )
+    builder.add_node("collect", graph_node(execute_path.collect, name="collect"))
+    builder.add_node("answer", graph_node(answer.invoke, answer.ainvoke, name="answer"))
     builder.add_edge(START, "prepare")
-    builder.add_conditional_edges("prepare", route_start, ["plan", "answer"])
-    builder.add_conditional_edges("plan", route_plan, ["execute", "answer"])
-    builder.add_conditional_edges("execute", execute_path.route_execute, [CALL_NODE, "collect"])
+    builder.add_conditional_edges("prepare", router(route_start, "route_start"), ["plan", "answer"])
+    builder.add_conditional_edges("plan", router(route_plan, "route_plan"), ["execute", "answer"])
+    builder.add_conditional_edges(
+        "execute", router(execute_path.route_execute, "route_execute"), [CALL_NODE, "collect"]
+    )
     builder.add_edge(CALL_NODE, "collect")
     builder.add_conditional_edges(
-        "collect", execute_path.route_collect, [CALL_NODE, "plan", "answer"]
+        "collect",
+        router(execute_path.route_collect, "route_collect"),
+        [CALL_NODE, "plan", "answer"],
     )
     builder.add_edge("answer", END)
     return builder.compile(
@@ -235,11 +246,3 @@ def create_tool_loop(
         interrupt_before=list(interrupt_before) if interrupt_before else None,
         interrupt_after=list(interrupt_after) if interrupt_after else None,
     )
-
-
-def _node(
-    func: Callable[[Any, RunnableConfig], Any],
-    afunc: Callable[[Any, RunnableConfig], Any],
-    name: str,
-) -> RunnableLambda[Any, Any]:
-    return RunnableLambda(func, afunc=afunc, name=name)

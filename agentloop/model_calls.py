@@ -15,6 +15,7 @@ import email.utils
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
@@ -29,6 +30,7 @@ from tenacity import (
     stop_after_attempt,
 )
 
+from agentloop._retry import aretry_lazily, retry_lazily
 from agentloop.errors import ModelBehaviorError
 from agentloop.tools.policy import is_transient_error
 
@@ -183,7 +185,11 @@ def run_with_retries(
     last: BaseException | None = None
     for model in models:
         try:
-            return Retrying(**_retrying_kwargs(retry))(attempt, model)
+            return retry_lazily(
+                partial(attempt, model),
+                lambda: Retrying(**_retrying_kwargs(retry)),
+                is_retryable_model_error,
+            )
         except GraphBubbleUp:
             raise
         except Exception as error:  # the next fallback may work
@@ -200,7 +206,11 @@ async def arun_with_retries(
     last: BaseException | None = None
     for model in models:
         try:
-            return await AsyncRetrying(**_retrying_kwargs(retry))(attempt, model)
+            return await aretry_lazily(
+                partial(attempt, model),
+                lambda: AsyncRetrying(**_retrying_kwargs(retry)),
+                is_retryable_model_error,
+            )
         except GraphBubbleUp:
             raise
         except Exception as error:  # the next fallback may work

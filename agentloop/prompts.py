@@ -6,6 +6,7 @@ Rendering fails on a missing variable and on an unknown one, so a typo never rea
 
 from __future__ import annotations
 
+import json
 import string
 from functools import cache
 from importlib import resources
@@ -14,7 +15,7 @@ from typing import Any
 
 from agentloop.errors import PromptTemplateError
 
-__all__ = ["PromptTemplate", "load_prompt", "prompts_dir", "render_prompt"]
+__all__ = ["PromptTemplate", "load_prompt", "prompts_dir", "render_prompt", "to_prompt_json"]
 
 _SOURCE_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
@@ -63,6 +64,12 @@ class PromptTemplate:
             msg = f"prompt {self.name!r}: missing variables {missing}, unknown {unknown}"
             raise PromptTemplateError(msg)
         return self.template.substitute({key: str(value) for key, value in values.items()})
+
+
+def to_prompt_json(value: Any) -> str:
+    """Serialize data for a prompt, so it cannot close the tag it is delimited by."""
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    return text.replace("</", "<\\/")
 
 
 @cache

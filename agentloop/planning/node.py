@@ -112,7 +112,7 @@ class _PlanNode:
         messages = build_plan_messages(
             user_input=state.get("user_input", ""),
             user_extra_requirement=state.get("user_extra_requirement", ""),
-            tool_descriptions=self.registry.descriptions,
+            available_tools=self.registry.descriptions_json,
             round_state=round_state,
             max_rounds=settings.max_rounds,
             keep_tool_results=settings.keep_tool_results,

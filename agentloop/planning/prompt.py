@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from agentloop.prompts import render_prompt
+from agentloop.prompts import render_prompt, to_prompt_json
 from agentloop.state import RoundState, ToolExecutionRecord
 
 __all__ = ["OMITTED", "PLAN_TOOL", "build_plan_messages", "planner_view", "to_prompt_json"]
@@ -50,12 +49,6 @@ PLAN_TOOL: dict[str, Any] = {
 """The structured-output schema of `plan_mode="tool"` (`next_action` first, so it streams first)."""
 
 
-def to_prompt_json(value: Any) -> str:
-    """Serialize data for a prompt, so it cannot close the tag it is delimited by."""
-    text = json.dumps(value, ensure_ascii=False, indent=1, default=str)
-    return text.replace("</", "<\\/")
-
-
 def planner_view(records: Sequence[ToolExecutionRecord], *, keep_full: int) -> list[dict[str, Any]]:
     """Return what the planner sees of some records: results only for the latest ones.
 
@@ -94,13 +87,22 @@ def build_plan_messages(
     *,
     user_input: str,
     user_extra_requirement: str,
-    tool_descriptions: list[dict[str, Any]],
+    available_tools: str,
     round_state: RoundState,
     max_rounds: int,
     keep_tool_results: int,
     rollback_note: str = "",
 ) -> list[BaseMessage]:
     """Render the planner's request for one round.
+
+    Args:
+        user_input: The request.
+        user_extra_requirement: Extra instructions ("" for none).
+        available_tools: The tools as prompt JSON (see `to_prompt_json`), rendered once.
+        round_state: What happened so far.
+        max_rounds: The round limit.
+        keep_tool_results: Only this many latest results are shown in full.
+        rollback_note: Why the previous plan was rolled back ("" for none).
 
     Returns:
         A system message (rules) and a human message (input, tools, round state).
@@ -120,7 +122,7 @@ def build_plan_messages(
         "plan_user",
         user_input=user_input,
         user_extra_requirement=user_extra_requirement or "(none)",
-        available_tools=to_prompt_json(tool_descriptions),
+        available_tools=available_tools,
         round_index=round_state["round_index"],
         max_rounds=max_rounds,
         done_plans=to_prompt_json(planner_view(older, keep_full=keep_older)),

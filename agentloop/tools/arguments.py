@@ -11,6 +11,7 @@ in words a model can act on. Nothing here raises on bad input.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 import reprlib
@@ -637,17 +638,34 @@ def _is_unknown_argument_error(error: ValidationError, root: Mapping[str, Any]) 
     )
 
 
-def _run_validator(arguments: Mapping[Any, Any], root: Mapping[str, Any]) -> list[ValidationError]:
-    """Validate with jsonschema; an unusable schema validates nothing."""
+@functools.lru_cache(maxsize=512)
+def _validator(schema_json: str) -> Any:
+    """Build (once per distinct schema) a checked validator, or None for an unusable schema."""
+    root = json.loads(schema_json)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             validator_class = validator_for(root, default=Draft202012Validator)
             validator_class.check_schema(root)
-            validator = validator_class(root, registry=Registry())
+            return validator_class(root, registry=Registry())
+        except Exception:  # a malformed schema or an unresolvable $ref
+            return None
+
+
+def _run_validator(arguments: Mapping[Any, Any], root: Mapping[str, Any]) -> list[ValidationError]:
+    """Validate with jsonschema; an unusable schema validates nothing."""
+    try:
+        validator = _validator(json.dumps(root, sort_keys=True, default=str))
+    except (TypeError, ValueError):  # a schema that is not JSON data
+        return []
+    if validator is None:
+        return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
             errors: Iterable[ValidationError] = validator.iter_errors(arguments)
             return sorted(errors, key=_error_order)
-        except Exception:  # a malformed schema or an unresolvable $ref
+        except Exception:  # an unresolvable $ref met while validating
             return []
 
 

@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.tools import BaseTool
@@ -20,6 +21,7 @@ from tenacity import (
     wait_random,
 )
 
+from agentloop._retry import aretry_lazily
 from agentloop.events import Emit
 from agentloop.tools.interceptors import ToolCall
 from agentloop.tools.outcome import ToolOutcome, classify_error
@@ -68,6 +70,13 @@ async def invoke_once(tool: BaseTool, arguments: dict[str, Any], timeout_s: floa
         raise TimeoutError(msg) from error
 
 
+def _retryable(retry: ToolRetry) -> Callable[[BaseException], bool]:
+    def retryable(error: BaseException) -> bool:
+        return not isinstance(error, GraphBubbleUp) and retry.should_retry(error)
+
+    return retryable
+
+
 def _retrying(retry: ToolRetry, call: ToolCall, emit: Emit) -> AsyncRetrying:
     wait = wait_exponential(
         multiplier=retry.initial_delay_s,
@@ -89,9 +98,7 @@ def _retrying(retry: ToolRetry, call: ToolCall, emit: Emit) -> AsyncRetrying:
     return AsyncRetrying(
         stop=stop_after_attempt(retry.max_attempts),
         wait=wait + (wait_random(0, retry.initial_delay_s) if retry.jitter else wait_none()),
-        retry=retry_if_exception(
-            lambda error: not isinstance(error, GraphBubbleUp) and retry.should_retry(error)
-        ),
+        retry=retry_if_exception(_retryable(retry)),
         before_sleep=before_sleep,
         reraise=True,
     )
@@ -119,8 +126,11 @@ async def call_with_policy(call: ToolCall, emit: Emit) -> ToolOutcome:
 
     value: Any
     try:
-        if policy.retryable and policy.retry is not None:
-            value = await _retrying(policy.retry, call, emit)(attempt)
+        retry = policy.retry
+        if policy.retryable and retry is not None:
+            value = await aretry_lazily(
+                attempt, lambda: _retrying(retry, call, emit), _retryable(retry)
+            )
         else:
             value = await attempt()
     except GraphBubbleUp:

@@ -10,6 +10,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as as_langchain_tool
 
 from agentloop.errors import ConfigurationError
+from agentloop.prompts import to_prompt_json
 from agentloop.tools.arguments import tool_json_schema
 from agentloop.tools.policy import (
     DEFAULT_TIMEOUT_S,
@@ -114,6 +115,11 @@ class ToolRegistry:
     def schema(self, name: str) -> dict[str, Any]:
         """Return the JSON schema of a registered tool's arguments."""
         return self._schemas[name]
+
+    @cached_property
+    def descriptions_json(self) -> str:
+        """`descriptions` as prompt JSON (tool results cannot close a prompt tag with it)."""
+        return to_prompt_json(self.descriptions)
 
     @cached_property
     def descriptions(self) -> list[dict[str, Any]]:
