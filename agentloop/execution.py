@@ -27,9 +27,9 @@ from agentloop.settings import LoopSettings
 from agentloop.state import (
     RESET,
     LoopState,
-    RoundState,
     ToolExecutionRecord,
     empty_round_state,
+    next_round,
 )
 from agentloop.tools.judge import compact_record, executed_queries
 from agentloop.tools.outcome import ToolOutcome
@@ -262,7 +262,7 @@ class ExecutePath:
         update: dict[str, Any] = {
             "round_calls": [],
             "call_results": {**RESET},
-            "tool_logs": [*(state.get("tool_logs") or []), *records],
+            "tool_logs": records,
         }
         sub_agents = [r["agent_usage"] for r in records if r.get("agent_usage")]
         if sub_agents:
@@ -290,11 +290,7 @@ class ExecutePath:
                 ],
             }
         stored = [compact_record(r) if r.get("flagged") else r for r in records]
-        new_round: RoundState = {
-            "done_plans": [*round_state["done_plans"], *stored],
-            "last_round_records": stored,
-            "round_index": round_state["round_index"] + 1,
-        }
+        new_round = next_round(stored, round_state["round_index"] + 1)
         emit(
             "round_completed",
             round_index=round_state["round_index"],

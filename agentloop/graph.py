@@ -11,6 +11,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Overwrite
 
 from agentloop._nodes import graph_node
 from agentloop._runtime import run_context, stream_writer
@@ -181,11 +182,11 @@ def create_tool_loop(
         update: dict[str, Any] = {
             "user_input": request,
             "user_extra_requirement": state.get("user_extra_requirement") or "",
-            "round_state": empty_round_state(),
+            "round_state": Overwrite(empty_round_state()),
             "decision": {"next_action": "response", "execution_commands": []},
             "answer": "",
             "action_results": {},
-            "tool_logs": [],
+            "tool_logs": Overwrite([]),
             "rollbacks": [],
             "consecutive_rollbacks": 0,
             "rollback_note": "",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from langchain_core.messages import AnyMessage
+from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import add_messages
 
 from agentloop.usage import add_usage
@@ -20,6 +22,9 @@ __all__ = [
     "ToolCommand",
     "ToolExecutionRecord",
     "empty_round_state",
+    "next_round",
+    "reduce_records",
+    "reduce_round_state",
     "reduce_call_results",
     "reduce_usage",
 ]
@@ -129,6 +134,44 @@ def empty_round_state() -> RoundState:
     return {"done_plans": [], "last_round_records": [], "round_index": 0}
 
 
+_NEXT_ROUND = "__next_round__"
+
+
+def next_round(records: list[ToolExecutionRecord], round_index: int) -> dict[str, Any]:
+    """The update that records an accepted round (only the new records travel)."""
+    return {_NEXT_ROUND: {"records": records, "round_index": round_index}}
+
+
+def reduce_round_state(current: RoundState | None, writes: Sequence[Any]) -> RoundState:
+    """Fold round updates into the round state (a new value; nothing is mutated).
+
+    A `next_round(...)` update appends its records to `done_plans`, replaces
+    `last_round_records` and sets `round_index`; a full round state (as given to
+    `update_state`) replaces the value. Checkpointers store only the updates, so the cost
+    of a round does not grow with the run.
+    """
+    state: RoundState = {**empty_round_state(), **(current or {})}  # type: ignore[typeddict-item]
+    for write in writes:
+        if isinstance(write, Mapping) and _NEXT_ROUND in write:
+            delta = write[_NEXT_ROUND]
+            records = list(delta["records"])
+            state = {
+                "done_plans": [*state["done_plans"], *records],
+                "last_round_records": records,
+                "round_index": int(delta["round_index"]),
+            }
+        elif isinstance(write, Mapping):
+            state = {**empty_round_state(), **write}
+    return state
+
+
+def reduce_records(
+    current: list[ToolExecutionRecord] | None, writes: Sequence[list[ToolExecutionRecord]]
+) -> list[ToolExecutionRecord]:
+    """Append batches of records (checkpointers store only the new ones)."""
+    return [*(current or []), *(record for batch in writes for record in batch)]
+
+
 RESET: dict[str, Any] = {"__reset__": True}
 """Written to `call_results` to clear it at the end of a round."""
 
@@ -177,7 +220,7 @@ class OutputState(TypedDict, total=False):
     user_input: str
     user_extra_requirement: str
     messages: Annotated[list[AnyMessage], add_messages]
-    round_state: RoundState
+    round_state: Annotated[RoundState, DeltaChannel(reduce_round_state)]
     """`done_plans`, `last_round_records`, `round_index`."""
     decision: PlanDecision
     """The last normalized plan."""
@@ -185,7 +228,7 @@ class OutputState(TypedDict, total=False):
     """The final reply."""
     action_results: dict[str, Any]
     """The normalized tool results handed to the answer node ({} when no tool ran)."""
-    tool_logs: list[ToolExecutionRecord]
+    tool_logs: Annotated[list[ToolExecutionRecord], DeltaChannel(reduce_records)]
     """The raw execution records of the run, in execution order."""
     rollbacks: list[dict[str, Any]]
     """Rounds that were rolled back because every command was flagged."""

@@ -1,0 +1,108 @@
+"""Throughput: 200 concurrent short runs on one event loop.
+
+Each run makes one round of one zero-time tool call, then answers. The runs share one
+compiled graph and one scripted model whose replies are computed from each request
+(`responder`), so concurrent runs never share a position in a script. The figure is
+runs per second of `asyncio.gather` over all runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from agentloop import create_tool_loop
+from bench.contenders import (
+    ONE_CHUNK,
+    BenchChatModel,
+    Graph,
+    agent_input,
+    agent_responder,
+    build_create_agent,
+    loop_input,
+    loop_responder,
+    sleeping_tool,
+)
+from bench.harness import Figure, Settings, Target, median, timed
+
+__all__ = ["NAME", "profile_workload", "run"]
+
+NAME = "throughput"
+RUNS = 200
+QUICK_RUNS = 100
+COMMAND = {"tool_name": "get_item", "tool_kwargs": {"n": 1}}
+TARGET = Target(1.0, at_most=False)
+
+
+def _ours() -> Graph:
+    planner = BenchChatModel([], responder=loop_responder(COMMAND), chunk_size=ONE_CHUNK)
+    answerer = BenchChatModel([], responder=lambda _: "All done.", chunk_size=ONE_CHUNK)
+    return create_tool_loop(
+        planner, [sleeping_tool("get_item", 0)], answer_model=answerer, max_rounds=5
+    )
+
+
+def _agent() -> Graph:
+    return build_create_agent(agent_responder(COMMAND), [sleeping_tool("get_item", 0)])
+
+
+async def _runs_per_second(graph: Graph, payload: dict[str, Any], runs: int) -> tuple[float, float]:
+    """Run `runs` runs at once; return runs per wall second and per CPU second."""
+    timing = await timed(lambda: asyncio.gather(*(graph.ainvoke(payload) for _ in range(runs))))
+    _check(timing.result)
+    return runs / timing.wall_s, runs / max(timing.cpu_s, 1e-9)
+
+
+def _check(outputs: list[dict[str, Any]]) -> None:
+    for output in outputs:
+        answer = output.get("answer") or output["messages"][-1].content
+        if answer != "All done.":
+            msg = f"a run ended with an unexpected answer: {answer!r}"
+            raise RuntimeError(msg)
+
+
+async def run(settings: Settings) -> list[Figure]:
+    """Measure runs per second of each side (interleaved, median of repeats)."""
+    runs = QUICK_RUNS if settings.quick else RUNS
+    ours_graph, agent_graph = _ours(), _agent()
+    await _runs_per_second(ours_graph, loop_input(), 10)  # warm-up
+    await _runs_per_second(agent_graph, agent_input(), 10)
+    ours: list[float] = []
+    agent: list[float] = []
+    ours_cpu: list[float] = []
+    agent_cpu: list[float] = []
+    for _ in range(settings.repeats):
+        wall, cpu = await _runs_per_second(ours_graph, loop_input(), runs)
+        ours.append(wall)
+        ours_cpu.append(cpu)
+        wall, cpu = await _runs_per_second(agent_graph, agent_input(), runs)
+        agent.append(wall)
+        agent_cpu.append(cpu)
+    return [
+        Figure(
+            f"Throughput, {runs} concurrent runs (1 call + answer)",
+            median(ours),
+            median(agent),
+            "runs/s",
+            "create_agent",
+            TARGET,
+            {"ours": ours, "contender": agent},
+        ),
+        Figure(
+            f"Throughput, {runs} concurrent runs, per CPU second",
+            median(ours_cpu),
+            median(agent_cpu),
+            "runs/s",
+            "create_agent",
+            None,
+            {"ours": ours_cpu, "contender": agent_cpu},
+            "information: runs per second of process CPU time",
+        ),
+    ]
+
+
+async def profile_workload(settings: Settings) -> None:
+    """Run our side a few times (for `--profile throughput`)."""
+    graph = _ours()
+    for _ in range(max(2, settings.repeats)):
+        await _runs_per_second(graph, loop_input(), QUICK_RUNS if settings.quick else RUNS)
