@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 from langchain_core.tools import BaseTool, StructuredTool
 
 from agentloop._runtime import CURRENT_RUN
-from agentloop.mcp import MCPServerSpec, MCPSessionPool, load_mcp_config
+from agentloop.mcp import MCPSessionPool
+from agentloop.mcp_config import MCPServerSpec, load_mcp_config
 
 __all__ = ["MCPToolset", "McpServersConfig"]
 

@@ -1,0 +1,227 @@
+"""Reading MCP server configs: the common `mcpServers` JSON / YAML shape."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agentloop.errors import ConfigurationError
+
+__all__ = ["INHERITED_ENV", "MCPServerSpec", "load_mcp_config"]
+
+INHERITED_ENV = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "LC_CTYPE",
+    "TMPDIR", "TEMP", "TMP", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
+    "SYSTEMROOT", "SYSTEMDRIVE", "WINDIR", "COMSPEC", "PATHEXT", "APPDATA",
+    "LOCALAPPDATA", "USERPROFILE", "HOMEDRIVE", "HOMEPATH",
+)  # fmt: skip
+"""The only parent variables a stdio server inherits; its own `env` goes on top."""
+
+_HTTP_TRANSPORTS = {"http", "streamable_http", "streamable-http", "streamable http"}
+_ALLOW_KEYS = ("allow", "allowTools", "include")
+_DENY_KEYS = ("deny", "denyTools", "exclude")
+
+
+@dataclass(frozen=True)
+class MCPServerSpec:
+    """One MCP server to connect to."""
+
+    name: str
+    """The server's name in the config; also `metadata["mcp_server"]` of its tools."""
+    connection: dict[str, Any]
+    """A `langchain_mcp_adapters` connection: stdio (`command`, `args`, `env`,
+    `cwd`), `streamable_http` or `sse` (`url`, `headers`)."""
+    allow: frozenset[str] | None = None
+    """The tool names to keep; `None` keeps all."""
+    deny: frozenset[str] = frozenset()
+    """The tool names to drop; wins over `allow`."""
+
+
+def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[MCPServerSpec]:
+    """Read MCP servers from a JSON / YAML file or a mapping.
+
+    The shape is `{"mcpServers": {name: {...}}}` or the bare `{name: {...}}`.
+    A server with `command` (and `args`, `env`, `cwd`) runs over stdio, with
+    only `INHERITED_ENV` from this process under its own `env`; one with `url`
+    (and `headers`) is reached over streamable HTTP, or SSE when
+    `transport: sse`. `allow` / `allowTools` / `include` and `deny` /
+    `denyTools` / `exclude` filter its tools; `disabled: true` skips it. A
+    relative `cwd` is taken from the config file's folder. Other keys are
+    ignored, so configs written for other MCP clients load as they are.
+
+    Args:
+        source: A `.json`, `.yaml` or `.yml` path, or the parsed mapping.
+
+    Returns:
+        The enabled servers, in config order.
+
+    Raises:
+        ConfigurationError: The file is missing or unreadable, or a server is
+            malformed; the message names the file and the server.
+    """
+    if isinstance(source, Mapping):
+        return _parse_config(source, origin="MCP config", base_dir=None)
+    path = Path(source)
+    return _parse_config(_read_config_file(path), origin=str(path), base_dir=path.parent)
+
+
+def _read_config_file(path: Path) -> Any:
+    suffix = path.suffix.lower()
+    if suffix not in {".json", ".yaml", ".yml"}:
+        msg = f"{path}: MCP config must be a .json, .yaml or .yml file"
+        raise ConfigurationError(msg)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        msg = f"{path}: MCP config file not found"
+        raise ConfigurationError(msg) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        msg = f"{path}: cannot read MCP config: {exc}"
+        raise ConfigurationError(msg) from None
+    try:
+        if suffix == ".json":
+            return json.loads(text)
+        return yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        msg = f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        raise ConfigurationError(msg) from None
+    except yaml.YAMLError as exc:
+        problem = " ".join(str(exc).split())
+        msg = f"{path}: invalid YAML: {problem}"
+        raise ConfigurationError(msg) from None
+
+
+def _parse_config(data: Any, *, origin: str, base_dir: Path | None) -> list[MCPServerSpec]:
+    if not isinstance(data, Mapping):
+        msg = f"{origin}: expected a mapping of MCP servers, got {type(data).__name__}"
+        raise ConfigurationError(msg)
+    servers = data.get("mcpServers", data)
+    if not isinstance(servers, Mapping):
+        msg = f"{origin}: 'mcpServers' must be a mapping, got {type(servers).__name__}"
+        raise ConfigurationError(msg)
+    specs: list[MCPServerSpec] = []
+    for name, entry in servers.items():
+        where = f"{origin}: server {name!r}"
+        if not isinstance(name, str) or not name:
+            msg = f"{where}: a server name must be a non-empty string"
+            raise ConfigurationError(msg)
+        if not isinstance(entry, Mapping):
+            msg = f"{where}: expected a mapping, got {type(entry).__name__}"
+            raise ConfigurationError(msg)
+        disabled = entry.get("disabled", False)
+        if not isinstance(disabled, bool):
+            msg = f"{where}: 'disabled' must be true or false"
+            raise ConfigurationError(msg)
+        if not disabled:
+            specs.append(_parse_server(name, entry, where=where, base_dir=base_dir))
+    return specs
+
+
+def _parse_server(
+    name: str, entry: Mapping[str, Any], *, where: str, base_dir: Path | None
+) -> MCPServerSpec:
+    transport = entry.get("transport", entry.get("type"))
+    if transport is not None and not isinstance(transport, str):
+        msg = f"{where}: 'transport' must be a string"
+        raise ConfigurationError(msg)
+    transport = transport.lower() if transport else None
+    has_command, has_url = entry.get("command") is not None, entry.get("url") is not None
+    if has_command and has_url:
+        msg = f"{where}: give either 'command' (stdio) or 'url' (HTTP), not both"
+        raise ConfigurationError(msg)
+    if has_command:
+        if transport not in (None, "stdio"):
+            msg = f"{where}: transport {transport!r} needs a 'url', not a 'command'"
+            raise ConfigurationError(msg)
+        connection = _stdio_connection(entry, where=where, base_dir=base_dir)
+    elif has_url:
+        if transport not in (None, "sse", *_HTTP_TRANSPORTS):
+            msg = f"{where}: unknown transport {transport!r} (use 'http' or 'sse')"
+            raise ConfigurationError(msg)
+        connection = _http_connection(entry, sse=transport == "sse", where=where)
+    else:
+        msg = f"{where}: needs either 'command' (stdio) or 'url' (HTTP)"
+        raise ConfigurationError(msg)
+    allow = _tool_names(entry, _ALLOW_KEYS, where=where)
+    deny = _tool_names(entry, _DENY_KEYS, where=where)
+    return MCPServerSpec(name, connection, allow, deny or frozenset())
+
+
+def _stdio_connection(
+    entry: Mapping[str, Any], *, where: str, base_dir: Path | None
+) -> dict[str, Any]:
+    command, args = entry["command"], entry.get("args") or []
+    if not isinstance(command, str) or not command.strip():
+        msg = f"{where}: 'command' must be a non-empty string"
+        raise ConfigurationError(msg)
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        msg = f"{where}: 'args' must be a list of strings"
+        raise ConfigurationError(msg)
+    env = {key: os.environ[key] for key in INHERITED_ENV if key in os.environ}
+    env.update(_string_map(entry, "env", where=where, allow_numbers=True))
+    connection: dict[str, Any] = {
+        "transport": "stdio",
+        "command": command,
+        "args": list(args),
+        "env": env,
+    }
+    cwd = entry.get("cwd")
+    if cwd is not None:
+        if not isinstance(cwd, str) or not cwd:
+            msg = f"{where}: 'cwd' must be a non-empty string"
+            raise ConfigurationError(msg)
+        cwd_path = Path(cwd).expanduser()
+        if base_dir is not None and not cwd_path.is_absolute():
+            cwd_path = base_dir / cwd_path
+        connection["cwd"] = str(cwd_path)
+    return connection
+
+
+def _http_connection(entry: Mapping[str, Any], *, sse: bool, where: str) -> dict[str, Any]:
+    url = entry["url"]
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        msg = f"{where}: 'url' must be an http:// or https:// URL"
+        raise ConfigurationError(msg)
+    connection: dict[str, Any] = {"transport": "sse" if sse else "streamable_http", "url": url}
+    headers = _string_map(entry, "headers", where=where, allow_numbers=False)
+    if headers:
+        connection["headers"] = headers
+    return connection
+
+
+def _string_map(
+    entry: Mapping[str, Any], key: str, *, where: str, allow_numbers: bool
+) -> dict[str, str]:
+    value = entry.get(key)
+    if value is None:
+        return {}
+    scalar: tuple[type, ...] = (str, int, float) if allow_numbers else (str,)
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, scalar) and not isinstance(v, bool)
+        for k, v in value.items()
+    ):
+        msg = f"{where}: '{key}' must map names to strings"
+        raise ConfigurationError(msg)
+    return {k: str(v) for k, v in value.items()}
+
+
+def _tool_names(
+    entry: Mapping[str, Any], keys: tuple[str, ...], *, where: str
+) -> frozenset[str] | None:
+    given = [k for k in keys if entry.get(k) is not None]
+    if len(given) > 1:
+        msg = f"{where}: give only one of {', '.join(repr(k) for k in given)}"
+        raise ConfigurationError(msg)
+    if not given:
+        return None
+    names = entry[given[0]]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        msg = f"{where}: {given[0]!r} must be a list of tool names"
+        raise ConfigurationError(msg)
+    return frozenset(names)
