@@ -66,39 +66,48 @@ def demo_tools() -> list[BaseTool]:
     return [search_facts, get_weather, calculate]
 
 
+def _command(purpose: str, tool_name: str, todo: str, **kwargs: Any) -> dict[str, Any]:
+    return {
+        "purpose": purpose,
+        "tool_name": tool_name,
+        "tool_kwargs": kwargs,
+        "todo_suggestion": todo,
+    }
+
+
+_WEATHER = _command(
+    "Check the weather for the trip", "get_weather", "Mention it only briefly.", city="Lumen Bay"
+)
+
 _MCP_PLANS = [
     plan_reply(
         "execute",
         [
-            {
-                "purpose": "Find the tram network's length and number of lines",
-                "tool_name": "search_documents",
-                "tool_kwargs": {"query": "Lumen Bay tram network lines kilometers"},
-                "todo_suggestion": "Read the figures, then divide length by lines.",
-            },
-            {
-                "purpose": "Check the weather for the trip",
-                "tool_name": "get_weather",
-                "tool_kwargs": {"city": "Lumen Bay"},
-                "todo_suggestion": "Mention it only briefly.",
-            },
+            _command(
+                "Find the tram network's length and number of lines",
+                "search_documents",
+                "Read the figures, then divide length by lines.",
+                query="Lumen Bay tram network lines kilometers",
+            ),
+            _WEATHER,
         ],
     ),
     plan_reply(
         "execute",
         [
-            {
-                "purpose": "Compute km per line",
-                "tool_name": "calculate",
-                "tool_kwargs": {"expression": "42 / 4"},
-                "todo_suggestion": "Save the figures, then respond.",
-            },
-            {
-                "purpose": "Keep a note of the figures",
-                "tool_name": "save_note",
-                "tool_kwargs": {"title": "Lumen Bay trams", "body": "42 km of track, 4 lines"},
-                "todo_suggestion": "Respond with the figures.",
-            },
+            _command(
+                "Compute km per line",
+                "calculate",
+                "Save the figures, then respond.",
+                expression="42 / 4",
+            ),
+            _command(
+                "Keep a note of the figures",
+                "save_note",
+                "Respond with the figures.",
+                title="Lumen Bay trams",
+                body="42 km of track, 4 lines",
+            ),
         ],
     ),
     plan_reply("response"),
@@ -108,29 +117,24 @@ _LOCAL_PLANS = [
     plan_reply(
         "execute",
         [
-            {
-                "purpose": "Find the tram network's size",
-                "tool_name": "search_facts",
-                "tool_kwargs": {"query": "Lumen Bay tram network"},
-                "todo_suggestion": "Divide the length by the number of lines.",
-            },
-            {
-                "purpose": "Check the weather for the trip",
-                "tool_name": "get_weather",
-                "tool_kwargs": {"city": "Lumen Bay"},
-                "todo_suggestion": "Mention it only briefly.",
-            },
+            _command(
+                "Find the tram network's size",
+                "search_facts",
+                "Divide the length by the number of lines.",
+                query="Lumen Bay tram network",
+            ),
+            _WEATHER,
         ],
     ),
     plan_reply(
         "execute",
         [
-            {
-                "purpose": "Compute km per line",
-                "tool_name": "calculate",
-                "tool_kwargs": {"expression": "37.5 / 4"},
-                "todo_suggestion": "Respond with the figures.",
-            }
+            _command(
+                "Compute km per line",
+                "calculate",
+                "Respond with the figures.",
+                expression="37.5 / 4",
+            )
         ],
     ),
     plan_reply("response"),
