@@ -98,3 +98,47 @@ def test_postgres_crash_and_resume(tmp_path: Path, crash_at: str) -> None:
         pytest.skip(reason)
     before, ledger, out = crash_then_resume("postgres", POSTGRES_DSN, tmp_path, crash_at)
     (check_payment_crash if crash_at == "payment" else check_flaky_crash)(before, ledger, out)
+
+
+def test_postgres_many_threads_resumed_by_other_workers(tmp_path: Path) -> None:
+    """Several threads crash in parallel workers; other workers finish each of them."""
+    reason = postgres_available()
+    if reason:
+        pytest.skip(reason)
+    threads = [uuid.uuid4().hex for _ in range(3)]
+
+    def args(thread: str) -> list[str]:
+        ledger = tmp_path / f"ledger-{thread}.txt"
+        return ["--backend", "postgres", "--target", POSTGRES_DSN, "--thread", thread,
+                "--ledger", str(ledger)]  # fmt: skip
+
+    starts = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), "start", *args(t), "--crash-at", "payment"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for t in threads
+    ]
+    for process in starts:
+        assert process.wait(timeout=300) == 137
+    resumes = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), "resume", *args(t)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for t in reversed(threads)
+    ]
+    for process in resumes:
+        stdout, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr
+        out = json.loads(stdout.strip().splitlines()[-1])
+        by_tool = {r["tool_name"]: r for r in out["records"]}
+        assert by_tool["send_payment"]["error_type"] == "unknown_outcome"
+    for thread in threads:
+        ledger = Counter((tmp_path / f"ledger-{thread}.txt").read_text().splitlines())
+        assert ledger == Counter(
+            {"order:A": 1, "status:1": 1, "flaky:2": 1, "payment:5": 1, "receipt:3": 1}
+        )
