@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -465,6 +466,13 @@ async def test_checkpointer_interrupt_inspect_edit_resume() -> None:
     assert out["round_state"]["done_plans"][0]["result"] == 42
     history = [s async for s in graph.aget_state_history(config)]
     assert len(history) > 3
+
+
+def test_drawn_graph_matches_the_snapshot() -> None:
+    # a changed shape must be a reviewed change: update tests/unit/snapshots/tool_loop.mmd
+    graph, _, _ = loop_with([], [add])
+    snapshot = Path(__file__).with_name("snapshots") / "tool_loop.mmd"
+    assert graph.get_graph().draw_mermaid() == snapshot.read_text()
 
 
 def test_graph_shape_and_mermaid() -> None:
