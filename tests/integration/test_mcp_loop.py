@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from langchain_core.tools import tool
+from processes import server_pids
 
 from agentloop import create_tool_loop
 from agentloop.mcp_toolset import MCPToolset
@@ -22,22 +23,6 @@ pytestmark = pytest.mark.integration
 
 def cmd(tool_name: str, purpose: str = "", **kwargs: Any) -> dict[str, Any]:
     return {"purpose": purpose, "tool_name": tool_name, "tool_kwargs": kwargs}
-
-
-def server_pids(module: str) -> list[int]:
-    """Pids of running bundled servers started by this process tree."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        if f"agentloop.servers.{module}".encode() in cmdline and "zombie" not in status:
-            pids.append(int(entry.name))
-    return pids
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from processes import server_pids, wait_until_gone
 
 from agentloop.mcp import (
     MCPSessionPool,
@@ -23,39 +24,6 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc"),
 ]
-
-
-def server_pids(module: str) -> list[int]:
-    """Live (not zombie) children of this process running `python -m agentloop.servers.<module>`."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
-        if (
-            int(ppid) == os.getpid()
-            and state != "Z"
-            and f"agentloop.servers.{module}".encode() in cmdline
-        ):
-            pids.append(int(entry.name))
-    return pids
-
-
-async def wait_until_gone(pid: int) -> None:
-    for _ in range(200):
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return
-        if state == "Z":
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"process {pid} did not exit")
 
 
 @pytest.fixture
