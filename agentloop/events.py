@@ -21,6 +21,9 @@ EventType = Literal[
     "round_completed",
     "answer_started",
     "answer_completed",
+    "agent_started",
+    "agent_progress",
+    "agent_completed",
 ]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 """Every event type the loop emits."""

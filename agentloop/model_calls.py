@@ -32,7 +32,7 @@ from tenacity import (
 
 from agentloop._retry import aretry_lazily, retry_lazily
 from agentloop.errors import ModelBehaviorError
-from agentloop.tools.policy import is_transient_error
+from agentloop.tools.policy import is_transient_error, status_code
 
 __all__ = [
     "ModelRetry",
@@ -91,17 +91,8 @@ class ModelRetry:
     degenerate_retries: int = 2
 
 
-def _status(error: BaseException) -> int | None:
-    for attribute in ("status_code", "status", "http_status"):
-        value = getattr(error, attribute, None)
-        if isinstance(value, int):
-            return value
-    value = getattr(getattr(error, "response", None), "status_code", None)
-    return value if isinstance(value, int) else None
-
-
 def _is_auth_error(error: BaseException) -> bool:
-    if _status(error) in (401, 403):
+    if status_code(error) in (401, 403):
         return True
     name = type(error).__name__.lower()
     return "authentication" in name or "permissiondenied" in name

@@ -179,7 +179,7 @@ class ToolRunner:
             USAGE_SINK.reset(token)
         duration_ms = (time.perf_counter() - started) * 1000
         if outcome.success:
-            if policy.idempotent and not outcome.fallback:
+            if policy.idempotent and not (outcome.fallback or outcome.from_cache):
                 self.cache.put(tool_call.cache_key, outcome.value, None)
         else:
             outcome = self._fall_back(tool_call, outcome)

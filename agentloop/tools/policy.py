@@ -20,6 +20,7 @@ __all__ = [
     "ToolRetry",
     "is_transient_error",
     "resolve_policy",
+    "status_code",
 ]
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -43,7 +44,8 @@ _TRANSIENT_MARKERS = (
 _TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
-def _status_code(error: BaseException) -> int | None:
+def status_code(error: BaseException) -> int | None:
+    """Return the HTTP-like status an error carries (`status_code`, `response.status_code`...)."""
     for attribute in ("status_code", "status", "code", "http_status"):
         value = getattr(error, attribute, None)
         if isinstance(value, int):
@@ -64,7 +66,7 @@ def is_transient_error(error: BaseException) -> bool:
     """
     if isinstance(error, ConnectionError | TimeoutError | asyncio.TimeoutError):
         return True
-    status = _status_code(error)
+    status = status_code(error)
     if status is not None:
         return status in _TRANSIENT_STATUS or 500 <= status < 600
     name = type(error).__name__.lower()
