@@ -436,7 +436,7 @@ def _notes_file() -> Path:
 
 def _run_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
     from agentloop.graph import create_tool_loop
-    from agentloop.mcp import load_mcp_config
+    from agentloop.mcp_config import load_mcp_config
     from agentloop.mcp_toolset import MCPToolset
     from agentloop.servers import bundled_servers_config
 
