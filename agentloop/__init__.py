@@ -10,7 +10,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentloop.answer import to_action_results
     from agentloop.errors import (
         AgentLoopError,
         ConfigurationError,
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
     from agentloop.graph import create_tool_loop
     from agentloop.mcp_toolset import MCPToolset
     from agentloop.model_calls import ModelRetry
+    from agentloop.nodes.answer import to_action_results
     from agentloop.planning import normalize_plan_decision
     from agentloop.settings import LoopContext
     from agentloop.state import (
@@ -80,7 +80,7 @@ _EXPORTS: dict[str, str] = {
     "as_tool": "agentloop.subagents",
     "MCPToolset": "agentloop.mcp_toolset",
     "ModelRetry": "agentloop.model_calls",
-    "to_action_results": "agentloop.answer",
+    "to_action_results": "agentloop.nodes.answer",
     "AgentLoopError": "agentloop.errors",
     "ConfigurationError": "agentloop.errors",
     "ModelBehaviorError": "agentloop.errors",

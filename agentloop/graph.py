@@ -2,28 +2,35 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from langchain_core.messages import AnyMessage, HumanMessage
-from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Overwrite
 
-from agentloop._nodes import graph_node
-from agentloop._runtime import run_context, stream_writer
-from agentloop.answer import AnswerNode
-from agentloop.events import Emit, make_emitter
-from agentloop.execution import CALL_NODE, ExecutePath
+from agentloop.durability import SideEffectLedger
 from agentloop.mcp_toolset import McpServersConfig, MCPToolset
 from agentloop.model_calls import ModelRetry
 from agentloop.models import ModelLike, ModelProvider
-from agentloop.planning.node import chunk_text, plan_runnable
+from agentloop.nodes import (
+    CALL_NODE,
+    LoopNode,
+    LoopParts,
+    Router,
+    make_answer,
+    make_call_tool,
+    make_collect,
+    make_execute,
+    make_plan,
+    make_prepare,
+    route_collect,
+    route_execute,
+    route_plan,
+    route_start,
+)
 from agentloop.settings import LoopContext, LoopSettings, PlanMode
-from agentloop.state import RESET, InputState, LoopState, OutputState, empty_round_state
+from agentloop.state import InputState, LoopState, OutputState
 from agentloop.tools.cache import ResultCache
 from agentloop.tools.interceptors import CacheInterceptor, Interceptor, RateLimitInterceptor
 from agentloop.tools.pipeline import ToolRunner
@@ -31,37 +38,12 @@ from agentloop.tools.policy import DEFAULT_TIMEOUT_S, ToolPolicy, ToolRetry
 from agentloop.tools.registry import ToolLike, ToolRegistry
 from agentloop.usage import Prices
 
-__all__ = ["DEFAULT_MODEL_RETRY", "DEFAULT_RETRY", "create_tool_loop", "resolve_request"]
+__all__ = ["DEFAULT_MODEL_RETRY", "DEFAULT_RETRY", "create_tool_loop"]
 
 DEFAULT_RETRY = ToolRetry()
 """Retry policy of idempotent tools that declare none: 3 attempts on transient errors."""
 DEFAULT_MODEL_RETRY = ModelRetry()
 """Retry policy of model calls."""
-
-
-def _last_human(messages: Sequence[AnyMessage]) -> HumanMessage | None:
-    for message in reversed(messages):
-        if isinstance(message, HumanMessage):
-            return message
-    return None
-
-
-def resolve_request(state: Mapping[str, Any]) -> tuple[str, HumanMessage | None]:
-    """Decide what this run answers: `user_input`, or the newest human message.
-
-    A human message that the previous run did not answer wins over a `user_input` left
-    in a checkpointed thread by that run; a freshly given `user_input` wins otherwise.
-
-    Returns:
-        The request text, and the human message it came from (None for `user_input`).
-    """
-    user_input = (state.get("user_input") or "").strip()
-    human = _last_human(state.get("messages") or [])
-    fresh_message = human is not None and (human.id or "") != state.get("answered_message_id", "")
-    stale_input = not user_input or user_input == state.get("answered_input")
-    if human is not None and (not user_input or (fresh_message and stale_input)):
-        return chunk_text(human).strip(), human
-    return user_input, None
 
 
 def create_tool_loop(
@@ -89,6 +71,7 @@ def create_tool_loop(
     prices: Prices | None = None,
     interrupt_before: Sequence[str] | None = None,
     interrupt_after: Sequence[str] | None = None,
+    ledger: SideEffectLedger | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build a plan / execute tool loop.
 
@@ -124,6 +107,9 @@ def create_tool_loop(
             `usage` cost summary.
         interrupt_before: Nodes to interrupt before (e.g. `["execute"]`, needs a checkpointer).
         interrupt_after: Nodes to interrupt after.
+        ledger: Where calls are claimed and their outcomes kept (default: with the
+            checkpointer: its database for SQLite and PostgreSQL, this process's memory
+            otherwise).
 
     Returns:
         The compiled graph: input `user_input` / `user_extra_requirement` (or `messages`),
@@ -161,89 +147,55 @@ def create_tool_loop(
         mandatory_interceptors=mandatory_interceptors,
     )
 
-    def run_settings(config: RunnableConfig) -> tuple[LoopSettings, Emit]:
-        return (
-            settings.with_context(run_context(config)),
-            make_emitter(stream_writer(config), loop_name=name),
-        )
-
-    planner = plan_runnable(models, registry, run_settings, model_retry, prices)
-    execute_path = ExecutePath(runner, run_settings)
-    answer = AnswerNode(
-        models,
-        run_settings,
-        model_retry,
+    parts = LoopParts(
+        settings=settings,
+        models=models,
+        registry=registry,
+        runner=runner,
+        model_retry=model_retry,
         prices=prices,
-        on_finish=[toolset.release] if toolset is not None else [],
+        ledger=ledger,
     )
-
-    def prepare(state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        request, human = resolve_request(state)
-        update: dict[str, Any] = {
-            "user_input": request,
-            "user_extra_requirement": state.get("user_extra_requirement") or "",
-            "round_state": Overwrite(empty_round_state()),
-            "decision": {"next_action": "response", "execution_commands": []},
-            "answer": "",
-            "action_results": {},
-            "tool_logs": Overwrite([]),
-            "rollbacks": [],
-            "consecutive_rollbacks": 0,
-            "rollback_note": "",
-            "round_calls": [],
-            "call_results": {**RESET},
-            "usage": {**RESET},
-            "run_id": uuid.uuid4().hex[:12],
-        }
-        if human is not None:
-            update["answered_message_id"] = human.id or ""
-        elif request:
-            update["messages"] = [HumanMessage(request)]
-        return update
-
-    def route_start(state: LoopState, config: RunnableConfig) -> Literal["plan", "answer"]:
-        limit = settings.with_context(run_context(config)).max_rounds
-        return "plan" if limit > 0 else "answer"
-
-    def route_plan(state: LoopState, config: RunnableConfig) -> Literal["execute", "answer"]:
-        decision: Mapping[str, Any] = state.get("decision") or {}
-        wants_tools = decision.get("next_action") == "execute"
-        return "execute" if wants_tools and decision.get("execution_commands") else "answer"
-
     builder = StateGraph(
         LoopState,
         context_schema=LoopContext,
         input_schema=InputState,
         output_schema=OutputState,
     )
-
-    def router(func: Callable[[Any, RunnableConfig], Any], name: str) -> Any:
-        return graph_node(func, name=name, trace=False)
-
-    builder.add_node("prepare", graph_node(prepare, name="prepare"))
-    builder.add_node("plan", graph_node(planner.invoke, planner.ainvoke, name="plan"))
-    builder.add_node("execute", graph_node(execute_path.execute, name="execute"))
-    builder.add_node(
-        CALL_NODE, graph_node(execute_path.call_tool, execute_path.acall_tool, name=CALL_NODE)
-    )
-    builder.add_node("collect", graph_node(execute_path.collect, name="collect"))
-    builder.add_node("answer", graph_node(answer.invoke, answer.ainvoke, name="answer"))
+    builder.add_node("prepare", LoopNode("prepare", make_prepare(parts)))
+    builder.add_node("plan", make_plan(parts))
+    builder.add_node("execute", LoopNode("execute", make_execute(parts)))
+    builder.add_node(CALL_NODE, make_call_tool(parts))
+    builder.add_node("collect", LoopNode("collect", make_collect(parts)))
+    builder.add_node("answer", make_answer(parts))
     builder.add_edge(START, "prepare")
-    builder.add_conditional_edges("prepare", router(route_start, "route_start"), ["plan", "answer"])
-    builder.add_conditional_edges("plan", router(route_plan, "route_plan"), ["execute", "answer"])
+    builder.add_conditional_edges("prepare", Router("route_start", route_start), ["plan", "answer"])
+    builder.add_conditional_edges("plan", Router("route_plan", route_plan), ["execute", "answer"])
     builder.add_conditional_edges(
-        "execute", router(execute_path.route_execute, "route_execute"), [CALL_NODE, "collect"]
+        "execute", Router("route_execute", route_execute), [CALL_NODE, "collect"]
     )
     builder.add_edge(CALL_NODE, "collect")
     builder.add_conditional_edges(
-        "collect",
-        router(execute_path.route_collect, "route_collect"),
-        [CALL_NODE, "plan", "answer"],
+        "collect", Router("route_collect", route_collect), [CALL_NODE, "plan", "answer"]
     )
-    builder.add_edge("answer", END)
+    if toolset is not None:
+        builder.add_node("release_sessions", LoopNode("release_sessions", _releaser(toolset)))
+        builder.add_edge("answer", "release_sessions")
+        builder.add_edge("release_sessions", END)
+    else:
+        builder.add_edge("answer", END)
     return builder.compile(
         checkpointer=checkpointer,
         name=name,
         interrupt_before=list(interrupt_before) if interrupt_before else None,
         interrupt_after=list(interrupt_after) if interrupt_after else None,
     )
+
+
+def _releaser(toolset: MCPToolset) -> Any:
+    def release_sessions(state: LoopState, runtime: Any) -> dict[str, Any]:
+        """Close the run's MCP sessions once no tool will run anymore."""
+        toolset.release(state.get("run_id", ""))
+        return {}
+
+    return release_sessions

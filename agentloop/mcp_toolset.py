@@ -18,11 +18,12 @@ import weakref
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 
-from agentloop._runtime import CURRENT_RUN
 from agentloop.mcp import MCPSessionPool
 from agentloop.mcp_config import MCPServerSpec, load_mcp_config
+from agentloop.tools.call_config import call_info
 
 __all__ = ["MCPToolset", "McpServersConfig"]
 
@@ -31,6 +32,12 @@ McpServersConfig = str | Mapping[str, Any]
 """A path to a JSON/YAML `mcpServers` file, or the same content as a dict."""
 
 _live_toolsets: weakref.WeakSet[MCPToolset] = weakref.WeakSet()
+
+
+def _run_of(config: RunnableConfig | None) -> str:
+    """The loop run a tool call belongs to."""
+    info = call_info(config)
+    return info["run_id"] if info is not None else ""
 
 
 class MCPToolset:
@@ -105,8 +112,8 @@ class MCPToolset:
         metadata = dict(discovered.metadata or {})
         server, name = str(metadata["mcp_server"]), str(metadata["mcp_tool"])
 
-        async def call(**arguments: Any) -> Any:
-            return await self.call(server, name, arguments)
+        async def call(config: RunnableConfig, **arguments: Any) -> Any:
+            return await self.call(server, name, arguments, run_id=_run_of(config))
 
         return StructuredTool(
             name=discovered.name,
@@ -117,15 +124,23 @@ class MCPToolset:
             metadata=metadata,
         )
 
-    async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> Any:
-        """Call a tool on the current run's session of `server`.
+    async def call(
+        self, server: str, tool: str, arguments: dict[str, Any], *, run_id: str = ""
+    ) -> Any:
+        """Call a tool on a run's session of `server`.
+
+        Args:
+            server: The server's name.
+            tool: The tool's MCP name.
+            arguments: The tool's arguments.
+            run_id: The loop run whose sessions to use.
 
         Raises:
             MCPToolError: The tool reported an error (`isError`).
             MCPTransportError: The server died or cannot be reached; the next call
                 starts it again.
         """
-        return await self._submit(self._call(CURRENT_RUN.get(), server, tool, arguments))
+        return await self._submit(self._call(run_id, server, tool, arguments))
 
     async def _call(self, run_id: str, server: str, tool: str, arguments: dict[str, Any]) -> Any:
         pool = self._pools.get(run_id)

@@ -7,9 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import RunnableConfig
 
-from agentloop._runtime import run_context
 from agentloop.errors import ConfigurationError
 
 __all__ = ["ModelLike", "ModelProvider", "model_name", "resolve_model"]
@@ -88,23 +86,22 @@ class ModelProvider:
         self.answer_model = self.model if answer_model is None else resolve_model(answer_model)
         self.fallbacks = [resolve_model(candidate) for candidate in fallback_models]
 
-    def _override(self, config: RunnableConfig | None) -> BaseChatModel | None:
-        context: Any = run_context(config)
+    def _override(self, context: Any) -> BaseChatModel | None:
         name = getattr(context, "model", None)
-        return resolve_model(name) if name else None
+        return resolve_model(name) if isinstance(name, str) and name.strip() else None
 
-    def planner(self, config: RunnableConfig | None = None) -> BaseChatModel:
-        """Return the model that plans this run."""
-        return self._override(config) or self.model
+    def planner(self, context: Any = None) -> BaseChatModel:
+        """Return the model that plans a run (its `context.model` overrides the loop's)."""
+        return self._override(context) or self.model
 
-    def answerer(self, config: RunnableConfig | None = None) -> BaseChatModel:
-        """Return the model that answers this run."""
-        return self._override(config) or self.answer_model
+    def answerer(self, context: Any = None) -> BaseChatModel:
+        """Return the model that answers a run (its `context.model` overrides the loop's)."""
+        return self._override(context) or self.answer_model
 
-    def planners(self, config: RunnableConfig | None = None) -> list[BaseChatModel]:
+    def planners(self, context: Any = None) -> list[BaseChatModel]:
         """Return the planner and its fallbacks, in the order to try them."""
-        return [self.planner(config), *self.fallbacks]
+        return [self.planner(context), *self.fallbacks]
 
-    def answerers(self, config: RunnableConfig | None = None) -> list[BaseChatModel]:
+    def answerers(self, context: Any = None) -> list[BaseChatModel]:
         """Return the answer model and its fallbacks, in the order to try them."""
-        return [self.answerer(config), *self.fallbacks]
+        return [self.answerer(context), *self.fallbacks]

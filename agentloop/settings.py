@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentloop.errors import ConfigurationError
+from agentloop.events import Emit, make_emitter
 
-__all__ = ["LoopContext", "LoopSettings", "PlanMode"]
+if TYPE_CHECKING:
+    from langgraph.runtime import ExecutionInfo, Runtime
+
+__all__ = ["LoopContext", "LoopSettings", "PlanMode", "RunScope"]
 
 PlanMode = Literal["json", "tool"]
 
@@ -82,3 +86,36 @@ class LoopContext:
         default=None,
         metadata={"description": "How many latest tool results the planner sees in full."},
     )
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """What a node knows about the run it serves, built from LangGraph's `Runtime`.
+
+    Attributes:
+        settings: The loop's settings with the run's `context` applied.
+        emit: Sends progress events to the run's `custom` stream.
+        context: The run's `context` object (a `LoopContext`, a parent graph's context
+            when the loop is a subgraph, or None).
+        execution: LangGraph's execution info of the current task (thread, namespace).
+    """
+
+    settings: LoopSettings
+    emit: Emit
+    context: Any = None
+    execution: ExecutionInfo | None = None
+
+    @classmethod
+    def of(cls, settings: LoopSettings, runtime: Runtime[Any]) -> RunScope:
+        """Build the scope of a node call from the loop's settings and the runtime."""
+        return cls(
+            settings=settings.with_context(runtime.context),
+            emit=make_emitter(runtime.stream_writer, loop_name=settings.name),
+            context=runtime.context,
+            execution=runtime.execution_info,
+        )
+
+    @property
+    def thread_id(self) -> str | None:
+        """The thread of the run (None without a checkpointer)."""
+        return self.execution.thread_id if self.execution is not None else None

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired
 
 from langchain_core.messages import AnyMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
 
 from agentloop.usage import add_usage
 
@@ -19,6 +20,7 @@ __all__ = [
     "PlanDecision",
     "PreparedCall",
     "RoundState",
+    "RunLimits",
     "ToolCommand",
     "ToolExecutionRecord",
     "empty_round_state",
@@ -27,6 +29,7 @@ __all__ = [
     "reduce_round_state",
     "reduce_call_results",
     "reduce_usage",
+    "run_limit",
 ]
 
 NextAction = Literal["execute", "response"]
@@ -74,7 +77,13 @@ class ToolExecutionRecord(TypedDict):
     result: Any
     error: str
     call_id: NotRequired[str]
-    """Stable id of the call: `<run>:<round>:<index>`."""
+    """Position of the call: `<run>:<round>:<index>`."""
+    call_key: NotRequired[str]
+    """Stable identity of the call (run, round, tool, arguments, occurrence): the key of
+    its side-effect ledger entry and the `idempotency_key` its tool receives."""
+    replayed: NotRequired[bool]
+    """True when the outcome was recorded by an earlier execution of the same call (a
+    resumed, replayed or forked run, or another worker) and returned without running."""
     round_index: NotRequired[int]
     index: NotRequired[int]
     """Position of the command in its round."""
@@ -101,6 +110,8 @@ class PreparedCall(TypedDict):
     """A command ready to run (or already settled), as it is kept in the graph state."""
 
     call_id: str
+    call_key: str
+    """Stable identity of the call (see `ToolExecutionRecord.call_key`)."""
     index: int
     round_index: int
     purpose: str
@@ -118,6 +129,13 @@ class PreparedCall(TypedDict):
     """The batch the call runs in; -1 when it was settled without running."""
 
 
+class RunLimits(TypedDict):
+    """Limits of one run, fixed when it starts (the loop's settings and the run's context)."""
+
+    max_rounds: int
+    """Executed rounds at most."""
+
+
 class RoundState(TypedDict):
     """What happened so far, carried from round to round."""
 
@@ -127,6 +145,12 @@ class RoundState(TypedDict):
     """The records of the last round only."""
     round_index: int
     """How many rounds were executed and accepted."""
+
+
+def run_limit(state: Mapping[str, Any], name: str) -> int:
+    """Return one of the run's limits (0 before the run set them)."""
+    limits: Mapping[str, Any] = state.get("limits") or {}
+    return int(limits.get(name, 0))
 
 
 def empty_round_state() -> RoundState:
@@ -244,7 +268,11 @@ class LoopState(OutputState, total=False):
     call_results: Annotated[dict[str, ToolExecutionRecord], reduce_call_results]
     """Finished calls of the current round, keyed by call id (one writer per call task)."""
     run_id: str
-    """Identifies this run; prefixes call ids."""
+    """Identifies this run (stable across resume, replay and fork); prefixes call ids."""
+    run_count: int
+    """How many runs this thread started (the turn number that names a run)."""
+    limits: RunLimits
+    """The run's limits, for the routers."""
     consecutive_rollbacks: int
     """How many rounds in a row were rolled back."""
     rollback_note: str

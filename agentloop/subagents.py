@@ -4,13 +4,17 @@ The sub-agent runs as its own loop: its own rounds, history, tools and duplicate
 namespace. Its answer is the tool result. Its progress reaches the parent's `custom`
 stream as `agent_started`, `agent_progress` (wrapping each of its events) and
 `agent_completed` (rounds, tool calls, tokens in and out, duration), and its token
-usage joins the parent's `usage` summary.
+usage reaches the parent's `usage` summary as the tool's artifact.
+
+It runs as a nested graph of the parent's call: with the parent's checkpointer, in the
+call's own checkpoint namespace, and named after the parent's call. A crash inside it
+resumes inside it, and its own calls keep the exactly-once guarantees of any loop.
+Unless declared otherwise, a sub-agent is neither idempotent nor concurrency-safe: it
+runs alone and is never retried automatically.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import time
 from typing import Any
 
@@ -18,8 +22,9 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.config import get_stream_writer
 from pydantic import BaseModel, Field
 
-from agentloop._runtime import USAGE_SINK
 from agentloop.errors import ConfigurationError
+from agentloop.tools.pipeline import AGENT_USAGE_ARTIFACT
+from agentloop.tools.policy import SUBAGENT_METADATA
 
 __all__ = ["SubAgentInput", "as_tool"]
 
@@ -57,6 +62,8 @@ def as_tool(
     name: str,
     description: str,
     recursion_limit: int | None = None,
+    idempotent: bool = False,
+    concurrency_safe: bool = False,
 ) -> BaseTool:
     """Offer a compiled `create_tool_loop` graph to another loop as a tool.
 
@@ -65,6 +72,9 @@ def as_tool(
         name: The tool's name, as the parent planner sees it.
         description: What the sub-agent is good for.
         recursion_limit: LangGraph recursion limit of the sub-agent's runs.
+        idempotent: Declare that running the sub-agent twice has the effect of once
+            (its tools only read): the parent may then retry it.
+        concurrency_safe: Declare that it may run in parallel with other safe calls.
 
     Returns:
         An async tool taking `user_input` and optional `user_extra_requirement` and
@@ -77,52 +87,43 @@ def as_tool(
         msg = f"as_tool needs a compiled graph, got {type(graph).__name__}"
         raise ConfigurationError(msg)
 
-    async def run(user_input: str, user_extra_requirement: str = "") -> str:
+    async def run(user_input: str, user_extra_requirement: str = "") -> tuple[str, dict[str, Any]]:
         writer = _parent_writer()
-        sink = USAGE_SINK.get()
         started = time.perf_counter()
-
-        parent_context = contextvars.copy_context()
 
         def forward(event: dict[str, Any]) -> None:
             if writer is not None:
-                # the parent's writer reads the parent's config: call it in that context
-                parent_context.run(writer, {"agent": name, "ts": time.time(), **event})
+                writer({"agent": name, "ts": time.time(), **event})
 
         forward({"type": "agent_started", "input": user_input})
-        config: dict[str, Any] = {"run_name": name}
+        child: dict[str, Any] = {"run_name": name}
         if recursion_limit is not None:
-            config["recursion_limit"] = recursion_limit
+            child["recursion_limit"] = recursion_limit
         payload = {"user_input": user_input, "user_extra_requirement": user_extra_requirement}
-
-        async def drive() -> dict[str, Any]:
-            final: dict[str, Any] = {}
+        final: dict[str, Any] = {}
+        try:
+            # Nested in the parent's call: the parent's checkpointer and namespace apply.
             async for mode, chunk in graph.astream(
-                payload, config, stream_mode=["custom", "values"]
+                payload, child, stream_mode=["custom", "values"]
             ):
                 if mode == "custom":
                     forward({"type": "agent_progress", "event": chunk})
                 else:
                     final = chunk
-            return final
-
-        # A fresh context: the sub-agent is its own run, not a subgraph of the caller's.
-        task = asyncio.get_running_loop().create_task(drive(), context=contextvars.Context())
-        try:
-            final = await task
         except Exception as error:
             forward({"type": "agent_completed", "success": False, "error": str(error)})
             raise
-        summary = _summary(final, started)
-        if sink is not None and final.get("usage"):
-            sink.append(final["usage"])
-        forward({"type": "agent_completed", "success": True, **summary})
-        return str(final.get("answer", ""))
+        forward({"type": "agent_completed", "success": True, **_summary(final, started)})
+        return str(final.get("answer", "")), {AGENT_USAGE_ARTIFACT: final.get("usage") or {}}
 
     return StructuredTool.from_function(
         coroutine=run,
         name=name,
         description=description,
         args_schema=SubAgentInput,
-        metadata={"agentloop_subagent": True},
+        response_format="content_and_artifact",
+        metadata={
+            SUBAGENT_METADATA: True,
+            "agentloop": {"idempotent": idempotent, "concurrency_safe": concurrency_safe},
+        },
     )

@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from tenacity import (
@@ -37,7 +39,7 @@ def is_async_tool(tool: BaseTool) -> bool:
     return type(tool)._arun is not BaseTool._arun
 
 
-async def _run_in_thread(tool: BaseTool, arguments: dict[str, Any]) -> Any:
+async def _run_in_thread(tool: BaseTool, payload: Any, config: RunnableConfig | None) -> Any:
     """Run a sync tool in its own daemon thread, so a hung call can be abandoned."""
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
     context = contextvars.copy_context()
@@ -46,7 +48,7 @@ async def _run_in_thread(tool: BaseTool, arguments: dict[str, Any]) -> Any:
         if not future.set_running_or_notify_cancel():
             return
         try:
-            future.set_result(context.run(tool.invoke, arguments))
+            future.set_result(context.run(tool.invoke, payload, config))
         except BaseException as error:
             future.set_exception(error)
 
@@ -54,20 +56,42 @@ async def _run_in_thread(tool: BaseTool, arguments: dict[str, Any]) -> Any:
     return await asyncio.wrap_future(future)
 
 
-async def invoke_once(tool: BaseTool, arguments: dict[str, Any], timeout_s: float) -> Any:
+def _payload(tool: BaseTool, arguments: dict[str, Any], call_id: str) -> Any:
+    """What the tool is invoked with: its arguments, or a tool call when it has an artifact."""
+    if tool.response_format == "content_and_artifact":
+        return {"name": tool.name, "args": arguments, "id": call_id, "type": "tool_call"}
+    return arguments
+
+
+async def invoke_once(
+    tool: BaseTool,
+    arguments: dict[str, Any],
+    timeout_s: float,
+    config: RunnableConfig | None = None,
+    call_id: str = "",
+) -> tuple[Any, Any]:
     """Call a tool once. A timed-out coroutine is cancelled; a sync tool's thread is abandoned.
+
+    Returns:
+        The tool's output and its artifact (None unless the tool returns content and an
+        artifact).
 
     Raises:
         TimeoutError: The call took longer than `timeout_s`.
     """
+    payload = _payload(tool, arguments, call_id)
     try:
         async with asyncio.timeout(timeout_s):
             if is_async_tool(tool):
-                return await tool.ainvoke(arguments)
-            return await _run_in_thread(tool, arguments)
+                output = await tool.ainvoke(payload, config)
+            else:
+                output = await _run_in_thread(tool, payload, config)
     except TimeoutError as error:
         msg = f"{tool.name} did not finish within {timeout_s:g}s"
         raise TimeoutError(msg) from error
+    if isinstance(output, ToolMessage) and payload is not arguments:
+        return output.content, output.artifact
+    return output, None
 
 
 def _retryable(retry: ToolRetry) -> Callable[[BaseException], bool]:
@@ -104,7 +128,9 @@ def _retrying(retry: ToolRetry, call: ToolCall, emit: Emit) -> AsyncRetrying:
     )
 
 
-async def call_with_policy(call: ToolCall, emit: Emit) -> ToolOutcome:
+async def call_with_policy(
+    call: ToolCall, emit: Emit, config: RunnableConfig | None = None
+) -> ToolOutcome:
     """Call the tool with its timeout, retrying by policy; never raises for tool errors.
 
     Only idempotent tools are retried automatically, timeouts included.
@@ -112,6 +138,7 @@ async def call_with_policy(call: ToolCall, emit: Emit) -> ToolOutcome:
     Args:
         call: The validated call.
         emit: Where `tool_retry` events go.
+        config: The config the tool is invoked with.
 
     Returns:
         The outcome, with the number of attempts made.
@@ -119,23 +146,24 @@ async def call_with_policy(call: ToolCall, emit: Emit) -> ToolOutcome:
     policy = call.policy
     attempts = 0
 
-    async def attempt() -> Any:
+    async def attempt() -> tuple[Any, Any]:
         nonlocal attempts
         attempts += 1
-        return await invoke_once(call.tool, call.arguments, policy.timeout_s)
+        return await invoke_once(call.tool, call.arguments, policy.timeout_s, config, call.call_id)
 
     value: Any
+    artifact: Any
     try:
         retry = policy.retry
         if policy.retryable and retry is not None:
-            value = await aretry_lazily(
+            value, artifact = await aretry_lazily(
                 attempt, lambda: _retrying(retry, call, emit), _retryable(retry)
             )
         else:
-            value = await attempt()
+            value, artifact = await attempt()
     except GraphBubbleUp:
         raise
     except Exception as error:
         message = str(error) or type(error).__name__
         return ToolOutcome.failure(classify_error(error), message, attempts=attempts)
-    return ToolOutcome(value=value, attempts=attempts)
+    return ToolOutcome(value=value, attempts=attempts, artifact=artifact)

@@ -66,6 +66,8 @@ def compact_record(record: Mapping[str, Any]) -> ToolExecutionRecord:
             "todo_suggestion",
             "next",
             "call_id",
+            "call_key",
+            "replayed",
             "round_index",
             "index",
             "error_type",

@@ -36,6 +36,8 @@ class ToolOutcome:
     from_cache: bool = False
     fallback: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    artifact: Any = None
+    """What the tool returned beside its content (`response_format="content_and_artifact"`)."""
 
     @classmethod
     def failure(cls, error_type: str, message: str, *, attempts: int = 1) -> ToolOutcome:

@@ -14,7 +14,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentloop._runtime import USAGE_SINK
+from langchain_core.runnables import RunnableConfig
+
 from agentloop.events import Emit
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.arguments import repair_argument_names, validate_arguments
@@ -25,11 +26,12 @@ from agentloop.tools.judge import judge_result
 from agentloop.tools.outcome import ToolOutcome, graceful_error
 from agentloop.tools.registry import ToolRegistry
 from agentloop.tools.results import to_jsonable, truncate_result
-from agentloop.usage import sum_usage
 
-__all__ = ["PreparedCall", "ToolRunner", "make_record"]
+__all__ = ["AGENT_USAGE_ARTIFACT", "PreparedCall", "ToolRunner", "make_record"]
 
 IDEMPOTENCY_ARGUMENT = "idempotency_key"
+AGENT_USAGE_ARTIFACT = "agentloop_usage"
+"""The artifact key under which a sub-agent tool reports its token usage per agent."""
 
 
 def make_record(
@@ -52,6 +54,7 @@ def make_record(
         "result": outcome.value,
         "error": "" if outcome.success else outcome.error,
         "call_id": call["call_id"],
+        "call_key": call["call_key"],
         "round_index": call["round_index"],
         "index": call["index"],
         "error_type": outcome.error_type,
@@ -105,6 +108,7 @@ class ToolRunner:
         kwargs = dict(command["tool_kwargs"])
         call: PreparedCall = {
             "call_id": call_id,
+            "call_key": "",
             "index": index,
             "round_index": round_index,
             "purpose": command["purpose"],
@@ -138,10 +142,17 @@ class ToolRunner:
 
     # -- second half: in the call task ---------------------------------------------------
 
-    async def run(self, call: PreparedCall, emit: Emit) -> ToolExecutionRecord:
+    async def run(
+        self, call: PreparedCall, emit: Emit, config: RunnableConfig | None = None
+    ) -> ToolExecutionRecord:
         """Run a prepared call: interceptors, timeout, retries, fallback, truncation, judge.
 
         Never raises for anything the tool does (interrupts raised by a tool propagate).
+
+        Args:
+            call: The prepared call.
+            emit: Where progress events go.
+            config: The config the tool is invoked with (it carries the call's identity).
         """
         name = call["tool_name"]
         tool = self.registry.get(name)
@@ -152,7 +163,7 @@ class ToolRunner:
         arguments = dict(call["arguments"])
         accepts_key = IDEMPOTENCY_ARGUMENT in self.registry.schema(name).get("properties", {})
         if accepts_key and not arguments.get(IDEMPOTENCY_ARGUMENT):
-            arguments[IDEMPOTENCY_ARGUMENT] = call["call_id"]
+            arguments[IDEMPOTENCY_ARGUMENT] = call["call_key"]
         tool_call = ToolCall(
             tool_name=name,
             arguments=arguments,
@@ -167,16 +178,13 @@ class ToolRunner:
         started = time.perf_counter()
 
         async def terminal(current: ToolCall) -> ToolOutcome:
-            return await call_with_policy(current, emit)
+            return await call_with_policy(current, emit, config)
 
-        usage: list[dict[str, Any]] = []
-        token = USAGE_SINK.set(usage)
         try:
             outcome = await run_chain(tool_call, self.chain, terminal)
         except Exception as error:
             outcome = ToolOutcome.failure("internal_error", f"interceptor failed: {error}")
-        finally:
-            USAGE_SINK.reset(token)
+        artifact = outcome.artifact
         duration_ms = (time.perf_counter() - started) * 1000
         if outcome.success:
             if policy.idempotent and not (outcome.fallback or outcome.from_cache):
@@ -200,8 +208,8 @@ class ToolRunner:
             truncated=truncated.truncated,
             flagged=bool(useless),
         )
-        if usage:
-            record["agent_usage"] = sum_usage(usage)
+        if isinstance(artifact, dict) and isinstance(artifact.get(AGENT_USAGE_ARTIFACT), dict):
+            record["agent_usage"] = artifact[AGENT_USAGE_ARTIFACT]
         fields = {
             "call_id": call["call_id"],
             "tool_name": name,

@@ -15,6 +15,7 @@ from agentloop.errors import ConfigurationError
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
     "DEFAULT_TIMEOUT_S",
+    "SUBAGENT_METADATA",
     "ResolvedPolicy",
     "ToolPolicy",
     "ToolRetry",
@@ -23,6 +24,8 @@ __all__ = [
     "status_code",
 ]
 
+SUBAGENT_METADATA = "agentloop_subagent"
+"""Tool metadata key marking a sub-agent (`as_tool`)."""
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESULT_CHARS = 20_000
 
@@ -159,6 +162,9 @@ class ResolvedPolicy:
     check_result: Callable[[Any], bool | str] | None = None
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     rate_limit_per_s: float | None = None
+    resumable: bool = False
+    """A call cut off by a crash is entered again instead of reported as `unknown_outcome`
+    (sub-agents: their own calls are guarded by the ledger)."""
 
     @property
     def retryable(self) -> bool:
@@ -250,6 +256,7 @@ def resolve_policy(
         check_result=merged.get("check_result"),
         max_result_chars=int(merged.get("max_result_chars") or DEFAULT_MAX_RESULT_CHARS),
         rate_limit_per_s=merged.get("rate_limit_per_s"),
+        resumable=bool((tool.metadata or {}).get(SUBAGENT_METADATA)),
     )
 
 

@@ -117,6 +117,11 @@ class ToolRegistry:
         return self._schemas[name]
 
     @cached_property
+    def has_side_effects(self) -> bool:
+        """Whether any tool is not idempotent."""
+        return any(not policy.idempotent for policy in self._policies.values())
+
+    @cached_property
     def descriptions_json(self) -> str:
         """`descriptions` as prompt JSON (tool results cannot close a prompt tag with it)."""
         return to_prompt_json(self.descriptions)

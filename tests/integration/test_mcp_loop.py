@@ -67,10 +67,10 @@ async def test_loop_runs_mcp_tools_with_one_session_per_server(
     # the planner was told about the MCP tools and their schemas
     prompt = str(planner.requests[0][-1].content)
     assert "search_documents" in prompt and "expression" in prompt
-    # one note written, with the call id as idempotency key
+    # one note written, with the stable call key as idempotency key
     lines = (tmp_path / "notes.jsonl").read_text().splitlines()
     assert len(lines) == 1
-    assert json.loads(lines[0])["idempotency_key"] == records[3]["call_id"]
+    assert json.loads(lines[0])["idempotency_key"] == records[3]["call_key"]
     # the run's sessions are closed once it answered
     for _ in range(100):
         if not toolset.open_runs:

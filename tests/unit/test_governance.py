@@ -624,7 +624,7 @@ def test_transient_error_classification() -> None:
     assert not is_transient_error(KeyError("x"))
 
 
-async def test_idempotency_key_is_the_call_id() -> None:
+async def test_idempotency_key_is_the_stable_call_key() -> None:
     keys: list[str] = []
 
     @tool
@@ -635,5 +635,5 @@ async def test_idempotency_key_is_the_call_id() -> None:
 
     graph, _ = build(one_round(cmd("save_order", item="tea")), [save_order])
     out = await graph.ainvoke({"user_input": "go"})
-    assert keys == [out["tool_logs"][0]["call_id"]]
-    assert keys[0].endswith(":0:0")
+    assert keys == [out["tool_logs"][0]["call_key"]]
+    assert len(keys[0]) == 24

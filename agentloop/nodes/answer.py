@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable
+from langgraph.runtime import Runtime
 
 from agentloop.errors import ModelBehaviorError
-from agentloop.events import Emit
-from agentloop.model_calls import ModelRetry, ainvoke_answer, invoke_answer
-from agentloop.models import ModelProvider
-from agentloop.planning.node import chunk_text
+from agentloop.messages import message_text
+from agentloop.model_calls import ainvoke_answer, invoke_answer
+from agentloop.nodes._runnable import LoopNode
+from agentloop.nodes.parts import LoopParts
 from agentloop.prompts import render_prompt, to_prompt_json
-from agentloop.settings import LoopSettings
+from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
-from agentloop.usage import Prices, message_usage, usage_entry
+from agentloop.usage import message_usage, usage_entry
 
-__all__ = ["AnswerNode", "build_answer_messages", "to_action_results"]
+__all__ = ["ANSWER_TAGS", "build_answer_messages", "make_answer", "to_action_results"]
 
 ANSWER_TAGS = ["agentloop:answer"]
 
@@ -77,101 +78,86 @@ def build_answer_messages(
     return [SystemMessage(system), HumanMessage(human)]
 
 
-class AnswerNode:
-    """Calls the answer model once; a failing model gives a clear reply, not a crash.
+def _configure(model: Runnable[Any, BaseMessage]) -> Runnable[Any, BaseMessage]:
+    return model.with_config(tags=ANSWER_TAGS, run_name="answer")
 
-    Args:
-        models: The loop's models.
-        emit_factory: Returns the run's settings and event emitter from a node's config.
-        retry: How model calls are retried.
-        prices: Model prices, for the cost summary.
-        on_finish: Called with the run id once no tool will run anymore (releases the
-            run's MCP sessions).
-    """
 
-    def __init__(
-        self,
-        models: ModelProvider,
-        emit_factory: Callable[[RunnableConfig], tuple[LoopSettings, Emit]],
-        retry: ModelRetry,
-        *,
-        prices: Prices | None = None,
-        on_finish: Sequence[Callable[[str], None]] = (),
-    ) -> None:
-        self.models = models
-        self.emit_factory = emit_factory
-        self.retry = retry
-        self.prices = prices
-        self.on_finish = list(on_finish)
+class _Answer:
+    """Calls the answer model once; a failing model gives a clear reply, not a crash."""
+
+    def __init__(self, parts: LoopParts) -> None:
+        self.parts = parts
 
     def _request(
-        self, state: LoopState, config: RunnableConfig
-    ) -> tuple[list[BaseMessage], dict[str, Any], Emit, str]:
-        settings, emit = self.emit_factory(config)
-        for finish in self.on_finish:
-            finish(state.get("run_id", ""))
+        self, state: LoopState, runtime: Runtime[LoopContext]
+    ) -> tuple[RunScope, list[BaseMessage], dict[str, Any]]:
+        scope = self.parts.scope(runtime)
         round_state = state.get("round_state") or empty_round_state()
         action_results = to_action_results(round_state["done_plans"])
         messages = build_answer_messages(
             state.get("user_input", ""), state.get("user_extra_requirement", ""), action_results
         )
-        emit("answer_started", tool_results=len(action_results))
-        return messages, action_results, emit, settings.name
+        scope.emit("answer_started", tool_results=len(action_results))
+        return scope, messages, action_results
 
     def _update(
         self,
         state: LoopState,
+        scope: RunScope,
+        action_results: dict[str, Any],
         reply: BaseMessage | None,
         error: BaseException | None,
-        context: tuple[dict[str, Any], Emit, str, float],
+        started: float,
     ) -> dict[str, Any]:
-        action_results, emit, agent, started = context
         if error is not None:
             text = f"I could not produce an answer: {error}"
         else:
-            text = chunk_text(reply) if reply is not None else ""
-        emit(
+            text = message_text(reply) if reply is not None else ""
+        scope.emit(
             "answer_completed",
             chars=len(text),
             error=str(error) if error else "",
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
-        message = AIMessage(text, id=getattr(reply, "id", None) or None)
         update: dict[str, Any] = {
             "answer": text,
             "action_results": action_results,
-            "messages": [message],
+            "messages": [AIMessage(text, id=getattr(reply, "id", None) or None)],
             "answered_input": state.get("user_input", ""),
         }
         if reply is not None:
             tokens_in, tokens_out = message_usage([reply])
             name = str((reply.response_metadata or {}).get("model_name") or "")
-            update["usage"] = {agent: usage_entry(name, tokens_in, tokens_out, self.prices)}
+            entry = usage_entry(name, tokens_in, tokens_out, self.parts.prices)
+            update["usage"] = {scope.settings.name: entry}
         return update
 
-    def _configure(self, model: Runnable[Any, BaseMessage]) -> Runnable[Any, BaseMessage]:
-        return model.with_config(tags=ANSWER_TAGS, run_name="answer")
-
-    def invoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        """Answer (sync)."""
-        messages, action_results, emit, agent = self._request(state, config)
+    def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+        scope, messages, action_results = self._request(state, runtime)
         started, reply, failure = time.perf_counter(), None, None
+        models = self.parts.models.answerers(scope.context)
         try:
             reply = invoke_answer(
-                self.models.answerers(config), messages, self.retry, chunk_text, self._configure
+                models, messages, self.parts.model_retry, message_text, _configure
             )
         except ModelBehaviorError as error:
             failure = error
-        return self._update(state, reply, failure, (action_results, emit, agent, started))
+        return self._update(state, scope, action_results, reply, failure, started)
 
-    async def ainvoke(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        """Answer (async)."""
-        messages, action_results, emit, agent = self._request(state, config)
+    async def ainvoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+        scope, messages, action_results = self._request(state, runtime)
         started, reply, failure = time.perf_counter(), None, None
+        models = self.parts.models.answerers(scope.context)
         try:
             reply = await ainvoke_answer(
-                self.models.answerers(config), messages, self.retry, chunk_text, self._configure
+                models, messages, self.parts.model_retry, message_text, _configure
             )
         except ModelBehaviorError as error:
             failure = error
-        return self._update(state, reply, failure, (action_results, emit, agent, started))
+        return self._update(state, scope, action_results, reply, failure, started)
+
+
+def make_answer(parts: LoopParts) -> LoopNode:
+    """Build the `answer` node of a loop."""
+    node = _Answer(parts)
+    return LoopNode("answer", node.invoke, node.ainvoke)

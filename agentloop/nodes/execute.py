@@ -1,11 +1,11 @@
 """The execute path: start a round, run its calls batch by batch, collect the round.
 
-- `execute` prepares the round's commands (resolve, repair, validate, find duplicates)
-  and splits the runnable ones into batches: consecutive concurrency-safe calls form one
-  parallel batch (at most `concurrency` calls), an unsafe call forms a batch of its own.
-- Each batch is one super-step of `call_tool` tasks sent with `Send`, one per call, each
-  writing its record to `call_results`. With a checkpointer every finished call is saved
-  as soon as it finishes, and a crash never re-runs a call that completed.
+- `execute` prepares the round's commands (resolve, repair, validate, find duplicates,
+  name each call) and splits the runnable ones into batches: consecutive
+  concurrency-safe calls form one parallel batch (at most `concurrency` calls), an
+  unsafe call forms a batch of its own.
+- Each batch is one super-step of `call_tool` tasks sent with `Send`, one per call
+  (see `agentloop.nodes.call_tool`).
 - `collect` runs after each batch; once every call is done it orders the records by
   command, judges the round (rollback when every call was flagged) and updates
   `round_state`.
@@ -13,42 +13,47 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from agentloop._runtime import CURRENT_RUN, run_coroutine_sync
-from agentloop.durability import amark_started, awas_started, is_resuming, mark_started, was_started
+from agentloop.durability import call_key
 from agentloop.events import Emit
+from agentloop.nodes.parts import LoopParts
 from agentloop.prompts import render_prompt
-from agentloop.settings import LoopSettings
+from agentloop.settings import LoopContext
 from agentloop.state import (
     RESET,
     LoopState,
+    PreparedCall,
     ToolExecutionRecord,
     empty_round_state,
     next_round,
+    run_limit,
 )
 from agentloop.tools.judge import compact_record, executed_queries
 from agentloop.tools.outcome import ToolOutcome
-from agentloop.tools.pipeline import PreparedCall, ToolRunner, make_record
+from agentloop.tools.pipeline import make_record
 from agentloop.usage import sum_usage
 
 __all__ = [
     "CALL_NODE",
-    "ExecutePath",
+    "NOT_RUN",
     "assign_batches",
+    "emit_settled",
+    "make_collect",
+    "make_execute",
     "next_batch",
+    "route_collect",
+    "route_execute",
     "round_records",
 ]
 
 CALL_NODE = "call_tool"
 NOT_RUN = -1
 """Batch number of a call that was settled without running (bad call, duplicate)."""
-
-EmitFactory = Callable[[RunnableConfig], tuple[LoopSettings, Emit]]
 
 
 def assign_batches(safe: Sequence[bool], concurrency: int | None) -> list[int]:
@@ -121,7 +126,7 @@ def _duplicate_record(
     return make_record(call, outcome, flagged=True, duplicate=True)
 
 
-def _emit_settled(emit: Emit, record: ToolExecutionRecord) -> None:
+def emit_settled(emit: Emit, record: ToolExecutionRecord) -> None:
     """Report a call that was settled without running (bad call, duplicate, unknown outcome)."""
     emit(
         "tool_error",
@@ -135,38 +140,50 @@ def _emit_settled(emit: Emit, record: ToolExecutionRecord) -> None:
     )
 
 
-class ExecutePath:
-    """The `execute`, `call_tool` and `collect` nodes and their routers.
+def route_execute(state: LoopState) -> list[Send] | Literal["collect"]:
+    """Send the first batch, or go straight to `collect` when nothing has to run."""
+    return next_batch(state) or "collect"
 
-    Args:
-        runner: The governance pipeline.
-        emit_factory: Returns the run's settings and event emitter from a node's config.
-    """
 
-    def __init__(self, runner: ToolRunner, emit_factory: EmitFactory) -> None:
-        self.runner = runner
-        self.emit_factory = emit_factory
+def route_collect(state: LoopState) -> list[Send] | Literal["plan", "answer"]:
+    """Send the next batch; after the round, plan again unless `max_rounds` is reached."""
+    sends = next_batch(state)
+    if sends:
+        return sends
+    round_state = state.get("round_state") or empty_round_state()
+    limit = run_limit(state, "max_rounds")
+    return "answer" if round_state["round_index"] >= limit else "plan"
 
-    # -- execute: start the round ----------------------------------------------------------
 
-    def execute(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        """Prepare the round's calls and settle the ones that must not run."""
-        settings, emit = self.emit_factory(config)
+def make_execute(parts: LoopParts) -> Any:
+    """Build the `execute` node: prepare the round's calls, settle the ones that must not run."""
+
+    def execute(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+        scope = parts.scope(runtime)
         decision = state.get("decision") or {"next_action": "response", "execution_commands": []}
         round_state = state.get("round_state") or empty_round_state()
         round_index = round_state["round_index"]
         rollbacks = state.get("consecutive_rollbacks", 0)
-        allow_duplicates = rollbacks >= settings.max_consecutive_rollbacks
+        allow_duplicates = rollbacks >= scope.settings.max_consecutive_rollbacks
         executed = executed_queries(round_state["done_plans"])
-        prefix = f"{state.get('run_id', 'run')}:{round_index}"
-        if rollbacks:
-            prefix += f".{rollbacks}"
+        run_id = state.get("run_id", "run")
+        round_label = f"{round_index}.{rollbacks}" if rollbacks else str(round_index)
         calls: list[PreparedCall] = []
         settled: dict[str, ToolExecutionRecord] = {}
         this_round: set[str] = set()
+        occurrences: dict[str, int] = {}
         for index, command in enumerate(decision["execution_commands"]):
-            call, record = self.runner.prepare(
-                command, call_id=f"{prefix}:{index}", round_index=round_index, index=index
+            call, record = parts.runner.prepare(
+                command,
+                call_id=f"{run_id}:{round_label}:{index}",
+                round_index=round_index,
+                index=index,
+            )
+            identity = f"{call['tool_name']}\x1f{call['query_key']}"
+            occurrence = occurrences.get(identity, 0)
+            occurrences[identity] = occurrence + 1
+            call["call_key"] = call_key(
+                run_id, round_label, call["tool_name"], call["arguments"], occurrence
             )
             key = call["query_key"]
             repeated = key in executed or key in this_round
@@ -175,14 +192,17 @@ class ExecutePath:
             if record is None:
                 this_round.add(key)
             else:
+                record["call_key"] = call["call_key"]  # named after the record was made
                 settled[call["call_id"]] = record
             calls.append(call)
         runnable = [call for call in calls if call["call_id"] not in settled]
-        batches = assign_batches([c["concurrency_safe"] for c in runnable], settings.concurrency)
-        for call, batch in zip(runnable, batches, strict=True):
+        safe = [c["concurrency_safe"] for c in runnable]
+        for call, batch in zip(
+            runnable, assign_batches(safe, scope.settings.concurrency), strict=True
+        ):
             call["batch"] = batch
         for call in calls:
-            emit(
+            scope.emit(
                 "tool_queued",
                 call_id=call["call_id"],
                 tool_name=call["tool_name"],
@@ -191,70 +211,21 @@ class ExecutePath:
                 will_run=call["batch"] != NOT_RUN,
             )
         for record in settled.values():
-            _emit_settled(emit, record)
+            emit_settled(scope.emit, record)
         return {"round_calls": calls, "call_results": settled}
 
-    def route_execute(
-        self, state: LoopState, config: RunnableConfig
-    ) -> list[Send] | Literal["collect"]:
-        """Send the first batch, or go straight to `collect` when nothing has to run."""
-        return next_batch(state) or "collect"
+    return execute
 
-    # -- call_tool: one task per call --------------------------------------------------------
 
-    def _call_result(self, call: PreparedCall, record: ToolExecutionRecord) -> dict[str, Any]:
-        return {"call_results": {call["call_id"]: record}}
+def make_collect(parts: LoopParts) -> Any:
+    """Build the `collect` node: once every call finished, order, judge and record the round."""
 
-    def _has_side_effects(self, call: PreparedCall) -> bool:
-        return not self.runner.registry.policy(call["tool_name"]).idempotent
-
-    def _unknown_outcome(self, call: PreparedCall, emit: Emit) -> dict[str, Any]:
-        message = (
-            f"{call['tool_name']} was started before the run stopped and did not report back; "
-            "it was not repeated because it is not idempotent. Check whether it took effect."
-        )
-        record = make_record(
-            call, ToolOutcome.refused("unknown_outcome", call["tool_name"], message)
-        )
-        _emit_settled(emit, record)
-        return self._call_result(call, record)
-
-    async def acall_tool(self, call: PreparedCall, config: RunnableConfig) -> dict[str, Any]:
-        """Run one call through the pipeline (async)."""
-        _, emit = self.emit_factory(config)
-        if self._has_side_effects(call):
-            if is_resuming(config) and await awas_started(config, call["call_id"]):
-                return self._unknown_outcome(call, emit)
-            await amark_started(config, call["call_id"])
-        token = CURRENT_RUN.set(call["call_id"].split(":", 1)[0])
-        try:
-            record = await self.runner.run(call, emit)
-        finally:
-            CURRENT_RUN.reset(token)
-        return self._call_result(call, record)
-
-    def call_tool(self, call: PreparedCall, config: RunnableConfig) -> dict[str, Any]:
-        """Run one call through the pipeline (sync callers)."""
-        _, emit = self.emit_factory(config)
-        if self._has_side_effects(call):
-            if is_resuming(config) and was_started(config, call["call_id"]):
-                return self._unknown_outcome(call, emit)
-            mark_started(config, call["call_id"])
-        token = CURRENT_RUN.set(call["call_id"].split(":", 1)[0])
-        try:
-            record = run_coroutine_sync(self.runner.run(call, emit))
-        finally:
-            CURRENT_RUN.reset(token)
-        return self._call_result(call, record)
-
-    # -- collect: close the round ------------------------------------------------------------
-
-    def collect(self, state: LoopState, config: RunnableConfig) -> dict[str, Any]:
-        """Once every call of the round finished: order, judge, and record the round."""
+    def collect(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         calls = state.get("round_calls") or []
         if not calls or _pending(state):
             return {}
-        settings, emit = self.emit_factory(config)
+        scope = parts.scope(runtime)
+        emit = scope.emit
         records = round_records(calls, state.get("call_results") or {})
         round_state = state.get("round_state") or empty_round_state()
         rollbacks = state.get("consecutive_rollbacks", 0)
@@ -268,7 +239,7 @@ class ExecutePath:
         if sub_agents:
             update["usage"] = sum_usage(sub_agents)
         all_flagged = bool(records) and all(record.get("flagged") for record in records)
-        if all_flagged and rollbacks < settings.max_consecutive_rollbacks:
+        if all_flagged and rollbacks < scope.settings.max_consecutive_rollbacks:
             reasons = [f"- {r['tool_name']}: {r['error']}" for r in records]
             emit(
                 "tool_rolled_back",
@@ -290,7 +261,6 @@ class ExecutePath:
                 ],
             }
         stored = [compact_record(r) if r.get("flagged") else r for r in records]
-        new_round = next_round(stored, round_state["round_index"] + 1)
         emit(
             "round_completed",
             round_index=round_state["round_index"],
@@ -300,17 +270,8 @@ class ExecutePath:
         )
         return {
             **update,
-            "round_state": new_round,
+            "round_state": next_round(stored, round_state["round_index"] + 1),
             "consecutive_rollbacks": rollbacks if all_flagged else 0,
         }
 
-    def route_collect(
-        self, state: LoopState, config: RunnableConfig
-    ) -> list[Send] | Literal["plan", "answer"]:
-        """Send the next batch; after the round, plan again unless `max_rounds` is reached."""
-        sends = next_batch(state)
-        if sends:
-            return sends
-        settings, _ = self.emit_factory(config)
-        round_state = state.get("round_state") or empty_round_state()
-        return "answer" if round_state["round_index"] >= settings.max_rounds else "plan"
+    return collect

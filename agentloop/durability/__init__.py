@@ -1,0 +1,83 @@
+"""Exactly once across crashes, replays, forks and concurrent workers.
+
+Each call of a checkpointed run consults a side-effect ledger keyed by the thread, the
+loop's namespace and the call's stable identity (see `identity`), never by a checkpoint
+id. The ledger lives with the checkpointer: in memory for `InMemorySaver`, in a small
+table of the database for the SQLite and PostgreSQL savers.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any
+
+from agentloop.durability._langgraph import Durability, current_checkpointer, current_durability
+from agentloop.durability.guard import CallGuard, Settled
+from agentloop.durability.identity import call_key, loop_namespace, run_identity
+from agentloop.durability.ledger import LedgerEntry, LedgerKey, MemoryLedger, SideEffectLedger
+
+__all__ = [
+    "CallGuard",
+    "Durability",
+    "LedgerEntry",
+    "LedgerKey",
+    "MemoryLedger",
+    "SideEffectLedger",
+    "Settled",
+    "call_key",
+    "current_checkpointer",
+    "current_durability",
+    "ledger_for",
+    "loop_namespace",
+    "run_identity",
+]
+
+logger = logging.getLogger(__name__)
+
+_ledgers: weakref.WeakKeyDictionary[Any, SideEffectLedger] = weakref.WeakKeyDictionary()
+_warned: set[str] = set()
+
+
+def _sql_ledger(saver: Any) -> SideEffectLedger | None:
+    from agentloop.durability import sql
+
+    kinds: list[tuple[str, str, type[SideEffectLedger]]] = [
+        ("langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver", sql.AsyncSqliteLedger),
+        ("langgraph.checkpoint.sqlite", "SqliteSaver", sql.SqliteLedger),
+        ("langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver", sql.AsyncPostgresLedger),
+        ("langgraph.checkpoint.postgres", "PostgresSaver", sql.PostgresLedger),
+    ]
+    for module_name, class_name, ledger_class in kinds:
+        try:
+            module = __import__(module_name, fromlist=[class_name])
+        except ImportError:
+            continue
+        if isinstance(saver, getattr(module, class_name)):
+            return ledger_class(saver)  # type: ignore[call-arg]
+    return None
+
+
+def ledger_for(checkpointer: Any) -> SideEffectLedger:
+    """Return the ledger that goes with a checkpointer (one per checkpointer object).
+
+    SQLite and PostgreSQL savers keep it in their database, so claims hold across
+    processes; any other checkpointer gets a ledger in this process's memory, and a
+    log line says so once.
+    """
+    ledger = _ledgers.get(checkpointer)
+    if ledger is not None:
+        return ledger
+    ledger = _sql_ledger(checkpointer)
+    if ledger is None:
+        ledger = MemoryLedger()
+        name = type(checkpointer).__name__
+        if name != "InMemorySaver" and name not in _warned:
+            _warned.add(name)
+            logger.info(
+                "%s: agentloop keeps its side-effect ledger in this process; claims do not "
+                "hold across processes (pass ledger=... to create_tool_loop for that)",
+                name,
+            )
+    _ledgers[checkpointer] = ledger
+    return ledger

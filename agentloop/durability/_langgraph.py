@@ -1,0 +1,46 @@
+"""The LangGraph internals durability needs, in one place.
+
+LangGraph has no public accessor for the checkpointer that serves the current run (the
+loop's own, or the one a parent graph lends it as a subgraph) nor for the run's
+durability mode. Both are read from the task's config under LangGraph's own keys; the
+contract test `tests/unit/test_durability_contract.py` fails loudly when an upgrade moves
+them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.config import get_config
+
+__all__ = ["Durability", "current_checkpointer", "current_durability"]
+
+Durability = Literal["sync", "async", "exit"]
+
+CHECKPOINTER_KEY = "__pregel_checkpointer"
+"""LangGraph's config key for the checkpointer of the running graph (1.x)."""
+DURABILITY_KEY = "__pregel_durability"
+"""LangGraph's config key for the run's durability mode (1.x)."""
+
+
+def _configurable(config: RunnableConfig | None) -> dict[str, Any]:
+    if config is None:
+        try:
+            config = get_config()
+        except RuntimeError:  # outside a graph run
+            return {}
+    return dict(config.get("configurable") or {})
+
+
+def current_checkpointer(config: RunnableConfig | None = None) -> BaseCheckpointSaver[Any] | None:
+    """Return the checkpointer of the running graph, or None when it has none."""
+    saver = _configurable(config).get(CHECKPOINTER_KEY)
+    return saver if isinstance(saver, BaseCheckpointSaver) else None
+
+
+def current_durability(config: RunnableConfig | None = None) -> Durability:
+    """Return the run's durability mode (LangGraph's default is "async")."""
+    mode = _configurable(config).get(DURABILITY_KEY)
+    return mode if mode in ("sync", "async", "exit") else "async"

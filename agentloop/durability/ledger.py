@@ -1,0 +1,246 @@
+"""The side-effect ledger: what each call of a thread started and how it ended.
+
+A ledger maps a call's stable identity (thread, checkpoint namespace, call key) to an
+entry: who claimed it, when, and the record it finished with. It is written durably
+before a call with side effects starts (an atomic insert-if-absent, so of two workers
+running the same call exactly one wins) and when any call finishes, and it is read
+before every call. It is independent of checkpoint ids, so it holds across crashes,
+LangGraph's default asynchronous durability, replays and forks.
+
+`MemoryLedger` serves in-memory checkpointers (one process); `agentloop.durability.sql`
+keeps a small table in an SQLite or PostgreSQL checkpointer's own database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "OWNER",
+    "LedgerEntry",
+    "LedgerKey",
+    "MemoryLedger",
+    "SideEffectLedger",
+    "in_flight",
+    "owner_is_gone",
+]
+
+
+def _start_ticks(pid: int) -> str:
+    """The start time of a process in clock ticks since boot ("" when unknown)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+_HAS_PROC = Path("/proc/self/stat").exists()
+_PROCESS_TOKEN = uuid.uuid4().hex[:12]
+_HOST = socket.gethostname()
+
+OWNER = f"{_HOST}|{os.getpid()}|{_start_ticks(os.getpid())}|{_PROCESS_TOKEN}"
+"""Who claims calls from this process: host, pid, process start time, a random token."""
+
+
+@dataclass(frozen=True)
+class LedgerKey:
+    """Where a call's entry lives."""
+
+    thread_id: str
+    """The thread of the run."""
+    namespace: str
+    """The loop's checkpoint namespace, node names only (`""` at the top level)."""
+    call_key: str
+    """The call's stable identity (see `agentloop.durability.identity.call_key`)."""
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """A call as the ledger knows it."""
+
+    owner: str
+    """The process that claimed or finished it (`OWNER` of that process)."""
+    started_at: float
+    """When it was claimed (seconds since the epoch)."""
+    outcome: dict[str, Any] | None = None
+    """The record it finished with; None while it runs, or when its worker died."""
+
+
+class SideEffectLedger(ABC):
+    """Where calls are claimed and their outcomes kept; sync and async methods alike.
+
+    `claim` is atomic: of several workers claiming one key, exactly one gets None back
+    and runs the call; the others get the winner's entry. `cross_process` tells whether
+    that holds across processes (a shared database) or within one process only.
+    """
+
+    cross_process: bool = False
+
+    @abstractmethod
+    def get(self, key: LedgerKey) -> LedgerEntry | None:
+        """Return the entry of a call, or None."""
+
+    @abstractmethod
+    def claim(self, key: LedgerKey, owner: str) -> LedgerEntry | None:
+        """Claim a call: None when this owner won, else the entry that was there."""
+
+    @abstractmethod
+    def finish(self, key: LedgerKey, owner: str, outcome: dict[str, Any]) -> None:
+        """Store a call's outcome (inserting the entry when the call was not claimed)."""
+
+    @abstractmethod
+    def release(self, key: LedgerKey, owner: str) -> None:
+        """Remove this owner's claim of an unfinished call (it stopped before acting)."""
+
+    @abstractmethod
+    def take_over(self, key: LedgerKey, owner: str) -> None:
+        """Make `owner` the claimant of a call and clear its outcome (forced re-run)."""
+
+    async def aget(self, key: LedgerKey) -> LedgerEntry | None:
+        """Async `get`."""
+        return self.get(key)
+
+    async def aclaim(self, key: LedgerKey, owner: str) -> LedgerEntry | None:
+        """Async `claim`."""
+        return self.claim(key, owner)
+
+    async def afinish(self, key: LedgerKey, owner: str, outcome: dict[str, Any]) -> None:
+        """Async `finish`."""
+        self.finish(key, owner, outcome)
+
+    async def arelease(self, key: LedgerKey, owner: str) -> None:
+        """Async `release`."""
+        self.release(key, owner)
+
+    async def atake_over(self, key: LedgerKey, owner: str) -> None:
+        """Async `take_over`."""
+        self.take_over(key, owner)
+
+
+class MemoryLedger(SideEffectLedger):
+    """A ledger in this process's memory, for in-memory checkpointers.
+
+    Claims are atomic between the threads and event loops of this process.
+    """
+
+    cross_process = False
+
+    def __init__(self) -> None:
+        self._entries: dict[LedgerKey, LedgerEntry] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def get(self, key: LedgerKey) -> LedgerEntry | None:
+        """Return the entry of a call, or None."""
+        with self._lock:
+            return self._entries.get(key)
+
+    def claim(self, key: LedgerKey, owner: str) -> LedgerEntry | None:
+        """Claim a call: None when this owner won, else the entry that was there."""
+        with self._lock:
+            existing = self._entries.get(key)
+            if existing is None:
+                self._entries[key] = LedgerEntry(owner, time.time())
+            return existing
+
+    def finish(self, key: LedgerKey, owner: str, outcome: dict[str, Any]) -> None:
+        """Store a call's outcome."""
+        with self._lock:
+            existing = self._entries.get(key)
+            started = existing.started_at if existing is not None else time.time()
+            self._entries[key] = LedgerEntry(owner, started, outcome)
+
+    def release(self, key: LedgerKey, owner: str) -> None:
+        """Remove this owner's claim of an unfinished call."""
+        with self._lock:
+            existing = self._entries.get(key)
+            if existing is not None and existing.owner == owner and existing.outcome is None:
+                del self._entries[key]
+
+    def take_over(self, key: LedgerKey, owner: str) -> None:
+        """Make `owner` the claimant of a call and clear its outcome."""
+        with self._lock:
+            self._entries[key] = LedgerEntry(owner, time.time())
+
+    def forget_thread(self, thread_id: str) -> None:
+        """Drop every entry of a thread."""
+        with self._lock:
+            for key in [k for k in self._entries if k.thread_id == thread_id]:
+                del self._entries[key]
+
+
+# --- who is running a claimed call ---------------------------------------------------
+
+_in_flight: set[tuple[int, LedgerKey]] = set()
+_in_flight_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def in_flight(ledger: SideEffectLedger, key: LedgerKey) -> Iterator[None]:
+    """Mark a call as running in this process while the block runs."""
+    item = (id(ledger), key)
+    with _in_flight_lock:
+        _in_flight.add(item)
+    try:
+        yield
+    finally:
+        with _in_flight_lock:
+            _in_flight.discard(item)
+
+
+def _running_here(ledger: SideEffectLedger, key: LedgerKey) -> bool:
+    with _in_flight_lock:
+        return (id(ledger), key) in _in_flight
+
+
+def owner_is_gone(ledger: SideEffectLedger, key: LedgerKey, owner: str) -> bool | None:
+    """Tell whether the worker that claimed a call can still finish it.
+
+    Returns:
+        True when it is gone (this process no longer runs the call, or the claiming
+        process on this host has exited), False when it is still running, None when
+        that cannot be known (another host).
+    """
+    if owner == OWNER:
+        return not _running_here(ledger, key)
+    parts = owner.split("|")
+    if len(parts) != 4 or parts[0] != _HOST:
+        return None
+    try:
+        pid = int(parts[1])
+    except ValueError:
+        return None
+    if _HAS_PROC:
+        return _start_ticks(pid) != parts[2]  # exited, or its pid now names another process
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+async def wait_a_little(attempt: int) -> None:
+    """Back off between two looks at a claimed call (50 ms growing to 500 ms)."""
+    await asyncio.sleep(min(0.05 * (2**attempt), 0.5))
+
+
+def pause_a_little(attempt: int) -> None:
+    """Sync `wait_a_little`."""
+    time.sleep(min(0.05 * (2**attempt), 0.5))

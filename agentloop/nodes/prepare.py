@@ -1,0 +1,94 @@
+"""The `prepare` node: decide what this run answers, name the run, reset per-run state."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
+
+from agentloop.durability import (
+    current_checkpointer,
+    current_durability,
+    loop_namespace,
+    run_identity,
+)
+from agentloop.messages import resolve_request
+from agentloop.nodes.parts import LoopParts
+from agentloop.settings import LoopContext, RunScope
+from agentloop.state import RESET, LoopState, empty_round_state
+from agentloop.tools.call_config import call_info
+
+__all__ = ["make_prepare", "run_anchor"]
+
+logger = logging.getLogger("agentloop")
+
+EXIT_DURABILITY_WARNING = (
+    "durability='exit' saves no checkpoint until the run ends: a crash loses the run, "
+    "and its calls with side effects cannot be resumed"
+)
+
+
+def run_anchor(state: LoopState, request: str, human: HumanMessage | None, scope: RunScope) -> str:
+    """What names this run, in order of preference.
+
+    The key of the parent loop's call it serves (a sub-agent), the id of the human
+    message it answers, else its turn on the thread with a digest of the request (and
+    the parent task's namespace when the loop is a subgraph).
+    """
+    parent_call = call_info(get_config())
+    if parent_call is not None:
+        return f"call:{parent_call['call_key']}"
+    if human is not None and human.id:
+        return f"message:{human.id}"
+    task_ns = scope.execution.checkpoint_ns if scope.execution else ""
+    parent_ns = task_ns.rsplit("|", 1)[0] if "|" in task_ns else ""
+    digest = hashlib.sha256(request.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"turn:{parent_ns}:{state.get('run_count', 0)}:{digest}"
+
+
+def make_prepare(parts: LoopParts) -> Any:
+    """Build the `prepare` node of a loop."""
+    warned_exit = False
+
+    def prepare(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+        nonlocal warned_exit
+        scope = parts.scope(runtime)
+        request, human = resolve_request(state)
+        namespace = loop_namespace(scope.execution.checkpoint_ns if scope.execution else "")
+        run_id = run_identity(scope.thread_id, namespace, run_anchor(state, request, human, scope))
+        exit_only = current_durability() == "exit" and current_checkpointer() is not None
+        if exit_only and parts.registry.has_side_effects:
+            if not warned_exit:
+                warned_exit = True
+                logger.warning("%s: %s", parts.settings.name, EXIT_DURABILITY_WARNING)
+            scope.emit("durability_warning", durability="exit", message=EXIT_DURABILITY_WARNING)
+        update: dict[str, Any] = {
+            "user_input": request,
+            "user_extra_requirement": state.get("user_extra_requirement") or "",
+            "round_state": Overwrite(empty_round_state()),
+            "decision": {"next_action": "response", "execution_commands": []},
+            "answer": "",
+            "action_results": {},
+            "tool_logs": Overwrite([]),
+            "rollbacks": [],
+            "consecutive_rollbacks": 0,
+            "rollback_note": "",
+            "round_calls": [],
+            "call_results": {**RESET},
+            "usage": {**RESET},
+            "run_id": run_id,
+            "run_count": state.get("run_count", 0) + 1,
+            "limits": {"max_rounds": scope.settings.max_rounds},
+        }
+        if human is not None:
+            update["answered_message_id"] = human.id or ""
+        elif request:
+            update["messages"] = [HumanMessage(request)]
+        return update
+
+    return prepare

@@ -1,0 +1,84 @@
+"""Feeding a streamed planner reply to the incremental parser, chunk by chunk."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessageChunk
+
+from agentloop.messages import message_text
+from agentloop.models import model_name
+from agentloop.planning.normalize import normalize_plan_decision, unparseable_decision
+from agentloop.planning.stream import PlanParseError, PlanStreamParser
+from agentloop.state import PlanDecision
+from agentloop.usage import message_usage
+
+__all__ = ["PlanRead", "PlanReader"]
+
+
+@dataclass
+class PlanReader:
+    """Feeds a streamed planner reply to the incremental parser, one chunk at a time.
+
+    In tool mode the plan is the first tool call's arguments; text the model writes
+    beside them is read too, for models that answer in text anyway.
+    """
+
+    tool_mode: bool
+    parser: PlanStreamParser = field(default_factory=PlanStreamParser)
+    text_parser: PlanStreamParser = field(default_factory=PlanStreamParser)
+    chunks: int = 0
+
+    def feed(self, chunk: BaseMessageChunk) -> bool:
+        """Consume one chunk; return True once a complete `next_action` says `response`."""
+        self.chunks += 1
+        if self.tool_mode:
+            for call_chunk in getattr(chunk, "tool_call_chunks", None) or []:
+                if (call_chunk.get("index") or 0) == 0 and call_chunk.get("args"):
+                    self.parser.feed(str(call_chunk["args"]))
+            text = message_text(chunk)
+            if text:
+                self.text_parser.feed(text)
+            return self.parser.wants_response or (
+                not self.parser.text and self.text_parser.wants_response
+            )
+        self.parser.feed(message_text(chunk))
+        return self.parser.wants_response
+
+    def decision(self, *, short_circuited: bool) -> PlanDecision:
+        """Return the normalized decision of what was read."""
+        if short_circuited:
+            return {"next_action": "response", "execution_commands": [], "short_circuited": True}
+        parser = self.parser if self.parser.text or not self.tool_mode else self.text_parser
+        try:
+            raw = parser.parse()
+        except PlanParseError as error:
+            return unparseable_decision(str(error), parser.text)
+        decision = normalize_plan_decision(raw)
+        decision["short_circuited"] = False
+        return decision
+
+
+@dataclass
+class PlanRead:
+    """One attempt at reading a plan: the reader, usage, and whether it short-circuited."""
+
+    reader: PlanReader
+    model: str
+    short: bool = False
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+    @classmethod
+    def start(cls, model: BaseChatModel, tool_mode: bool) -> PlanRead:
+        """Start reading a reply of `model`."""
+        return cls(PlanReader(tool_mode), model_name(model))
+
+    def feed(self, chunk: BaseMessageChunk) -> bool:
+        """Consume one chunk; return True once the plan says `response`."""
+        tokens_in, tokens_out = message_usage([chunk])
+        self.tokens_in += tokens_in
+        self.tokens_out += tokens_out
+        self.short = self.reader.feed(chunk)
+        return self.short

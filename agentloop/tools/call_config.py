@@ -1,0 +1,42 @@
+"""How a tool learns which call it serves: a key of the config the loop invokes it with.
+
+The loop invokes every tool with the config of its `call_tool` task plus
+`configurable["agentloop_call"] = {"run_id", "call_id", "call_key"}`. A tool (or a graph
+run inside it, such as a sub-agent) reads it with `call_info(config)`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+
+__all__ = ["CALL_CONFIG_KEY", "CallInfo", "call_info", "with_call_info"]
+
+CALL_CONFIG_KEY = "agentloop_call"
+"""The `configurable` key under which a tool finds its call."""
+
+
+class CallInfo(TypedDict):
+    """The call a tool serves."""
+
+    run_id: str
+    """The loop run (stable across resume, replay and fork)."""
+    call_id: str
+    """The call's position: `<run>:<round>:<index>`."""
+    call_key: str
+    """The call's stable identity (also its `idempotency_key`)."""
+
+
+def call_info(config: RunnableConfig | None) -> CallInfo | None:
+    """Return the call a config was made for, or None."""
+    info: Any = ((config or {}).get("configurable") or {}).get(CALL_CONFIG_KEY)
+    if isinstance(info, dict) and isinstance(info.get("call_key"), str):
+        return info  # type: ignore[return-value]
+    return None
+
+
+def with_call_info(config: RunnableConfig, info: CallInfo) -> RunnableConfig:
+    """Return a copy of `config` that tells the tool which call it serves."""
+    configurable = {**(config.get("configurable") or {}), CALL_CONFIG_KEY: info}
+    return {**config, "configurable": configurable}
