@@ -54,11 +54,15 @@ class LoopSettings:
         changes = {
             item.name: getattr(context, item.name)
             for item in fields(LoopContext)
-            if item.name != "model"
+            if item.name in _SETTING_NAMES
             and hasattr(context, item.name)
             and getattr(context, item.name) is not None
         }
         return replace(self, **changes) if changes else self
+
+
+_SETTING_NAMES = frozenset({"max_rounds", "concurrency", "plan_mode", "keep_tool_results"})
+"""The `LoopContext` fields that override a `LoopSettings` field of the same name."""
 
 
 @dataclass
@@ -85,6 +89,13 @@ class LoopContext:
     keep_tool_results: int | None = field(
         default=None,
         metadata={"description": "How many latest tool results the planner sees in full."},
+    )
+    reexecute: bool | None = field(
+        default=None,
+        metadata={
+            "description": "Run calls again even when the side-effect ledger holds their "
+            "outcome (replays and forks); by default a recorded call is never re-run."
+        },
     )
 
 

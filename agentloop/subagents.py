@@ -56,6 +56,41 @@ def _summary(state: dict[str, Any], started: float) -> dict[str, Any]:
     }
 
 
+class _Progress:
+    """Forwards a sub-agent run's events to the parent's stream and keeps its final state."""
+
+    def __init__(self, name: str, user_input: str) -> None:
+        self.name = name
+        self.writer = _parent_writer()
+        self.started = time.perf_counter()
+        self.final: dict[str, Any] = {}
+        self.forward({"type": "agent_started", "input": user_input})
+
+    def forward(self, event: dict[str, Any]) -> None:
+        if self.writer is not None:
+            self.writer({"agent": self.name, "ts": time.time(), **event})
+
+    def take(self, mode: str, chunk: Any) -> None:
+        if mode == "custom":
+            self.forward({"type": "agent_progress", "event": chunk})
+        else:
+            self.final = chunk
+
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, kind: Any, error: BaseException | None, trace: Any) -> None:
+        if isinstance(error, Exception):
+            self.forward({"type": "agent_completed", "success": False, "error": str(error)})
+        elif error is None:
+            summary = _summary(self.final, self.started)
+            self.forward({"type": "agent_completed", "success": True, **summary})
+
+    def result(self) -> tuple[str, dict[str, Any]]:
+        usage = self.final.get("usage") or {}
+        return str(self.final.get("answer", "")), {AGENT_USAGE_ARTIFACT: usage}
+
+
 def as_tool(
     graph: Any,
     *,
@@ -87,37 +122,34 @@ def as_tool(
         msg = f"as_tool needs a compiled graph, got {type(graph).__name__}"
         raise ConfigurationError(msg)
 
-    async def run(user_input: str, user_extra_requirement: str = "") -> tuple[str, dict[str, Any]]:
-        writer = _parent_writer()
-        started = time.perf_counter()
-
-        def forward(event: dict[str, Any]) -> None:
-            if writer is not None:
-                writer({"agent": name, "ts": time.time(), **event})
-
-        forward({"type": "agent_started", "input": user_input})
+    def request(user_input: str, user_extra_requirement: str) -> tuple[Any, dict[str, Any]]:
         child: dict[str, Any] = {"run_name": name}
         if recursion_limit is not None:
             child["recursion_limit"] = recursion_limit
-        payload = {"user_input": user_input, "user_extra_requirement": user_extra_requirement}
-        final: dict[str, Any] = {}
-        try:
-            # Nested in the parent's call: the parent's checkpointer and namespace apply.
+        return {"user_input": user_input, "user_extra_requirement": user_extra_requirement}, child
+
+    def run(user_input: str, user_extra_requirement: str = "") -> tuple[str, dict[str, Any]]:
+        progress = _Progress(name, user_input)
+        payload, child = request(user_input, user_extra_requirement)
+        # Nested in the parent's call: the parent's checkpointer and namespace apply.
+        with progress:
+            for mode, chunk in graph.stream(payload, child, stream_mode=["custom", "values"]):
+                progress.take(mode, chunk)
+        return progress.result()
+
+    async def arun(user_input: str, user_extra_requirement: str = "") -> tuple[str, dict[str, Any]]:
+        progress = _Progress(name, user_input)
+        payload, child = request(user_input, user_extra_requirement)
+        with progress:
             async for mode, chunk in graph.astream(
                 payload, child, stream_mode=["custom", "values"]
             ):
-                if mode == "custom":
-                    forward({"type": "agent_progress", "event": chunk})
-                else:
-                    final = chunk
-        except Exception as error:
-            forward({"type": "agent_completed", "success": False, "error": str(error)})
-            raise
-        forward({"type": "agent_completed", "success": True, **_summary(final, started)})
-        return str(final.get("answer", "")), {AGENT_USAGE_ARTIFACT: final.get("usage") or {}}
+                progress.take(mode, chunk)
+        return progress.result()
 
     return StructuredTool.from_function(
-        coroutine=run,
+        func=run,
+        coroutine=arun,
         name=name,
         description=description,
         args_schema=SubAgentInput,

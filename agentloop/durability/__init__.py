@@ -9,6 +9,7 @@ table of the database for the SQLite and PostgreSQL savers.
 from __future__ import annotations
 
 import logging
+import sys
 import weakref
 from typing import Any
 
@@ -16,14 +17,24 @@ from agentloop.durability._langgraph import Durability, current_checkpointer, cu
 from agentloop.durability.guard import CallGuard, Settled
 from agentloop.durability.identity import call_key, loop_namespace, run_identity
 from agentloop.durability.ledger import LedgerEntry, LedgerKey, MemoryLedger, SideEffectLedger
+from agentloop.durability.sql import (
+    AsyncPostgresLedger,
+    AsyncSqliteLedger,
+    PostgresLedger,
+    SqliteLedger,
+)
 
 __all__ = [
+    "AsyncPostgresLedger",
+    "AsyncSqliteLedger",
     "CallGuard",
     "Durability",
     "LedgerEntry",
     "LedgerKey",
     "MemoryLedger",
+    "PostgresLedger",
     "SideEffectLedger",
+    "SqliteLedger",
     "Settled",
     "call_key",
     "current_checkpointer",
@@ -39,22 +50,21 @@ _ledgers: weakref.WeakKeyDictionary[Any, SideEffectLedger] = weakref.WeakKeyDict
 _warned: set[str] = set()
 
 
-def _sql_ledger(saver: Any) -> SideEffectLedger | None:
-    from agentloop.durability import sql
+_SQL_LEDGERS: list[tuple[str, str, Any]] = [
+    ("langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver", AsyncSqliteLedger),
+    ("langgraph.checkpoint.sqlite", "SqliteSaver", SqliteLedger),
+    ("langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver", AsyncPostgresLedger),
+    ("langgraph.checkpoint.postgres", "PostgresSaver", PostgresLedger),
+]
+"""Checkpointers whose database can hold the ledger (their packages are optional)."""
 
-    kinds: list[tuple[str, str, type[SideEffectLedger]]] = [
-        ("langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver", sql.AsyncSqliteLedger),
-        ("langgraph.checkpoint.sqlite", "SqliteSaver", sql.SqliteLedger),
-        ("langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver", sql.AsyncPostgresLedger),
-        ("langgraph.checkpoint.postgres", "PostgresSaver", sql.PostgresLedger),
-    ]
-    for module_name, class_name, ledger_class in kinds:
-        try:
-            module = __import__(module_name, fromlist=[class_name])
-        except ImportError:
-            continue
-        if isinstance(saver, getattr(module, class_name)):
-            return ledger_class(saver)  # type: ignore[call-arg]
+
+def _sql_ledger(saver: Any) -> SideEffectLedger | None:
+    for module_name, class_name, ledger_class in _SQL_LEDGERS:
+        module = sys.modules.get(module_name)  # a saver of a module never imported can't exist
+        if module is not None and isinstance(saver, getattr(module, class_name)):
+            ledger: SideEffectLedger = ledger_class(saver)
+            return ledger
     return None
 
 

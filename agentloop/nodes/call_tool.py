@@ -112,7 +112,8 @@ class _CallTool:
         config = self._tool_config(call, get_config())
 
         def run() -> dict[str, Any]:
-            record = run_coroutine_sync(self.parts.runner.run(call, scope.emit, config))
+            running = self.parts.runner.run(call, scope.emit, config, prefer_sync=True)
+            record = run_coroutine_sync(running)
             return dict(record)
 
         guard = self._guard(call, scope)

@@ -11,7 +11,7 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool
+from langchain_core.tools import BaseTool, StructuredTool, Tool
 from langgraph.errors import GraphBubbleUp
 from tenacity import (
     AsyncRetrying,
@@ -34,9 +34,16 @@ __all__ = ["call_with_policy", "invoke_once", "is_async_tool"]
 
 def is_async_tool(tool: BaseTool) -> bool:
     """Tell whether a tool has a native async implementation."""
-    if getattr(tool, "coroutine", None) is not None:
-        return True
+    if isinstance(tool, StructuredTool | Tool):
+        return tool.coroutine is not None
     return type(tool)._arun is not BaseTool._arun
+
+
+def has_sync_implementation(tool: BaseTool) -> bool:
+    """Tell whether a tool can run without an event loop."""
+    if isinstance(tool, StructuredTool | Tool):
+        return tool.func is not None
+    return not is_async_tool(tool)
 
 
 async def _run_in_thread(tool: BaseTool, payload: Any, config: RunnableConfig | None) -> Any:
@@ -69,8 +76,13 @@ async def invoke_once(
     timeout_s: float,
     config: RunnableConfig | None = None,
     call_id: str = "",
+    *,
+    prefer_sync: bool = False,
 ) -> tuple[Any, Any]:
     """Call a tool once. A timed-out coroutine is cancelled; a sync tool's thread is abandoned.
+
+    A tool with both implementations runs its sync one when `prefer_sync` (the loop runs
+    under `invoke`, whose checkpointer may be sync-only), else its async one.
 
     Returns:
         The tool's output and its artifact (None unless the tool returns content and an
@@ -82,7 +94,8 @@ async def invoke_once(
     payload = _payload(tool, arguments, call_id)
     try:
         async with asyncio.timeout(timeout_s):
-            if is_async_tool(tool):
+            sync = prefer_sync and has_sync_implementation(tool)
+            if is_async_tool(tool) and not sync:
                 output = await tool.ainvoke(payload, config)
             else:
                 output = await _run_in_thread(tool, payload, config)
@@ -129,7 +142,11 @@ def _retrying(retry: ToolRetry, call: ToolCall, emit: Emit) -> AsyncRetrying:
 
 
 async def call_with_policy(
-    call: ToolCall, emit: Emit, config: RunnableConfig | None = None
+    call: ToolCall,
+    emit: Emit,
+    config: RunnableConfig | None = None,
+    *,
+    prefer_sync: bool = False,
 ) -> ToolOutcome:
     """Call the tool with its timeout, retrying by policy; never raises for tool errors.
 
@@ -139,6 +156,7 @@ async def call_with_policy(
         call: The validated call.
         emit: Where `tool_retry` events go.
         config: The config the tool is invoked with.
+        prefer_sync: Run a tool's sync implementation when it has both (under `invoke`).
 
     Returns:
         The outcome, with the number of attempts made.
@@ -149,7 +167,14 @@ async def call_with_policy(
     async def attempt() -> tuple[Any, Any]:
         nonlocal attempts
         attempts += 1
-        return await invoke_once(call.tool, call.arguments, policy.timeout_s, config, call.call_id)
+        return await invoke_once(
+            call.tool,
+            call.arguments,
+            policy.timeout_s,
+            config,
+            call.call_id,
+            prefer_sync=prefer_sync,
+        )
 
     value: Any
     artifact: Any

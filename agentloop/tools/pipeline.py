@@ -143,7 +143,12 @@ class ToolRunner:
     # -- second half: in the call task ---------------------------------------------------
 
     async def run(
-        self, call: PreparedCall, emit: Emit, config: RunnableConfig | None = None
+        self,
+        call: PreparedCall,
+        emit: Emit,
+        config: RunnableConfig | None = None,
+        *,
+        prefer_sync: bool = False,
     ) -> ToolExecutionRecord:
         """Run a prepared call: interceptors, timeout, retries, fallback, truncation, judge.
 
@@ -153,6 +158,8 @@ class ToolRunner:
             call: The prepared call.
             emit: Where progress events go.
             config: The config the tool is invoked with (it carries the call's identity).
+            prefer_sync: Run a tool's sync implementation when it has both (under `invoke`,
+                whose checkpointer may be sync-only).
         """
         name = call["tool_name"]
         tool = self.registry.get(name)
@@ -178,7 +185,7 @@ class ToolRunner:
         started = time.perf_counter()
 
         async def terminal(current: ToolCall) -> ToolOutcome:
-            return await call_with_policy(current, emit, config)
+            return await call_with_policy(current, emit, config, prefer_sync=prefer_sync)
 
         try:
             outcome = await run_chain(tool_call, self.chain, terminal)

@@ -1,10 +1,20 @@
-"""A loop run in its own process, killed mid-round and resumed from its checkpoint.
+"""A loop run in its own process, killed mid-run and resumed from its checkpoint.
 
-    python crash_worker.py start|resume --backend sqlite|postgres --target PATH_OR_DSN
-        --thread ID --ledger FILE [--crash-at payment|flaky]
+    python crash_worker.py start|resume --backend sqlite|asqlite|postgres|apostgres
+        --target PATH_OR_DSN --thread ID --ledger FILE
+        [--entry invoke|ainvoke|stream|astream] [--durability default|sync|exit]
+        [--topology top|subgraph|subagent] [--crash-at effect|sibling|planner|answer]
+        [--interrupt] [--barrier EPOCH] [--rounds N] [--announce]
 
-Every tool appends what it did to the ledger file, so the test can count side effects.
-`--crash-at` makes the named tool end the process with `os._exit` while it runs.
+Every tool appends what it did to the ledger file (with fsync), so the test can count
+side effects. `--crash-at` ends the process with `os._exit`:
+- `effect`: inside the unsafe `send_payment`, right after its effect;
+- `sibling`: inside the safe `get_receipt`, a call of a later batch, before its effect;
+- `planner`: when the planner is called for the next round;
+- `answer`: when the answer model is called.
+`--interrupt` pauses before `execute`; `--barrier` makes a resume wait until that moment
+(two workers resuming one thread at once); `--announce` prints READY just before the run
+starts. The last stdout line is a JSON summary.
 """
 
 from __future__ import annotations
@@ -14,16 +24,20 @@ import asyncio
 import json
 import os
 import sys
-from contextlib import AbstractAsyncContextManager
+import time
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
+from langgraph.graph import START, MessagesState, StateGraph
 
-from agentloop import ToolPolicy, create_tool_loop
+from agentloop import as_tool, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 ARGS: argparse.Namespace
+REQUEST = "order and pay"
 
 
 def ledger(entry: str) -> None:
@@ -46,54 +60,125 @@ async def save_order(item: str) -> str:
 
 
 @tool
-async def get_status(n: int) -> str:
-    """Read a status."""
+def get_status(n: int) -> str:
+    """Read a status (a sync tool)."""
     ledger(f"status:{n}")
     return f"status {n} ok"
 
 
 @tool
-async def get_flaky(n: int) -> str:
-    """Read something; the process dies here when asked to."""
-    await asyncio.sleep(0.5)  # siblings finish and are persisted first
-    crash_if("flaky")
-    ledger(f"flaky:{n}")
-    return f"flaky {n} ok"
-
-
-@tool
 async def send_payment(amount: int) -> str:
-    """Send a payment (side effect); the process may die after it took effect."""
+    """Send a payment (side effect); the process may die right after it took effect."""
     ledger(f"payment:{amount}")
-    await asyncio.sleep(0.3)
-    crash_if("payment")
+    crash_if("effect")
     return f"paid {amount}"
 
 
 @tool
 async def get_receipt(n: int) -> str:
-    """Read a receipt."""
+    """Read a receipt; the process may die here, before the read."""
+    crash_if("sibling")
     ledger(f"receipt:{n}")
     return f"receipt {n}"
 
 
+TOOLS = [save_order, get_status, send_payment, get_receipt]
+COMMANDS = [
+    ("save_order", {"item": "A"}),
+    ("get_status", {"n": 1}),
+    ("send_payment", {"amount": 5}),
+    ("get_receipt", {"n": 3}),
+]
+
+
+def round_of(messages: list[Any]) -> int:
+    text = str(messages[-1].content)
+    marker = "round_index: "
+    return int(text.split(marker, 1)[1].split()[0]) if marker in text else 0
+
+
 def planner(messages: list[Any]) -> str:
-    if "round_index: 0" not in str(messages[-1].content):
+    current = round_of(messages)
+    if current >= ARGS.rounds:
+        crash_if("planner")
         return str(plan_reply("response"))
+    values = {"item": f"A{current}", "n": 1 + 10 * current, "amount": 5 + 10 * current}
     commands = [
-        ("save_order", {"item": "A"}),
-        ("get_status", {"n": 1}),
-        ("get_flaky", {"n": 2}),
-        ("send_payment", {"amount": 5}),
-        ("get_receipt", {"n": 3}),
+        {"tool_name": name, "tool_kwargs": {key: values[key] for key in kwargs}}
+        for name, kwargs in COMMANDS
     ]
-    return str(
-        plan_reply("execute", [{"tool_name": name, "tool_kwargs": kw} for name, kw in commands])
+    return str(plan_reply("execute", commands))
+
+
+def answer(messages: list[Any]) -> str:
+    crash_if("answer")
+    return "done"
+
+
+def inner_loop(**options: Any) -> Any:
+    return create_tool_loop(
+        ScriptedChatModel(responder=planner),
+        TOOLS,
+        answer_model=ScriptedChatModel(responder=answer),
+        name="clerk",
+        **options,
     )
 
 
-def saver() -> AbstractAsyncContextManager[Any]:
+def coordinator(messages: list[Any]) -> str:
+    if round_of(messages) >= 1:
+        return str(plan_reply("response"))
+    command = {"tool_name": "ask_clerk", "tool_kwargs": {"user_input": REQUEST}}
+    return str(plan_reply("execute", [command]))
+
+
+def build(checkpointer: Any) -> Any:
+    interrupt = ["execute"] if ARGS.interrupt else None
+    if ARGS.topology == "top":
+        return inner_loop(checkpointer=checkpointer, interrupt_before=interrupt)
+    if ARGS.topology == "subgraph":
+        parent = StateGraph(MessagesState)
+        parent.add_node("agent", inner_loop())
+        parent.add_edge(START, "agent")
+        return parent.compile(checkpointer=checkpointer)
+    clerk = as_tool(inner_loop(), name="ask_clerk", description="Orders and pays.")
+    return create_tool_loop(
+        ScriptedChatModel(responder=coordinator),
+        [clerk],
+        answer_model=ScriptedChatModel(responder=lambda messages: "coordinated"),
+        checkpointer=checkpointer,
+        interrupt_before=interrupt,
+        name="coordinator",
+    )
+
+
+def payload() -> Any:
+    if ARGS.command == "resume":
+        return None
+    if ARGS.topology == "subgraph":
+        return {"messages": [HumanMessage(REQUEST)]}
+    return {"user_input": REQUEST}
+
+
+def summary(values: dict[str, Any]) -> str:
+    answer_text = values.get("answer")
+    if answer_text is None and values.get("messages"):
+        answer_text = values["messages"][-1].content
+    return json.dumps({"records": values.get("tool_logs", []), "answer": answer_text}, default=str)
+
+
+def sync_saver() -> AbstractContextManager[Any]:
     if ARGS.backend == "sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        return SqliteSaver.from_conn_string(ARGS.target)
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    return PostgresSaver.from_conn_string(ARGS.target)
+
+
+def async_saver() -> AbstractAsyncContextManager[Any]:
+    if ARGS.backend == "asqlite":
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
         return AsyncSqliteSaver.from_conn_string(ARGS.target)
@@ -102,31 +187,75 @@ def saver() -> AbstractAsyncContextManager[Any]:
     return AsyncPostgresSaver.from_conn_string(ARGS.target)
 
 
-async def main() -> None:
-    async with saver() as checkpointer:
+def durability() -> dict[str, Any]:
+    return {} if ARGS.durability == "default" else {"durability": ARGS.durability}
+
+
+def wait_for_barrier() -> None:
+    if ARGS.barrier:
+        time.sleep(max(0.0, ARGS.barrier - time.time()))
+    if ARGS.announce:  # the test may now kill this process at a moment of its choosing
+        print("READY", flush=True)
+
+
+def run_sync() -> None:
+    with sync_saver() as checkpointer:
         if ARGS.backend == "postgres":
-            await checkpointer.setup()
-        graph = create_tool_loop(
-            ScriptedChatModel(responder=planner),
-            [save_order, get_status, get_flaky, send_payment, get_receipt],
-            answer_model=ScriptedChatModel(responder=lambda messages: "done"),
-            checkpointer=checkpointer,
-            policies={"get_flaky": ToolPolicy(retry=None)},
-        )
+            checkpointer.setup()
+        graph = build(checkpointer)
         config = {"configurable": {"thread_id": ARGS.thread}}
-        payload = {"user_input": "order and pay"} if ARGS.command == "start" else None
-        out = await graph.ainvoke(payload, config, durability="sync")
-        print(json.dumps({"records": out["tool_logs"], "answer": out["answer"]}, default=str))
+        wait_for_barrier()
+        if ARGS.command == "resume" and not graph.get_state(config).values:
+            print(summary({}))  # killed before its first checkpoint: nothing to resume
+            return
+        if ARGS.entry == "invoke":
+            graph.invoke(payload(), config, **durability())
+        else:
+            for _ in graph.stream(payload(), config, stream_mode="updates", **durability()):
+                pass
+        print(summary(graph.get_state(config).values))
+
+
+async def run_async() -> None:
+    async with async_saver() as checkpointer:
+        if ARGS.backend == "apostgres":
+            await checkpointer.setup()
+        graph = build(checkpointer)
+        config = {"configurable": {"thread_id": ARGS.thread}}
+        wait_for_barrier()
+        if ARGS.command == "resume" and not (await graph.aget_state(config)).values:
+            print(summary({}))
+            return
+        if ARGS.entry == "ainvoke":
+            await graph.ainvoke(payload(), config, **durability())
+        else:
+            async for _ in graph.astream(payload(), config, stream_mode="updates", **durability()):
+                pass
+        print(summary((await graph.aget_state(config)).values))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("command", choices=["start", "resume"])
-    parser.add_argument("--backend", choices=["sqlite", "postgres"], required=True)
+    parser.add_argument(
+        "--backend", choices=["sqlite", "asqlite", "postgres", "apostgres"], required=True
+    )
     parser.add_argument("--target", required=True)
     parser.add_argument("--thread", required=True)
     parser.add_argument("--ledger", required=True)
+    parser.add_argument("--entry", choices=["invoke", "ainvoke", "stream", "astream"])
+    parser.add_argument("--durability", choices=["default", "sync", "exit"], default="default")
+    parser.add_argument("--topology", choices=["top", "subgraph", "subagent"], default="top")
     parser.add_argument("--crash-at", default="")
+    parser.add_argument("--interrupt", action="store_true")
+    parser.add_argument("--barrier", type=float, default=0.0)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--announce", action="store_true")
     ARGS = parser.parse_args()
-    asyncio.run(main())
+    if ARGS.entry is None:
+        ARGS.entry = "ainvoke" if ARGS.backend in ("asqlite", "apostgres") else "invoke"
+    if ARGS.entry in ("invoke", "stream"):
+        run_sync()
+    else:
+        asyncio.run(run_async())
     sys.exit(0)

@@ -1,0 +1,353 @@
+"""The side-effect ledger, call identities and the guard rules, directly and through the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Any
+
+import pytest
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import GraphInterrupt
+
+from agentloop import ToolPolicy, as_tool, create_tool_loop
+from agentloop.durability import (
+    CallGuard,
+    LedgerKey,
+    MemoryLedger,
+    call_key,
+    loop_namespace,
+    run_identity,
+)
+from agentloop.durability.ledger import OWNER, in_flight, owner_is_gone
+from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.tools.registry import ToolRegistry
+
+KEY = LedgerKey("thread", "", "call-1")
+DEAD_OWNER = f"{OWNER.split('|')[0]}|999999999|1|deadbeef"
+OTHER_HOST = "elsewhere|1|1|cafe"
+
+
+def test_loop_namespace_drops_task_ids() -> None:
+    assert loop_namespace("") == ""
+    assert loop_namespace("agent:1f0e-9a|call_tool:77") == "agent|call_tool"
+
+
+def test_call_key_is_stable_and_tells_calls_apart() -> None:
+    first = call_key("run", "0", "pay", {"amount": 5, "to": "bob"}, 0)
+    assert first == call_key("run", "0", "pay", {"to": "bob", "amount": 5}, 0)
+    others = {
+        call_key("run", "0", "pay", {"amount": 5, "to": "bob"}, 1),
+        call_key("run", "1", "pay", {"amount": 5, "to": "bob"}, 0),
+        call_key("run", "0.1", "pay", {"amount": 5, "to": "bob"}, 0),
+        call_key("run", "0", "pay", {"amount": 6, "to": "bob"}, 0),
+        call_key("other", "0", "pay", {"amount": 5, "to": "bob"}, 0),
+        call_key("run", "0", "refund", {"amount": 5, "to": "bob"}, 0),
+    }
+    assert first not in others and len(others) == 6
+
+
+def test_run_identity_needs_a_thread_to_be_stable() -> None:
+    assert run_identity("t", "", "turn:0") == run_identity("t", "", "turn:0")
+    assert run_identity("t", "", "turn:0") != run_identity("t", "", "turn:1")
+    assert run_identity(None, "", "turn:0") != run_identity(None, "", "turn:0")
+
+
+def test_memory_ledger_claims_once_across_threads() -> None:
+    ledger = MemoryLedger()
+    barrier = threading.Barrier(8)
+    won: list[bool] = []
+
+    def claim() -> None:
+        barrier.wait()
+        won.append(ledger.claim(KEY, OWNER) is None)
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(won) == [False] * 7 + [True]
+
+
+def test_owner_is_gone() -> None:
+    ledger = MemoryLedger()
+    assert owner_is_gone(ledger, KEY, OWNER) is True  # this process does not run it
+    with in_flight(ledger, KEY):
+        assert owner_is_gone(ledger, KEY, OWNER) is False
+    assert owner_is_gone(ledger, KEY, DEAD_OWNER) is True
+    assert owner_is_gone(ledger, KEY, OTHER_HOST) is None
+
+
+def guard(ledger: MemoryLedger, **options: Any) -> CallGuard:
+    return CallGuard(ledger, KEY, side_effects=True, timeout_s=1.0, **options)
+
+
+def test_a_recorded_outcome_is_replayed() -> None:
+    ledger = MemoryLedger()
+    ledger.finish(KEY, DEAD_OWNER, {"result": "paid"})
+    settled = guard(ledger).before()
+    assert settled is not None and settled.kind == "replayed"
+    assert settled.outcome == {"result": "paid"}
+
+
+def test_a_claim_whose_worker_is_gone_is_an_unknown_outcome() -> None:
+    ledger = MemoryLedger()
+    assert ledger.claim(KEY, DEAD_OWNER) is None
+    settled = guard(ledger).before()
+    assert settled is not None and settled.kind == "unknown_outcome"
+    assert "did not report back" in settled.reason
+
+
+def test_a_resumable_call_is_entered_again() -> None:
+    ledger = MemoryLedger()
+    ledger.claim(KEY, DEAD_OWNER)
+    checked = guard(ledger, resumable=True)
+    assert checked.before() is None
+    assert checked.run(lambda: {"result": "again"}) == {"result": "again"}
+    entry = ledger.get(KEY)
+    assert entry is not None and entry.owner == OWNER and entry.outcome == {"result": "again"}
+
+
+def test_a_live_claimant_is_waited_for() -> None:
+    ledger = MemoryLedger()
+    ledger.claim(KEY, OWNER)
+
+    def finish_later() -> None:
+        with in_flight(ledger, KEY):
+            time.sleep(0.3)
+            ledger.finish(KEY, OWNER, {"result": "by the other worker"})
+
+    worker = threading.Thread(target=finish_later)
+    worker.start()
+    time.sleep(0.05)
+    settled = guard(ledger).before()
+    worker.join()
+    assert settled is not None and settled.kind == "replayed"
+    assert settled.outcome == {"result": "by the other worker"}
+
+
+async def test_a_live_claimant_on_another_host_is_waited_for_then_unknown() -> None:
+    ledger = MemoryLedger()
+    ledger.claim(KEY, OTHER_HOST)
+    started = time.monotonic()
+    settled = await CallGuard(ledger, KEY, side_effects=True, timeout_s=0.2).abefore()
+    assert settled is not None and settled.kind == "unknown_outcome"
+    assert "another worker" in settled.reason
+    assert time.monotonic() - started >= 0.2
+
+
+def test_reexecute_runs_a_recorded_call_again() -> None:
+    ledger = MemoryLedger()
+    ledger.finish(KEY, DEAD_OWNER, {"result": "first"})
+    checked = guard(ledger, reexecute=True)
+    assert checked.before() is None
+    checked.run(lambda: {"result": "second"})
+    entry = ledger.get(KEY)
+    assert entry is not None and entry.outcome == {"result": "second"}
+
+
+async def test_an_interrupt_releases_the_claim() -> None:
+    ledger = MemoryLedger()
+    checked = guard(ledger)
+    assert await checked.abefore() is None
+
+    async def ask_first() -> dict[str, Any]:
+        raise GraphInterrupt(())
+
+    with pytest.raises(GraphInterrupt):
+        await checked.arun(ask_first)
+    assert ledger.get(KEY) is None  # on resume the tool asks again, then acts
+
+
+# --- through the loop ----------------------------------------------------------------------
+
+
+class Effects:
+    """Counts what tools did."""
+
+    def __init__(self) -> None:
+        self.done: list[str] = []
+        self.lock = threading.Lock()
+
+    def add(self, what: str) -> None:
+        with self.lock:
+            self.done.append(what)
+
+
+def side_effect_tools(effects: Effects) -> list[Any]:
+    @tool
+    def send_invoice(customer: str) -> str:
+        """Send an invoice (side effect)."""
+        effects.add(f"invoice:{customer}")
+        return f"invoice sent to {customer}"
+
+    @tool
+    async def get_balance(customer: str) -> str:
+        """Read a balance."""
+        effects.add(f"balance:{customer}")
+        return f"{customer} owes 5"
+
+    return [send_invoice, get_balance]
+
+
+def invoicing_planner(messages: list[Any]) -> str:
+    prompt = str(messages[-1].content)
+    if "round_index: 0" not in prompt:
+        return str(plan_reply("response"))
+    commands = [
+        {"tool_name": "get_balance", "tool_kwargs": {"customer": "bob"}},
+        {"tool_name": "send_invoice", "tool_kwargs": {"customer": "bob"}},
+    ]
+    return str(plan_reply("execute", commands))
+
+
+def invoicing_loop(effects: Effects, **options: Any) -> Any:
+    return create_tool_loop(
+        ScriptedChatModel(responder=invoicing_planner),
+        side_effect_tools(effects),
+        answer_model=ScriptedChatModel(responder=lambda messages: "invoiced"),
+        policies={"send_invoice": ToolPolicy(idempotent=False, concurrency_safe=False)},
+        **options,
+    )
+
+
+async def run(graph: Any, payload: Any, config: Any, entry: str, **kwargs: Any) -> Any:
+    if entry == "invoke":
+        return await asyncio.to_thread(graph.invoke, payload, config, **kwargs)
+    return await graph.ainvoke(payload, config, **kwargs)
+
+
+@pytest.fixture(params=["invoke", "ainvoke"])
+def entry(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+async def test_two_workers_resuming_one_paused_thread_send_one_invoice(entry: str) -> None:
+    effects = Effects()
+    graph = invoicing_loop(effects, checkpointer=InMemorySaver(), interrupt_before=["execute"])
+    config = {"configurable": {"thread_id": "approval"}}
+    await run(graph, {"user_input": "invoice bob"}, config, entry)
+    outs = await asyncio.gather(*(run(graph, None, config, entry) for _ in range(2)))
+    assert effects.done.count("invoice:bob") == 1
+    assert all(out["answer"] == "invoiced" for out in outs)
+    invoices = [r for out in outs for r in out["tool_logs"] if r["tool_name"] == "send_invoice"]
+    assert [r["success"] for r in invoices] == [True, True]
+    assert sum(bool(r.get("replayed")) for r in invoices) == 1
+
+
+async def test_exit_durability_warns_once(entry: str, caplog: pytest.LogCaptureFixture) -> None:
+    effects = Effects()
+    graph = invoicing_loop(effects, checkpointer=InMemorySaver())
+    events: list[dict[str, Any]] = []
+    with caplog.at_level(logging.WARNING, logger="agentloop"):
+        for thread in ("a", "b"):
+            config = {"configurable": {"thread_id": thread}}
+            if entry == "invoke":
+                stream = graph.stream(
+                    {"user_input": "x"}, config, stream_mode="custom", durability="exit"
+                )
+                events += list(stream)
+            else:
+                async for event in graph.astream(
+                    {"user_input": "x"}, config, stream_mode="custom", durability="exit"
+                ):
+                    events.append(event)
+    warnings = [e for e in events if e["type"] == "durability_warning"]
+    assert len(warnings) == 2 and "crash loses the run" in warnings[0]["message"]
+    assert sum("durability='exit'" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_no_warning_with_the_default_durability(entry: str) -> None:
+    graph = invoicing_loop(Effects(), checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    events = [e async for e in graph.astream({"user_input": "x"}, config, stream_mode="custom")]
+    assert not [e for e in events if e["type"] == "durability_warning"]
+
+
+# --- sub-agents ----------------------------------------------------------------------------
+
+
+def test_a_sub_agent_has_side_effects_unless_declared() -> None:
+    child = invoicing_loop(Effects())
+    registry = ToolRegistry(
+        [
+            as_tool(child, name="clerk", description="Invoices."),
+            as_tool(child, name="reader", description="Reads.", idempotent=True,
+                    concurrency_safe=True),
+        ]
+    )  # fmt: skip
+    clerk, reader = registry.policy("clerk"), registry.policy("reader")
+    assert (clerk.idempotent, clerk.concurrency_safe, clerk.retryable) == (False, False, False)
+    assert clerk.resumable
+    assert (reader.idempotent, reader.concurrency_safe) == (True, True)
+
+
+async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(entry: str) -> None:
+    effects = Effects()
+
+    @tool
+    async def send_invoice(customer: str) -> str:
+        """Send an invoice (side effect), slowly."""
+        effects.add(f"invoice:{customer}")
+        await asyncio.sleep(1.0)
+        return "sent"
+
+    child = create_tool_loop(
+        ScriptedChatModel(
+            responder=lambda messages: str(
+                plan_reply("execute", [{"tool_name": "send_invoice",
+                                        "tool_kwargs": {"customer": "bob"}}])
+                if "round_index: 0" in str(messages[-1].content)
+                else plan_reply("response")
+            )
+        ),
+        [send_invoice],
+        answer_model=ScriptedChatModel(responder=lambda messages: "child done"),
+        policies={"send_invoice": ToolPolicy(idempotent=False)},
+    )  # fmt: skip
+    parent = create_tool_loop(
+        ScriptedChatModel(
+            [
+                plan_reply("execute", [{"tool_name": "clerk",
+                                        "tool_kwargs": {"user_input": "invoice bob"}}]),
+                plan_reply("response"),
+            ]
+        ),
+        [as_tool(child, name="clerk", description="Invoices.")],
+        answer_model=ScriptedChatModel(["parent done"]),
+        policies={"clerk": ToolPolicy(timeout_s=0.3)},
+        checkpointer=InMemorySaver(),
+    )  # fmt: skip
+    out = await run(parent, {"user_input": "go"}, {"configurable": {"thread_id": "t"}}, entry)
+    [record] = out["tool_logs"]
+    assert record["error_type"] == "timeout" and record["attempts"] == 1
+    await asyncio.sleep(1.2)  # the abandoned sub-agent run would finish now
+    assert effects.done == ["invoice:bob"]
+
+
+async def test_a_sub_agent_runs_with_the_parents_checkpointer(entry: str) -> None:
+    effects = Effects()
+    saver = InMemorySaver()
+    parent = create_tool_loop(
+        ScriptedChatModel(
+            [
+                plan_reply("execute", [{"tool_name": "clerk",
+                                        "tool_kwargs": {"user_input": "invoice bob"}}]),
+                plan_reply("response"),
+            ]
+        ),
+        [as_tool(invoicing_loop(effects, name="clerk_loop"), name="clerk", description="Bills.")],
+        answer_model=ScriptedChatModel(["parent done"]),
+        checkpointer=saver,
+        name="boss",
+    )  # fmt: skip
+    out = await run(parent, {"user_input": "go"}, {"configurable": {"thread_id": "t"}}, entry)
+    assert out["tool_logs"][0]["result"] == "invoiced"
+    assert sorted(out["usage"]) == ["boss", "clerk_loop"]  # the artifact carried the usage
+    namespaces = {ns for ns in saver.storage["t"] if ns}
+    assert any(ns.startswith("call_tool:") for ns in namespaces), namespaces
+    assert effects.done == ["balance:bob", "invoice:bob"]

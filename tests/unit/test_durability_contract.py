@@ -1,0 +1,55 @@
+"""Contract: the LangGraph internals `agentloop.durability._langgraph` reads still exist.
+
+LangGraph offers no public accessor for the checkpointer serving a run or for its
+durability mode; if an upgrade moves them, this fails before any exactly-once test does.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
+
+from agentloop.durability import current_checkpointer, current_durability
+
+
+class State(TypedDict, total=False):
+    seen: Annotated[list[Any], operator.add]
+
+
+def observe(state: State) -> dict[str, Any]:
+    return {"seen": [(id(current_checkpointer()), current_durability())]}
+
+
+def graph(checkpointer: Any = None) -> Any:
+    builder = StateGraph(State)
+    builder.add_node("observe", observe)
+    builder.add_edge(START, "observe")
+    return builder.compile(checkpointer=checkpointer)
+
+
+@pytest.mark.parametrize("durability", [None, "sync", "async", "exit"])
+def test_a_node_sees_the_checkpointer_and_durability(durability: str | None) -> None:
+    saver = InMemorySaver()
+    options = {"durability": durability} if durability else {}
+    out = graph(saver).invoke({"seen": []}, {"configurable": {"thread_id": "t"}}, **options)
+    assert out["seen"] == [(id(saver), durability or "async")]
+
+
+def test_a_subgraph_sees_its_parents_checkpointer() -> None:
+    saver = InMemorySaver()
+    parent = StateGraph(State)
+    parent.add_node("child", graph())
+    parent.add_edge(START, "child")
+    out = parent.compile(checkpointer=saver).invoke(
+        {"seen": []}, {"configurable": {"thread_id": "t"}}, durability="sync"
+    )
+    assert out["seen"] == [(id(saver), "sync")]
+
+
+def test_without_a_checkpointer() -> None:
+    assert graph().invoke({"seen": []})["seen"] == [(id(None), "async")]
+    assert current_checkpointer() is None and current_durability() == "async"
