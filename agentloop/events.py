@@ -14,6 +14,7 @@ EventType = Literal[
     "tool_queued",
     "tool_started",
     "tool_retry",
+    "tool_thread_abandoned",
     "tool_completed",
     "tool_error",
     "tool_rolled_back",
@@ -24,6 +25,7 @@ EventType = Literal[
     "agent_started",
     "agent_progress",
     "agent_completed",
+    "durability_warning",
 ]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 """Every event type the loop emits."""

@@ -101,7 +101,8 @@ def build_plan_messages(
         available_tools: The tools as prompt JSON (see `to_prompt_json`), rendered once.
         round_state: What happened so far.
         max_rounds: The round limit.
-        keep_tool_results: Only this many latest results are shown in full.
+        keep_tool_results: Of the results earlier prompts showed, only this many latest
+            are shown again in full (the last round's results always are).
         rollback_note: Why the previous plan was rolled back ("" for none).
 
     Returns:
@@ -111,8 +112,8 @@ def build_plan_messages(
     last = round_state["last_round_records"]
     last_count = len(last) if done[-len(last) :] == last else 0
     older = done[: len(done) - last_count] if last_count else done
-    keep_last = min(keep_tool_results, len(last))
-    keep_older = max(0, keep_tool_results - keep_last)
+    # The last round's results were never shown: all of them are. `keep_tool_results`
+    # bounds the results earlier prompts already showed.
     system = render_prompt(
         "plan_system",
         round_number=round_state["round_index"] + 1,
@@ -125,8 +126,8 @@ def build_plan_messages(
         available_tools=available_tools,
         round_index=round_state["round_index"],
         max_rounds=max_rounds,
-        done_plans=to_prompt_json(planner_view(older, keep_full=keep_older)),
-        last_round_records=to_prompt_json(planner_view(last, keep_full=keep_last)),
+        done_plans=to_prompt_json(planner_view(older, keep_full=keep_tool_results)),
+        last_round_records=to_prompt_json(planner_view(last, keep_full=len(last))),
         rollback_note=rollback_note,
     )
     return [SystemMessage(system), HumanMessage(human)]

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextvars
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -28,8 +25,9 @@ from agentloop.events import Emit
 from agentloop.tools.interceptors import ToolCall
 from agentloop.tools.outcome import ToolOutcome, classify_error
 from agentloop.tools.policy import ToolRetry
+from agentloop.tools.threads import ToolThreads
 
-__all__ = ["call_with_policy", "invoke_once", "is_async_tool"]
+__all__ = ["ToolInvoker", "has_sync_implementation", "is_async_tool", "propagates"]
 
 
 def is_async_tool(tool: BaseTool) -> bool:
@@ -46,23 +44,6 @@ def has_sync_implementation(tool: BaseTool) -> bool:
     return not is_async_tool(tool)
 
 
-async def _run_in_thread(tool: BaseTool, payload: Any, config: RunnableConfig | None) -> Any:
-    """Run a sync tool in its own daemon thread, so a hung call can be abandoned."""
-    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    context = contextvars.copy_context()
-
-    def target() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            future.set_result(context.run(tool.invoke, payload, config))
-        except BaseException as error:
-            future.set_exception(error)
-
-    threading.Thread(target=target, name=f"agentloop-tool-{tool.name}", daemon=True).start()
-    return await asyncio.wrap_future(future)
-
-
 def _payload(tool: BaseTool, arguments: dict[str, Any], call_id: str) -> Any:
     """What the tool is invoked with: its arguments, or a tool call when it has an artifact."""
     if tool.response_format == "content_and_artifact":
@@ -70,41 +51,19 @@ def _payload(tool: BaseTool, arguments: dict[str, Any], call_id: str) -> Any:
     return arguments
 
 
-async def invoke_once(
-    tool: BaseTool,
-    arguments: dict[str, Any],
-    timeout_s: float,
-    config: RunnableConfig | None = None,
-    call_id: str = "",
-    *,
-    prefer_sync: bool = False,
-) -> tuple[Any, Any]:
-    """Call a tool once. A timed-out coroutine is cancelled; a sync tool's thread is abandoned.
+def propagates(error: BaseException) -> bool:
+    """Tell whether an error raised by a tool must stop the run rather than become a record.
 
-    A tool with both implementations runs its sync one when `prefer_sync` (the loop runs
-    under `invoke`, whose checkpointer may be sync-only), else its async one.
-
-    Returns:
-        The tool's output and its artifact (None unless the tool returns content and an
-        artifact).
-
-    Raises:
-        TimeoutError: The call took longer than `timeout_s`.
+    Interrupts (LangGraph asks a person), Ctrl-C, and the cancellation of the run itself
+    propagate; anything else a tool raises - `SystemExit` from an argparse tool,
+    `GeneratorExit`, a `CancelledError` of its own making - is the tool's failure.
     """
-    payload = _payload(tool, arguments, call_id)
-    try:
-        async with asyncio.timeout(timeout_s):
-            sync = prefer_sync and has_sync_implementation(tool)
-            if is_async_tool(tool) and not sync:
-                output = await tool.ainvoke(payload, config)
-            else:
-                output = await _run_in_thread(tool, payload, config)
-    except TimeoutError as error:
-        msg = f"{tool.name} did not finish within {timeout_s:g}s"
-        raise TimeoutError(msg) from error
-    if isinstance(output, ToolMessage) and payload is not arguments:
-        return output.content, output.artifact
-    return output, None
+    if isinstance(error, GraphBubbleUp | KeyboardInterrupt):
+        return True
+    if isinstance(error, asyncio.CancelledError):
+        task = asyncio.current_task()
+        return task is not None and task.cancelling() > 0
+    return False
 
 
 def _retryable(retry: ToolRetry) -> Callable[[BaseException], bool]:
@@ -141,54 +100,107 @@ def _retrying(retry: ToolRetry, call: ToolCall, emit: Emit) -> AsyncRetrying:
     )
 
 
-async def call_with_policy(
-    call: ToolCall,
-    emit: Emit,
-    config: RunnableConfig | None = None,
-    *,
-    prefer_sync: bool = False,
-) -> ToolOutcome:
-    """Call the tool with its timeout, retrying by policy; never raises for tool errors.
-
-    Only idempotent tools are retried automatically, timeouts included.
+class ToolInvoker:
+    """Calls tools for one loop: timeouts, retries by policy, sync tools in `ToolThreads`.
 
     Args:
-        call: The validated call.
-        emit: Where `tool_retry` events go.
-        config: The config the tool is invoked with.
-        prefer_sync: Run a tool's sync implementation when it has both (under `invoke`).
-
-    Returns:
-        The outcome, with the number of attempts made.
+        threads: Where the loop's sync tools run.
     """
-    policy = call.policy
-    attempts = 0
 
-    async def attempt() -> tuple[Any, Any]:
-        nonlocal attempts
-        attempts += 1
-        return await invoke_once(
-            call.tool,
-            call.arguments,
-            policy.timeout_s,
-            config,
-            call.call_id,
-            prefer_sync=prefer_sync,
-        )
+    def __init__(self, threads: ToolThreads | None = None) -> None:
+        self.threads = threads or ToolThreads()
 
-    value: Any
-    artifact: Any
-    try:
-        retry = policy.retry
-        if policy.retryable and retry is not None:
-            value, artifact = await aretry_lazily(
-                attempt, lambda: _retrying(retry, call, emit), _retryable(retry)
+    async def invoke_once(
+        self,
+        call: ToolCall,
+        emit: Emit,
+        config: RunnableConfig | None = None,
+        *,
+        prefer_sync: bool = False,
+    ) -> tuple[Any, Any]:
+        """Call a tool once. A timed-out coroutine is cancelled; a sync tool's thread is abandoned.
+
+        A tool with both implementations runs its sync one when `prefer_sync` (the loop
+        runs under `invoke`, whose checkpointer may be sync-only), else its async one.
+
+        Returns:
+            The tool's output and its artifact (None unless the tool returns content and
+            an artifact).
+
+        Raises:
+            TimeoutError: The call took longer than its timeout.
+        """
+        tool, timeout_s = call.tool, call.policy.timeout_s
+        payload = _payload(tool, call.arguments, call.call_id)
+
+        def abandoned(tool_name: str, hung: int, cap: int) -> None:
+            emit(
+                "tool_thread_abandoned",
+                call_id=call.call_id,
+                tool_name=tool_name,
+                hung_threads=hung,
+                cap=cap,
             )
-        else:
-            value, artifact = await attempt()
-    except GraphBubbleUp:
-        raise
-    except Exception as error:
-        message = str(error) or type(error).__name__
-        return ToolOutcome.failure(classify_error(error), message, attempts=attempts)
-    return ToolOutcome(value=value, attempts=attempts, artifact=artifact)
+
+        try:
+            if is_async_tool(tool) and not (prefer_sync and has_sync_implementation(tool)):
+                async with asyncio.timeout(timeout_s):
+                    output = await tool.ainvoke(payload, config)
+            else:
+                output = await self.threads.run(
+                    tool.name, lambda: tool.invoke(payload, config), timeout_s, abandoned
+                )
+        except TimeoutError as error:
+            msg = f"{tool.name} did not finish within {timeout_s:g}s"
+            raise TimeoutError(msg) from error
+        if isinstance(output, ToolMessage) and payload is not call.arguments:
+            return output.content, output.artifact
+        return output, None
+
+    async def call_with_policy(
+        self,
+        call: ToolCall,
+        emit: Emit,
+        config: RunnableConfig | None = None,
+        *,
+        prefer_sync: bool = False,
+    ) -> ToolOutcome:
+        """Call the tool with its timeout, retrying by policy; never raises for tool errors.
+
+        Only idempotent tools are retried automatically, timeouts included. Whatever the
+        tool raises becomes a failed outcome (`tool_crashed` for a `BaseException` that
+        is not an `Exception`), except what `propagates`.
+
+        Args:
+            call: The validated call.
+            emit: Where `tool_retry` and `tool_thread_abandoned` events go.
+            config: The config the tool is invoked with.
+            prefer_sync: Run a tool's sync implementation when it has both (under `invoke`).
+
+        Returns:
+            The outcome, with the number of attempts made.
+        """
+        policy = call.policy
+        attempts = 0
+
+        async def attempt() -> tuple[Any, Any]:
+            nonlocal attempts
+            attempts += 1
+            return await self.invoke_once(call, emit, config, prefer_sync=prefer_sync)
+
+        value: Any
+        artifact: Any
+        try:
+            retry = policy.retry
+            if policy.retryable and retry is not None:
+                value, artifact = await aretry_lazily(
+                    attempt, lambda: _retrying(retry, call, emit), _retryable(retry)
+                )
+            else:
+                value, artifact = await attempt()
+        except BaseException as error:
+            if propagates(error):
+                raise
+            message = str(error) or type(error).__name__
+            return ToolOutcome.failure(classify_error(error), message, attempts=attempts)
+        return ToolOutcome(value=value, attempts=attempts, artifact=artifact)

@@ -21,6 +21,8 @@ ERROR_SUGGESTIONS: dict[str, str] = {
     "unknown_outcome": "The call may or may not have happened. Check before repeating it.",
     "duplicate": "This exact query already ran. Use its result instead of repeating it.",
     "useless_result": "The result did not help. Try different arguments or another tool.",
+    "tool_crashed": "The tool stopped abruptly. Check the arguments or try another approach.",
+    "tool_unavailable": "The tool is busy with earlier calls that hung. Use another tool.",
 }
 
 
@@ -66,6 +68,8 @@ def classify_error(error: BaseException) -> str:
     """
     if isinstance(error, ToolCallError):
         return error.error_type
+    if not isinstance(error, Exception):  # SystemExit, GeneratorExit, a stray CancelledError
+        return "tool_crashed"
     if isinstance(error, TimeoutError | asyncio.TimeoutError):
         return "timeout"
     if isinstance(error, ValidationError):

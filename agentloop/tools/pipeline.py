@@ -18,18 +18,17 @@ from langchain_core.runnables import RunnableConfig
 
 from agentloop.events import Emit
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
-from agentloop.tools.arguments import repair_argument_names, validate_arguments
 from agentloop.tools.cache import ResultCache, canonical_key
 from agentloop.tools.interceptors import Interceptor, ToolCall, run_chain
-from agentloop.tools.invoke import call_with_policy
+from agentloop.tools.invoke import ToolInvoker, propagates
 from agentloop.tools.judge import judge_result
 from agentloop.tools.outcome import ToolOutcome, graceful_error
 from agentloop.tools.registry import ToolRegistry
 from agentloop.tools.results import to_jsonable, truncate_result
+from agentloop.tools.spec import IDEMPOTENCY_ARGUMENT
 
 __all__ = ["AGENT_USAGE_ARTIFACT", "PreparedCall", "ToolRunner", "make_record"]
 
-IDEMPOTENCY_ARGUMENT = "idempotency_key"
 AGENT_USAGE_ARTIFACT = "agentloop_usage"
 """The artifact key under which a sub-agent tool reports its token usage per agent."""
 
@@ -80,6 +79,7 @@ class ToolRunner:
         cache: Results shared by every run of the loop.
         interceptors: Optional interceptors (may short-circuit), outermost first.
         mandatory_interceptors: Always run, around the optional ones.
+        invoker: Calls the tools (default: one with its own pool of sync-tool threads).
     """
 
     def __init__(
@@ -88,10 +88,12 @@ class ToolRunner:
         cache: ResultCache,
         interceptors: Sequence[Interceptor] = (),
         mandatory_interceptors: Sequence[Interceptor] = (),
+        invoker: ToolInvoker | None = None,
     ) -> None:
         self.registry = registry
         self.cache = cache
         self.chain: list[Interceptor] = [*mandatory_interceptors, *interceptors]
+        self.invoker = invoker or ToolInvoker()
 
     # -- first half: when the round starts ---------------------------------------------
 
@@ -121,17 +123,15 @@ class ToolRunner:
             "notes": [],
             "batch": -1,
         }
-        tool = self.registry.get(name)
-        if tool is None:
+        spec = self.registry.spec(name)
+        if spec is None:
             available = ", ".join(self.registry.names) or "(none)"
             message = f"Unknown tool: {name!r}. Available tools: {available}"
             outcome = ToolOutcome.refused("tool_not_found", name, message)
             return call, make_record(call, outcome, flagged=True)
-        policy = self.registry.policy(name)
-        schema = self.registry.schema(name)
+        policy = spec.policy
         call["concurrency_safe"] = policy.concurrency_safe
-        repaired, repairs = repair_argument_names(kwargs, schema, policy.arg_aliases)
-        validated = validate_arguments(repaired, schema)
+        validated, repairs = spec.check(kwargs)
         call["notes"] = [*repairs, *validated.coercions]
         call["arguments"] = validated.arguments
         call["query_key"] = _query_key(name, validated.arguments, policy.dedup_keys)
@@ -162,14 +162,13 @@ class ToolRunner:
                 whose checkpointer may be sync-only).
         """
         name = call["tool_name"]
-        tool = self.registry.get(name)
-        if tool is None:  # the registry cannot change between prepare and run
+        spec = self.registry.spec(name)
+        if spec is None:  # the registry cannot change between prepare and run
             msg = f"tool {name!r} vanished between prepare and run"
             raise RuntimeError(msg)
-        policy = self.registry.policy(name)
+        tool, policy = spec.tool, spec.policy
         arguments = dict(call["arguments"])
-        accepts_key = IDEMPOTENCY_ARGUMENT in self.registry.schema(name).get("properties", {})
-        if accepts_key and not arguments.get(IDEMPOTENCY_ARGUMENT):
+        if spec.accepts_idempotency_key and not arguments.get(IDEMPOTENCY_ARGUMENT):
             arguments[IDEMPOTENCY_ARGUMENT] = call["call_key"]
         tool_call = ToolCall(
             tool_name=name,
@@ -185,12 +184,16 @@ class ToolRunner:
         started = time.perf_counter()
 
         async def terminal(current: ToolCall) -> ToolOutcome:
-            return await call_with_policy(current, emit, config, prefer_sync=prefer_sync)
+            return await self.invoker.call_with_policy(
+                current, emit, config, prefer_sync=prefer_sync
+            )
 
         try:
             outcome = await run_chain(tool_call, self.chain, terminal)
-        except Exception as error:
-            outcome = ToolOutcome.failure("internal_error", f"interceptor failed: {error}")
+        except BaseException as error:
+            if propagates(error):
+                raise
+            outcome = ToolOutcome.failure("internal_error", f"interceptor failed: {error!r}")
         artifact = outcome.artifact
         duration_ms = (time.perf_counter() - started) * 1000
         if outcome.success:

@@ -11,7 +11,6 @@ from langchain_core.tools import tool as as_langchain_tool
 
 from agentloop.errors import ConfigurationError
 from agentloop.prompts import to_prompt_json
-from agentloop.tools.arguments import tool_json_schema
 from agentloop.tools.policy import (
     DEFAULT_TIMEOUT_S,
     ResolvedPolicy,
@@ -19,6 +18,7 @@ from agentloop.tools.policy import (
     ToolRetry,
     resolve_policy,
 )
+from agentloop.tools.spec import ToolSpec
 
 __all__ = ["ToolLike", "ToolRegistry", "to_tool"]
 
@@ -82,17 +82,19 @@ class ToolRegistry:
             if not isinstance(policy, ToolPolicy):
                 msg = f"policy of {name!r} must be a ToolPolicy, got {type(policy).__name__}"
                 raise ConfigurationError(msg)
-        self._policies: dict[str, ResolvedPolicy] = {
-            name: resolve_policy(
+        self._specs: dict[str, ToolSpec] = {
+            name: ToolSpec.compile(
                 tool,
-                policies.get(name),
-                default_timeout_s=default_timeout_s,
-                timeout_by_prefix=timeout_by_prefix,
-                default_retry=default_retry,
+                resolve_policy(
+                    tool,
+                    policies.get(name),
+                    default_timeout_s=default_timeout_s,
+                    timeout_by_prefix=timeout_by_prefix,
+                    default_retry=default_retry,
+                ),
             )
             for name, tool in self._tools.items()
         }
-        self._schemas = {name: tool_json_schema(tool) for name, tool in self._tools.items()}
 
     @property
     def names(self) -> list[str]:
@@ -108,18 +110,22 @@ class ToolRegistry:
         """Return the tool called `name`, or None."""
         return self._tools.get(name)
 
+    def spec(self, name: str) -> ToolSpec | None:
+        """Return the compiled spec of the tool called `name`, or None."""
+        return self._specs.get(name)
+
     def policy(self, name: str) -> ResolvedPolicy:
         """Return the effective policy of a registered tool."""
-        return self._policies[name]
+        return self._specs[name].policy
 
     def schema(self, name: str) -> dict[str, Any]:
         """Return the JSON schema of a registered tool's arguments."""
-        return self._schemas[name]
+        return self._specs[name].schema
 
     @cached_property
     def has_side_effects(self) -> bool:
         """Whether any tool is not idempotent."""
-        return any(not policy.idempotent for policy in self._policies.values())
+        return any(not spec.policy.idempotent for spec in self._specs.values())
 
     @cached_property
     def descriptions_json(self) -> str:
@@ -129,12 +135,4 @@ class ToolRegistry:
     @cached_property
     def descriptions(self) -> list[dict[str, Any]]:
         """What the planner is told about each tool: name, description, argument schema."""
-        return [
-            {
-                "name": name,
-                "description": tool.description,
-                "args_schema": self._schemas[name],
-                "side_effects": not self._policies[name].concurrency_safe,
-            }
-            for name, tool in self._tools.items()
-        ]
+        return [spec.description() for spec in self._specs.values()]

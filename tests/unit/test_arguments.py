@@ -394,18 +394,21 @@ def test_required_nullable_argument_may_be_null() -> None:
     assert validate_arguments({"v": None}, schema).ok
 
 
-def test_unknown_keys_are_kept_when_additional_properties_are_allowed() -> None:
-    result = validate(count=1, colour="red")
+@pytest.mark.parametrize("extra", [True, {"type": "string"}])
+def test_unknown_keys_are_kept_when_additional_properties_are_allowed(extra: Any) -> None:
+    schema = {**SCHEMA, "additionalProperties": extra}
+    result = validate_arguments({"count": 1, "colour": "red"}, schema)
     assert result.ok
     assert result.arguments["colour"] == "red"
 
 
-def test_unknown_keys_are_errors_when_additional_properties_are_false() -> None:
-    schema = {**SCHEMA, "additionalProperties": False}
-    result = validate_arguments({"count": 1, "colour": "red"}, schema)
+@pytest.mark.parametrize("closed", [None, False])
+def test_unknown_keys_are_errors_unless_allowed_explicitly(closed: bool | None) -> None:
+    schema = {**SCHEMA} if closed is None else {**SCHEMA, "additionalProperties": closed}
+    result = validate_arguments({"count": 1, "admin": True}, schema)
     assert len(result.errors) == 1
     error = result.errors[0]
-    assert error.argument == "colour"
+    assert error.argument == "admin"
     assert error.message.startswith("unknown argument; accepted arguments: count, ratio")
 
 

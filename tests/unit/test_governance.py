@@ -19,6 +19,7 @@ from agentloop import (
     ToolRetry,
     create_tool_loop,
 )
+from agentloop.planning.prompt import OMITTED
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.policy import is_transient_error, resolve_policy
 
@@ -556,9 +557,31 @@ async def test_planner_sees_only_recent_results_in_full() -> None:
     graph, planner = build(plans, [get_n], keep_tool_results=2)
     await graph.ainvoke({"user_input": "go"})
     last_prompt = str(planner.requests[-1][-1].content)
-    assert "RESULT-3" in last_prompt and "RESULT-2" in last_prompt
-    assert "RESULT-0" not in last_prompt and "RESULT-1" not in last_prompt
+    # the last round's result, never shown yet, and the 2 latest results shown before
+    assert all(f"RESULT-{n}" in last_prompt for n in (1, 2, 3))
+    assert "RESULT-0" not in last_prompt
     assert "omitted" in last_prompt
+
+
+async def test_keep_tool_results_never_hides_a_result_not_shown_yet() -> None:
+    @tool
+    def get_n(n: int) -> str:
+        """Numbered result."""
+        return f"RESULT-{n}"
+
+    plans = [
+        plan_reply("execute", [cmd("get_n", n=i) for i in range(8)]),
+        plan_reply("execute", [cmd("get_n", n=8)]),
+        plan_reply("response"),
+    ]
+    graph, planner = build(plans, [get_n], keep_tool_results=5)
+    await graph.ainvoke({"user_input": "go"})
+    after_big_round = str(planner.requests[1][-1].content)
+    assert all(f"RESULT-{n}" in after_big_round for n in range(8))
+    assert OMITTED not in after_big_round
+    after_next = str(planner.requests[2][-1].content)
+    assert all(f"RESULT-{n}" in after_next for n in (3, 4, 5, 6, 7, 8))
+    assert after_next.count(OMITTED) == 3
 
 
 # -- policies --------------------------------------------------------------------------------

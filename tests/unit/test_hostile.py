@@ -182,8 +182,9 @@ async def test_unregistered_tools_and_bad_arguments_never_reach_code() -> None:
     )
     out = await graph.ainvoke({"user_input": "go"})
     types = [r["error_type"] for r in out["tool_logs"]]
-    assert types[:3] == ["tool_not_found", "tool_not_found", "invalid_arguments"]
-    assert touched == [7]
+    assert types == ["tool_not_found", "tool_not_found", "invalid_arguments", "invalid_arguments"]
+    assert "extra_injected: unknown argument; accepted arguments: n" in out["tool_logs"][3]["error"]
+    assert touched == []
 
 
 async def test_tool_results_are_delimited_data_in_prompts() -> None:

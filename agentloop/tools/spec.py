@@ -1,0 +1,82 @@
+"""A tool compiled once for the loop: its policy, argument schema, validator and description.
+
+Everything that depends only on the tool is worked out when the loop is built, not per
+call: the effective policy, the JSON schema of its arguments and the validator built
+from it (the tool's own pydantic model when it has one), the name index that repairs
+argument names, and what the planner is told about it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel
+
+from agentloop.tools.arguments import ArgumentSpec, ValidatedArguments, tool_json_schema
+from agentloop.tools.policy import ResolvedPolicy
+
+__all__ = ["IDEMPOTENCY_ARGUMENT", "ToolSpec"]
+
+IDEMPOTENCY_ARGUMENT = "idempotency_key"
+"""An argument the loop fills with the call's stable identity when a tool declares it."""
+
+
+def _pydantic_model(tool: BaseTool) -> type[BaseModel] | None:
+    if isinstance(tool.args_schema, dict) or tool.args_schema is None:
+        return None
+    try:
+        model = tool.tool_call_schema
+    except Exception:  # a schema LangChain cannot build: validate on the JSON schema
+        return None
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One registered tool and everything compiled from it."""
+
+    tool: BaseTool
+    policy: ResolvedPolicy
+    schema: dict[str, Any]
+    """The JSON schema of the arguments a model may send."""
+    arguments: ArgumentSpec = field(repr=False)
+    accepts_idempotency_key: bool = False
+
+    @classmethod
+    def compile(cls, tool: BaseTool, policy: ResolvedPolicy) -> ToolSpec:
+        """Compile a tool with its effective policy."""
+        schema = tool_json_schema(tool)
+        declared = schema.get("properties")
+        return cls(
+            tool=tool,
+            policy=policy,
+            schema=schema,
+            arguments=ArgumentSpec(schema, _pydantic_model(tool)),
+            accepts_idempotency_key=isinstance(declared, dict)
+            and IDEMPOTENCY_ARGUMENT in declared,
+        )
+
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+        return self.tool.name
+
+    def check(self, kwargs: Any) -> tuple[ValidatedArguments, list[str]]:
+        """Repair argument names, coerce and validate.
+
+        Returns:
+            The validated arguments, and the notes on renamed arguments.
+        """
+        repaired, renames = self.arguments.repair(kwargs, self.policy.arg_aliases)
+        return self.arguments.validate(repaired), renames
+
+    def description(self) -> dict[str, Any]:
+        """What the planner is told about the tool."""
+        return {
+            "name": self.name,
+            "description": self.tool.description,
+            "args_schema": self.schema,
+            "side_effects": not self.policy.concurrency_safe,
+        }
