@@ -6,6 +6,7 @@ __all__ = [
     "AgentLoopError",
     "ConfigurationError",
     "ModelBehaviorError",
+    "ModelTimeoutError",
     "PromptTemplateError",
     "ToolCallError",
 ]
@@ -25,6 +26,10 @@ class PromptTemplateError(ConfigurationError):
 
 class ModelBehaviorError(AgentLoopError):
     """A model failed in a way retries could not fix (auth, context overflow...)."""
+
+
+class ModelTimeoutError(AgentLoopError, TimeoutError):
+    """A model call produced no first output, or no end, within its time limit."""
 
 
 class ToolCallError(AgentLoopError):

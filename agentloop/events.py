@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal, get_args
 
+from agentloop.checkpoint_safe import checkpoint_safe
+
 __all__ = ["EVENT_TYPES", "Emit", "EventType", "make_emitter", "null_emit"]
 
 EventType = Literal[
@@ -38,14 +40,21 @@ def null_emit(event_type: str, /, **fields: Any) -> None:
     """Drop an event (used when nothing listens)."""
 
 
-def make_emitter(writer: Callable[[Any], None] | None, *, loop_name: str) -> Emit:
+def make_emitter(
+    writer: Callable[[Any], None] | None,
+    *,
+    loop_name: str,
+    redact: Callable[[str], str] | None = None,
+) -> Emit:
     """Build an emitter that writes `{"type", "loop", "ts", **fields}` to a stream writer.
 
-    A failing writer never breaks the loop: the event is dropped.
+    Fields are redacted and made serializable (`checkpoint_safe`); a failing writer never
+    breaks the loop: the event is dropped.
 
     Args:
         writer: LangGraph's stream writer (`runtime.stream_writer`), or None.
         loop_name: The `name` of the tool loop, so composed loops can be told apart.
+        redact: Applied to every string of every event.
 
     Returns:
         The emitter.
@@ -56,7 +65,7 @@ def make_emitter(writer: Callable[[Any], None] | None, *, loop_name: str) -> Emi
     def emit(event_type: str, /, **fields: Any) -> None:
         event = {"type": event_type, "loop": loop_name, "ts": time.time(), **fields}
         try:
-            writer(event)
+            writer(checkpoint_safe(event, redact))
         except Exception:
             return
 

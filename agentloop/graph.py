@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,6 +13,7 @@ from langgraph.graph.state import CompiledStateGraph
 from agentloop.durability import SideEffectLedger
 from agentloop.mcp_toolset import McpServersConfig, MCPToolset
 from agentloop.model_calls import ModelRetry
+from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelLike, ModelProvider
 from agentloop.nodes import (
     CALL_NODE,
@@ -29,6 +31,7 @@ from agentloop.nodes import (
     route_plan,
     route_start,
 )
+from agentloop.redaction import Redact, Redactor, install_log_redaction
 from agentloop.settings import LoopContext, LoopSettings, PlanMode
 from agentloop.state import InputState, LoopState, OutputState
 from agentloop.tools.cache import ResultCache
@@ -72,6 +75,9 @@ def create_tool_loop(
     interrupt_before: Sequence[str] | None = None,
     interrupt_after: Sequence[str] | None = None,
     ledger: SideEffectLedger | None = None,
+    max_commands_per_round: int = 64,
+    redact: Redact | None = None,
+    model_limits: ModelLimits | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build a plan / execute tool loop.
 
@@ -110,6 +116,12 @@ def create_tool_loop(
         ledger: Where calls are claimed and their outcomes kept (default: with the
             checkpointer: its database for SQLite and PostgreSQL, this process's memory
             otherwise).
+        max_commands_per_round: Commands of one plan that run; the excess become
+            refused records (`too_many_commands`) that tell the planner why.
+        redact: Applied to every string written to state, events, log lines and prompts
+            (default: a `Redactor` of secret-looking environment variables, the MCP
+            servers' `env` and `headers` values, and credential shapes).
+        model_limits: Time and size bounds of every model call (`ModelLimits()`).
 
     Returns:
         The compiled graph: input `user_input` / `user_extra_requirement` (or `messages`),
@@ -124,6 +136,7 @@ def create_tool_loop(
         plan_mode=plan_mode,
         keep_tool_results=keep_tool_results,
         max_consecutive_rollbacks=max_consecutive_rollbacks,
+        max_commands_per_round=max_commands_per_round,
         name=name,
     )
     models = ModelProvider(model, answer_model, fallback_models)
@@ -153,9 +166,12 @@ def create_tool_loop(
         registry=registry,
         runner=runner,
         model_retry=model_retry,
+        model_limits=model_limits or ModelLimits(),
         prices=prices,
         ledger=ledger,
+        redact=redact if redact is not None else _default_redactor(toolset),
     )
+    install_log_redaction(logging.getLogger("agentloop"), parts.redact)
     builder = StateGraph(
         LoopState,
         context_schema=LoopContext,
@@ -190,6 +206,10 @@ def create_tool_loop(
         interrupt_before=list(interrupt_before) if interrupt_before else None,
         interrupt_after=list(interrupt_after) if interrupt_after else None,
     )
+
+
+def _default_redactor(toolset: MCPToolset | None) -> Redactor:
+    return Redactor(toolset.secrets if toolset is not None else ())
 
 
 def _releaser(toolset: MCPToolset) -> Any:

@@ -37,6 +37,7 @@ from mcp.types import (
 
 from agentloop.errors import ConfigurationError
 from agentloop.mcp_config import INHERITED_ENV, MCPServerSpec, load_mcp_config
+from agentloop.redaction import install_log_redaction
 
 __all__ = [
     "INHERITED_ENV",
@@ -49,7 +50,7 @@ __all__ = [
     "mcp_tool_annotations",
 ]
 
-logger = logging.getLogger(__name__)
+logger = install_log_redaction(logging.getLogger(__name__))
 
 T = TypeVar("T")
 

@@ -41,6 +41,8 @@ class MCPServerSpec:
     """The tool names to keep; `None` keeps all."""
     deny: frozenset[str] = frozenset()
     """The tool names to drop; wins over `allow`."""
+    secrets: frozenset[str] = frozenset()
+    """The values of the server's own `env` and `headers`, redacted wherever they appear."""
 
 
 def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[MCPServerSpec]:
@@ -150,7 +152,11 @@ def _parse_server(
         raise ConfigurationError(msg)
     allow = _tool_names(entry, _ALLOW_KEYS, where=where)
     deny = _tool_names(entry, _DENY_KEYS, where=where)
-    return MCPServerSpec(name, connection, allow, deny or frozenset())
+    own = {
+        **_string_map(entry, "env", where=where, allow_numbers=True),
+        **_string_map(entry, "headers", where=where, allow_numbers=False),
+    }
+    return MCPServerSpec(name, connection, allow, deny or frozenset(), frozenset(own.values()))
 
 
 def _stdio_connection(

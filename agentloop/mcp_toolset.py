@@ -91,6 +91,11 @@ class MCPToolset:
         future = asyncio.run_coroutine_threadsafe(coroutine, self._ensure_loop())
         return future.result(timeout)
 
+    @property
+    def secrets(self) -> frozenset[str]:
+        """The values of the servers' own `env` and `headers` (redacted by the loop)."""
+        return frozenset().union(*(spec.secrets for spec in self.specs))
+
     # -- tools ---------------------------------------------------------------------------
 
     @property

@@ -12,14 +12,15 @@
 from __future__ import annotations
 
 import email.utils
+import operator
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import partial, reduce
 from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, message_chunk_to_message
 from langchain_core.runnables import Runnable
 from langgraph.errors import GraphBubbleUp
 from tenacity import (
@@ -32,9 +33,11 @@ from tenacity import (
 
 from agentloop._retry import aretry_lazily, retry_lazily
 from agentloop.errors import ModelBehaviorError
+from agentloop.model_stream import BoundedRead, ModelLimits
 from agentloop.tools.policy import is_transient_error, status_code
 
 __all__ = [
+    "Answer",
     "ModelRetry",
     "ainvoke_answer",
     "arun_with_retries",
@@ -248,23 +251,51 @@ class _AnswerCheck:
         return model.bind(max_tokens=self.budget) if grown else model
 
 
+@dataclass(frozen=True)
+class Answer:
+    """An answer model's reply, and why it was cut ("" when it ended by itself)."""
+
+    message: BaseMessage
+    cut: str = ""
+
+
+def _answer_read(limits: ModelLimits) -> BoundedRead[Any]:
+    return BoundedRead("answer", limits, limits.max_answer_chars, lambda chunk: len(chunk.text))
+
+
+def _joined(chunks: list[Any]) -> BaseMessage:
+    if not chunks:
+        msg = "the answer model streamed no output"
+        raise ModelBehaviorError(msg)
+    return message_chunk_to_message(reduce(operator.add, chunks))
+
+
 def invoke_answer(
     models: Sequence[BaseChatModel],
     messages: list[BaseMessage],
     retry: ModelRetry,
+    limits: ModelLimits,
     text_of: Callable[[BaseMessage], str],
     configure: Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]],
-) -> BaseMessage:
-    """Get the answer: retries, fallbacks, and the length / degenerate checks."""
+) -> Answer:
+    """Stream the answer within the limits: retries, fallbacks, length / degenerate checks."""
 
-    def attempt(model: BaseChatModel) -> BaseMessage:
+    def attempt(model: BaseChatModel) -> Answer:
         check = _AnswerCheck(model, retry)
         grown = False
         while True:
-            reply = configure(check.runnable(model, grown)).invoke(messages)
+            runnable = configure(check.runnable(model, grown))
+            read = _answer_read(limits)
+            chunks = read.iterate(partial(runnable.stream, messages))
+            try:
+                reply = _joined(list(chunks))
+            finally:
+                chunks.close()
+            if read.cut:
+                return Answer(reply, read.cut)
             before = check.budget
             if not check.again(reply, text_of(reply)):
-                return reply
+                return Answer(reply)
             grown = grown or check.budget != before
 
     return run_with_retries(models, attempt, retry)
@@ -274,19 +305,28 @@ async def ainvoke_answer(
     models: Sequence[BaseChatModel],
     messages: list[BaseMessage],
     retry: ModelRetry,
+    limits: ModelLimits,
     text_of: Callable[[BaseMessage], str],
     configure: Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]],
-) -> BaseMessage:
+) -> Answer:
     """Async `invoke_answer`."""
 
-    async def attempt(model: BaseChatModel) -> BaseMessage:
+    async def attempt(model: BaseChatModel) -> Answer:
         check = _AnswerCheck(model, retry)
         grown = False
         while True:
-            reply = await configure(check.runnable(model, grown)).ainvoke(messages)
+            runnable = configure(check.runnable(model, grown))
+            read = _answer_read(limits)
+            chunks = read.aiterate(runnable.astream(messages))
+            try:
+                reply = _joined([chunk async for chunk in chunks])
+            finally:
+                await chunks.aclose()
+            if read.cut:
+                return Answer(reply, read.cut)
             before = check.budget
             if not check.again(reply, text_of(reply)):
-                return reply
+                return Answer(reply)
             grown = grown or check.budget != before
 
     return await arun_with_retries(models, attempt, retry)

@@ -15,7 +15,14 @@ from typing import Any
 
 from agentloop.errors import PromptTemplateError
 
-__all__ = ["PromptTemplate", "load_prompt", "prompts_dir", "render_prompt", "to_prompt_json"]
+__all__ = [
+    "PromptTemplate",
+    "load_prompt",
+    "prompts_dir",
+    "quote_user_text",
+    "render_prompt",
+    "to_prompt_json",
+]
 
 _SOURCE_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
@@ -70,6 +77,16 @@ def to_prompt_json(value: Any) -> str:
     """Serialize data for a prompt, so it cannot close the tag it is delimited by."""
     text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
     return text.replace("</", "<\\/")
+
+
+def quote_user_text(text: str) -> str:
+    """Quote a user's text for a prompt section: one JSON string, no line breaks, no tags.
+
+    The text becomes a JSON string literal whose `<` and `>` are escaped, so it can
+    neither close the section it is in nor open a new one.
+    """
+    quoted = json.dumps(text, ensure_ascii=False)
+    return quoted.replace("<", "\\u003c").replace(">", "\\u003e")
 
 
 @cache

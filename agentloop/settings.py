@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,6 +26,7 @@ class LoopSettings:
     plan_mode: PlanMode = "json"
     keep_tool_results: int = 5
     max_consecutive_rollbacks: int = 5
+    max_commands_per_round: int = 64
     name: str = "tool_loop"
 
     def __post_init__(self) -> None:
@@ -45,6 +47,9 @@ class LoopSettings:
             raise ConfigurationError(msg)
         if self.max_consecutive_rollbacks < 0:
             msg = "max_consecutive_rollbacks must be >= 0"
+            raise ConfigurationError(msg)
+        if not isinstance(self.max_commands_per_round, int) or self.max_commands_per_round < 1:
+            msg = f"max_commands_per_round must be an int >= 1, got {self.max_commands_per_round!r}"
             raise ConfigurationError(msg)
 
     def with_context(self, context: Any) -> LoopSettings:
@@ -117,11 +122,13 @@ class RunScope:
     execution: ExecutionInfo | None = None
 
     @classmethod
-    def of(cls, settings: LoopSettings, runtime: Runtime[Any]) -> RunScope:
+    def of(
+        cls, settings: LoopSettings, runtime: Runtime[Any], redact: Callable[[str], str] | None
+    ) -> RunScope:
         """Build the scope of a node call from the loop's settings and the runtime."""
         return cls(
             settings=settings.with_context(runtime.context),
-            emit=make_emitter(runtime.stream_writer, loop_name=settings.name),
+            emit=make_emitter(runtime.stream_writer, loop_name=settings.name, redact=redact),
             context=runtime.context,
             execution=runtime.execution_info,
         )

@@ -21,6 +21,7 @@ __all__ = [
     "PreparedCall",
     "RoundState",
     "RunLimits",
+    "RunStatus",
     "ToolCommand",
     "ToolExecutionRecord",
     "empty_round_state",
@@ -33,6 +34,15 @@ __all__ = [
 ]
 
 NextAction = Literal["execute", "response"]
+RunStatus = Literal["running", "ok", "planner_failed", "answer_failed", "answer_cut"]
+"""How a run ended, for code to read (never parse the answer's text):
+
+- `ok`: the answer was produced;
+- `planner_failed`: the planner model failed, or its plan could not be used;
+- `answer_failed`: the answer model failed (the answer says why);
+- `answer_cut`: the answer hit the output size cap and was cut;
+- `running`: the run has not answered yet (an interrupted thread).
+"""
 
 
 class ToolCommand(TypedDict):
@@ -258,6 +268,10 @@ class OutputState(TypedDict, total=False):
     """Rounds that were rolled back because every command was flagged."""
     usage: Annotated[dict[str, dict[str, Any]], reduce_usage]
     """Tokens in and out, model calls and cost, per agent (this loop and its sub-agents)."""
+    status: RunStatus
+    """How the run ended (see `RunStatus`)."""
+    status_reason: str
+    """Why, when the status is not `ok`."""
 
 
 class LoopState(OutputState, total=False):

@@ -23,6 +23,7 @@ from agentloop.durability.sql import (
     PostgresLedger,
     SqliteLedger,
 )
+from agentloop.redaction import install_log_redaction
 
 __all__ = [
     "AsyncPostgresLedger",
@@ -44,7 +45,7 @@ __all__ = [
     "run_identity",
 ]
 
-logger = logging.getLogger(__name__)
+logger = install_log_redaction(logging.getLogger(__name__))
 
 _ledgers: weakref.WeakKeyDictionary[Any, SideEffectLedger] = weakref.WeakKeyDictionary()
 _warned: set[str] = set()

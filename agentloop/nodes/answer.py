@@ -12,10 +12,10 @@ from langgraph.runtime import Runtime
 
 from agentloop.errors import ModelBehaviorError
 from agentloop.messages import message_text
-from agentloop.model_calls import ainvoke_answer, invoke_answer
+from agentloop.model_calls import Answer, ainvoke_answer, invoke_answer
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.parts import LoopParts
-from agentloop.prompts import render_prompt, to_prompt_json
+from agentloop.prompts import quote_user_text, render_prompt, to_prompt_json
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
 from agentloop.usage import message_usage, usage_entry
@@ -65,12 +65,12 @@ def build_answer_messages(
     system = render_prompt(
         "answer_system",
         user_extra_requirement=(
-            f"Also follow this requirement: {user_extra_requirement}"
+            f"Also follow this requirement: {quote_user_text(user_extra_requirement)}"
             if user_extra_requirement
             else ""
         ),
     )
-    human = render_prompt("answer_user", user_input=user_input)
+    human = render_prompt("answer_user", user_input=quote_user_text(user_input))
     if action_results:
         human += "\n\n" + render_prompt(
             "answer_results", action_results=to_prompt_json(action_results)
@@ -98,25 +98,34 @@ class _Answer:
             state.get("user_input", ""), state.get("user_extra_requirement", ""), action_results
         )
         scope.emit("answer_started", tool_results=len(action_results))
-        return scope, messages, action_results
+        return scope, self.parts.prompt(messages), action_results
 
     def _update(
         self,
         state: LoopState,
         scope: RunScope,
         action_results: dict[str, Any],
-        reply: BaseMessage | None,
+        answer: Answer | None,
         error: BaseException | None,
         started: float,
     ) -> dict[str, Any]:
+        reply = answer.message if answer is not None else None
+        status, reason = state.get("status") or "ok", state.get("status_reason") or ""
+        if status == "running":
+            status = "ok"
         if error is not None:
             text = f"I could not produce an answer: {error}"
+            status, reason = "answer_failed", str(error)
         else:
             text = message_text(reply) if reply is not None else ""
+        if answer is not None and answer.cut:
+            status, reason = "answer_cut", answer.cut
         scope.emit(
             "answer_completed",
             chars=len(text),
             error=str(error) if error else "",
+            cut=answer.cut if answer is not None else "",
+            status=status,
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
         )
         update: dict[str, Any] = {
@@ -124,13 +133,15 @@ class _Answer:
             "action_results": action_results,
             "messages": [AIMessage(text, id=getattr(reply, "id", None) or None)],
             "answered_input": state.get("user_input", ""),
+            "status": status,
+            "status_reason": reason,
         }
         if reply is not None:
             tokens_in, tokens_out = message_usage([reply])
             name = str((reply.response_metadata or {}).get("model_name") or "")
             entry = usage_entry(name, tokens_in, tokens_out, self.parts.prices)
             update["usage"] = {scope.settings.name: entry}
-        return update
+        return self.parts.safe(update)
 
     def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         scope, messages, action_results = self._request(state, runtime)
@@ -138,7 +149,12 @@ class _Answer:
         models = self.parts.models.answerers(scope.context)
         try:
             reply = invoke_answer(
-                models, messages, self.parts.model_retry, message_text, _configure
+                models,
+                messages,
+                self.parts.model_retry,
+                self.parts.model_limits,
+                message_text,
+                _configure,
             )
         except ModelBehaviorError as error:
             failure = error
@@ -150,7 +166,12 @@ class _Answer:
         models = self.parts.models.answerers(scope.context)
         try:
             reply = await ainvoke_answer(
-                models, messages, self.parts.model_retry, message_text, _configure
+                models,
+                messages,
+                self.parts.model_retry,
+                self.parts.model_limits,
+                message_text,
+                _configure,
             )
         except ModelBehaviorError as error:
             failure = error

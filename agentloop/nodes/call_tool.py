@@ -105,7 +105,7 @@ class _CallTool:
             )
         else:
             emit_settled(emit, record)
-        return {"call_results": {call["call_id"]: record}}
+        return {"call_results": {call["call_id"]: self.parts.safe_value(record)}}
 
     def invoke(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         scope = self.parts.scope(runtime)
@@ -113,8 +113,7 @@ class _CallTool:
 
         def run() -> dict[str, Any]:
             running = self.parts.runner.run(call, scope.emit, config, prefer_sync=True)
-            record = run_coroutine_sync(running)
-            return dict(record)
+            return dict(self.parts.safe_value(run_coroutine_sync(running)))
 
         guard = self._guard(call, scope)
         if guard is None:
@@ -129,7 +128,9 @@ class _CallTool:
         config = self._tool_config(call, get_config())
 
         async def run() -> dict[str, Any]:
-            return dict(await self.parts.runner.run(call, scope.emit, config))
+            return dict(
+                self.parts.safe_value(await self.parts.runner.run(call, scope.emit, config))
+            )
 
         guard = self._guard(call, scope)
         if guard is None:

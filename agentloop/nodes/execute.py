@@ -126,6 +126,14 @@ def _duplicate_record(
     return make_record(call, outcome, flagged=True, duplicate=True)
 
 
+def _over_cap_record(call: PreparedCall, count: int, cap: int) -> ToolExecutionRecord:
+    message = (
+        f"The plan had {count} commands; at most {cap} run per round, so this one was not "
+        "run. Plan fewer calls per round, most important first."
+    )
+    return make_record(call, ToolOutcome.refused("too_many_commands", call["tool_name"], message))
+
+
 def emit_settled(emit: Emit, record: ToolExecutionRecord) -> None:
     """Report a call that was settled without running (bad call, duplicate, unknown outcome)."""
     emit(
@@ -172,7 +180,19 @@ def make_execute(parts: LoopParts) -> Any:
         settled: dict[str, ToolExecutionRecord] = {}
         this_round: set[str] = set()
         occurrences: dict[str, int] = {}
-        for index, command in enumerate(decision["execution_commands"]):
+        commands = decision["execution_commands"]
+        cap = scope.settings.max_commands_per_round
+        for index, command in enumerate(commands):
+            if index >= cap:
+                call = parts.runner.unprepared(
+                    command,
+                    call_id=f"{run_id}:{round_label}:{index}",
+                    round_index=round_index,
+                    index=index,
+                )
+                settled[call["call_id"]] = _over_cap_record(call, len(commands), cap)
+                calls.append(call)
+                continue
             call, record = parts.runner.prepare(
                 command,
                 call_id=f"{run_id}:{round_label}:{index}",
@@ -212,7 +232,7 @@ def make_execute(parts: LoopParts) -> Any:
             )
         for record in settled.values():
             emit_settled(scope.emit, record)
-        return {"round_calls": calls, "call_results": settled}
+        return parts.safe({"round_calls": calls, "call_results": settled})
 
     return execute
 

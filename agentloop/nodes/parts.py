@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import BaseMessage
 from langgraph.runtime import Runtime
 
+from agentloop.checkpoint_safe import checkpoint_safe, safe_update
 from agentloop.durability import SideEffectLedger
 from agentloop.model_calls import ModelRetry
+from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelProvider
+from agentloop.redaction import Redact
 from agentloop.settings import LoopSettings, RunScope
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.registry import ToolRegistry
@@ -27,10 +31,25 @@ class LoopParts:
     registry: ToolRegistry
     runner: ToolRunner
     model_retry: ModelRetry
+    model_limits: ModelLimits = field(default_factory=ModelLimits)
     prices: Prices | None = None
     ledger: SideEffectLedger | None = None
     """A ledger given explicitly; otherwise the one that goes with the checkpointer."""
+    redact: Redact | None = None
+    """Applied to every string the loop writes to state, events and prompts."""
 
     def scope(self, runtime: Runtime[Any]) -> RunScope:
         """The scope of one node call."""
-        return RunScope.of(self.settings, runtime)
+        return RunScope.of(self.settings, runtime, self.redact)
+
+    def safe(self, update: dict[str, Any]) -> dict[str, Any]:
+        """A state update, redacted and checkpoint-safe."""
+        return safe_update(update, self.redact)
+
+    def safe_value(self, value: Any) -> Any:
+        """A value, redacted and checkpoint-safe."""
+        return checkpoint_safe(value, self.redact)
+
+    def prompt(self, messages: list[BaseMessage]) -> list[BaseMessage]:
+        """Messages for a model, redacted."""
+        return list(safe_update({"messages": messages}, self.redact)["messages"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -12,7 +11,9 @@ from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
 from agentloop.errors import ConfigurationError, ModelBehaviorError
+from agentloop.messages import message_text
 from agentloop.model_calls import arun_with_retries, model_error_message, run_with_retries
+from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.parts import LoopParts
 from agentloop.planning.normalize import unparseable_decision
@@ -40,11 +41,21 @@ def _runnable(model: BaseChatModel, tool_mode: bool) -> Runnable[Any, Any]:
     return bound.with_config(tags=PLAN_TAGS, run_name="plan")
 
 
+def plan_chunk_size(chunk: BaseMessageChunk) -> int:
+    """Characters a streamed plan chunk adds: its text and its tool-call argument text."""
+    calls = getattr(chunk, "tool_call_chunks", None) or []
+    return len(message_text(chunk)) + sum(len(call.get("args") or "") for call in calls)
+
+
 class _Plan:
     """The plan node of one loop (sync and async)."""
 
     def __init__(self, parts: LoopParts) -> None:
         self.parts = parts
+
+    def _bounded(self) -> BoundedRead[BaseMessageChunk]:
+        limits = self.parts.model_limits
+        return BoundedRead("plan", limits, limits.max_plan_chars, plan_chunk_size)
 
     def _request(
         self, state: LoopState, runtime: Runtime[LoopContext]
@@ -65,7 +76,7 @@ class _Plan:
             round_index=round_state["round_index"],
             replan=bool(state.get("rollback_note")),
         )
-        return scope, self.parts.models.planners(scope.context), messages
+        return scope, self.parts.models.planners(scope.context), self.parts.prompt(messages)
 
     def _finish(
         self,
@@ -75,10 +86,16 @@ class _Plan:
         started: float,
         error: BaseException | None,
     ) -> dict[str, Any]:
+        failure = ""
         if read is None:
             message = model_error_message(error) if error else "the planner produced nothing"
-            decision = unparseable_decision(f"planner model failed: {message}")
+            failure = f"planner model failed: {message}"
+            decision = unparseable_decision(failure)
             chunks, short = 0, False
+        elif read.cut and not read.short:
+            failure = f"planner output was cut: {read.cut}"
+            decision = unparseable_decision(failure, read.reader.parser.text)
+            chunks, short = read.reader.chunks, False
         else:
             decision = read.reader.decision(short_circuited=read.short)
             chunks, short = read.reader.chunks, read.short
@@ -92,10 +109,12 @@ class _Plan:
             parse_error=decision.get("parse_error", ""),
         )
         update: dict[str, Any] = {"decision": decision, "rollback_note": ""}
+        if failure:
+            update.update(status="planner_failed", status_reason=failure)
         if read is not None:
             entry = usage_entry(read.model, read.tokens_in, read.tokens_out, self.parts.prices)
             update["usage"] = {scope.settings.name: entry}
-        return update
+        return self.parts.safe(update)
 
     def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         scope, models, messages = self._request(state, runtime)
@@ -103,16 +122,15 @@ class _Plan:
         started = time.perf_counter()
 
         def attempt(model: BaseChatModel) -> PlanRead:
-            read = PlanRead.start(model, tool_mode)
-            stream: Iterator[BaseMessageChunk] = _runnable(model, tool_mode).stream(messages)
+            read, bounded = PlanRead.start(model, tool_mode), self._bounded()
+            chunks = bounded.iterate(lambda: _runnable(model, tool_mode).stream(messages))
             try:
-                for chunk in stream:
+                for chunk in chunks:
                     if read.feed(chunk):
                         break
             finally:
-                close = getattr(stream, "close", None)
-                if close is not None:
-                    close()
+                chunks.close()
+            read.cut = bounded.cut
             return read
 
         try:
@@ -127,16 +145,15 @@ class _Plan:
         started = time.perf_counter()
 
         async def attempt(model: BaseChatModel) -> PlanRead:
-            read = PlanRead.start(model, tool_mode)
-            stream: AsyncIterator[BaseMessageChunk] = _runnable(model, tool_mode).astream(messages)
+            read, bounded = PlanRead.start(model, tool_mode), self._bounded()
+            chunks = bounded.aiterate(_runnable(model, tool_mode).astream(messages))
             try:
-                async for chunk in stream:
+                async for chunk in chunks:
                     if read.feed(chunk):
                         break
             finally:
-                aclose = getattr(stream, "aclose", None)
-                if aclose is not None:
-                    await aclose()
+                await chunks.aclose()
+            read.cut = bounded.cut
             return read
 
         try:

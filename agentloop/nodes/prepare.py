@@ -19,13 +19,14 @@ from agentloop.durability import (
 )
 from agentloop.messages import resolve_request
 from agentloop.nodes.parts import LoopParts
+from agentloop.redaction import install_log_redaction
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import RESET, LoopState, empty_round_state
 from agentloop.tools.call_config import call_info
 
 __all__ = ["make_prepare", "run_anchor"]
 
-logger = logging.getLogger("agentloop")
+logger = install_log_redaction(logging.getLogger("agentloop"))
 
 EXIT_DURABILITY_WARNING = (
     "durability='exit' saves no checkpoint until the run ends: a crash loses the run, "
@@ -82,6 +83,8 @@ def make_prepare(parts: LoopParts) -> Any:
             "call_results": {**RESET},
             "usage": {**RESET},
             "run_id": run_id,
+            "status": "running",
+            "status_reason": "",
             "run_count": state.get("run_count", 0) + 1,
             "limits": {"max_rounds": scope.settings.max_rounds},
         }
@@ -89,6 +92,6 @@ def make_prepare(parts: LoopParts) -> Any:
             update["answered_message_id"] = human.id or ""
         elif request:
             update["messages"] = [HumanMessage(request)]
-        return update
+        return parts.safe(update)
 
     return prepare

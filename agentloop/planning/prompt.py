@@ -7,7 +7,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from agentloop.prompts import render_prompt, to_prompt_json
+from agentloop.prompts import quote_user_text, render_prompt, to_prompt_json
 from agentloop.state import RoundState, ToolExecutionRecord
 
 __all__ = ["OMITTED", "PLAN_TOOL", "build_plan_messages", "planner_view", "to_prompt_json"]
@@ -57,11 +57,19 @@ def planner_view(records: Sequence[ToolExecutionRecord], *, keep_full: int) -> l
         keep_full: Only the last `keep_full` records of `records` keep their result.
 
     Returns:
-        Slim records: round, purpose, tool, arguments, success, result or marker, error.
+        Slim records: round, purpose, tool, arguments, success, result or marker, error;
+        commands refused for exceeding the per-round cap as one item with their count.
     """
     first_full = len(records) - keep_full
     view: list[dict[str, Any]] = []
     for position, record in enumerate(records):
+        if record.get("error_type") == "too_many_commands":  # one line for all of them
+            if view and "not_run" in view[-1]:
+                view[-1]["not_run"] += 1
+            else:
+                view.append({"round": record.get("round_index", 0), "not_run": 1,
+                             "error": record["error"]})  # fmt: skip
+            continue
         item: dict[str, Any] = {
             "round": record.get("round_index", 0),
             "purpose": record["purpose"],
@@ -121,8 +129,10 @@ def build_plan_messages(
     )
     human = render_prompt(
         "plan_user",
-        user_input=user_input,
-        user_extra_requirement=user_extra_requirement or "(none)",
+        user_input=quote_user_text(user_input),
+        user_extra_requirement=quote_user_text(user_extra_requirement)
+        if user_extra_requirement
+        else "(none)",
         available_tools=available_tools,
         round_index=round_state["round_index"],
         max_rounds=max_rounds,

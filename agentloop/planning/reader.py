@@ -67,6 +67,8 @@ class PlanRead:
     reader: PlanReader
     model: str
     short: bool = False
+    cut: str = ""
+    """Why reading stopped before the reply ended ("" when it did not)."""
     tokens_in: int = 0
     tokens_out: int = 0
 

@@ -23,7 +23,7 @@ def canonical_key(tool_name: str, arguments: Mapping[str, Any]) -> str:
     Returns:
         `tool_name` followed by the canonical JSON of the arguments.
     """
-    body = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+    body = json.dumps(arguments, sort_keys=True, default=str)
     return f"{tool_name}:{body}"
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
+from agentloop.checkpoint_safe import decode_arguments, encode_arguments
 from agentloop.events import Emit
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.cache import ResultCache, canonical_key
@@ -46,7 +47,7 @@ def make_record(
     record: ToolExecutionRecord = {
         "purpose": call["purpose"],
         "tool_name": call["tool_name"],
-        "kwargs": call["arguments"] or call["kwargs"],
+        "kwargs": decode_arguments(call["arguments"]) or call["kwargs"],
         "todo_suggestion": call["todo_suggestion"],
         "next": call["todo_suggestion"],
         "success": outcome.success,
@@ -97,18 +98,13 @@ class ToolRunner:
 
     # -- first half: when the round starts ---------------------------------------------
 
-    def prepare(
+    def unprepared(
         self, command: ToolCommand, *, call_id: str, round_index: int, index: int
-    ) -> tuple[PreparedCall, ToolExecutionRecord | None]:
-        """Resolve, repair and validate a command.
-
-        Returns:
-            The prepared call, and a finished (failed) record when the command must not
-            run: unknown tool or invalid arguments.
-        """
+    ) -> PreparedCall:
+        """A command as a call that will not run (nothing resolved or validated)."""
         name = command["tool_name"]
         kwargs = dict(command["tool_kwargs"])
-        call: PreparedCall = {
+        return {
             "call_id": call_id,
             "call_key": "",
             "index": index,
@@ -123,6 +119,18 @@ class ToolRunner:
             "notes": [],
             "batch": -1,
         }
+
+    def prepare(
+        self, command: ToolCommand, *, call_id: str, round_index: int, index: int
+    ) -> tuple[PreparedCall, ToolExecutionRecord | None]:
+        """Resolve, repair and validate a command.
+
+        Returns:
+            The prepared call, and a finished (failed) record when the command must not
+            run: unknown tool or invalid arguments.
+        """
+        call = self.unprepared(command, call_id=call_id, round_index=round_index, index=index)
+        name, kwargs = call["tool_name"], call["kwargs"]
         spec = self.registry.spec(name)
         if spec is None:
             available = ", ".join(self.registry.names) or "(none)"
@@ -133,7 +141,7 @@ class ToolRunner:
         call["concurrency_safe"] = policy.concurrency_safe
         validated, repairs = spec.check(kwargs)
         call["notes"] = [*repairs, *validated.coercions]
-        call["arguments"] = validated.arguments
+        call["arguments"] = encode_arguments(validated.arguments)
         call["query_key"] = _query_key(name, validated.arguments, policy.dedup_keys)
         if not validated.ok:
             message = f"Invalid arguments for {name}: {validated.error_message()}"
@@ -167,7 +175,7 @@ class ToolRunner:
             msg = f"tool {name!r} vanished between prepare and run"
             raise RuntimeError(msg)
         tool, policy = spec.tool, spec.policy
-        arguments = dict(call["arguments"])
+        arguments = decode_arguments(call["arguments"])
         if spec.accepts_idempotency_key and not arguments.get(IDEMPOTENCY_ARGUMENT):
             arguments[IDEMPOTENCY_ARGUMENT] = call["call_key"]
         tool_call = ToolCall(

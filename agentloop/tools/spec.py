@@ -54,8 +54,7 @@ class ToolSpec:
             policy=policy,
             schema=schema,
             arguments=ArgumentSpec(schema, _pydantic_model(tool)),
-            accepts_idempotency_key=isinstance(declared, dict)
-            and IDEMPOTENCY_ARGUMENT in declared,
+            accepts_idempotency_key=isinstance(declared, dict) and IDEMPOTENCY_ARGUMENT in declared,
         )
 
     @property

@@ -29,7 +29,7 @@ async def get_greeting(user: str) -> str:
 
 def plan(messages: list[Any]) -> str:
     prompt = str(messages[-1].content)
-    user = re.search(r"<user_input>\s*I am (\w+)", prompt)
+    user = re.search(r'<user_input>\s*"I am (\w+)', prompt)
     assert user is not None
     if "round_index: 0" in prompt:
         command = {"tool_name": "get_greeting", "tool_kwargs": {"user": user.group(1)}}

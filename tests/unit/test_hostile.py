@@ -158,8 +158,9 @@ def test_hostile_answer_models_sync(mode: str) -> None:
     )
     out = graph.invoke({"user_input": "hi"})
     assert isinstance(out["answer"], str)
-    if mode == "raise_mid_stream":
-        assert "provider exploded" in out["answer"]
+    if mode == "raise_mid_stream":  # answers are streamed, so the stream's failure shows
+        assert "connection dropped mid-stream" in out["answer"]
+        assert out["status"] == "answer_failed"
 
 
 async def test_unregistered_tools_and_bad_arguments_never_reach_code() -> None:

@@ -84,11 +84,12 @@ async def test_answer_cut_by_length_is_asked_again_with_a_bigger_budget() -> Non
     budgets: list[Any] = []
 
     class Recording(ScriptedChatModel):
-        async def _agenerate(
+        async def _astream(
             self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
         ) -> Any:
-            budgets.append(kwargs.get("max_tokens"))
-            return await super()._agenerate(messages, stop, run_manager, **kwargs)
+            budgets.append(kwargs.get("max_tokens"))  # answers are streamed
+            async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
+                yield chunk
 
     cut = AIMessage("The answer is", response_metadata={"finish_reason": "length"})
     answerer = Recording([cut, cut, "The answer is 42."])

@@ -1,0 +1,175 @@
+"""Values every LangGraph checkpoint serializer accepts, whatever a model or a tool produced.
+
+LangGraph's serializers write msgpack (and JSON for metadata): an integer beyond 64
+bits, a lone surrogate in a string, NaN or an infinity in JSON, bytes or an arbitrary
+object make a checkpoint fail, and with it the whole run. What the loop writes to state
+goes through `checkpoint_safe` first:
+
+- an integer beyond 64 bits becomes its decimal text (coercion turns it back into an
+  integer for a tool whose schema asks for one);
+- a lone surrogate becomes U+FFFD;
+- NaN and the infinities become `"NaN"`, `"Infinity"`, `"-Infinity"`;
+- anything else that is not JSON data goes through `to_jsonable` (bytes, models, sets...).
+
+The validated arguments a call carries to its task must stay exactly what the tool
+receives, so `encode_arguments` wraps big integers reversibly (`decode_arguments`
+restores them).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langchain_core.messages import BaseMessage
+from langgraph.types import Overwrite
+
+from agentloop.tools.results import to_jsonable
+
+__all__ = [
+    "BIG_INT_TAG",
+    "checkpoint_safe",
+    "decode_arguments",
+    "encode_arguments",
+    "safe_text",
+    "safe_update",
+]
+
+TextHook = Callable[[str], str]
+
+BIG_INT_TAG = "__agentloop_int__"
+"""The key of `{BIG_INT_TAG: "digits"}`, how `encode_arguments` carries a big integer."""
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_MAX_DEPTH = 64
+
+
+def safe_text(text: str) -> str:
+    """Return `text` with lone surrogates replaced by U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def _fits(value: int) -> bool:
+    return _INT64_MIN <= value <= _INT64_MAX
+
+
+def checkpoint_safe(value: Any, text: TextHook | None = None, _depth: int = 0) -> Any:
+    """Return JSON data every checkpoint serializer accepts (see the module docstring).
+
+    Args:
+        value: Any value.
+        text: Applied to every string first (keys included), e.g. a redaction hook.
+
+    Never raises; plain data comes back unchanged (the same objects when nothing needed
+    changing).
+    """
+    if value is None or value is True or value is False:
+        return value
+    kind = type(value)
+    if kind is str:
+        return safe_text(text(value) if text is not None else value)
+    if kind is int:
+        return value if _fits(value) else _int_text(value)
+    if kind is float:
+        return value if math.isfinite(value) else _float_text(value)
+    if _depth >= _MAX_DEPTH:
+        return "<too deep>"
+    if kind is dict:
+        return _safe_dict(value, text, _depth)
+    if kind is list:
+        items = [checkpoint_safe(item, text, _depth + 1) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return checkpoint_safe(to_jsonable(value), text, _depth + 1)
+
+
+def _safe_dict(value: dict[Any, Any], text: TextHook | None, depth: int) -> dict[str, Any]:
+    changed = False
+    safe: dict[str, Any] = {}
+    for key, item in value.items():
+        raw_key = key if type(key) is str else str(to_jsonable(key))
+        safe_key = safe_text(text(raw_key) if text is not None else raw_key)
+        safe_item = checkpoint_safe(item, text, depth + 1)
+        changed = changed or safe_key != key or safe_item is not item
+        safe[safe_key] = safe_item
+    return safe if changed else value
+
+
+def _safe_message(message: BaseMessage, text: TextHook | None) -> BaseMessage:
+    content = checkpoint_safe(message.content, text)
+    if content is message.content:
+        return message
+    return message.model_copy(update={"content": content})
+
+
+def safe_update(update: Mapping[str, Any], text: TextHook | None = None) -> dict[str, Any]:
+    """Make a node's state update checkpoint-safe (and pass its strings through `text`).
+
+    Messages keep their type (their content is made safe) and `Overwrite` keeps wrapping
+    its value.
+    """
+    safe: dict[str, Any] = {}
+    for key, value in update.items():
+        if isinstance(value, Overwrite):
+            safe[key] = Overwrite(checkpoint_safe(value.value, text))
+        elif isinstance(value, list) and value and isinstance(value[0], BaseMessage):
+            safe[key] = [_safe_message(message, text) for message in value]
+        else:
+            safe[key] = checkpoint_safe(value, text)
+    return safe
+
+
+def _int_text(value: int) -> str:
+    try:
+        return str(value)
+    except ValueError:  # more digits than Python prints
+        return f"<int of {value.bit_length()} bits>"
+
+
+def _float_text(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
+def encode_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Make validated arguments checkpoint-safe, reversibly for big integers."""
+    return {safe_text(key): _encode(value, 0) for key, value in arguments.items()}
+
+
+def _encode(value: Any, depth: int) -> Any:
+    if type(value) is int and not _fits(value):
+        return {BIG_INT_TAG: _int_text(value)}
+    if depth >= _MAX_DEPTH:
+        return checkpoint_safe(value)
+    if isinstance(value, dict):
+        return {
+            safe_text(key) if isinstance(key, str) else str(key): _encode(item, depth + 1)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_encode(item, depth + 1) for item in value]
+    return checkpoint_safe(value)
+
+
+def decode_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Restore what `encode_arguments` wrapped."""
+    return {key: _decode(value) for key, value in arguments.items()}
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if len(value) == 1 and isinstance(value.get(BIG_INT_TAG), str):
+            try:
+                return int(value[BIG_INT_TAG])
+            except ValueError:
+                return value
+        return {key: _decode(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_decode(item) for item in value]
+    return value
