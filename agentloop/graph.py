@@ -36,9 +36,11 @@ from agentloop.settings import LoopContext, LoopSettings, PlanMode
 from agentloop.state import InputState, LoopState, OutputState
 from agentloop.tools.cache import ResultCache
 from agentloop.tools.interceptors import CacheInterceptor, Interceptor, RateLimitInterceptor
+from agentloop.tools.invoke import ToolInvoker
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.policy import DEFAULT_TIMEOUT_S, ToolPolicy, ToolRetry
 from agentloop.tools.registry import ToolLike, ToolRegistry
+from agentloop.tools.threads import ToolThreads
 from agentloop.usage import Prices
 
 __all__ = ["DEFAULT_MODEL_RETRY", "DEFAULT_RETRY", "create_tool_loop"]
@@ -78,6 +80,7 @@ def create_tool_loop(
     max_commands_per_round: int = 64,
     redact: Redact | None = None,
     model_limits: ModelLimits | None = None,
+    tool_threads: ToolThreads | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build a plan / execute tool loop.
 
@@ -122,6 +125,7 @@ def create_tool_loop(
             (default: a `Redactor` of secret-looking environment variables, the MCP
             servers' `env` and `headers` values, and credential shapes).
         model_limits: Time and size bounds of every model call (`ModelLimits()`).
+        tool_threads: Where sync tools run (`ToolThreads(max_running=64, max_abandoned=4)`).
 
     Returns:
         The compiled graph: input `user_input` / `user_extra_requirement` (or `messages`),
@@ -158,6 +162,7 @@ def create_tool_loop(
         result_cache,
         interceptors=[RateLimitInterceptor(), CacheInterceptor(result_cache), *interceptors],
         mandatory_interceptors=mandatory_interceptors,
+        invoker=ToolInvoker(tool_threads),
     )
 
     parts = LoopParts(

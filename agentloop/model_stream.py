@@ -96,7 +96,7 @@ class BoundedRead(Generic[C]):
         deadline = loop.time() + self.limits.timeout_s
         first = True
         try:
-            async with asyncio.timeout(
+            async with asyncio.timeout_at(
                 min(loop.time() + self.limits.first_token_timeout_s, deadline)
             ) as window:
                 async for chunk in stream:

@@ -104,6 +104,10 @@ class ToolExecutionRecord(TypedDict):
     from_cache: NotRequired[bool]
     fallback: NotRequired[str]
     """`stale_cache` or `stub` when the result is a declared fallback, else ""."""
+    stale: NotRequired[bool]
+    """True when the tool failed and `result` is its last good result (`success` is False)."""
+    stale_age_s: NotRequired[float]
+    """How old that stale result is, in seconds."""
     duplicate: NotRequired[bool]
     truncated: NotRequired[bool]
     flagged: NotRequired[bool]

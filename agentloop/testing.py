@@ -110,8 +110,12 @@ class ScriptedChatModel(BaseChatModel):
     usage: bool = True
     """Attach `usage_metadata` (about four characters per token) to each reply."""
 
+    keep_requests: bool = True
+    """Keep every request's messages for `requests` (turn off for long or busy runs)."""
+
     _lock: _Lock = PrivateAttr(default_factory=_Lock)
     _requests: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+    _request_count: int = PrivateAttr(default=0)
     _chunks_emitted: int = PrivateAttr(default=0)
     _bound_tools: list[dict[str, Any]] = PrivateAttr(default_factory=list)
 
@@ -132,6 +136,12 @@ class ScriptedChatModel(BaseChatModel):
         """The messages of every request so far, in the order the requests started."""
         with self._lock:
             return [list(messages) for messages in self._requests]
+
+    @property
+    def request_count(self) -> int:
+        """How many requests started (kept or not)."""
+        with self._lock:
+            return self._request_count
 
     @property
     def chunks_emitted(self) -> int:
@@ -234,8 +244,10 @@ class ScriptedChatModel(BaseChatModel):
     def _next_reply(self, messages: list[BaseMessage]) -> AIMessage:
         """Record the request, take its reply from the script and complete it."""
         with self._lock:
-            number = len(self._requests)
-            self._requests.append(list(messages))
+            number = self._request_count
+            self._request_count += 1
+            if self.keep_requests:
+                self._requests.append(list(messages))
             entry: Any
             if number < len(self.replies):
                 entry = self.replies[number]

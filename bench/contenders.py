@@ -59,13 +59,7 @@ class BenchChatModel(ScriptedChatModel):
     """
 
     def __init__(self, replies: Sequence[Any] = (), **kwargs: Any) -> None:
-        super().__init__(replies, **kwargs)
-
-    def _next_reply(self, messages: list[BaseMessage]) -> AIMessage:
-        reply = super()._next_reply(messages)
-        with self._lock:
-            self._requests[-1] = []  # keep the count (the script position), drop the text
-        return reply
+        super().__init__(replies, keep_requests=False, **kwargs)
 
 
 def sleeping_tool(name: str, delay_s: float) -> BaseTool:

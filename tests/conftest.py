@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
+_REPORT: list[str] = []
 
 _real_connect = socket.socket.connect
 
@@ -35,3 +37,16 @@ def _guarded_connect(self: socket.socket, address: Any) -> Any:
 def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     yield
+
+
+@pytest.fixture
+def report() -> Callable[[str], None]:
+    """Add a line to the figures printed at the end of the test run."""
+    return _REPORT.append
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _REPORT:
+        terminalreporter.section("figures")
+        for line in _REPORT:
+            terminalreporter.write_line(line)

@@ -26,6 +26,9 @@ ANSWER_TAGS = ["agentloop:answer"]
 
 
 def _result_value(record: ToolExecutionRecord) -> Any:
+    if record.get("stale"):
+        age = record.get("stale_age_s", 0.0)
+        return {"error": record["error"], "stale_result": record["result"], "stale_age_s": age}
     if not record["success"]:
         return {"error": record["error"], "result": record["result"]}
     if record.get("fallback"):

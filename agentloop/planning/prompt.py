@@ -85,6 +85,9 @@ def planner_view(records: Sequence[ToolExecutionRecord], *, keep_full: int) -> l
             item["result"] = OMITTED
         if record.get("fallback"):
             item["fallback"] = record["fallback"]
+        if record.get("stale"):
+            item["stale_result"] = record["result"]
+            item["stale_age_s"] = record.get("stale_age_s", 0.0)
         if record.get("todo_suggestion"):
             item["todo_suggestion"] = record["todo_suggestion"]
         view.append(item)

@@ -17,6 +17,10 @@ _STRING_STOP = re.compile(r'["\\]')
 _FENCE = re.compile(r"```[ \t]*[\w+-]*[ \t]*\r?\n?(.*?)```", re.DOTALL)
 """A markdown code block, with an optional language tag; group 1 is its content."""
 
+LENIENT_JSON = json.JSONDecoder(strict=False)
+"""One decoder that allows control characters in strings (`json.loads(..., strict=False)`
+builds a new decoder per call)."""
+
 _TRIM_LIMIT = 2_000
 """How far from the end a syntax error may lie for a truncated object to be trimmed."""
 
@@ -179,7 +183,7 @@ class _ObjectScanner:
 def _decode_string(body: str) -> str | None:
     """Decode the raw content of a JSON string literal, or return None when invalid."""
     try:
-        value = json.loads(f'"{body}"', strict=False)
+        value = LENIENT_JSON.decode(f'"{body}"')
     except ValueError:
         return None
     return value if isinstance(value, str) else None
@@ -293,7 +297,7 @@ def _parse_truncated(fragment: str, closed: str) -> Any:
     malformed, not merely cut short, and trimming would take quadratic time.
     """
     try:
-        return json.loads(closed, strict=False)
+        return LENIENT_JSON.decode(closed)
     except json.JSONDecodeError as error:
         if len(closed) - error.pos > _TRIM_LIMIT:
             return None
@@ -308,6 +312,6 @@ def _parse_truncated(fragment: str, closed: str) -> Any:
 def _loads(text: str) -> tuple[bool, Any]:
     """Decode JSON leniently (control characters allowed in strings); report success."""
     try:
-        return True, json.loads(text, strict=False)
+        return True, LENIENT_JSON.decode(text)
     except (ValueError, RecursionError):
         return False, None

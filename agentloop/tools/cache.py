@@ -1,4 +1,16 @@
-"""A bounded TTL cache of tool results, shared by every run of one compiled loop."""
+"""The result cache of one compiled loop: fresh results and last good results, bounded.
+
+Both are opt-in per tool and only for idempotent tools:
+
+- `ToolPolicy(cache_ttl_s=...)`: a successful result answers the same call again while
+  it is fresh (the `CacheInterceptor` looks it up);
+- `ToolPolicy(stale_fallback_s=...)`: the last good result is kept that long and comes
+  back, marked stale with its age, when the tool later fails.
+
+Values are stored as the records show them (JSON data within the tool's size budget).
+Each map is bounded in entries and in bytes (least recently used out first), so a busy
+loop's memory stays bounded whatever its tools return.
+"""
 
 from __future__ import annotations
 
@@ -35,77 +47,119 @@ class CacheHit:
     age_s: float
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _Entry:
     value: Any
     stored_at: float
     expires_at: float
+    size: int
+
+
+def _size(value: Any) -> int:
+    try:
+        return len(json.dumps(value, ensure_ascii=False, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return len(repr(value))
+
+
+class _Table:
+    """One LRU map bounded in entries and bytes."""
+
+    def __init__(self, max_entries: int, max_bytes: int) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.entries: OrderedDict[str, _Entry] = OrderedDict()
+        self.bytes = 0
+
+    def get(self, key: str, now: float) -> _Entry | None:
+        entry = self.entries.get(key)
+        if entry is None:
+            return None
+        if entry.expires_at <= now:
+            self._drop(key)
+            return None
+        self.entries.move_to_end(key)
+        return entry
+
+    def put(self, key: str, entry: _Entry) -> None:
+        if entry.size > self.max_bytes:
+            return
+        self._drop(key)
+        self.entries[key] = entry
+        self.bytes += entry.size
+        while len(self.entries) > self.max_entries or self.bytes > self.max_bytes:
+            self._drop(next(iter(self.entries)))
+
+    def _drop(self, key: str) -> None:
+        entry = self.entries.pop(key, None)
+        if entry is not None:
+            self.bytes -= entry.size
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.bytes = 0
 
 
 class ResultCache:
-    """Fresh results (per-entry TTL) and, separately, the last good result of each call.
-
-    Both maps are LRU-bounded. Thread-safe, since sync tools run in worker threads.
+    """Fresh results and last good results of tool calls; thread-safe.
 
     Args:
-        max_entries: Bound of each map.
-        stale_ttl_s: How long a last good result stays usable as a stale fallback.
+        max_entries: Bound of each map, in entries.
+        max_bytes: Bound of each map, in characters of the stored values' JSON.
         clock: Time source (seconds), replaceable in tests.
     """
 
     def __init__(
         self,
         max_entries: int = 1024,
-        stale_ttl_s: float = 24 * 3600.0,
+        max_bytes: int = 32 * 1024 * 1024,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._max_entries = max_entries
-        self._stale_ttl_s = stale_ttl_s
         self._clock = clock
-        self._fresh: OrderedDict[str, _Entry] = OrderedDict()
-        self._stale: OrderedDict[str, _Entry] = OrderedDict()
+        self._fresh = _Table(max_entries, max_bytes)
+        self._last_good = _Table(max_entries, max_bytes)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._fresh)
+            return len(self._fresh.entries) + len(self._last_good.entries)
+
+    @property
+    def size_bytes(self) -> int:
+        """The size of what both maps hold."""
+        with self._lock:
+            return self._fresh.bytes + self._last_good.bytes
 
     def get(self, key: str) -> CacheHit | None:
         """Return a fresh result for `key`, or None."""
         return self._lookup(self._fresh, key)
 
-    def get_stale(self, key: str) -> CacheHit | None:
-        """Return the last good result for `key`, however old (within the stale TTL)."""
-        return self._lookup(self._stale, key)
+    def put(self, key: str, value: Any, ttl_s: float) -> None:
+        """Remember a successful result as fresh for `ttl_s` seconds."""
+        self._store(self._fresh, key, value, ttl_s)
 
-    def put(self, key: str, value: Any, ttl_s: float | None) -> None:
-        """Remember a successful result: as fresh for `ttl_s` (if given) and as last good."""
-        now = self._clock()
-        with self._lock:
-            if ttl_s:
-                self._store(self._fresh, key, _Entry(value, now, now + ttl_s))
-            self._store(self._stale, key, _Entry(value, now, now + self._stale_ttl_s))
+    def last_good(self, key: str) -> CacheHit | None:
+        """Return the last good result for `key` (kept by `remember`), or None."""
+        return self._lookup(self._last_good, key)
+
+    def remember(self, key: str, value: Any, keep_s: float) -> None:
+        """Keep a successful result as the last good one for `keep_s` seconds."""
+        self._store(self._last_good, key, value, keep_s)
 
     def clear(self) -> None:
         """Forget everything."""
         with self._lock:
             self._fresh.clear()
-            self._stale.clear()
+            self._last_good.clear()
 
-    def _lookup(self, table: OrderedDict[str, _Entry], key: str) -> CacheHit | None:
+    def _lookup(self, table: _Table, key: str) -> CacheHit | None:
         now = self._clock()
         with self._lock:
-            entry = table.get(key)
-            if entry is None:
-                return None
-            if entry.expires_at <= now:
-                del table[key]
-                return None
-            table.move_to_end(key)
-            return CacheHit(entry.value, now - entry.stored_at)
+            entry = table.get(key, now)
+        return None if entry is None else CacheHit(entry.value, now - entry.stored_at)
 
-    def _store(self, table: OrderedDict[str, _Entry], key: str, entry: _Entry) -> None:
-        table[key] = entry
-        table.move_to_end(key)
-        while len(table) > self._max_entries:
-            table.popitem(last=False)
+    def _store(self, table: _Table, key: str, value: Any, keep_s: float) -> None:
+        now = self._clock()
+        entry = _Entry(value, now, now + keep_s, _size(value))
+        with self._lock:
+            table.put(key, entry)

@@ -20,6 +20,7 @@ from langchain_core.tools import BaseTool
 from agentloop.tools.cache import ResultCache, canonical_key
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.policy import ResolvedPolicy
+from agentloop.tools.results import to_jsonable, truncate_result
 
 __all__ = [
     "AuditLog",
@@ -173,7 +174,8 @@ class CacheInterceptor:
             return ToolOutcome(value=hit.value, attempts=0, from_cache=True)
         outcome = await proceed(call)
         if outcome.success and not outcome.fallback and not outcome.from_cache:
-            self.cache.put(key, outcome.value, ttl)
+            budgeted = truncate_result(to_jsonable(outcome.value), call.policy.max_result_chars)
+            self.cache.put(key, budgeted.value, ttl)
         return outcome
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -21,13 +23,21 @@ from tenacity import (
 )
 
 from agentloop._retry import aretry_lazily
+from agentloop.errors import ToolCallError
 from agentloop.events import Emit
 from agentloop.tools.interceptors import ToolCall
 from agentloop.tools.outcome import ToolOutcome, classify_error
 from agentloop.tools.policy import ToolRetry
 from agentloop.tools.threads import ToolThreads
 
-__all__ = ["ToolInvoker", "has_sync_implementation", "is_async_tool", "propagates"]
+__all__ = [
+    "ToolInvoker",
+    "crash_proof",
+    "crashed",
+    "has_sync_implementation",
+    "is_async_tool",
+    "propagates",
+]
 
 
 def is_async_tool(tool: BaseTool) -> bool:
@@ -49,6 +59,54 @@ def _payload(tool: BaseTool, arguments: dict[str, Any], call_id: str) -> Any:
     if tool.response_format == "content_and_artifact":
         return {"name": tool.name, "args": arguments, "id": call_id, "type": "tool_call"}
     return arguments
+
+
+def crashed(error: BaseException) -> ToolCallError:
+    """The failure of a tool that raised a `BaseException` that is not an `Exception`.
+
+    `SystemExit`, `GeneratorExit` and the like must not travel through coroutines (a
+    `GeneratorExit` escaping an `await` confuses the event loop), so they are turned
+    into a `ToolCallError` where the tool raised them.
+    """
+    return ToolCallError("tool_crashed", f"{type(error).__name__}: {error}".rstrip(": "))
+
+
+def _crash_proof(function: Callable[..., Any], *args: Any) -> Any:
+    """Run a sync tool; a `BaseException` that is not an `Exception` becomes `crashed`."""
+    try:
+        return function(*args)
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as error:
+        raise crashed(error) from None
+
+
+def crash_proof(tool: BaseTool) -> BaseTool:
+    """Return a copy of a tool whose coroutine cannot raise a `BaseException` at the loop.
+
+    LangChain runs an async tool's coroutine in a task of its own; a `SystemExit` raised
+    there is re-raised by asyncio out of the event loop itself, and a `GeneratorExit`
+    confuses the awaiting coroutine. The copy's coroutine turns both (and any
+    `BaseException` that is not an `Exception`, a `KeyboardInterrupt` or the cancellation
+    of its task) into a `ToolCallError("tool_crashed", ...)`. Tools that are not
+    `StructuredTool` or `Tool` are returned as they are.
+    """
+    if not isinstance(tool, StructuredTool | Tool) or tool.coroutine is None:
+        return tool
+    coroutine = tool.coroutine
+
+    @functools.wraps(coroutine)
+    async def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await coroutine(*args, **kwargs)
+        except (Exception, KeyboardInterrupt):
+            raise
+        except BaseException as error:
+            if propagates(error):
+                raise
+            raise crashed(error) from None
+
+    return tool.model_copy(update={"coroutine": guarded})
 
 
 def propagates(error: BaseException) -> bool:
@@ -148,11 +206,16 @@ class ToolInvoker:
                     output = await tool.ainvoke(payload, config)
             else:
                 output = await self.threads.run(
-                    tool.name, lambda: tool.invoke(payload, config), timeout_s, abandoned
-                )
+                    tool.name, partial(_crash_proof, tool.invoke, payload, config), timeout_s,
+                    abandoned,
+                )  # fmt: skip
         except TimeoutError as error:
             msg = f"{tool.name} did not finish within {timeout_s:g}s"
             raise TimeoutError(msg) from error
+        except BaseException as error:
+            if propagates(error) or isinstance(error, Exception):
+                raise
+            raise crashed(error) from None
         if isinstance(output, ToolMessage) and payload is not call.arguments:
             return output.content, output.artifact
         return output, None

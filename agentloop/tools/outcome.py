@@ -40,6 +40,8 @@ class ToolOutcome:
     notes: tuple[str, ...] = field(default_factory=tuple)
     artifact: Any = None
     """What the tool returned beside its content (`response_format="content_and_artifact"`)."""
+    stale_age_s: float | None = None
+    """The age of a stale result returned because the tool failed (None otherwise)."""
 
     @classmethod
     def failure(cls, error_type: str, message: str, *, attempts: int = 1) -> ToolOutcome:

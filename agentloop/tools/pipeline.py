@@ -69,6 +69,9 @@ def make_record(
     }
     if outcome.notes or call["notes"]:
         record["notes"] = [*call["notes"], *outcome.notes]
+    if outcome.stale_age_s is not None:
+        record["stale"] = True
+        record["stale_age_s"] = round(outcome.stale_age_s, 3)
     return record
 
 
@@ -174,7 +177,7 @@ class ToolRunner:
         if spec is None:  # the registry cannot change between prepare and run
             msg = f"tool {name!r} vanished between prepare and run"
             raise RuntimeError(msg)
-        tool, policy = spec.tool, spec.policy
+        tool, policy = spec.runnable, spec.policy
         arguments = decode_arguments(call["arguments"])
         if spec.accepts_idempotency_key and not arguments.get(IDEMPOTENCY_ARGUMENT):
             arguments[IDEMPOTENCY_ARGUMENT] = call["call_key"]
@@ -204,14 +207,13 @@ class ToolRunner:
             outcome = ToolOutcome.failure("internal_error", f"interceptor failed: {error!r}")
         artifact = outcome.artifact
         duration_ms = (time.perf_counter() - started) * 1000
-        if outcome.success:
-            if policy.idempotent and not (outcome.fallback or outcome.from_cache):
-                self.cache.put(tool_call.cache_key, outcome.value, None)
-        else:
+        if not outcome.success:
             outcome = self._fall_back(tool_call, outcome)
-        outcome = outcome.with_changes(value=to_jsonable(outcome.value))
-        truncated = truncate_result(outcome.value, policy.max_result_chars)
+        truncated = truncate_result(to_jsonable(outcome.value), policy.max_result_chars)
         outcome = outcome.with_changes(value=truncated.value)
+        fresh = outcome.success and not (outcome.fallback or outcome.from_cache)
+        if fresh and policy.idempotent and policy.stale_fallback_s:
+            self.cache.remember(tool_call.cache_key, outcome.value, policy.stale_fallback_s)
         useless = judge_result(outcome, policy.check_result) if outcome.success else ""
         if useless:
             outcome = outcome.with_changes(
@@ -246,17 +248,16 @@ class ToolRunner:
         return record
 
     def _fall_back(self, call: ToolCall, failure: ToolOutcome) -> ToolOutcome:
-        """Stale cached result, then the declared stub, then a graceful error."""
+        """The last good result (opt-in, still a failure), the declared stub, or an error."""
         reason = f"{failure.error_type}: {failure.error}"
-        if call.policy.idempotent:
-            stale = self.cache.get_stale(call.cache_key)
+        if call.policy.idempotent and call.policy.stale_fallback_s:
+            stale = self.cache.last_good(call.cache_key)
             if stale is not None:
                 return failure.with_changes(
                     value=stale.value,
-                    success=True,
-                    error="",
                     fallback="stale_cache",
-                    notes=(f"stale cached result ({stale.age_s:.0f}s old) after {reason}",),
+                    stale_age_s=stale.age_s,
+                    notes=(f"stale result ({stale.age_s:.0f}s old) after {reason}",),
                 )
         if call.policy.has_stub:
             return failure.with_changes(

@@ -123,6 +123,12 @@ class ToolPolicy(BaseModel):
     cache_ttl_s: float | None = Field(
         default=None, ge=0, description="Cache successful results this long (idempotent only)."
     )
+    stale_fallback_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="Keep the last good result this long and return it, marked stale with "
+        "its age, when the tool fails (idempotent only; off by default).",
+    )
     stub_result: Any = Field(default=None, description="Degraded result used when all failed.")
     arg_aliases: Mapping[str, tuple[str, ...] | list[str]] | None = Field(
         default=None, description="Canonical argument name -> names the model may use instead."
@@ -155,6 +161,7 @@ class ResolvedPolicy:
     timeout_s: float = DEFAULT_TIMEOUT_S
     retry: ToolRetry | None = None
     cache_ttl_s: float | None = None
+    stale_fallback_s: float | None = None
     stub_result: Any = None
     has_stub: bool = False
     arg_aliases: Mapping[str, tuple[str, ...] | list[str]] = field(default_factory=dict)
@@ -249,6 +256,7 @@ def resolve_policy(
         timeout_s=float(merged["timeout_s"]),
         retry=retry if isinstance(retry, ToolRetry) else None,
         cache_ttl_s=merged.get("cache_ttl_s"),
+        stale_fallback_s=merged.get("stale_fallback_s"),
         stub_result=merged.get("stub_result"),
         has_stub=has_stub,
         arg_aliases=dict(merged.get("arg_aliases") or {}),

@@ -110,7 +110,9 @@ def _convert_scalar(value: Any, depth: int, ancestors: set[int]) -> Any:
         return str(value)
     if isinstance(value, int):
         return _convert_int(int(value))
-    return float(value) if math.isfinite(value) else str(value)
+    if math.isfinite(value):
+        return float(value)
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
 
 
 def _convert_int(value: int) -> int | str:

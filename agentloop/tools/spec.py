@@ -15,6 +15,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
 from agentloop.tools.arguments import ArgumentSpec, ValidatedArguments, tool_json_schema
+from agentloop.tools.invoke import crash_proof
 from agentloop.tools.policy import ResolvedPolicy
 
 __all__ = ["IDEMPOTENCY_ARGUMENT", "ToolSpec"]
@@ -38,10 +39,13 @@ class ToolSpec:
     """One registered tool and everything compiled from it."""
 
     tool: BaseTool
+    """The tool as registered."""
     policy: ResolvedPolicy
     schema: dict[str, Any]
     """The JSON schema of the arguments a model may send."""
     arguments: ArgumentSpec = field(repr=False)
+    runnable: BaseTool = field(repr=False)
+    """What is invoked: the tool, with a coroutine that cannot crash the event loop."""
     accepts_idempotency_key: bool = False
 
     @classmethod
@@ -54,6 +58,7 @@ class ToolSpec:
             policy=policy,
             schema=schema,
             arguments=ArgumentSpec(schema, _pydantic_model(tool)),
+            runnable=crash_proof(tool),
             accepts_idempotency_key=isinstance(declared, dict) and IDEMPOTENCY_ARGUMENT in declared,
         )
 

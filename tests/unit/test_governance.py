@@ -383,7 +383,7 @@ async def test_stale_cache_then_stub_then_graceful_error() -> None:
         raise RuntimeError("parser crashed")
 
     policies = {
-        "get_rate": ToolPolicy(retry=ToolRetry(max_attempts=1)),
+        "get_rate": ToolPolicy(retry=ToolRetry(max_attempts=1), stale_fallback_s=3600),
         "get_forecast": ToolPolicy(
             stub_result="forecast unavailable", retry=ToolRetry(max_attempts=1)
         ),
@@ -412,7 +412,9 @@ async def test_stale_cache_then_stub_then_graceful_error() -> None:
     healthy = False
     out = await graph.ainvoke({"user_input": "two"})
     rate, forecast, news = out["tool_logs"]
-    assert rate["success"] is True and rate["fallback"] == "stale_cache" and rate["result"] == 1.25
+    assert rate["success"] is False and "service unavailable" in rate["error"]
+    assert rate["fallback"] == "stale_cache" and rate["stale"] is True and rate["result"] == 1.25
+    assert 0 <= rate["stale_age_s"] < 60
     assert forecast["fallback"] == "stub" and forecast["result"] == "forecast unavailable"
     assert news["success"] is False and news["fallback"] == ""
     assert news["result"] == {
@@ -421,7 +423,42 @@ async def test_stale_cache_then_stub_then_graceful_error() -> None:
         "message": "parser crashed",
         "suggestion": news["result"]["suggestion"],
     }
-    assert out["action_results"]["Use get_rate"] == {"result": 1.25, "fallback": "stale_cache"}
+    assert out["action_results"]["Use get_rate"] == {
+        "error": rate["error"],
+        "stale_result": 1.25,
+        "stale_age_s": rate["stale_age_s"],
+    }
+
+
+async def test_no_stale_result_without_opting_in() -> None:
+    healthy = True
+
+    @tool
+    def get_rate(currency: str) -> float:
+        """Exchange rate."""
+        if not healthy:
+            raise ConnectionError("service unavailable")
+        return 1.25
+
+    planner = ScriptedChatModel(
+        responder=lambda messages: str(
+            plan_reply("execute", [cmd("get_rate", currency="EUR")])
+            if "round_index: 0" in str(messages[-1].content)
+            else plan_reply("response")
+        )
+    )
+    graph = create_tool_loop(
+        planner,
+        [get_rate],
+        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        policies={"get_rate": ToolPolicy(retry=ToolRetry(max_attempts=1))},
+    )
+    await graph.ainvoke({"user_input": "one"})
+    healthy = False
+    out = await graph.ainvoke({"user_input": "two"})
+    [rate] = out["tool_logs"]
+    assert rate["success"] is False and rate["fallback"] == "" and "stale" not in rate
+    assert rate["result"]["error"] == "network_error"
 
 
 # -- results ---------------------------------------------------------------------------------

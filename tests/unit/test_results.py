@@ -83,8 +83,8 @@ def test_scalar_types() -> None:
     assert to_jsonable(Decimal("1.10")) == "1.10"
     assert to_jsonable(Colour.RED) == "red"
     assert to_jsonable(Level.HIGH) == 3
-    assert to_jsonable(float("nan")) == "nan"
-    assert to_jsonable([float("inf"), float("-inf")]) == ["inf", "-inf"]
+    assert to_jsonable(float("nan")) == "NaN"
+    assert to_jsonable([float("inf"), float("-inf")]) == ["Infinity", "-Infinity"]
 
 
 def test_sets_and_tuples_become_lists() -> None:
