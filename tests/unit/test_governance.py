@@ -13,6 +13,7 @@ from langchain_core.tools import StructuredTool, tool
 from agentloop import (
     AuditLog,
     ConfigurationError,
+    ResultCache,
     ToolCall,
     ToolOutcome,
     ToolPolicy,
@@ -697,3 +698,19 @@ async def test_idempotency_key_is_the_stable_call_key() -> None:
     out = await graph.ainvoke({"user_input": "go"})
     assert keys == [out["tool_logs"][0]["call_key"]]
     assert len(keys[0]) == 24
+
+
+def test_result_cache_is_bounded_in_entries_bytes_and_time() -> None:
+    now = [0.0]
+    cache = ResultCache(max_entries=3, max_bytes=1_000, clock=lambda: now[0])
+    for n in range(5):
+        cache.put(f"k{n}", n, ttl_s=10)
+    assert [cache.get(f"k{n}") is not None for n in range(5)] == [False, False, True, True, True]
+    cache.remember("big", "x" * 600, keep_s=10)
+    cache.remember("bigger", "y" * 600, keep_s=10)  # both do not fit in 1,000 characters
+    assert cache.last_good("big") is None and cache.last_good("bigger") is not None
+    cache.remember("huge", "z" * 5_000, keep_s=10)  # larger than the bound: not kept
+    assert cache.last_good("huge") is None
+    now[0] = 11.0
+    assert cache.get("k4") is None and cache.last_good("bigger") is None
+    assert cache.size_bytes <= 1_000
