@@ -35,7 +35,7 @@ from mcp.types import (
     Tool,
 )
 
-from agentloop.errors import ConfigurationError
+from agentloop.errors import ConfigurationError, MCPToolError, MCPTransportError
 from agentloop.mcp_config import INHERITED_ENV, MCPServerSpec, load_mcp_config
 from agentloop.redaction import install_log_redaction
 
@@ -61,30 +61,6 @@ CLOSE_TIMEOUT_S = 10.0
 """How long `aclose` waits for a session to shut down before cancelling it."""
 STARTUP_ATTEMPTS = 2
 """A server process that exits while starting is started once more before giving up."""
-
-
-class MCPToolError(Exception):
-    """An MCP tool reported an error (`isError`), or the server refused the request.
-
-    Args:
-        message: The server's error text.
-        server: The server's name, when known.
-        tool: The tool's name, when known.
-    """
-
-    def __init__(self, message: str, *, server: str | None = None, tool: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.server = server
-        self.tool = tool
-
-
-class MCPTransportError(ConnectionError):
-    """An MCP server could not be started or reached, or its connection broke.
-
-    The session is discarded first, so the next call starts a new one. A
-    `ConnectionError`, so retry policies treat it as transient.
-    """
 
 
 # --- results ---------------------------------------------------------------------------------

@@ -32,9 +32,8 @@ from tenacity import (
 )
 
 from agentloop._retry import aretry_lazily, retry_lazily
-from agentloop.errors import ModelBehaviorError
+from agentloop.errors import ModelBehaviorError, is_retryable_model_error, model_error_message
 from agentloop.model_stream import BoundedRead, ModelLimits
-from agentloop.tools.policy import is_transient_error, status_code
 
 __all__ = [
     "Answer",
@@ -44,24 +43,12 @@ __all__ = [
     "finish_reason",
     "invoke_answer",
     "is_degenerate",
-    "is_retryable_model_error",
-    "model_error_message",
     "retry_after_s",
     "run_with_retries",
 ]
 
 T = TypeVar("T")
 
-_AUTH_MARKERS = ("authentication", "unauthorized", "invalid api key", "api key", "permission")
-_OVERFLOW_MARKERS = (
-    "context length",
-    "context_length",
-    "maximum context",
-    "context window",
-    "too many tokens",
-    "prompt is too long",
-    "reduce the length",
-)
 _LENGTH_REASONS = {"length", "max_tokens", "max_output_tokens", "MAX_TOKENS"}
 
 
@@ -92,35 +79,6 @@ class ModelRetry:
     max_tokens_cap: int = 65_536
     default_max_tokens: int = 4_096
     degenerate_retries: int = 2
-
-
-def _is_auth_error(error: BaseException) -> bool:
-    if status_code(error) in (401, 403):
-        return True
-    name = type(error).__name__.lower()
-    return "authentication" in name or "permissiondenied" in name
-
-
-def _is_overflow_error(error: BaseException) -> bool:
-    text = f"{type(error).__name__} {error}".lower()
-    return "contextoverflow" in text.replace(" ", "") or any(m in text for m in _OVERFLOW_MARKERS)
-
-
-def is_retryable_model_error(error: BaseException) -> bool:
-    """Tell whether a model error is transient (and not auth or context overflow)."""
-    if isinstance(error, GraphBubbleUp) or _is_auth_error(error) or _is_overflow_error(error):
-        return False
-    return is_transient_error(error)
-
-
-def model_error_message(error: BaseException) -> str:
-    """Describe a model failure in one clear line."""
-    detail = f"{type(error).__name__}: {error}"
-    if _is_auth_error(error) or any(m in str(error).lower() for m in _AUTH_MARKERS[:3]):
-        return f"the model rejected the credentials (check the API key) - {detail}"
-    if _is_overflow_error(error):
-        return f"the request does not fit in the model's context window - {detail}"
-    return detail
 
 
 def retry_after_s(error: BaseException | None) -> float | None:

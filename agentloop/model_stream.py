@@ -2,7 +2,7 @@
 
 A model that never answers, or answers forever, must not hang a run. Every plan and
 answer is read as a stream through `BoundedRead`: no first chunk within
-`first_token_timeout_s` or no end within `timeout_s` raises `ModelTimeoutError` (a
+`first_token_timeout_s` or no end within `timeout_s` raises `ModelCallTimeout` (a
 `TimeoutError`, so model retries apply); more than `max_chars` of output stops reading
 and marks the read as cut. Sync streams are pumped by a daemon thread, so even a model
 blocked inside its own code is abandoned on time.
@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, 
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from agentloop.errors import ConfigurationError, ModelTimeoutError
+from agentloop.errors import ConfigurationError, ModelCallTimeout
 
 __all__ = ["BoundedRead", "ModelLimits"]
 
@@ -83,12 +83,12 @@ class BoundedRead(Generic[C]):
             return True
         return False
 
-    def _timeout(self, first: bool) -> ModelTimeoutError:
+    def _timeout(self, first: bool) -> ModelCallTimeout:
         if first:
             msg = f"no {self.what} output within {self.limits.first_token_timeout_s:g}s"
         else:
             msg = f"the {self.what} took longer than {self.limits.timeout_s:g}s"
-        return ModelTimeoutError(msg)
+        return ModelCallTimeout(msg)
 
     async def aiterate(self, stream: AsyncIterator[C]) -> AsyncGenerator[C, None]:
         """Yield the chunks of an async stream within the limits (closing it at the end)."""

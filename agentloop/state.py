@@ -10,6 +10,7 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
+from agentloop.errors import ErrorType
 from agentloop.usage import add_usage
 
 __all__ = [
@@ -97,8 +98,8 @@ class ToolExecutionRecord(TypedDict):
     round_index: NotRequired[int]
     index: NotRequired[int]
     """Position of the command in its round."""
-    error_type: NotRequired[str]
-    """`timeout`, `invalid_arguments`, `tool_not_found`, `network_error`, `internal_error`..."""
+    error_type: NotRequired[ErrorType | Literal[""]]
+    """Why the call failed (see `agentloop.errors.ErrorType`); "" when it succeeded."""
     duration_ms: NotRequired[float]
     attempts: NotRequired[int]
     from_cache: NotRequired[bool]

@@ -10,9 +10,9 @@ from langchain_core.messages import BaseMessage, BaseMessageChunk
 from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
-from agentloop.errors import ConfigurationError, ModelBehaviorError
+from agentloop.errors import ConfigurationError, ModelBehaviorError, model_error_message
 from agentloop.messages import message_text
-from agentloop.model_calls import arun_with_retries, model_error_message, run_with_retries
+from agentloop.model_calls import arun_with_retries, run_with_retries
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.parts import LoopParts

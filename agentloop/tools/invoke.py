@@ -23,10 +23,10 @@ from tenacity import (
 )
 
 from agentloop._retry import aretry_lazily
-from agentloop.errors import ToolCallError
+from agentloop.errors import ToolCallError, classify_tool_error
 from agentloop.events import Emit
 from agentloop.tools.interceptors import ToolCall
-from agentloop.tools.outcome import ToolOutcome, classify_error
+from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.policy import ToolRetry
 from agentloop.tools.threads import ToolThreads
 
@@ -265,5 +265,5 @@ class ToolInvoker:
             if propagates(error):
                 raise
             message = str(error) or type(error).__name__
-            return ToolOutcome.failure(classify_error(error), message, attempts=attempts)
+            return ToolOutcome.failure(classify_tool_error(error), message, attempts=attempts)
         return ToolOutcome(value=value, attempts=attempts, artifact=artifact)

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import ValidationError
+from agentloop.errors import ErrorType
 
-from agentloop.errors import ToolCallError
+__all__ = ["ERROR_SUGGESTIONS", "ToolOutcome", "graceful_error"]
 
-__all__ = ["ERROR_SUGGESTIONS", "ToolOutcome", "classify_error", "graceful_error"]
-
-ERROR_SUGGESTIONS: dict[str, str] = {
+ERROR_SUGGESTIONS: dict[ErrorType, str] = {
     "timeout": "The tool took too long. Try a narrower request, or another tool.",
     "invalid_arguments": "Fix the arguments listed in the message and call again.",
     "tool_not_found": "Call one of the available tools listed in the message.",
@@ -23,6 +20,7 @@ ERROR_SUGGESTIONS: dict[str, str] = {
     "useless_result": "The result did not help. Try different arguments or another tool.",
     "tool_crashed": "The tool stopped abruptly. Check the arguments or try another approach.",
     "tool_unavailable": "The tool is busy with earlier calls that hung. Use another tool.",
+    "too_many_commands": "Plan fewer calls per round, the most important first.",
 }
 
 
@@ -33,7 +31,7 @@ class ToolOutcome:
     value: Any = None
     success: bool = True
     error: str = ""
-    error_type: str = ""
+    error_type: ErrorType | Literal[""] = ""
     attempts: int = 1
     from_cache: bool = False
     fallback: str = ""
@@ -44,12 +42,12 @@ class ToolOutcome:
     """The age of a stale result returned because the tool failed (None otherwise)."""
 
     @classmethod
-    def failure(cls, error_type: str, message: str, *, attempts: int = 1) -> ToolOutcome:
+    def failure(cls, error_type: ErrorType, message: str, *, attempts: int = 1) -> ToolOutcome:
         """Build a failed outcome."""
         return cls(None, False, message, error_type, attempts)
 
     @classmethod
-    def refused(cls, error_type: str, tool_name: str, message: str) -> ToolOutcome:
+    def refused(cls, error_type: ErrorType, tool_name: str, message: str) -> ToolOutcome:
         """Build the outcome of a call that was not run, with the model-facing error."""
         return cls(graceful_error(error_type, tool_name, message), False, message, error_type, 0)
 
@@ -58,39 +56,11 @@ class ToolOutcome:
         return replace(self, **changes)
 
 
-def classify_error(error: BaseException) -> str:
-    """Map an exception to the error type reported to the model.
-
-    Args:
-        error: What the tool (or the pipeline) raised.
-
-    Returns:
-        One of `timeout`, `invalid_arguments`, `network_error`, `internal_error`, or the
-        type carried by a `ToolCallError`.
-    """
-    if isinstance(error, ToolCallError):
-        return error.error_type
-    if not isinstance(error, Exception):  # SystemExit, GeneratorExit, a stray CancelledError
-        return "tool_crashed"
-    if isinstance(error, TimeoutError | asyncio.TimeoutError):
-        return "timeout"
-    if isinstance(error, ValidationError):
-        return "invalid_arguments"
-    if isinstance(error, ConnectionError | OSError) and not isinstance(error, FileNotFoundError):
-        return "network_error"
-    name = type(error).__name__.lower()
-    if "timeout" in name:
-        return "timeout"
-    if "connect" in name or "network" in name or "transport" in name:
-        return "network_error"
-    return "internal_error"
-
-
-def graceful_error(error_type: str, tool_name: str, message: str) -> dict[str, str]:
+def graceful_error(error_type: ErrorType, tool_name: str, message: str) -> dict[str, str]:
     """Build the error result the model sees when every fallback failed.
 
     Args:
-        error_type: See `classify_error`.
+        error_type: See `ErrorType`.
         tool_name: The tool that failed.
         message: What happened.
 
@@ -101,5 +71,5 @@ def graceful_error(error_type: str, tool_name: str, message: str) -> dict[str, s
         "error": error_type,
         "tool": tool_name,
         "message": message,
-        "suggestion": ERROR_SUGGESTIONS.get(error_type, ERROR_SUGGESTIONS["internal_error"]),
+        "suggestion": ERROR_SUGGESTIONS[error_type],
     }

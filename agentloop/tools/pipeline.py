@@ -267,9 +267,8 @@ class ToolRunner:
                 fallback="stub",
                 notes=(f"declared stub result after {reason}",),
             )
-        return failure.with_changes(
-            value=graceful_error(failure.error_type, call.tool_name, failure.error)
-        )
+        error_type = failure.error_type or "internal_error"
+        return failure.with_changes(value=graceful_error(error_type, call.tool_name, failure.error))
 
 
 def _query_key(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentloop.errors import ConfigurationError
+from agentloop.errors import ConfigurationError, is_transient_error
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
@@ -19,9 +18,7 @@ __all__ = [
     "ResolvedPolicy",
     "ToolPolicy",
     "ToolRetry",
-    "is_transient_error",
     "resolve_policy",
-    "status_code",
 ]
 
 SUBAGENT_METADATA = "agentloop_subagent"
@@ -33,52 +30,6 @@ SAFE_PREFIXES = ("search_", "get_", "check_", "list_", "read_")
 """Name prefixes of tools that only read: concurrency-safe and idempotent."""
 UNSAFE_PREFIXES = ("save_", "update_", "delete_", "create_", "send_", "write_")
 """Name prefixes of tools with side effects: run alone, never retried automatically."""
-
-_TRANSIENT_MARKERS = (
-    "timeout",
-    "timed out",
-    "temporarily",
-    "rate limit",
-    "too many requests",
-    "connection",
-    "unavailable",
-    "try again",
-)
-_TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
-
-
-def status_code(error: BaseException) -> int | None:
-    """Return the HTTP-like status an error carries (`status_code`, `response.status_code`...)."""
-    for attribute in ("status_code", "status", "code", "http_status"):
-        value = getattr(error, attribute, None)
-        if isinstance(value, int):
-            return value
-    response = getattr(error, "response", None)
-    value = getattr(response, "status_code", None)
-    return value if isinstance(value, int) else None
-
-
-def is_transient_error(error: BaseException) -> bool:
-    """Tell whether an error is worth retrying: connection errors, timeouts, 429 and 5xx.
-
-    Args:
-        error: The exception a tool raised.
-
-    Returns:
-        True for transient errors.
-    """
-    if isinstance(error, ConnectionError | TimeoutError | asyncio.TimeoutError):
-        return True
-    status = status_code(error)
-    if status is not None:
-        return status in _TRANSIENT_STATUS or 500 <= status < 600
-    name = type(error).__name__.lower()
-    if any(word in name for word in ("timeout", "connect", "ratelimit", "unavailable")):
-        return True
-    text = str(error).lower()
-    return any(marker in text for marker in _TRANSIENT_MARKERS) or any(
-        f" {code}" in f" {text}" for code in ("429", "502", "503", "504")
-    )
 
 
 class ToolRetry(BaseModel):

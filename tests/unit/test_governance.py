@@ -20,9 +20,10 @@ from agentloop import (
     ToolRetry,
     create_tool_loop,
 )
+from agentloop.errors import is_transient_error
 from agentloop.planning.prompt import OMITTED
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.policy import is_transient_error, resolve_policy
+from agentloop.tools.policy import resolve_policy
 
 FAST_RETRY = ToolRetry(max_attempts=3, initial_delay_s=0.01, max_delay_s=0.05)
 

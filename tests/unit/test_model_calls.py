@@ -10,12 +10,8 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
 from agentloop import ConfigurationError, create_tool_loop
-from agentloop.model_calls import (
-    ModelRetry,
-    is_degenerate,
-    is_retryable_model_error,
-    retry_after_s,
-)
+from agentloop.errors import is_retryable_model_error
+from agentloop.model_calls import ModelRetry, is_degenerate, retry_after_s
 from agentloop.models import resolve_model
 from agentloop.testing import ScriptedChatModel, plan_reply
 
