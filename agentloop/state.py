@@ -14,7 +14,6 @@ from agentloop.errors import ErrorType
 from agentloop.usage import add_usage
 
 __all__ = [
-    "RESET",
     "InputState",
     "LoopState",
     "OutputState",
@@ -26,7 +25,9 @@ __all__ = [
     "ToolCommand",
     "ToolExecutionRecord",
     "empty_round_state",
-    "next_round",
+    "NewRound",
+    "RoundUpdate",
+    "new_round",
     "reduce_records",
     "reduce_round_state",
     "reduce_call_results",
@@ -173,33 +174,42 @@ def empty_round_state() -> RoundState:
     return {"done_plans": [], "last_round_records": [], "round_index": 0}
 
 
-_NEXT_ROUND = "__next_round__"
+class NewRound(TypedDict):
+    """The update that records an accepted round: only its own records travel."""
+
+    new_round_records: list[ToolExecutionRecord]
+    """The round's records, in command order."""
+    round_index: int
+    """How many rounds are accepted with this one."""
 
 
-def next_round(records: list[ToolExecutionRecord], round_index: int) -> dict[str, Any]:
-    """The update that records an accepted round (only the new records travel)."""
-    return {_NEXT_ROUND: {"records": records, "round_index": round_index}}
+RoundUpdate = RoundState | NewRound
+"""What `round_state` accepts: a `NewRound` appends a round, a full `RoundState` (as given
+to `update_state`) replaces the value, and `Overwrite(...)` resets it."""
 
 
-def reduce_round_state(current: RoundState | None, writes: Sequence[Any]) -> RoundState:
+def new_round(records: list[ToolExecutionRecord], round_index: int) -> NewRound:
+    """The update that records an accepted round."""
+    return {"new_round_records": records, "round_index": round_index}
+
+
+def reduce_round_state(current: RoundState | None, writes: Sequence[RoundUpdate]) -> RoundState:
     """Fold round updates into the round state (a new value; nothing is mutated).
 
-    A `next_round(...)` update appends its records to `done_plans`, replaces
-    `last_round_records` and sets `round_index`; a full round state (as given to
-    `update_state`) replaces the value. Checkpointers store only the updates, so the cost
-    of a round does not grow with the run.
+    A `NewRound` appends its records to `done_plans`, replaces `last_round_records` and
+    sets `round_index`; a full round state replaces the value. Checkpointers store only
+    the updates, so the cost of a round does not grow with the run.
     """
     state: RoundState = {**empty_round_state(), **(current or {})}  # type: ignore[typeddict-item]
     for write in writes:
-        if isinstance(write, Mapping) and _NEXT_ROUND in write:
-            delta = write[_NEXT_ROUND]
-            records = list(delta["records"])
+        if "new_round_records" in write:
+            records = list(write["new_round_records"])  # type: ignore[typeddict-item]
             state = {
                 "done_plans": [*state["done_plans"], *records],
                 "last_round_records": records,
-                "round_index": int(delta["round_index"]),
+                "round_index": int(write["round_index"]),
             }
-        elif isinstance(write, Mapping):
+        else:
             state = {**empty_round_state(), **write}
     return state
 
@@ -211,35 +221,23 @@ def reduce_records(
     return [*(current or []), *(record for batch in writes for record in batch)]
 
 
-RESET: dict[str, Any] = {"__reset__": True}
-"""Written to `call_results` to clear it at the end of a round."""
-
-
 def reduce_call_results(
     current: dict[str, ToolExecutionRecord] | None,
-    update: dict[str, Any] | None,
+    update: dict[str, ToolExecutionRecord] | None,
 ) -> dict[str, ToolExecutionRecord]:
     """Merge finished calls (keyed by call id) into the round's results.
 
-    Each call task writes `{call_id: record}`; the end of a round writes `RESET`.
+    Each call task writes `{call_id: record}`; the end of a round writes `Overwrite({})`.
     The merge builds a new dict and never mutates either argument.
     """
-    if update is None:
-        return dict(current or {})
-    if update.get("__reset__"):
-        return {}
-    return {**(current or {}), **update}
+    return {**(current or {}), **(update or {})}
 
 
 def reduce_usage(
-    current: dict[str, dict[str, Any]] | None, update: dict[str, Any] | None
+    current: dict[str, dict[str, Any]] | None, update: dict[str, dict[str, Any]] | None
 ) -> dict[str, dict[str, Any]]:
-    """Add token usage per agent; `RESET` starts over."""
-    if update is None:
-        return dict(current or {})
-    if update.get("__reset__"):
-        return {}
-    return add_usage(current, update)
+    """Add token usage per agent (`Overwrite({})` starts over)."""
+    return add_usage(current, update or {})
 
 
 class InputState(TypedDict, total=False):

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from langgraph.runtime import Runtime
-from langgraph.types import Send
+from langgraph.types import Overwrite, Send
 
 from agentloop.durability import call_key
 from agentloop.events import Emit
@@ -25,12 +25,11 @@ from agentloop.nodes.parts import LoopParts
 from agentloop.prompts import render_prompt
 from agentloop.settings import LoopContext
 from agentloop.state import (
-    RESET,
     LoopState,
     PreparedCall,
     ToolExecutionRecord,
     empty_round_state,
-    next_round,
+    new_round,
     run_limit,
 )
 from agentloop.tools.judge import compact_record, executed_queries
@@ -252,7 +251,7 @@ def make_collect(parts: LoopParts) -> Any:
         emit("queue_drained", round_index=round_state["round_index"], calls=len(records))
         update: dict[str, Any] = {
             "round_calls": [],
-            "call_results": {**RESET},
+            "call_results": Overwrite({}),
             "tool_logs": records,
         }
         sub_agents = [r["agent_usage"] for r in records if r.get("agent_usage")]
@@ -290,7 +289,7 @@ def make_collect(parts: LoopParts) -> Any:
         )
         return {
             **update,
-            "round_state": next_round(stored, round_state["round_index"] + 1),
+            "round_state": new_round(stored, round_state["round_index"] + 1),
             "consecutive_rollbacks": rollbacks if all_flagged else 0,
         }
 

@@ -21,7 +21,7 @@ from agentloop.messages import resolve_request
 from agentloop.nodes.parts import LoopParts
 from agentloop.redaction import install_log_redaction
 from agentloop.settings import LoopContext, RunScope
-from agentloop.state import RESET, LoopState, empty_round_state
+from agentloop.state import LoopState, empty_round_state
 from agentloop.tools.call_config import call_info
 
 __all__ = ["make_prepare", "run_anchor"]
@@ -80,8 +80,8 @@ def make_prepare(parts: LoopParts) -> Any:
             "consecutive_rollbacks": 0,
             "rollback_note": "",
             "round_calls": [],
-            "call_results": {**RESET},
-            "usage": {**RESET},
+            "call_results": Overwrite({}),
+            "usage": Overwrite({}),
             "run_id": run_id,
             "status": "running",
             "status_reason": "",
