@@ -1,7 +1,8 @@
 """agentloop: a declarative, debuggable plan / execute tool loop for LangGraph.
 
-Build a loop with `create_tool_loop(model, tools)`; declare how each tool may be called
-with `ToolPolicy`; replay scripted models with `agentloop.testing.ScriptedChatModel`.
+Build a loop with `create_tool_loop(model, tools)`; group what you change in
+`GovernanceOptions`, `PlanningOptions` and `ModelOptions`; declare how each tool may be
+called with `ToolPolicy`; replay scripted models with `agentloop.testing.ScriptedChatModel`.
 """
 
 from __future__ import annotations
@@ -9,20 +10,30 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from agentloop._deprecation import deprecated_alias
+
 if TYPE_CHECKING:
+    from agentloop.durability import SideEffectLedger
     from agentloop.errors import (
         AgentLoopError,
         ConfigurationError,
+        ErrorType,
+        MCPToolError,
+        MCPTransportError,
         ModelBehaviorError,
+        ModelCallTimeout,
         PromptTemplateError,
         ToolCallError,
     )
     from agentloop.events import EVENT_TYPES
     from agentloop.graph import create_tool_loop
     from agentloop.mcp_toolset import MCPToolset
-    from agentloop.model_calls import ModelRetry
+    from agentloop.model_calls import ModelRetryPolicy
+    from agentloop.model_stream import ModelLimits
     from agentloop.nodes.answer import to_action_results
+    from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions
     from agentloop.planning import normalize_plan_decision
+    from agentloop.redaction import Redactor
     from agentloop.settings import LoopContext
     from agentloop.state import (
         InputState,
@@ -30,37 +41,48 @@ if TYPE_CHECKING:
         OutputState,
         PlanDecision,
         RoundState,
+        RunStatus,
         ToolCommand,
         ToolExecutionRecord,
     )
     from agentloop.subagents import as_tool
     from agentloop.tools.cache import ResultCache
-    from agentloop.tools.interceptors import AuditLog, Interceptor, ToolCall
+    from agentloop.tools.interceptors import AuditLog, Interceptor, ToolInvocation
     from agentloop.tools.outcome import ToolOutcome
     from agentloop.tools.policy import ToolPolicy, ToolRetry
+    from agentloop.tools.threads import ToolThreads
 
 __all__ = [
     # building a loop
     "create_tool_loop",
+    "GovernanceOptions",
     "LoopContext",
     "MCPToolset",
-    "ModelRetry",
+    "ModelLimits",
+    "ModelOptions",
+    "ModelRetryPolicy",
+    "PlanningOptions",
     "as_tool",
     # tool governance
     "AuditLog",
     "Interceptor",
+    "Redactor",
     "ResultCache",
-    "ToolCall",
+    "SideEffectLedger",
+    "ToolInvocation",
     "ToolOutcome",
     "ToolPolicy",
     "ToolRetry",
+    "ToolThreads",
     # state, records and events
     "EVENT_TYPES",
+    "ErrorType",
     "InputState",
     "LoopState",
     "OutputState",
     "PlanDecision",
     "RoundState",
+    "RunStatus",
     "ToolCommand",
     "ToolExecutionRecord",
     # pure helpers
@@ -69,7 +91,10 @@ __all__ = [
     # errors
     "AgentLoopError",
     "ConfigurationError",
+    "MCPToolError",
+    "MCPTransportError",
     "ModelBehaviorError",
+    "ModelCallTimeout",
     "PromptTemplateError",
     "ToolCallError",
 ]
@@ -77,38 +102,58 @@ __all__ = [
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
-    "as_tool": "agentloop.subagents",
-    "MCPToolset": "agentloop.mcp_toolset",
-    "ModelRetry": "agentloop.model_calls",
-    "to_action_results": "agentloop.nodes.answer",
-    "AgentLoopError": "agentloop.errors",
-    "ConfigurationError": "agentloop.errors",
-    "ModelBehaviorError": "agentloop.errors",
-    "PromptTemplateError": "agentloop.errors",
-    "ToolCallError": "agentloop.errors",
-    "EVENT_TYPES": "agentloop.events",
     "create_tool_loop": "agentloop.graph",
-    "normalize_plan_decision": "agentloop.planning",
+    "GovernanceOptions": "agentloop.options",
+    "ModelOptions": "agentloop.options",
+    "PlanningOptions": "agentloop.options",
     "LoopContext": "agentloop.settings",
+    "MCPToolset": "agentloop.mcp_toolset",
+    "ModelLimits": "agentloop.model_stream",
+    "ModelRetryPolicy": "agentloop.model_calls",
+    "as_tool": "agentloop.subagents",
+    "AuditLog": "agentloop.tools.interceptors",
+    "Interceptor": "agentloop.tools.interceptors",
+    "ToolInvocation": "agentloop.tools.interceptors",
+    "Redactor": "agentloop.redaction",
+    "ResultCache": "agentloop.tools.cache",
+    "SideEffectLedger": "agentloop.durability",
+    "ToolOutcome": "agentloop.tools.outcome",
+    "ToolPolicy": "agentloop.tools.policy",
+    "ToolRetry": "agentloop.tools.policy",
+    "ToolThreads": "agentloop.tools.threads",
+    "EVENT_TYPES": "agentloop.events",
+    "ErrorType": "agentloop.errors",
     "InputState": "agentloop.state",
     "LoopState": "agentloop.state",
     "OutputState": "agentloop.state",
     "PlanDecision": "agentloop.state",
     "RoundState": "agentloop.state",
+    "RunStatus": "agentloop.state",
     "ToolCommand": "agentloop.state",
     "ToolExecutionRecord": "agentloop.state",
-    "ResultCache": "agentloop.tools.cache",
-    "AuditLog": "agentloop.tools.interceptors",
-    "Interceptor": "agentloop.tools.interceptors",
-    "ToolCall": "agentloop.tools.interceptors",
-    "ToolOutcome": "agentloop.tools.outcome",
-    "ToolPolicy": "agentloop.tools.policy",
-    "ToolRetry": "agentloop.tools.policy",
+    "normalize_plan_decision": "agentloop.planning",
+    "to_action_results": "agentloop.nodes.answer",
+    "AgentLoopError": "agentloop.errors",
+    "ConfigurationError": "agentloop.errors",
+    "MCPToolError": "agentloop.errors",
+    "MCPTransportError": "agentloop.errors",
+    "ModelBehaviorError": "agentloop.errors",
+    "ModelCallTimeout": "agentloop.errors",
+    "PromptTemplateError": "agentloop.errors",
+    "ToolCallError": "agentloop.errors",
 }
 """Where each public name lives: imported on first use, so `import agentloop` stays cheap."""
 
+_RENAMED: dict[str, str] = {
+    "ModelRetry": "ModelRetryPolicy",
+    "ToolCall": "ToolInvocation",
+}
+"""Old public names that still work, with a `DeprecationWarning`."""
+
 
 def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        return deprecated_alias(f"agentloop.{name}", __getattr__(_RENAMED[name]))
     module = _EXPORTS.get(name)
     if module is None:
         msg = f"module 'agentloop' has no attribute {name!r}"

@@ -23,6 +23,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, message_chunk_to_message
 from langchain_core.runnables import Runnable
 from langgraph.errors import GraphBubbleUp
+from langgraph.types import RetryPolicy
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -31,13 +32,19 @@ from tenacity import (
     stop_after_attempt,
 )
 
+from agentloop._deprecation import deprecated_alias
 from agentloop._retry import aretry_lazily, retry_lazily
-from agentloop.errors import ModelBehaviorError, is_retryable_model_error, model_error_message
+from agentloop.errors import (
+    ConfigurationError,
+    ModelBehaviorError,
+    is_retryable_model_error,
+    model_error_message,
+)
 from agentloop.model_stream import BoundedRead, ModelLimits
 
 __all__ = [
     "Answer",
-    "ModelRetry",
+    "ModelRetryPolicy",
     "ainvoke_answer",
     "arun_with_retries",
     "finish_reason",
@@ -53,7 +60,7 @@ _LENGTH_REASONS = {"length", "max_tokens", "max_output_tokens", "MAX_TOKENS"}
 
 
 @dataclass(frozen=True)
-class ModelRetry:
+class ModelRetryPolicy:
     """How model calls are retried.
 
     Attributes:
@@ -80,6 +87,29 @@ class ModelRetry:
     default_max_tokens: int = 4_096
     degenerate_retries: int = 2
 
+    @classmethod
+    def of(cls, policy: ModelRetryPolicy | RetryPolicy) -> ModelRetryPolicy:
+        """Accept LangGraph's `RetryPolicy` where a model retry policy is taken."""
+        if isinstance(policy, ModelRetryPolicy):
+            return policy
+        if isinstance(policy, RetryPolicy):
+            return cls(
+                max_attempts=policy.max_attempts,
+                initial_delay_s=policy.initial_interval,
+                multiplier=policy.backoff_factor,
+                max_delay_s=policy.max_interval,
+                jitter=policy.jitter,
+            )
+        msg = f"a model retry policy must be a ModelRetryPolicy or a RetryPolicy, got {policy!r}"
+        raise ConfigurationError(msg)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ModelRetry":
+        return deprecated_alias("agentloop.model_calls.ModelRetry", ModelRetryPolicy)
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
+
 
 def retry_after_s(error: BaseException | None) -> float | None:
     """Return the wait a provider asked for (`retry-after` header or attribute), if any."""
@@ -101,7 +131,7 @@ def retry_after_s(error: BaseException | None) -> float | None:
         return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
-def _wait(retry: ModelRetry) -> Callable[[RetryCallState], float]:
+def _wait(retry: ModelRetryPolicy) -> Callable[[RetryCallState], float]:
     import random
 
     def wait(state: RetryCallState) -> float:
@@ -117,7 +147,7 @@ def _wait(retry: ModelRetry) -> Callable[[RetryCallState], float]:
     return wait
 
 
-def _retrying_kwargs(retry: ModelRetry) -> dict[str, Any]:
+def _retrying_kwargs(retry: ModelRetryPolicy) -> dict[str, Any]:
     return {
         "stop": stop_after_attempt(retry.max_attempts),
         "wait": _wait(retry),
@@ -127,7 +157,7 @@ def _retrying_kwargs(retry: ModelRetry) -> dict[str, Any]:
 
 
 def run_with_retries(
-    models: Sequence[BaseChatModel], attempt: Callable[[BaseChatModel], T], retry: ModelRetry
+    models: Sequence[BaseChatModel], attempt: Callable[[BaseChatModel], T], retry: ModelRetryPolicy
 ) -> T:
     """Run `attempt(model)` with retries, then with each fallback model in turn.
 
@@ -152,7 +182,7 @@ def run_with_retries(
 async def arun_with_retries(
     models: Sequence[BaseChatModel],
     attempt: Callable[[BaseChatModel], Awaitable[T]],
-    retry: ModelRetry,
+    retry: ModelRetryPolicy,
 ) -> T:
     """Async `run_with_retries`."""
     last: BaseException | None = None
@@ -187,7 +217,7 @@ def is_degenerate(text: str, *, tail: int = 50, repeats: int = 5) -> bool:
 class _AnswerCheck:
     """Decides whether an answer must be asked again, and with which budget."""
 
-    def __init__(self, model: BaseChatModel, retry: ModelRetry) -> None:
+    def __init__(self, model: BaseChatModel, retry: ModelRetryPolicy) -> None:
         declared = getattr(model, "max_tokens", None) or getattr(model, "max_output_tokens", None)
         self.budget = int(declared) if isinstance(declared, int) else retry.default_max_tokens
         self.length_left = retry.length_retries
@@ -231,7 +261,7 @@ def _joined(chunks: list[Any]) -> BaseMessage:
 def invoke_answer(
     models: Sequence[BaseChatModel],
     messages: list[BaseMessage],
-    retry: ModelRetry,
+    retry: ModelRetryPolicy,
     limits: ModelLimits,
     text_of: Callable[[BaseMessage], str],
     configure: Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]],
@@ -262,7 +292,7 @@ def invoke_answer(
 async def ainvoke_answer(
     models: Sequence[BaseChatModel],
     messages: list[BaseMessage],
-    retry: ModelRetry,
+    retry: ModelRetryPolicy,
     limits: ModelLimits,
     text_of: Callable[[BaseMessage], str],
     configure: Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]],

@@ -13,10 +13,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from agentloop._deprecation import deprecated_alias
 from agentloop.errors import PromptTemplateError
 
 __all__ = [
-    "PromptTemplate",
+    "PromptFile",
     "load_prompt",
     "prompts_dir",
     "quote_user_text",
@@ -38,7 +39,7 @@ def prompts_dir() -> Path:
     raise PromptTemplateError(msg)
 
 
-class PromptTemplate:
+class PromptFile:
     """A strict `string.Template`.
 
     Args:
@@ -90,7 +91,7 @@ def quote_user_text(text: str) -> str:
 
 
 @cache
-def load_prompt(name: str) -> PromptTemplate:
+def load_prompt(name: str) -> PromptFile:
     """Load `prompts/<name>.md`.
 
     Raises:
@@ -102,9 +103,16 @@ def load_prompt(name: str) -> PromptTemplate:
     except OSError as error:
         msg = f"prompt template {name!r} not found at {path}"
         raise PromptTemplateError(msg) from error
-    return PromptTemplate(name, text)
+    return PromptFile(name, text)
 
 
 def render_prompt(name: str, **values: Any) -> str:
     """Load and render a template in one call."""
     return load_prompt(name).render(**values).strip()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PromptTemplate":
+        return deprecated_alias("agentloop.prompts.PromptTemplate", PromptFile)
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

@@ -87,7 +87,7 @@ def ledger_for(checkpointer: Any) -> SideEffectLedger:
             _warned.add(name)
             logger.info(
                 "%s: agentloop keeps its side-effect ledger in this process; claims do not "
-                "hold across processes (pass ledger=... to create_tool_loop for that)",
+                "hold across processes (pass GovernanceOptions(ledger=...) for that)",
                 name,
             )
     _ledgers[checkpointer] = ledger

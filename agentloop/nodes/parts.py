@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 
 from agentloop.checkpoint_safe import checkpoint_safe, safe_update
 from agentloop.durability import SideEffectLedger
-from agentloop.model_calls import ModelRetry
+from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelProvider
 from agentloop.redaction import Redact
@@ -30,7 +30,7 @@ class LoopParts:
     models: ModelProvider
     registry: ToolRegistry
     runner: ToolRunner
-    model_retry: ModelRetry
+    model_retry: ModelRetryPolicy
     model_limits: ModelLimits = field(default_factory=ModelLimits)
     prices: Prices | None = None
     ledger: SideEffectLedger | None = None

@@ -17,6 +17,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
+from agentloop._deprecation import deprecated_alias
 from agentloop.tools.cache import ResultCache, canonical_key
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.policy import ResolvedPolicy
@@ -28,13 +29,13 @@ __all__ = [
     "Interceptor",
     "Proceed",
     "RateLimitInterceptor",
-    "ToolCall",
+    "ToolInvocation",
     "run_chain",
 ]
 
 
 @dataclass(frozen=True)
-class ToolCall:
+class ToolInvocation:
     """One validated call on its way to a tool."""
 
     tool_name: str
@@ -48,7 +49,7 @@ class ToolCall:
     trace: list[str] = field(default_factory=list, compare=False)
     """Free-form notes interceptors leave on the call (copied into the record)."""
 
-    def override(self, **changes: Any) -> ToolCall:
+    def override(self, **changes: Any) -> ToolInvocation:
         """Return a copy of the call with some fields changed (the trace is shared)."""
         return replace(self, **changes)
 
@@ -58,8 +59,8 @@ class ToolCall:
         return canonical_key(self.tool_name, self.arguments)
 
 
-Proceed = Callable[[ToolCall], Awaitable[ToolOutcome]]
-Interceptor = Callable[[ToolCall, Proceed], Awaitable[Any]]
+Proceed = Callable[[ToolInvocation], Awaitable[ToolOutcome]]
+Interceptor = Callable[[ToolInvocation, Proceed], Awaitable[Any]]
 
 
 def _as_outcome(result: Any) -> ToolOutcome:
@@ -67,7 +68,7 @@ def _as_outcome(result: Any) -> ToolOutcome:
 
 
 async def run_chain(
-    call: ToolCall,
+    call: ToolInvocation,
     interceptors: Sequence[Interceptor],
     terminal: Proceed,
 ) -> ToolOutcome:
@@ -88,7 +89,7 @@ async def run_chain(
         interceptor = interceptors[position]
         following = link(position + 1)
 
-        async def proceed(current: ToolCall) -> ToolOutcome:
+        async def proceed(current: ToolInvocation) -> ToolOutcome:
             return _as_outcome(await interceptor(current, following))
 
         return proceed
@@ -113,7 +114,7 @@ class AuditEntry:
 class AuditLog:
     """A mandatory interceptor that remembers every call and how it ended.
 
-    Pass it as `create_tool_loop(..., mandatory_interceptors=[audit])` and read
+    Pass it as `GovernanceOptions(mandatory_interceptors=[audit])` and read
     `audit.entries`. Thread-safe.
 
     Args:
@@ -131,7 +132,7 @@ class AuditLog:
         with self._lock:
             return list(self._entries)
 
-    async def __call__(self, call: ToolCall, proceed: Proceed) -> ToolOutcome:
+    async def __call__(self, call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
         """Audit one call."""
         started = time.perf_counter()
         outcome = await proceed(call)
@@ -162,7 +163,7 @@ class CacheInterceptor:
     def __init__(self, cache: ResultCache) -> None:
         self.cache = cache
 
-    async def __call__(self, call: ToolCall, proceed: Proceed) -> ToolOutcome:
+    async def __call__(self, call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
         """Look the call up, or run it and remember a success."""
         ttl = call.policy.cache_ttl_s
         if not (call.policy.idempotent and ttl):
@@ -197,7 +198,7 @@ class RateLimitInterceptor:
             self._next_slot[tool_name] = slot + 1.0 / rate_per_s
         return slot - now
 
-    async def __call__(self, call: ToolCall, proceed: Proceed) -> ToolOutcome:
+    async def __call__(self, call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
         """Wait for the call's slot, then run it."""
         rate = call.policy.rate_limit_per_s
         if rate:
@@ -206,3 +207,10 @@ class RateLimitInterceptor:
                 call.trace.append(f"rate limited {delay * 1000:.0f}ms")
                 await asyncio.sleep(delay)
         return await proceed(call)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ToolCall":
+        return deprecated_alias("agentloop.tools.interceptors.ToolCall", ToolInvocation)
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

@@ -25,7 +25,7 @@ from tenacity import (
 from agentloop._retry import aretry_lazily
 from agentloop.errors import ToolCallError, classify_tool_error
 from agentloop.events import Emit
-from agentloop.tools.interceptors import ToolCall
+from agentloop.tools.interceptors import ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.policy import ToolRetry
 from agentloop.tools.threads import ToolThreads
@@ -131,7 +131,7 @@ def _retryable(retry: ToolRetry) -> Callable[[BaseException], bool]:
     return retryable
 
 
-def _retrying(retry: ToolRetry, call: ToolCall, emit: Emit) -> AsyncRetrying:
+def _retrying(retry: ToolRetry, call: ToolInvocation, emit: Emit) -> AsyncRetrying:
     wait = wait_exponential(
         multiplier=retry.initial_delay_s,
         exp_base=retry.multiplier,
@@ -170,7 +170,7 @@ class ToolInvoker:
 
     async def invoke_once(
         self,
-        call: ToolCall,
+        call: ToolInvocation,
         emit: Emit,
         config: RunnableConfig | None = None,
         *,
@@ -222,7 +222,7 @@ class ToolInvoker:
 
     async def call_with_policy(
         self,
-        call: ToolCall,
+        call: ToolInvocation,
         emit: Emit,
         config: RunnableConfig | None = None,
         *,

@@ -20,7 +20,7 @@ from agentloop.checkpoint_safe import decode_arguments, encode_arguments
 from agentloop.events import Emit
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.cache import ResultCache, canonical_key
-from agentloop.tools.interceptors import Interceptor, ToolCall, run_chain
+from agentloop.tools.interceptors import Interceptor, ToolInvocation, run_chain
 from agentloop.tools.invoke import ToolInvoker, propagates
 from agentloop.tools.judge import judge_result
 from agentloop.tools.outcome import ToolOutcome, graceful_error
@@ -181,7 +181,7 @@ class ToolRunner:
         arguments = decode_arguments(call["arguments"])
         if spec.accepts_idempotency_key and not arguments.get(IDEMPOTENCY_ARGUMENT):
             arguments[IDEMPOTENCY_ARGUMENT] = call["call_key"]
-        tool_call = ToolCall(
+        tool_call = ToolInvocation(
             tool_name=name,
             arguments=arguments,
             policy=policy,
@@ -194,7 +194,7 @@ class ToolRunner:
         emit("tool_started", call_id=call["call_id"], tool_name=name, index=call["index"])
         started = time.perf_counter()
 
-        async def terminal(current: ToolCall) -> ToolOutcome:
+        async def terminal(current: ToolInvocation) -> ToolOutcome:
             return await self.invoker.call_with_policy(
                 current, emit, config, prefer_sync=prefer_sync
             )
@@ -247,7 +247,7 @@ class ToolRunner:
             emit("tool_completed", **fields)
         return record
 
-    def _fall_back(self, call: ToolCall, failure: ToolOutcome) -> ToolOutcome:
+    def _fall_back(self, call: ToolInvocation, failure: ToolOutcome) -> ToolOutcome:
         """The last good result (opt-in, still a failure), the declared stub, or an error."""
         reason = f"{failure.error_type}: {failure.error}"
         if call.policy.idempotent and call.policy.stale_fallback_s:

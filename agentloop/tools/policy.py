@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from langgraph.types import RetryPolicy
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentloop.errors import ConfigurationError, is_transient_error
 
@@ -53,6 +54,33 @@ class ToolRetry(BaseModel):
             return isinstance(error, self.retry_on)
         return bool(self.retry_on(error))
 
+    @classmethod
+    def of(cls, policy: ToolRetry | RetryPolicy) -> ToolRetry:
+        """Accept LangGraph's `RetryPolicy` where a tool retry policy is taken.
+
+        Its fields map one to one (`initial_interval` -> `initial_delay_s`,
+        `backoff_factor` -> `multiplier`, `max_interval` -> `max_delay_s`), `retry_on`
+        included.
+        """
+        if isinstance(policy, ToolRetry):
+            return policy
+        if not isinstance(policy, RetryPolicy):
+            msg = f"a tool retry policy must be a ToolRetry or a RetryPolicy, got {policy!r}"
+            raise ConfigurationError(msg)
+        retry_on: Any = policy.retry_on
+        if isinstance(retry_on, type):
+            retry_on = (retry_on,)
+        elif isinstance(retry_on, Sequence):
+            retry_on = tuple(retry_on)
+        return cls(
+            max_attempts=policy.max_attempts,
+            initial_delay_s=policy.initial_interval,
+            multiplier=max(policy.backoff_factor, 1.0),
+            max_delay_s=policy.max_interval,
+            jitter=policy.jitter,
+            retry_on=retry_on,
+        )
+
 
 class ToolPolicy(BaseModel):
     """What a user declares about one tool. Fields left as None come from defaults.
@@ -70,7 +98,10 @@ class ToolPolicy(BaseModel):
         default=None, description="Running it twice has the effect of once (retry, cache)."
     )
     timeout_s: float | None = Field(default=None, gt=0, description="Time limit of one attempt.")
-    retry: ToolRetry | None = Field(default=None, description="Retry policy (idempotent only).")
+    retry: ToolRetry | None = Field(
+        default=None,
+        description="Retry policy (idempotent only); a LangGraph `RetryPolicy` is accepted.",
+    )
     cache_ttl_s: float | None = Field(
         default=None, ge=0, description="Cache successful results this long (idempotent only)."
     )
@@ -97,6 +128,11 @@ class ToolPolicy(BaseModel):
     rate_limit_per_s: float | None = Field(
         default=None, gt=0, description="At most this many calls per second (all runs)."
     )
+
+    @field_validator("retry", mode="before")
+    @classmethod
+    def _accept_retry_policy(cls, value: Any) -> Any:
+        return ToolRetry.of(value) if isinstance(value, RetryPolicy) else value
 
     def declared(self) -> dict[str, Any]:
         """Return the fields this policy sets explicitly."""

@@ -22,6 +22,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from agentloop import PlanningOptions
 from bench.contenders import (
     RECURSION_LIMIT,
     agent_input,
@@ -102,7 +103,7 @@ async def ours_stamps(count: int, saver: Saver) -> Stamps:
         _rounds(count),
         [text_tool("get_page", RESULT_CHARS)],
         checkpointer=saver,
-        keep_tool_results=KEEP_TOOL_RESULTS,
+        planning=PlanningOptions(keep_tool_results=KEEP_TOOL_RESULTS),
     )
     stamps = Stamps()
     async for event in graph.astream(loop_input(), _config(), stream_mode="custom"):

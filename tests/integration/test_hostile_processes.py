@@ -15,7 +15,7 @@ HUNG_SYNC_TOOLS = textwrap.dedent(
     """
     import time
     from langchain_core.tools import tool
-    from agentloop import ToolPolicy, create_tool_loop
+    from agentloop import GovernanceOptions, ToolPolicy, create_tool_loop
     from agentloop.testing import ScriptedChatModel, plan_reply
 
     @tool
@@ -38,7 +38,9 @@ HUNG_SYNC_TOOLS = textwrap.dedent(
         ]),
         [get_stuck, get_quick],
         answer_model=ScriptedChatModel(["a", "b"]),
-        policies={"get_stuck": ToolPolicy(timeout_s=0.3, retry=None)},
+        governance=GovernanceOptions(
+            policies={"get_stuck": ToolPolicy(timeout_s=0.3, retry=None)}
+        ),
     )
     first = graph.invoke({"user_input": "hang"})
     assert [r["error_type"] for r in first["tool_logs"]] == ["timeout"] * 6, first["tool_logs"]

@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from agentloop import LoopContext, ToolPolicy, create_tool_loop
+from agentloop import GovernanceOptions, LoopContext, ToolPolicy, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 pytestmark = pytest.mark.integration
@@ -58,7 +58,9 @@ class Thread:
             ScriptedChatModel(responder=planner),
             [send_invoice, get_balance],
             answer_model=ScriptedChatModel(responder=lambda messages: "invoiced"),
-            policies={"send_invoice": ToolPolicy(idempotent=False, concurrency_safe=False)},
+            governance=GovernanceOptions(
+                policies={"send_invoice": ToolPolicy(idempotent=False, concurrency_safe=False)}
+            ),
             checkpointer=checkpointer,
         )
         self.config: dict[str, Any] = {"configurable": {"thread_id": "billing"}}

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from langchain_core.tools import tool
 
-from agentloop import ToolPolicy, create_tool_loop
+from agentloop import GovernanceOptions, ToolPolicy, create_tool_loop
 from agentloop.display import RunReport, compact_json, report, shorten
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -75,7 +75,7 @@ def state() -> dict[str, Any]:
         planner,
         [render_page, add, explode, get_long_text],
         answer_model=ScriptedChatModel(["The page says <i>hi</i> & 1+2=3."]),
-        policies={"get_long_text": ToolPolicy(max_result_chars=500)},
+        governance=GovernanceOptions(policies={"get_long_text": ToolPolicy(max_result_chars=500)}),
     )
     return run(graph, "What is on the <home> page?")
 
@@ -181,7 +181,7 @@ def test_cache_hits_are_flagged() -> None:
         planner,
         [get_rate],
         answer_model=ScriptedChatModel(["1.1"], repeat_last=True),
-        policies={"get_rate": ToolPolicy(cache_ttl_s=60)},
+        governance=GovernanceOptions(policies={"get_rate": ToolPolicy(cache_ttl_s=60)}),
     )
     first = RunReport(run(graph, "rate?")).rows()
     second = RunReport(run(graph, "rate again?")).rows()

@@ -13,7 +13,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphInterrupt
 
-from agentloop import ToolPolicy, as_tool, create_tool_loop
+from agentloop import GovernanceOptions, ToolPolicy, as_tool, create_tool_loop
 from agentloop.durability import (
     CallGuard,
     LedgerKey,
@@ -210,7 +210,9 @@ def invoicing_loop(effects: Effects, **options: Any) -> Any:
         ScriptedChatModel(responder=invoicing_planner),
         side_effect_tools(effects),
         answer_model=ScriptedChatModel(responder=lambda messages: "invoiced"),
-        policies={"send_invoice": ToolPolicy(idempotent=False, concurrency_safe=False)},
+        governance=GovernanceOptions(
+            policies={"send_invoice": ToolPolicy(idempotent=False, concurrency_safe=False)}
+        ),
         **options,
     )
 
@@ -307,7 +309,7 @@ async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(entry: str
         ),
         [send_invoice],
         answer_model=ScriptedChatModel(responder=lambda messages: "child done"),
-        policies={"send_invoice": ToolPolicy(idempotent=False)},
+        governance=GovernanceOptions(policies={"send_invoice": ToolPolicy(idempotent=False)}),
     )  # fmt: skip
     parent = create_tool_loop(
         ScriptedChatModel(
@@ -319,7 +321,7 @@ async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(entry: str
         ),
         [as_tool(child, name="clerk", description="Invoices.")],
         answer_model=ScriptedChatModel(["parent done"]),
-        policies={"clerk": ToolPolicy(timeout_s=0.3)},
+        governance=GovernanceOptions(policies={"clerk": ToolPolicy(timeout_s=0.3)}),
         checkpointer=InMemorySaver(),
     )  # fmt: skip
     out = await run(parent, {"user_input": "go"}, {"configurable": {"thread_id": "t"}}, entry)

@@ -13,8 +13,10 @@ from langchain_core.tools import StructuredTool, tool
 from agentloop import (
     AuditLog,
     ConfigurationError,
+    GovernanceOptions,
+    PlanningOptions,
     ResultCache,
-    ToolCall,
+    ToolInvocation,
     ToolOutcome,
     ToolPolicy,
     ToolRetry,
@@ -70,7 +72,9 @@ async def test_non_idempotent_timeout_runs_exactly_once() -> None:
     graph, _ = build(
         one_round(cmd("send_email", to="a@b.c")),
         [send_email],
-        policies={"send_email": ToolPolicy(timeout_s=0.1, retry=FAST_RETRY)},
+        governance=GovernanceOptions(
+            policies={"send_email": ToolPolicy(timeout_s=0.1, retry=FAST_RETRY)}
+        ),
     )
     out = await graph.ainvoke({"user_input": "mail"})
     record = out["tool_logs"][0]
@@ -97,7 +101,7 @@ async def test_idempotent_flaky_tool_succeeds_on_third_attempt() -> None:
     graph, _ = build(
         one_round(cmd("get_quote", symbol="ACME")),
         [get_quote],
-        policies={"get_quote": ToolPolicy(retry=FAST_RETRY)},
+        governance=GovernanceOptions(policies={"get_quote": ToolPolicy(retry=FAST_RETRY)}),
     )
     events, out = await events_and_state(graph)
     record = out["tool_logs"][0]
@@ -121,7 +125,7 @@ async def test_non_transient_errors_are_not_retried() -> None:
     graph, _ = build(
         one_round(cmd("get_thing", name="x")),
         [get_thing],
-        policies={"get_thing": ToolPolicy(retry=FAST_RETRY)},
+        governance=GovernanceOptions(policies={"get_thing": ToolPolicy(retry=FAST_RETRY)}),
     )
     out = await graph.ainvoke({"user_input": "go"})
     assert attempts == 1
@@ -138,7 +142,9 @@ async def test_sync_tool_timeout_is_abandoned_with_clear_error() -> None:
     graph, _ = build(
         one_round(cmd("read_slow", path="/x")),
         [read_slow],
-        policies={"read_slow": ToolPolicy(timeout_s=0.1, retry=ToolRetry(max_attempts=1))},
+        governance=GovernanceOptions(
+            policies={"read_slow": ToolPolicy(timeout_s=0.1, retry=ToolRetry(max_attempts=1))}
+        ),
     )
     started = time.perf_counter()
     out = await graph.ainvoke({"user_input": "go"})
@@ -241,7 +247,9 @@ async def test_argument_aliases_repair_without_mutating() -> None:
     graph, _ = build(
         one_round(cmd("get_profile", **kwargs)),
         [get_profile],
-        policies={"get_profile": ToolPolicy(arg_aliases={"info_to_extract": ["description"]})},
+        governance=GovernanceOptions(
+            policies={"get_profile": ToolPolicy(arg_aliases={"info_to_extract": ["description"]})}
+        ),
     )
     out = await graph.ainvoke({"user_input": "go"})
     assert out["tool_logs"][0]["result"] == "FOUNDERS"
@@ -273,7 +281,7 @@ async def test_cache_hit_skips_the_tool_across_runs() -> None:
         planner,
         [search_docs],
         answer_model=ScriptedChatModel(["ok"], repeat_last=True),
-        policies={"search_docs": ToolPolicy(cache_ttl_s=60)},
+        governance=GovernanceOptions(policies={"search_docs": ToolPolicy(cache_ttl_s=60)}),
     )
     first = await graph.ainvoke({"user_input": "user one"})
     second = await graph.ainvoke({"user_input": "user two"})
@@ -293,7 +301,7 @@ async def test_short_circuiting_interceptor_keeps_the_audit_trace() -> None:
         calls += 1
         return 10
 
-    async def canned(call: ToolCall, proceed: Any) -> Any:
+    async def canned(call: ToolInvocation, proceed: Any) -> Any:
         if call.tool_name == "get_price":
             return {"price": 0, "source": "canned"}
         return await proceed(call)
@@ -302,8 +310,7 @@ async def test_short_circuiting_interceptor_keeps_the_audit_trace() -> None:
     graph, _ = build(
         one_round(cmd("get_price", item="tea")),
         [get_price],
-        interceptors=[canned],
-        mandatory_interceptors=[audit],
+        governance=GovernanceOptions(interceptors=[canned], mandatory_interceptors=[audit]),
     )
     out = await graph.ainvoke({"user_input": "go"})
     assert calls == 0
@@ -320,11 +327,15 @@ async def test_interceptor_can_change_the_call() -> None:
         """Echo."""
         return text
 
-    async def shout(call: ToolCall, proceed: Any) -> ToolOutcome:
+    async def shout(call: ToolInvocation, proceed: Any) -> ToolOutcome:
         changed = call.override(arguments={**call.arguments, "text": call.arguments["text"] + "!"})
         return await proceed(changed)  # type: ignore[no-any-return]
 
-    graph, _ = build(one_round(cmd("get_echo", text="hi")), [get_echo], interceptors=[shout])
+    graph, _ = build(
+        one_round(cmd("get_echo", text="hi")),
+        [get_echo],
+        governance=GovernanceOptions(interceptors=[shout]),
+    )
     out = await graph.ainvoke({"user_input": "go"})
     assert out["tool_logs"][0]["result"] == "hi!"
 
@@ -335,10 +346,12 @@ async def test_failing_interceptor_gives_a_failed_record() -> None:
         """X."""
         return q
 
-    async def broken(call: ToolCall, proceed: Any) -> Any:
+    async def broken(call: ToolInvocation, proceed: Any) -> Any:
         raise ValueError("interceptor bug")
 
-    graph, _ = build(one_round(cmd("get_x", q="a")), [get_x], interceptors=[broken])
+    graph, _ = build(
+        one_round(cmd("get_x", q="a")), [get_x], governance=GovernanceOptions(interceptors=[broken])
+    )
     out = await graph.ainvoke({"user_input": "go"})
     assert out["tool_logs"][0]["success"] is False
     assert "interceptor bug" in out["tool_logs"][0]["error"]
@@ -353,7 +366,7 @@ async def test_rate_limit_spaces_calls() -> None:
     graph, _ = build(
         one_round(*[cmd("get_tick", n=i) for i in range(4)]),
         [get_tick],
-        policies={"get_tick": ToolPolicy(rate_limit_per_s=10)},
+        governance=GovernanceOptions(policies={"get_tick": ToolPolicy(rate_limit_per_s=10)}),
     )
     started = time.perf_counter()
     out = await graph.ainvoke({"user_input": "go"})
@@ -408,7 +421,7 @@ async def test_stale_cache_then_stub_then_graceful_error() -> None:
         planner,
         [get_rate, get_forecast, get_news],
         answer_model=ScriptedChatModel(["ok"], repeat_last=True),
-        policies=policies,
+        governance=GovernanceOptions(policies=policies),
     )
     await graph.ainvoke({"user_input": "one"})
     healthy = False
@@ -453,7 +466,9 @@ async def test_no_stale_result_without_opting_in() -> None:
         planner,
         [get_rate],
         answer_model=ScriptedChatModel(["ok"], repeat_last=True),
-        policies={"get_rate": ToolPolicy(retry=ToolRetry(max_attempts=1))},
+        governance=GovernanceOptions(
+            policies={"get_rate": ToolPolicy(retry=ToolRetry(max_attempts=1))}
+        ),
     )
     await graph.ainvoke({"user_input": "one"})
     healthy = False
@@ -515,7 +530,9 @@ async def test_useless_result_is_flagged_and_compact() -> None:
     graph, _ = build(
         one_round(cmd("search_hits", query="zzz"), cmd("get_ok", q="a")),
         [search_hits, get_ok],
-        policies={"search_hits": ToolPolicy(check_result=lambda r: bool(r) or "no hits")},
+        governance=GovernanceOptions(
+            policies={"search_hits": ToolPolicy(check_result=lambda r: bool(r) or "no hits")}
+        ),
     )
     out = await graph.ainvoke({"user_input": "go"})
     flagged, good = out["round_state"]["done_plans"]
@@ -543,7 +560,7 @@ async def test_duplicate_rollback_stops_after_the_cap() -> None:
         [search_same],
         answer_model=ScriptedChatModel(["ok"], repeat_last=True),
         max_rounds=2,
-        max_consecutive_rollbacks=3,
+        planning=PlanningOptions(max_consecutive_rollbacks=3),
     )
     events, out = await events_and_state(graph)
     rolled = [e for e in events if e["type"] == "tool_rolled_back"]
@@ -593,7 +610,7 @@ async def test_planner_sees_only_recent_results_in_full() -> None:
     plans = [plan_reply("execute", [cmd("get_n", n=i)]) for i in range(4)] + [
         plan_reply("response")
     ]
-    graph, planner = build(plans, [get_n], keep_tool_results=2)
+    graph, planner = build(plans, [get_n], planning=PlanningOptions(keep_tool_results=2))
     await graph.ainvoke({"user_input": "go"})
     last_prompt = str(planner.requests[-1][-1].content)
     # the last round's result, never shown yet, and the 2 latest results shown before
@@ -613,7 +630,7 @@ async def test_keep_tool_results_never_hides_a_result_not_shown_yet() -> None:
         plan_reply("execute", [cmd("get_n", n=8)]),
         plan_reply("response"),
     ]
-    graph, planner = build(plans, [get_n], keep_tool_results=5)
+    graph, planner = build(plans, [get_n], planning=PlanningOptions(keep_tool_results=5))
     await graph.ainvoke({"user_input": "go"})
     after_big_round = str(planner.requests[1][-1].content)
     assert all(f"RESULT-{n}" in after_big_round for n in range(8))
@@ -663,7 +680,9 @@ def test_bad_configuration_is_rejected_clearly() -> None:
 
     model = ScriptedChatModel([])
     with pytest.raises(ConfigurationError, match="unknown tools"):
-        create_tool_loop(model, [get_a], policies={"nope": ToolPolicy()})
+        create_tool_loop(
+            model, [get_a], governance=GovernanceOptions(policies={"nope": ToolPolicy()})
+        )
     with pytest.raises(ConfigurationError, match="max_rounds"):
         create_tool_loop(model, [get_a], max_rounds=-1)
     with pytest.raises(ConfigurationError, match="plan_mode"):

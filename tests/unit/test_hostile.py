@@ -15,11 +15,11 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tools import tool
 
-from agentloop import ToolPolicy, ToolRetry, create_tool_loop
-from agentloop.model_calls import ModelRetry
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
+from agentloop.model_calls import ModelRetryPolicy
 from agentloop.testing import ScriptedChatModel, plan_reply
 
-NO_RETRY = ModelRetry(max_attempts=1)
+NO_RETRY = ModelRetryPolicy(max_attempts=1)
 
 
 def cmd(tool_name: str, purpose: str = "", **kwargs: Any) -> dict[str, Any]:
@@ -29,7 +29,11 @@ def cmd(tool_name: str, purpose: str = "", **kwargs: Any) -> dict[str, Any]:
 def build(commands: list[dict[str, Any]], tools: list[Any], **options: Any) -> Any:
     planner = ScriptedChatModel([plan_reply("execute", commands), plan_reply("response")])
     return create_tool_loop(
-        planner, tools, answer_model=ScriptedChatModel(["ok"]), model_retry=NO_RETRY, **options
+        planner,
+        tools,
+        answer_model=ScriptedChatModel(["ok"]),
+        models=ModelOptions(retry=NO_RETRY),
+        **options,
     )
 
 
@@ -84,7 +88,9 @@ async def test_hostile_tools_never_crash_the_graph(capsys: pytest.CaptureFixture
             cmd("get_raise", n=5),
         ],
         [get_huge, get_weird, get_noisy, get_hang, get_raise],
-        policies={"get_hang": ToolPolicy(timeout_s=0.2, retry=ToolRetry(max_attempts=1))},
+        governance=GovernanceOptions(
+            policies={"get_hang": ToolPolicy(timeout_s=0.2, retry=ToolRetry(max_attempts=1))}
+        ),
     )
     out = await graph.ainvoke({"user_input": "go"})
     huge, weird, noisy, hang, boom = out["tool_logs"]
@@ -140,7 +146,7 @@ async def test_hostile_planner_models(mode: str) -> None:
         StreamingFailure(mode=mode),
         [get_noisy],
         answer_model=ScriptedChatModel(["fine"]),
-        model_retry=NO_RETRY,
+        models=ModelOptions(retry=NO_RETRY),
     )
     out = await graph.ainvoke({"user_input": "hi"})
     assert out["decision"]["next_action"] == "response"
@@ -154,7 +160,7 @@ def test_hostile_answer_models_sync(mode: str) -> None:
         ScriptedChatModel([plan_reply("response")]),
         [get_noisy],
         answer_model=StreamingFailure(mode=mode),
-        model_retry=NO_RETRY,
+        models=ModelOptions(retry=NO_RETRY),
     )
     out = graph.invoke({"user_input": "hi"})
     assert isinstance(out["answer"], str)

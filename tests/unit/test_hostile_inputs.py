@@ -17,12 +17,12 @@ from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.tools import StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentloop import ToolPolicy, create_tool_loop
-from agentloop.model_calls import ModelRetry
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
+from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
 from agentloop.testing import ScriptedChatModel, plan_reply
 
-NO_RETRY = ModelRetry(max_attempts=1)
+NO_RETRY = ModelRetryPolicy(max_attempts=1)
 
 
 def cmd(tool_name: str, **kwargs: Any) -> dict[str, Any]:
@@ -138,7 +138,7 @@ async def test_hung_sync_tools_are_abandoned_reported_and_capped(entry: str) -> 
         ),
         [get_stuck, get_quick],
         answer_model=ScriptedChatModel(["a", "b"]),
-        policies={"get_stuck": ToolPolicy(timeout_s=0.2, retry=None)},
+        governance=GovernanceOptions(policies={"get_stuck": ToolPolicy(timeout_s=0.2, retry=None)}),
     )
     events: list[dict[str, Any]] = []
     async for event in graph.astream({"user_input": "go"}, stream_mode="custom"):
@@ -201,7 +201,10 @@ LIMITS = ModelLimits(first_token_timeout_s=0.5, timeout_s=2.0, max_plan_chars=5_
 
 async def test_a_planner_that_streams_forever_is_cut(entry: str) -> None:
     graph = create_tool_loop(
-        EndlessModel(), [], answer_model=ScriptedChatModel(["?"]), model_limits=LIMITS
+        EndlessModel(),
+        [],
+        answer_model=ScriptedChatModel(["?"]),
+        models=ModelOptions(limits=LIMITS),
     )
     out = await run(graph, {"user_input": "go"}, entry)
     assert out["status"] == "planner_failed"
@@ -214,8 +217,7 @@ async def test_an_answer_that_streams_forever_is_cut_and_returned(entry: str) ->
         ScriptedChatModel([plan_reply("response")]),
         [],
         answer_model=EndlessModel(),
-        model_limits=LIMITS,
-        model_retry=NO_RETRY,
+        models=ModelOptions(limits=LIMITS, retry=NO_RETRY),
     )
     out = await run(graph, {"user_input": "go"}, entry)
     assert out["status"] == "answer_cut"
@@ -228,7 +230,10 @@ async def test_a_model_that_never_starts_times_out(entry: str, role: str) -> Non
     planner = hanging if role == "planner" else ScriptedChatModel([plan_reply("response")])
     answerer = hanging if role == "answer" else ScriptedChatModel(["fine"])
     graph = create_tool_loop(
-        planner, [], answer_model=answerer, model_limits=LIMITS, model_retry=NO_RETRY
+        planner,
+        [],
+        answer_model=answerer,
+        models=ModelOptions(limits=LIMITS, retry=NO_RETRY),
     )
     started = time.monotonic()
     out = await run(graph, {"user_input": "go"}, entry)
@@ -299,7 +304,7 @@ async def test_a_secret_in_a_tool_error_reaches_no_record_event_checkpoint_or_pr
         [get_weather],
         answer_model=answerer,
         checkpointer=saver,
-        policies={"get_weather": ToolPolicy(retry=None)},
+        governance=GovernanceOptions(policies={"get_weather": ToolPolicy(retry=None)}),
     )
     config = {"configurable": {"thread_id": "secret"}}
     events: list[Any] = []
@@ -339,7 +344,7 @@ async def test_a_custom_redact_hook_replaces_the_default(entry: str) -> None:
         one_round(cmd("get_code", n=1)),
         [get_code],
         answer_model=ScriptedChatModel(["ok"]),
-        redact=lambda text: text.replace("ALPHA-7", "<code>"),
+        governance=GovernanceOptions(redact=lambda text: text.replace("ALPHA-7", "<code>")),
     )
     out = await run(graph, {"user_input": "code?"}, entry)
     assert out["tool_logs"][0]["result"] == "the code is <code>"

@@ -8,14 +8,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
-from agentloop import create_tool_loop
-from agentloop.model_calls import ModelRetry
+from agentloop import ConfigurationError, ModelOptions, create_tool_loop
+from agentloop.model_calls import ModelRetryPolicy
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 
@@ -357,7 +358,7 @@ async def test_answer_model_failure_gives_a_clear_answer() -> None:
         planner,
         [add],
         answer_model=answerer,
-        model_retry=ModelRetry(max_attempts=2, initial_delay_s=0.01),
+        models=ModelOptions(retry=ModelRetryPolicy(max_attempts=2, initial_delay_s=0.01)),
     )
     out = await graph.ainvoke({"user_input": "hi"})
     assert "network unreachable" in out["answer"]
@@ -502,3 +503,38 @@ async def test_plain_langchain_fake_model() -> None:
     out = await graph.ainvoke({"user_input": "7+8?"})
     assert out["round_state"]["done_plans"][0]["result"] == 15
     assert out["answer"] == "fifteen"
+
+
+def test_flat_options_and_old_names_still_work_with_a_warning() -> None:
+    import agentloop
+    from agentloop import GovernanceOptions, ModelRetryPolicy, ToolInvocation, ToolPolicy
+
+    model = ScriptedChatModel([plan_reply("response"), "ok"])
+    with pytest.warns(DeprecationWarning, match=r"policies=.*GovernanceOptions\(policies="):
+        graph = create_tool_loop(model, [add], policies={"add": ToolPolicy(timeout_s=3)})
+    assert graph.invoke({"user_input": "hi"})["answer"] == "ok"
+    with pytest.warns(DeprecationWarning, match=r"model_retry=.*ModelOptions\(retry="):
+        create_tool_loop(model, [add], model_retry=ModelRetryPolicy(max_attempts=1))
+    with pytest.warns(DeprecationWarning, match="ModelRetryPolicy"):
+        assert agentloop.ModelRetry is ModelRetryPolicy
+    with pytest.warns(DeprecationWarning, match="ToolInvocation"):
+        assert agentloop.ToolCall is ToolInvocation
+    with pytest.raises(TypeError, match="unexpected keyword argument 'polices'"):
+        create_tool_loop(model, [add], polices={})
+    with (
+        pytest.warns(DeprecationWarning),
+        pytest.raises(ConfigurationError, match="inside governance="),
+    ):
+        create_tool_loop(model, [add], governance=GovernanceOptions(), policies={})
+
+
+def test_retry_policies_accept_langgraphs_retry_policy() -> None:
+    from langgraph.types import RetryPolicy
+
+    from agentloop import ModelOptions, ToolPolicy, ToolRetry
+
+    policy = ToolPolicy(retry=RetryPolicy(max_attempts=5, initial_interval=0.1))
+    assert policy.retry == ToolRetry.of(RetryPolicy(max_attempts=5, initial_interval=0.1))
+    assert policy.retry is not None and policy.retry.max_attempts == 5
+    options = ModelOptions(retry=RetryPolicy(max_attempts=2, backoff_factor=3.0))
+    assert options.retry.max_attempts == 2 and options.retry.multiplier == 3.0

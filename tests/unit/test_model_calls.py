@@ -9,13 +9,13 @@ import pytest
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
-from agentloop import ConfigurationError, create_tool_loop
+from agentloop import ConfigurationError, ModelOptions, create_tool_loop
 from agentloop.errors import is_retryable_model_error
-from agentloop.model_calls import ModelRetry, is_degenerate, retry_after_s
+from agentloop.model_calls import ModelRetryPolicy, is_degenerate, retry_after_s
 from agentloop.models import resolve_model
 from agentloop.testing import ScriptedChatModel, plan_reply
 
-FAST = ModelRetry(max_attempts=3, initial_delay_s=0.01, max_delay_s=0.5, jitter=False)
+FAST = ModelRetryPolicy(max_attempts=3, initial_delay_s=0.01, max_delay_s=0.5, jitter=False)
 
 
 @tool
@@ -37,7 +37,8 @@ class AuthenticationError(Exception):
 
 
 def loop(planner: Any, answerer: Any, **options: Any) -> Any:
-    return create_tool_loop(planner, [add], answer_model=answerer, model_retry=FAST, **options)
+    options.setdefault("models", ModelOptions(retry=FAST))
+    return create_tool_loop(planner, [add], answer_model=answerer, **options)
 
 
 async def test_transient_planner_errors_are_retried() -> None:
@@ -118,7 +119,11 @@ async def test_fallback_models_are_tried_in_order() -> None:
             "from backup",
         ]
     )
-    graph = create_tool_loop(broken, [add], model_retry=FAST, fallback_models=[backup])
+    graph = create_tool_loop(
+        broken,
+        [add],
+        models=ModelOptions(retry=FAST, fallbacks=[backup]),
+    )
     out = await graph.ainvoke({"user_input": "x"})
     assert out["answer"] == "from backup"
     assert out["round_state"]["done_plans"][0]["result"] == 2
@@ -133,7 +138,10 @@ async def test_usage_and_cost_summary() -> None:
         ]
     )
     graph = loop(
-        planner, ScriptedChatModel(["three"]), prices={"scripted": (1.0, 2.0)}, name="calc"
+        planner,
+        ScriptedChatModel(["three"]),
+        models=ModelOptions(retry=FAST, prices={"scripted": (1.0, 2.0)}),
+        name="calc",
     )
     out = await graph.ainvoke({"user_input": "1+2"})
     usage = out["usage"]["calc"]

@@ -1,0 +1,168 @@
+"""The options of `create_tool_loop`, grouped by concern.
+
+- `GovernanceOptions`: how tools may be called (policies, interceptors, timeouts,
+  retries, the result cache, sync-tool threads, redaction, the side-effect ledger);
+- `PlanningOptions`: how rounds are planned and bounded;
+- `ModelOptions`: how models are called (fallbacks, retries, limits, prices).
+
+Each is a frozen dataclass whose defaults are the library's defaults, so
+`create_tool_loop(model, tools)` needs none of them and a loop that changes one thing
+says only that thing: `governance=GovernanceOptions(policies={...})`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from langgraph.types import RetryPolicy
+
+from agentloop._deprecation import warn_deprecated
+from agentloop.durability import SideEffectLedger
+from agentloop.errors import ConfigurationError
+from agentloop.model_calls import ModelRetryPolicy
+from agentloop.model_stream import ModelLimits
+from agentloop.models import ModelLike
+from agentloop.redaction import Redact
+from agentloop.tools.cache import ResultCache
+from agentloop.tools.interceptors import Interceptor
+from agentloop.tools.policy import DEFAULT_TIMEOUT_S, ToolPolicy, ToolRetry
+from agentloop.tools.threads import ToolThreads
+from agentloop.usage import Prices
+
+__all__ = ["GovernanceOptions", "ModelOptions", "PlanningOptions", "group_flat_options"]
+
+
+@dataclass(frozen=True)
+class GovernanceOptions:
+    """How the loop's tools may be called.
+
+    Attributes:
+        policies: `ToolPolicy` per tool name.
+        interceptors: Optional interceptors (may short-circuit), outermost first.
+        mandatory_interceptors: Interceptors that always run (audit, tracing).
+        default_timeout_s: Time limit of one attempt for tools whose policy sets none.
+        timeout_by_prefix: Time limits by tool-name prefix (`{"search_": 10.0}`).
+        default_retry: Retry policy of idempotent tools that declare none (None: no
+            retries); a LangGraph `RetryPolicy` is accepted.
+        cache: A result cache to share between loops (default: one per compiled loop).
+        tool_threads: Where sync tools run (default: `ToolThreads()`, 64 at once,
+            4 hung threads per tool at most).
+        redact: Applied to every string written to state, events, log lines and prompts
+            (default: a `Redactor` of secret-looking environment variables, the MCP
+            servers' `env` and `headers`, and credential shapes).
+        ledger: Where calls are claimed and their outcomes kept (default: with the
+            checkpointer: its database for SQLite and PostgreSQL, memory otherwise).
+    """
+
+    policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
+    interceptors: Sequence[Interceptor] = ()
+    mandatory_interceptors: Sequence[Interceptor] = ()
+    default_timeout_s: float = DEFAULT_TIMEOUT_S
+    timeout_by_prefix: Mapping[str, float] | None = None
+    default_retry: ToolRetry | RetryPolicy | None = field(default_factory=ToolRetry)
+    cache: ResultCache | None = None
+    tool_threads: ToolThreads | None = None
+    redact: Redact | None = None
+    ledger: SideEffectLedger | None = None
+
+    def __post_init__(self) -> None:
+        """Reject values that cannot work."""
+        if not isinstance(self.default_timeout_s, int | float) or self.default_timeout_s <= 0:
+            msg = f"default_timeout_s must be a positive number, got {self.default_timeout_s!r}"
+            raise ConfigurationError(msg)
+        if self.default_retry is not None:
+            object.__setattr__(self, "default_retry", ToolRetry.of(self.default_retry))
+
+
+@dataclass(frozen=True)
+class PlanningOptions:
+    """How rounds are planned and bounded.
+
+    Attributes:
+        keep_tool_results: Of the results earlier prompts showed, the planner sees only
+            this many latest in full again (the last round's results always are).
+        max_consecutive_rollbacks: Rounds in a row that may be rolled back.
+        max_commands_per_round: Commands of one plan that run; the excess become refused
+            records (`too_many_commands`) that tell the planner why.
+    """
+
+    keep_tool_results: int = 5
+    max_consecutive_rollbacks: int = 5
+    max_commands_per_round: int = 64
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """How the loop's models are called.
+
+    Attributes:
+        fallbacks: Models tried in order when the planner or answer model keeps failing
+            after its retries.
+        retry: How model calls are retried (transient errors, length limit, degenerate
+            replies); a LangGraph `RetryPolicy` is accepted.
+        limits: Time and size bounds of every model call.
+        prices: `{model_name: (usd_per_million_input, usd_per_million_output)}` for the
+            `usage` cost summary.
+    """
+
+    fallbacks: Sequence[ModelLike] = ()
+    retry: ModelRetryPolicy | RetryPolicy = field(default_factory=ModelRetryPolicy)
+    limits: ModelLimits = field(default_factory=ModelLimits)
+    prices: Prices | None = None
+
+    def __post_init__(self) -> None:
+        """Accept LangGraph's `RetryPolicy`."""
+        object.__setattr__(self, "retry", ModelRetryPolicy.of(self.retry))
+
+
+_FLAT: dict[str, tuple[str, str]] = {
+    **{item.name: ("governance", item.name) for item in fields(GovernanceOptions)},
+    **{item.name: ("planning", item.name) for item in fields(PlanningOptions)},
+    "fallback_models": ("models", "fallbacks"),
+    "model_retry": ("models", "retry"),
+    "model_limits": ("models", "limits"),
+    "prices": ("models", "prices"),
+}
+"""Where each option `create_tool_loop` used to take flat now lives."""
+_GROUPS = {
+    "governance": GovernanceOptions,
+    "planning": PlanningOptions,
+    "models": ModelOptions,
+}
+
+
+def group_flat_options(
+    flat: Mapping[str, Any],
+    governance: GovernanceOptions | None,
+    planning: PlanningOptions | None,
+    models: ModelOptions | None,
+) -> tuple[GovernanceOptions, PlanningOptions, ModelOptions]:
+    """Fold deprecated flat options into their groups, warning once per option.
+
+    Raises:
+        TypeError: An option `create_tool_loop` never took.
+        ConfigurationError: An option is given both flat and in its group.
+    """
+    given: dict[str, dict[str, Any]] = {"governance": {}, "planning": {}, "models": {}}
+    for name, value in flat.items():
+        if name not in _FLAT:
+            msg = f"create_tool_loop() got an unexpected keyword argument {name!r}"
+            raise TypeError(msg)
+        group, attribute = _FLAT[name]
+        warn_deprecated(
+            f"create_tool_loop({name}=...)",
+            f"create_tool_loop({group}={_GROUPS[group].__name__}({attribute}=...))",
+        )
+        if value is None and group == "models" and attribute in ("limits", "retry"):
+            continue  # None meant the default
+        given[group][attribute] = value
+    explicit = {"governance": governance, "planning": planning, "models": models}
+    built: dict[str, Any] = {}
+    for group, options_class in _GROUPS.items():
+        if given[group] and explicit[group] is not None:
+            msg = f"give {sorted(given[group])} inside {group}=, not beside it"
+            raise ConfigurationError(msg)
+        built[group] = explicit[group] or options_class(**given[group])
+    return built["governance"], built["planning"], built["models"]
