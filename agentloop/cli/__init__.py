@@ -1,0 +1,265 @@
+"""The `agentloop` command: run a tool loop from a shell and watch it work.
+
+Usage:
+    agentloop run "question" [--model provider:name] [--mcp-config FILE]
+                             [--max-rounds N] [--concurrency N] [--plan-mode json|tool]
+                             [--json] [--quiet]
+    agentloop demo ["question"] [--json] [--quiet]
+
+`run` plans with the model given by `--model` (default: the `AGENTLOOP_MODEL`
+environment variable), with the tools of the bundled MCP servers (documents,
+calculator, notes); `--mcp-config` replaces them with the servers of an `mcpServers`
+JSON / YAML file. `demo` runs the demo loop (scripted planner, bundled servers): no API
+key, no network.
+
+While the loop runs, its progress goes to stderr: a live status line on a terminal, one
+line per event otherwise. The answer goes to stdout; with `--json`, stdout holds one
+JSON document instead: `{"question", "answer", "rounds", "records", "action_results",
+"rollbacks", "status", "status_reason"}`.
+
+Exit codes:
+    0: success.
+    1: the run finished, but every tool call failed or a model failed (`status`).
+    2: usage or configuration error (missing or unknown model, bad MCP config file).
+    3: an MCP server could not be started or reached.
+    130: interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentloop.cli.parser import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SERVER,
+    EXIT_USAGE,
+    MODEL_ENV,
+    CliError,
+    build_parser,
+)
+from agentloop.cli.progress import Progress
+from agentloop.display import RunReport
+from agentloop.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_SERVER",
+    "EXIT_USAGE",
+    "MODEL_ENV",
+    "Progress",
+    "build_parser",
+    "main",
+    "run_exit_code",
+]
+
+_NO_MODEL = (
+    f"no model: pass --model provider:name or set {MODEL_ENV}; `agentloop demo` runs without one"
+)
+
+_ERROR_PREFIX = "agentloop: error: "
+
+
+def run_exit_code(state: Mapping[str, Any]) -> int:
+    """Return the exit code of a finished run: 1 if a model or every tool call failed."""
+    if state.get("status") in ("planner_failed", "answer_failed"):
+        return EXIT_FAILED
+    records = state.get("tool_logs") or []
+    if records and not any(record.get("success") for record in records):
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+async def _stream(graph: Any, question: str, progress: Progress) -> dict[str, Any]:
+    final: dict[str, Any] = {}
+    ticker = asyncio.create_task(progress.tick()) if progress.live else None
+    try:
+        async for mode, chunk in graph.astream(
+            {"user_input": question}, stream_mode=["custom", "values"]
+        ):
+            if mode == "values":
+                final = chunk
+                progress.values(chunk)
+            elif isinstance(chunk, Mapping):
+                progress.event(chunk)
+    finally:
+        if ticker is not None:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+        progress.close()
+    return final
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _startup_error(error: BaseException) -> CliError | None:
+    """Map an error raised while the MCP servers start to its exit code."""
+    leaves = _leaves(error)
+    for leaf in leaves:
+        if isinstance(leaf, ConfigurationError):
+            return CliError(EXIT_USAGE, _one_line(leaf))
+    for leaf in leaves:
+        if isinstance(leaf, TimeoutError):
+            return CliError(EXIT_SERVER, f"MCP servers did not start in time: {_one_line(leaf)}")
+        if isinstance(leaf, OSError):  # MCPTransportError is a ConnectionError
+            return CliError(EXIT_SERVER, _one_line(leaf))
+    return None
+
+
+@contextlib.contextmanager
+def _starting_servers() -> Iterator[None]:
+    """Report a server that cannot be started (or a bad allow list) as a `CliError`."""
+    try:
+        yield
+    except Exception as error:
+        mapped = _startup_error(error)
+        if mapped is None:
+            raise
+        raise mapped from error
+
+
+def resolve_model(name: str) -> BaseChatModel:
+    """Create the chat model `--model` names (the model machinery is imported here).
+
+    Raises:
+        ConfigurationError: No known provider or model, or the provider's package is missing.
+    """
+    from agentloop.models import resolve_model as resolve
+
+    return resolve(name)
+
+
+def _notes_file() -> Path:
+    return Path(tempfile.gettempdir()) / "agentloop-notes.jsonl"
+
+
+def _run_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+    from agentloop.graph import create_tool_loop
+    from agentloop.mcp_config import load_mcp_config
+    from agentloop.mcp_toolset import MCPToolset
+    from agentloop.servers import bundled_servers_config
+
+    name = args.model or os.environ.get(MODEL_ENV, "").strip()
+    if not name:
+        raise CliError(EXIT_USAGE, _NO_MODEL)
+    specs = load_mcp_config(args.mcp_config or bundled_servers_config(_notes_file()))
+    model = resolve_model(name)
+    toolset = MCPToolset(specs)
+    try:
+        progress.line(f"starting MCP servers: {', '.join(s.name for s in specs) or 'none'}")
+        with _starting_servers():
+            graph = create_tool_loop(
+                model,
+                [],
+                mcp_servers=toolset,
+                max_rounds=args.max_rounds,
+                concurrency=args.concurrency,
+                plan_mode=args.plan_mode,
+            )
+        return asyncio.run(_stream(graph, " ".join(args.question), progress))
+    finally:
+        toolset.close()
+
+
+def _demo_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+    from agentloop.demo import DEMO_QUESTION, build_demo_loop, demo_notes_file
+    from agentloop.mcp_toolset import MCPToolset
+    from agentloop.servers import bundled_servers_config
+
+    toolset = MCPToolset(bundled_servers_config(demo_notes_file()))
+    try:
+        progress.line("starting the bundled MCP servers: docs, calculator, notes")
+        with _starting_servers():
+            graph = build_demo_loop(mcp_servers=toolset)
+        return asyncio.run(_stream(graph, " ".join(args.question) or DEMO_QUESTION, progress))
+    finally:
+        toolset.close()
+
+
+def _print_result(out: Mapping[str, Any], args: argparse.Namespace) -> None:
+    if args.json:
+        document = {
+            "question": out.get("user_input", ""),
+            "answer": out.get("answer", ""),
+            "rounds": (out.get("round_state") or {}).get("round_index", 0),
+            "records": out.get("tool_logs") or [],
+            "action_results": out.get("action_results") or {},
+            "rollbacks": out.get("rollbacks") or [],
+            "status": out.get("status", ""),
+            "status_reason": out.get("status_reason", ""),
+        }
+        sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2, default=str) + "\n")
+    else:
+        if not args.quiet:
+            sys.stderr.write("\n" + RunReport(out).to_text(include_answer=False) + "\n\n")
+            sys.stderr.flush()
+        sys.stdout.write(str(out.get("answer", "")) + "\n")
+    sys.stdout.flush()
+
+
+def _error(code: int, message: str, progress: Progress | None) -> int:
+    if progress is not None:
+        progress.close()  # the live status line, if any, makes way for the error
+    sys.stderr.write(f"{_ERROR_PREFIX}{message}\n")
+    sys.stderr.flush()
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `agentloop` command.
+
+    Args:
+        argv: The arguments (default: `sys.argv[1:]`).
+
+    Returns:
+        The exit code (see the module docstring).
+    """
+    progress: Progress | None = None
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exit_:  # --help
+            return exit_.code if isinstance(exit_.code, int) else EXIT_OK
+        progress = Progress(sys.stderr, live=sys.stderr.isatty(), enabled=not args.quiet)
+        command = _run_command if args.command == "run" else _demo_command
+        out = command(args, progress)
+        _print_result(out, args)
+        return run_exit_code(out)
+    except KeyboardInterrupt:
+        return _error(EXIT_INTERRUPTED, "interrupted", progress)
+    except BaseExceptionGroup as group:
+        if not any(isinstance(leaf, KeyboardInterrupt) for leaf in _leaves(group)):
+            raise
+        return _error(EXIT_INTERRUPTED, "interrupted", progress)
+    except CliError as error:
+        return _error(error.code, error.message, progress)
+    except ConfigurationError as error:
+        return _error(EXIT_USAGE, _one_line(error), progress)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,140 @@
+"""The `agentloop` command's arguments: `run` and `demo`, errors as one line."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, NoReturn
+
+__all__ = ["EXIT_CODES_HELP", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SERVER",
+           "EXIT_USAGE", "MODEL_ENV", "CliError", "build_parser"]  # fmt: skip
+
+EXIT_OK = 0
+"""The run succeeded."""
+EXIT_FAILED = 1
+"""The run finished, but every tool call failed or a model failed (see `status`)."""
+EXIT_USAGE = 2
+"""Usage or configuration error: missing or unknown model, bad MCP config file."""
+EXIT_SERVER = 3
+"""An MCP server could not be started or reached."""
+EXIT_INTERRUPTED = 130
+"""Interrupted by Ctrl-C."""
+
+MODEL_ENV = "AGENTLOOP_MODEL"
+"""The environment variable `run` reads its model from when `--model` is not given."""
+
+EXIT_CODES_HELP = """\
+exit codes:
+  0    success
+  1    the run finished, but every tool call failed or a model failed
+  2    usage or configuration error (missing or unknown model, bad MCP config file)
+  3    an MCP server could not be started or reached
+  130  interrupted (Ctrl-C)
+"""
+
+
+class CliError(Exception):
+    """An error reported as one line on stderr, with the exit code it maps to."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, like every other error of the CLI."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(EXIT_USAGE, f"{message} (see `{self.prog} --help`)")
+
+
+def _count(minimum: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            msg = f"expected an integer, got {text!r}"
+            raise argparse.ArgumentTypeError(msg) from None
+        if value < minimum:
+            msg = f"must be at least {minimum}, got {value}"
+            raise argparse.ArgumentTypeError(msg)
+        return value
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the `agentloop` argument parser (`run` and `demo` subcommands)."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = _Parser(
+        prog="agentloop",
+        description="Run a plan / execute tool loop from the command line.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=formatter,
+    )
+    commands = parser.add_subparsers(dest="command", metavar="{run,demo}", parser_class=_Parser)
+    commands.required = True
+
+    output = _Parser(add_help=False)
+    output.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document (answer, rounds, records, action_results) on stdout",
+    )
+    output.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress or summary on stderr"
+    )
+
+    run = commands.add_parser(
+        "run",
+        parents=[output],
+        help="answer a question with a model and MCP tools",
+        description=(
+            "Answer a question with a chat model and the tools of MCP servers.\n"
+            "Without --mcp-config, the bundled servers (documents, calculator, notes)\n"
+            "provide the tools; --mcp-config replaces them."
+        ),
+        epilog=EXIT_CODES_HELP,
+        formatter_class=formatter,
+    )
+    run.add_argument("question", nargs="+", help="the question (several words are joined)")
+    run.add_argument(
+        "--model",
+        metavar="PROVIDER:NAME",
+        help=f"an init_chat_model string, e.g. openai:gpt-4.1-mini (default: ${MODEL_ENV})",
+    )
+    run.add_argument(
+        "--mcp-config",
+        metavar="FILE",
+        help="a JSON / YAML file of mcpServers (replaces the bundled servers)",
+    )
+    run.add_argument(
+        "--max-rounds", type=_count(0), default=5, metavar="N", help="most rounds (default: 5)"
+    )
+    run.add_argument(
+        "--concurrency",
+        type=_count(1),
+        default=None,
+        metavar="N",
+        help="most tool calls at once (default: no limit)",
+    )
+    run.add_argument(
+        "--plan-mode",
+        choices=("json", "tool"),
+        default="json",
+        help="json: the plan as message text (any model); tool: native tool calling",
+    )
+
+    demo = commands.add_parser(
+        "demo",
+        parents=[output],
+        help="run the demo loop (no API key, no network)",
+        description=(
+            "Run the demo loop: a scripted planner and the bundled MCP servers as\n"
+            "subprocesses. Needs no API key and no network."
+        ),
+        epilog=EXIT_CODES_HELP,
+        formatter_class=formatter,
+    )
+    demo.add_argument("question", nargs="*", help="the question (default: the demo question)")
+    return parser
