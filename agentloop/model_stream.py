@@ -146,10 +146,14 @@ class BoundedRead(Generic[C]):
 
 
 class _Pump(Generic[C]):
-    """A daemon thread reading a sync stream into a queue."""
+    """A daemon thread reading a sync stream into a small queue.
+
+    The queue holds at most one chunk ahead of the reader, so a reader that stops early
+    (a plan that says `response`) stops the stream within a chunk or two.
+    """
 
     def __init__(self, open_stream: Callable[[], Iterator[C]]) -> None:
-        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1)
         self._stopped = threading.Event()
         context = contextvars.copy_context()
         thread = threading.Thread(
@@ -162,17 +166,26 @@ class _Pump(Generic[C]):
         try:
             stream = open_stream()
             for chunk in stream:
-                if self._stopped.is_set():
+                if not self._put(("chunk", chunk)):
                     break
-                self._queue.put(("chunk", chunk))
-            self._queue.put(("end", None))
+            self._put(("end", None))
         except BaseException as error:
-            self._queue.put(("error", error))
+            self._put(("error", error))
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
                 with contextlib.suppress(Exception):  # a stream that fails to close is done
                     close()
+
+    def _put(self, item: tuple[str, Any]) -> bool:
+        """Hand an item to the reader; False once the reader stopped."""
+        while not self._stopped.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+            except queue.Full:
+                continue
+            return True
+        return False
 
     def next(self, timeout_s: float) -> tuple[str, Any]:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 from collections.abc import Callable, Iterator
@@ -50,3 +51,19 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.section("figures")
         for line in _REPORT:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(params=["invoke", "ainvoke"])
+def run_loop(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """Run a graph through `invoke` (in a worker thread) or `ainvoke`: tests using it run twice.
+
+    `await run_loop(graph, payload, config, **kwargs)` returns the graph's output.
+    """
+
+    async def run(graph: Any, payload: Any, config: Any = None, **kwargs: Any) -> Any:
+        if request.param == "invoke":
+            return await asyncio.to_thread(graph.invoke, payload, config, **kwargs)
+        return await graph.ainvoke(payload, config, **kwargs)
+
+    run.entry = request.param  # type: ignore[attr-defined]
+    return run

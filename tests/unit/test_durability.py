@@ -217,23 +217,12 @@ def invoicing_loop(effects: Effects, **options: Any) -> Any:
     )
 
 
-async def run(graph: Any, payload: Any, config: Any, entry: str, **kwargs: Any) -> Any:
-    if entry == "invoke":
-        return await asyncio.to_thread(graph.invoke, payload, config, **kwargs)
-    return await graph.ainvoke(payload, config, **kwargs)
-
-
-@pytest.fixture(params=["invoke", "ainvoke"])
-def entry(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-async def test_two_workers_resuming_one_paused_thread_send_one_invoice(entry: str) -> None:
+async def test_two_workers_resuming_one_paused_thread_send_one_invoice(run_loop: Any) -> None:
     effects = Effects()
     graph = invoicing_loop(effects, checkpointer=InMemorySaver(), interrupt_before=["execute"])
     config = {"configurable": {"thread_id": "approval"}}
-    await run(graph, {"user_input": "invoice bob"}, config, entry)
-    outs = await asyncio.gather(*(run(graph, None, config, entry) for _ in range(2)))
+    await run_loop(graph, {"user_input": "invoice bob"}, config)
+    outs = await asyncio.gather(*(run_loop(graph, None, config) for _ in range(2)))
     assert effects.done.count("invoice:bob") == 1
     assert all(out["answer"] == "invoiced" for out in outs)
     invoices = [r for out in outs for r in out["tool_logs"] if r["tool_name"] == "send_invoice"]
@@ -241,14 +230,14 @@ async def test_two_workers_resuming_one_paused_thread_send_one_invoice(entry: st
     assert sum(bool(r.get("replayed")) for r in invoices) == 1
 
 
-async def test_exit_durability_warns_once(entry: str, caplog: pytest.LogCaptureFixture) -> None:
+async def test_exit_durability_warns_once(run_loop: Any, caplog: pytest.LogCaptureFixture) -> None:
     effects = Effects()
     graph = invoicing_loop(effects, checkpointer=InMemorySaver())
     events: list[dict[str, Any]] = []
     with caplog.at_level(logging.WARNING, logger="agentloop"):
         for thread in ("a", "b"):
             config = {"configurable": {"thread_id": thread}}
-            if entry == "invoke":
+            if run_loop.entry == "invoke":
                 stream = graph.stream(
                     {"user_input": "x"}, config, stream_mode="custom", durability="exit"
                 )
@@ -263,7 +252,7 @@ async def test_exit_durability_warns_once(entry: str, caplog: pytest.LogCaptureF
     assert sum("durability='exit'" in r.getMessage() for r in caplog.records) == 1
 
 
-async def test_no_warning_with_the_default_durability(entry: str) -> None:
+async def test_no_warning_with_the_default_durability(run_loop: Any) -> None:
     graph = invoicing_loop(Effects(), checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t"}}
     events = [e async for e in graph.astream({"user_input": "x"}, config, stream_mode="custom")]
@@ -288,7 +277,7 @@ def test_a_sub_agent_has_side_effects_unless_declared() -> None:
     assert (reader.idempotent, reader.concurrency_safe) == (True, True)
 
 
-async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(entry: str) -> None:
+async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(run_loop: Any) -> None:
     effects = Effects()
 
     @tool
@@ -324,14 +313,14 @@ async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(entry: str
         governance=GovernanceOptions(policies={"clerk": ToolPolicy(timeout_s=0.3)}),
         checkpointer=InMemorySaver(),
     )  # fmt: skip
-    out = await run(parent, {"user_input": "go"}, {"configurable": {"thread_id": "t"}}, entry)
+    out = await run_loop(parent, {"user_input": "go"}, {"configurable": {"thread_id": "t"}})
     [record] = out["tool_logs"]
     assert record["error_type"] == "timeout" and record["attempts"] == 1
     await asyncio.sleep(1.2)  # the abandoned sub-agent run would finish now
     assert effects.done == ["invoice:bob"]
 
 
-async def test_a_sub_agent_runs_with_the_parents_checkpointer(entry: str) -> None:
+async def test_a_sub_agent_runs_with_the_parents_checkpointer(run_loop: Any) -> None:
     effects = Effects()
     saver = InMemorySaver()
     parent = create_tool_loop(
@@ -347,7 +336,7 @@ async def test_a_sub_agent_runs_with_the_parents_checkpointer(entry: str) -> Non
         checkpointer=saver,
         name="boss",
     )  # fmt: skip
-    out = await run(parent, {"user_input": "go"}, {"configurable": {"thread_id": "t"}}, entry)
+    out = await run_loop(parent, {"user_input": "go"}, {"configurable": {"thread_id": "t"}})
     assert out["tool_logs"][0]["result"] == "invoiced"
     assert sorted(out["usage"]) == ["boss", "clerk_loop"]  # the artifact carried the usage
     namespaces = {ns for ns in saver.storage["t"] if ns}

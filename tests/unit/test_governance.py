@@ -58,7 +58,7 @@ async def events_and_state(graph: Any, text: str = "go") -> tuple[list[dict[str,
 # -- timeouts and retries -------------------------------------------------------------------
 
 
-async def test_non_idempotent_timeout_runs_exactly_once() -> None:
+async def test_non_idempotent_timeout_runs_exactly_once(run_loop: Any) -> None:
     calls = 0
 
     @tool
@@ -76,7 +76,7 @@ async def test_non_idempotent_timeout_runs_exactly_once() -> None:
             policies={"send_email": ToolPolicy(timeout_s=0.1, retry=FAST_RETRY)}
         ),
     )
-    out = await graph.ainvoke({"user_input": "mail"})
+    out = await run_loop(graph, {"user_input": "mail"})
     record = out["tool_logs"][0]
     assert calls == 1
     assert record["success"] is False
@@ -112,7 +112,7 @@ async def test_idempotent_flaky_tool_succeeds_on_third_attempt() -> None:
     assert [e["attempt"] for e in retries] == [1, 2]
 
 
-async def test_non_transient_errors_are_not_retried() -> None:
+async def test_non_transient_errors_are_not_retried(run_loop: Any) -> None:
     attempts = 0
 
     @tool
@@ -127,12 +127,12 @@ async def test_non_transient_errors_are_not_retried() -> None:
         [get_thing],
         governance=GovernanceOptions(policies={"get_thing": ToolPolicy(retry=FAST_RETRY)}),
     )
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     assert attempts == 1
     assert out["tool_logs"][0]["error_type"] == "internal_error"
 
 
-async def test_sync_tool_timeout_is_abandoned_with_clear_error() -> None:
+async def test_sync_tool_timeout_is_abandoned_with_clear_error(run_loop: Any) -> None:
     @tool
     def read_slow(path: str) -> str:
         """Blocks."""
@@ -147,7 +147,7 @@ async def test_sync_tool_timeout_is_abandoned_with_clear_error() -> None:
         ),
     )
     started = time.perf_counter()
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     assert time.perf_counter() - started < 1.2
     record = out["tool_logs"][0]
     assert record["error_type"] == "timeout"
@@ -178,7 +178,7 @@ async def test_timeout_resolution_order() -> None:
 # -- validation and repair ------------------------------------------------------------------
 
 
-async def test_invalid_arguments_never_reach_the_tool() -> None:
+async def test_invalid_arguments_never_reach_the_tool(run_loop: Any) -> None:
     seen: list[Any] = []
 
     @tool
@@ -195,7 +195,7 @@ async def test_invalid_arguments_never_reach_the_tool() -> None:
         ),
         [get_page],
     )
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     bad, good, missing = out["tool_logs"]
     assert bad["error_type"] == "invalid_arguments"
     assert "number" in bad["error"]
@@ -206,7 +206,7 @@ async def test_invalid_arguments_never_reach_the_tool() -> None:
     assert seen == [(3, True)]
 
 
-async def test_raw_json_schema_tools_are_validated_and_coerced() -> None:
+async def test_raw_json_schema_tools_are_validated_and_coerced(run_loop: Any) -> None:
     received: list[dict[str, Any]] = []
 
     async def lookup(**kwargs: Any) -> str:
@@ -230,14 +230,14 @@ async def test_raw_json_schema_tools_are_validated_and_coerced() -> None:
         one_round(cmd("lookup", query=42), cmd("lookup", purpose="bad", limit=3)),
         [raw_tool],
     )
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     good, bad = out["tool_logs"]
     assert good["success"] is True
     assert received == [{"query": "42", "limit": 5}]
     assert bad["error_type"] == "invalid_arguments" and "query" in bad["error"]
 
 
-async def test_argument_aliases_repair_without_mutating() -> None:
+async def test_argument_aliases_repair_without_mutating(run_loop: Any) -> None:
     @tool
     def get_profile(info_to_extract: str) -> str:
         """Extract info."""
@@ -251,7 +251,7 @@ async def test_argument_aliases_repair_without_mutating() -> None:
             policies={"get_profile": ToolPolicy(arg_aliases={"info_to_extract": ["description"]})}
         ),
     )
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     assert out["tool_logs"][0]["result"] == "FOUNDERS"
     assert out["tool_logs"][0]["kwargs"] == {"info_to_extract": "founders"}
     assert kwargs == {"description": "founders"}
@@ -260,7 +260,7 @@ async def test_argument_aliases_repair_without_mutating() -> None:
 # -- interceptors and cache -----------------------------------------------------------------
 
 
-async def test_cache_hit_skips_the_tool_across_runs() -> None:
+async def test_cache_hit_skips_the_tool_across_runs(run_loop: Any) -> None:
     calls = 0
 
     @tool
@@ -283,15 +283,15 @@ async def test_cache_hit_skips_the_tool_across_runs() -> None:
         answer_model=ScriptedChatModel(["ok"], repeat_last=True),
         governance=GovernanceOptions(policies={"search_docs": ToolPolicy(cache_ttl_s=60)}),
     )
-    first = await graph.ainvoke({"user_input": "user one"})
-    second = await graph.ainvoke({"user_input": "user two"})
+    first = await run_loop(graph, {"user_input": "user one"})
+    second = await run_loop(graph, {"user_input": "user two"})
     assert calls == 1
     assert first["tool_logs"][0]["from_cache"] is False
     assert second["tool_logs"][0]["from_cache"] is True
     assert second["tool_logs"][0]["result"] == "docs about tides"
 
 
-async def test_short_circuiting_interceptor_keeps_the_audit_trace() -> None:
+async def test_short_circuiting_interceptor_keeps_the_audit_trace(run_loop: Any) -> None:
     calls = 0
 
     @tool
@@ -312,7 +312,7 @@ async def test_short_circuiting_interceptor_keeps_the_audit_trace() -> None:
         [get_price],
         governance=GovernanceOptions(interceptors=[canned], mandatory_interceptors=[audit]),
     )
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     assert calls == 0
     assert out["tool_logs"][0]["result"] == {"price": 0, "source": "canned"}
     [entry] = audit.entries
@@ -321,7 +321,7 @@ async def test_short_circuiting_interceptor_keeps_the_audit_trace() -> None:
     assert entry.success is True
 
 
-async def test_interceptor_can_change_the_call() -> None:
+async def test_interceptor_can_change_the_call(run_loop: Any) -> None:
     @tool
     def get_echo(text: str) -> str:
         """Echo."""
@@ -336,11 +336,11 @@ async def test_interceptor_can_change_the_call() -> None:
         [get_echo],
         governance=GovernanceOptions(interceptors=[shout]),
     )
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     assert out["tool_logs"][0]["result"] == "hi!"
 
 
-async def test_failing_interceptor_gives_a_failed_record() -> None:
+async def test_failing_interceptor_gives_a_failed_record(run_loop: Any) -> None:
     @tool
     def get_x(q: str) -> str:
         """X."""
@@ -352,12 +352,12 @@ async def test_failing_interceptor_gives_a_failed_record() -> None:
     graph, _ = build(
         one_round(cmd("get_x", q="a")), [get_x], governance=GovernanceOptions(interceptors=[broken])
     )
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     assert out["tool_logs"][0]["success"] is False
     assert "interceptor bug" in out["tool_logs"][0]["error"]
 
 
-async def test_rate_limit_spaces_calls() -> None:
+async def test_rate_limit_spaces_calls(run_loop: Any) -> None:
     @tool
     async def get_tick(n: int) -> int:
         """Tick."""
@@ -369,7 +369,7 @@ async def test_rate_limit_spaces_calls() -> None:
         governance=GovernanceOptions(policies={"get_tick": ToolPolicy(rate_limit_per_s=10)}),
     )
     started = time.perf_counter()
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     assert time.perf_counter() - started >= 0.29  # 4 calls at 10/s: the last one waits 0.3 s
     assert [r["result"] for r in out["tool_logs"]] == [0, 1, 2, 3]
 
@@ -377,7 +377,7 @@ async def test_rate_limit_spaces_calls() -> None:
 # -- fallbacks ------------------------------------------------------------------------------
 
 
-async def test_stale_cache_then_stub_then_graceful_error() -> None:
+async def test_stale_cache_then_stub_then_graceful_error(run_loop: Any) -> None:
     healthy = True
 
     @tool
@@ -423,9 +423,9 @@ async def test_stale_cache_then_stub_then_graceful_error() -> None:
         answer_model=ScriptedChatModel(["ok"], repeat_last=True),
         governance=GovernanceOptions(policies=policies),
     )
-    await graph.ainvoke({"user_input": "one"})
+    await run_loop(graph, {"user_input": "one"})
     healthy = False
-    out = await graph.ainvoke({"user_input": "two"})
+    out = await run_loop(graph, {"user_input": "two"})
     rate, forecast, news = out["tool_logs"]
     assert rate["success"] is False and "service unavailable" in rate["error"]
     assert rate["fallback"] == "stale_cache" and rate["stale"] is True and rate["result"] == 1.25
@@ -445,7 +445,7 @@ async def test_stale_cache_then_stub_then_graceful_error() -> None:
     }
 
 
-async def test_no_stale_result_without_opting_in() -> None:
+async def test_no_stale_result_without_opting_in(run_loop: Any) -> None:
     healthy = True
 
     @tool
@@ -470,9 +470,9 @@ async def test_no_stale_result_without_opting_in() -> None:
             policies={"get_rate": ToolPolicy(retry=ToolRetry(max_attempts=1))}
         ),
     )
-    await graph.ainvoke({"user_input": "one"})
+    await run_loop(graph, {"user_input": "one"})
     healthy = False
-    out = await graph.ainvoke({"user_input": "two"})
+    out = await run_loop(graph, {"user_input": "two"})
     [rate] = out["tool_logs"]
     assert rate["success"] is False and rate["fallback"] == "" and "stale" not in rate
     assert rate["result"]["error"] == "network_error"
@@ -481,14 +481,14 @@ async def test_no_stale_result_without_opting_in() -> None:
 # -- results ---------------------------------------------------------------------------------
 
 
-async def test_huge_json_result_stays_valid_json() -> None:
+async def test_huge_json_result_stays_valid_json(run_loop: Any) -> None:
     @tool
     def get_dump(n: int) -> str:
         """A 2 MB JSON document."""
         return json.dumps({"items": [{"id": i, "text": "x" * 2000} for i in range(1000)]})
 
     graph, _ = build(one_round(cmd("get_dump", n=1)), [get_dump])
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     record = out["tool_logs"][0]
     assert record["truncated"] is True
     text = record["result"]
@@ -498,7 +498,7 @@ async def test_huge_json_result_stays_valid_json() -> None:
     assert "truncated" in text
 
 
-async def test_non_serializable_result_becomes_data() -> None:
+async def test_non_serializable_result_becomes_data(run_loop: Any) -> None:
     class Thing:
         def __repr__(self) -> str:
             return "<Thing>"
@@ -509,14 +509,14 @@ async def test_non_serializable_result_becomes_data() -> None:
         return {"thing": Thing(), "when": time.time()}
 
     graph, _ = build(one_round(cmd("get_thing", n=1)), [get_thing])
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     json.dumps(out["tool_logs"][0]["result"])
 
 
 # -- judging, duplicates, rollback ----------------------------------------------------------
 
 
-async def test_useless_result_is_flagged_and_compact() -> None:
+async def test_useless_result_is_flagged_and_compact(run_loop: Any) -> None:
     @tool
     def search_hits(query: str) -> list[str]:
         """Search."""
@@ -534,7 +534,7 @@ async def test_useless_result_is_flagged_and_compact() -> None:
             policies={"search_hits": ToolPolicy(check_result=lambda r: bool(r) or "no hits")}
         ),
     )
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     flagged, good = out["round_state"]["done_plans"]
     assert flagged["flagged"] is True and flagged["success"] is False
     assert flagged["error"] == "no hits" and flagged["result"] is None
@@ -575,7 +575,7 @@ async def test_duplicate_rollback_stops_after_the_cap() -> None:
     assert out["answer"] == "ok"
 
 
-async def test_duplicate_in_mixed_round_is_compact_and_round_advances() -> None:
+async def test_duplicate_in_mixed_round_is_compact_and_round_advances(run_loop: Any) -> None:
     @tool
     def search_a(query: str) -> str:
         """Search."""
@@ -591,7 +591,7 @@ async def test_duplicate_in_mixed_round_is_compact_and_round_advances() -> None:
     graph = create_tool_loop(
         planner, [search_a], answer_model=ScriptedChatModel(["ok"], repeat_last=True)
     )
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     duplicate, fresh = out["round_state"]["last_round_records"]
     assert duplicate["duplicate"] is True and duplicate["flagged"] is True
     assert duplicate["result"] is None
@@ -601,7 +601,7 @@ async def test_duplicate_in_mixed_round_is_compact_and_round_advances() -> None:
     assert out["rollbacks"] == []
 
 
-async def test_planner_sees_only_recent_results_in_full() -> None:
+async def test_planner_sees_only_recent_results_in_full(run_loop: Any) -> None:
     @tool
     def get_n(n: int) -> str:
         """Numbered result."""
@@ -611,7 +611,7 @@ async def test_planner_sees_only_recent_results_in_full() -> None:
         plan_reply("response")
     ]
     graph, planner = build(plans, [get_n], planning=PlanningOptions(keep_tool_results=2))
-    await graph.ainvoke({"user_input": "go"})
+    await run_loop(graph, {"user_input": "go"})
     last_prompt = str(planner.requests[-1][-1].content)
     # the last round's result, never shown yet, and the 2 latest results shown before
     assert all(f"RESULT-{n}" in last_prompt for n in (1, 2, 3))
@@ -619,7 +619,7 @@ async def test_planner_sees_only_recent_results_in_full() -> None:
     assert "omitted" in last_prompt
 
 
-async def test_keep_tool_results_never_hides_a_result_not_shown_yet() -> None:
+async def test_keep_tool_results_never_hides_a_result_not_shown_yet(run_loop: Any) -> None:
     @tool
     def get_n(n: int) -> str:
         """Numbered result."""
@@ -631,7 +631,7 @@ async def test_keep_tool_results_never_hides_a_result_not_shown_yet() -> None:
         plan_reply("response"),
     ]
     graph, planner = build(plans, [get_n], planning=PlanningOptions(keep_tool_results=5))
-    await graph.ainvoke({"user_input": "go"})
+    await run_loop(graph, {"user_input": "go"})
     after_big_round = str(planner.requests[1][-1].content)
     assert all(f"RESULT-{n}" in after_big_round for n in range(8))
     assert OMITTED not in after_big_round
@@ -705,7 +705,7 @@ def test_transient_error_classification() -> None:
     assert not is_transient_error(KeyError("x"))
 
 
-async def test_idempotency_key_is_the_stable_call_key() -> None:
+async def test_idempotency_key_is_the_stable_call_key(run_loop: Any) -> None:
     keys: list[str] = []
 
     @tool
@@ -715,7 +715,7 @@ async def test_idempotency_key_is_the_stable_call_key() -> None:
         return "saved"
 
     graph, _ = build(one_round(cmd("save_order", item="tea")), [save_order])
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     assert keys == [out["tool_logs"][0]["call_key"]]
     assert len(keys[0]) == 24
 

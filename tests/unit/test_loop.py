@@ -62,7 +62,7 @@ RECORD_KEYS = {
 }
 
 
-async def test_two_rounds_then_answer() -> None:
+async def test_two_rounds_then_answer(run_loop: Any) -> None:
     graph, planner, answerer = loop_with(
         [
             plan_reply(
@@ -75,7 +75,7 @@ async def test_two_rounds_then_answer() -> None:
         ],
         [search_web, add],
     )
-    out = await graph.ainvoke({"user_input": "tell me", "user_extra_requirement": "be brief"})
+    out = await run_loop(graph, {"user_input": "tell me", "user_extra_requirement": "be brief"})
     state = out["round_state"]
     assert state["round_index"] == 2
     assert len(state["done_plans"]) == 3
@@ -111,9 +111,9 @@ async def test_two_rounds_then_answer() -> None:
     assert "quote" in answer_prompt
 
 
-async def test_no_tools_needed_injects_no_results() -> None:
+async def test_no_tools_needed_injects_no_results(run_loop: Any) -> None:
     graph, _, answerer = loop_with([plan_reply("response")], [add])
-    out = await graph.ainvoke({"user_input": "hello"})
+    out = await run_loop(graph, {"user_input": "hello"})
     assert out["action_results"] == {}
     assert out["round_state"] == {"done_plans": [], "last_round_records": [], "round_index": 0}
     assert "<action_results>" not in str(answerer.requests[0][-1].content)
@@ -132,23 +132,23 @@ async def test_short_circuit_stops_reading_the_stream() -> None:
     assert decided[0]["next_action"] == "response"
 
 
-async def test_partial_response_value_does_not_decide() -> None:
+async def test_partial_response_value_does_not_decide(run_loop: Any) -> None:
     # "responsive" starts like "response" but the value is only known when complete
     reply = json.dumps({"next_action": "responsive", "execution_commands": [cmd("add", a=1, b=2)]})
     graph, _, _ = loop_with([reply, plan_reply("response")], [add])
-    out = await graph.ainvoke({"user_input": "hi"})
+    out = await run_loop(graph, {"user_input": "hi"})
     assert out["round_state"]["round_index"] == 1  # invalid action with commands -> execute
     assert out["round_state"]["done_plans"][0]["result"] == 3
 
 
-async def test_execute_does_not_short_circuit_and_reads_everything() -> None:
+async def test_execute_does_not_short_circuit_and_reads_everything(run_loop: Any) -> None:
     reply = plan_reply("execute", [cmd("add", a=1, b=2)])
     graph, planner, _ = loop_with([reply, plan_reply("response")], [add])
-    await graph.ainvoke({"user_input": "hi"})
+    await run_loop(graph, {"user_input": "hi"})
     assert planner.chunks_emitted >= -(-len(str(reply)) // 7)
 
 
-async def test_parallel_round_is_concurrent() -> None:
+async def test_parallel_round_is_concurrent(run_loop: Any) -> None:
     @tool
     async def get_slow(n: int) -> int:
         """Sleep 0.3 s."""
@@ -170,13 +170,13 @@ async def test_parallel_round_is_concurrent() -> None:
             [slow],
         )
         started = time.perf_counter()
-        out = await graph.ainvoke({"user_input": "go"})
+        out = await run_loop(graph, {"user_input": "go"})
         elapsed = time.perf_counter() - started
         assert [r["result"] for r in out["round_state"]["done_plans"]] == [0, 1, 2, 3]
         assert elapsed < 0.9, f"{slow.name}: 4 x 0.3 s took {elapsed:.2f}s"
 
 
-async def test_concurrency_limit() -> None:
+async def test_concurrency_limit(run_loop: Any) -> None:
     running = 0
     peak = 0
 
@@ -195,12 +195,12 @@ async def test_concurrency_limit() -> None:
         [get_item],
         concurrency=2,
     )
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     assert peak == 2
     assert [r["result"] for r in out["round_state"]["done_plans"]] == list(range(6))
 
 
-async def test_records_keep_command_order_whatever_finishes_first() -> None:
+async def test_records_keep_command_order_whatever_finishes_first(run_loop: Any) -> None:
     @tool
     async def get_delayed(delay: float, label: str) -> str:
         """Sleep, then return the label."""
@@ -211,7 +211,7 @@ async def test_records_keep_command_order_whatever_finishes_first() -> None:
     graph, _, _ = loop_with(
         [plan_reply("execute", commands), plan_reply("response")], [get_delayed]
     )
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     assert [r["result"] for r in out["round_state"]["last_round_records"]] == [
         "c0",
         "c1",
@@ -221,7 +221,7 @@ async def test_records_keep_command_order_whatever_finishes_first() -> None:
     assert [r["index"] for r in out["tool_logs"]] == [0, 1, 2, 3]
 
 
-async def test_unsafe_tools_run_alone_in_order() -> None:
+async def test_unsafe_tools_run_alone_in_order(run_loop: Any) -> None:
     timeline: list[tuple[str, str]] = []
 
     @tool
@@ -250,7 +250,7 @@ async def test_unsafe_tools_run_alone_in_order() -> None:
     graph, _, _ = loop_with(
         [plan_reply("execute", commands), plan_reply("response")], [read_a, save_b]
     )
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     assert [r["result"] for r in out["round_state"]["done_plans"]] == ["r1", "r2", "w1", "r3", "r4"]
     position = {event: i for i, event in enumerate(timeline)}
     assert position[("start", "w1")] > max(position[("end", "r1")], position[("end", "r2")])
@@ -259,7 +259,7 @@ async def test_unsafe_tools_run_alone_in_order() -> None:
     assert position[("start", "r2")] < position[("end", "r1")]
 
 
-async def test_errors_are_isolated() -> None:
+async def test_errors_are_isolated(run_loop: Any) -> None:
     commands = [
         cmd("explode", reason="x"),
         cmd("no_such_tool", q=1),
@@ -268,7 +268,7 @@ async def test_errors_are_isolated() -> None:
     graph, _, _ = loop_with(
         [plan_reply("execute", commands), plan_reply("response")], [explode, add]
     )
-    out = await graph.ainvoke({"user_input": "go"})
+    out = await run_loop(graph, {"user_input": "go"})
     failed, unknown, good = out["tool_logs"]
     assert failed["success"] is False
     assert "boom: x" in failed["error"]
@@ -280,7 +280,7 @@ async def test_errors_are_isolated() -> None:
     assert out["answer"] == "final answer"
 
 
-async def test_max_rounds_stops_without_a_wasted_plan_call() -> None:
+async def test_max_rounds_stops_without_a_wasted_plan_call(run_loop: Any) -> None:
     asked = iter(range(100))
 
     def always_more(messages: Any) -> str:
@@ -292,20 +292,20 @@ async def test_max_rounds_stops_without_a_wasted_plan_call() -> None:
     events = [e async for e in graph.astream({"user_input": "go"}, stream_mode="custom")]
     assert len(planner.requests) == 2
     assert sum(1 for e in events if e["type"] == "round_completed") == 2
-    state = await graph.ainvoke({"user_input": "go"})
+    state = await run_loop(graph, {"user_input": "go"})
     assert len(planner.requests) == 4
     assert state["round_state"]["round_index"] == 2
     assert state["answer"] == "done"
 
 
-async def test_max_rounds_zero_answers_directly() -> None:
+async def test_max_rounds_zero_answers_directly(run_loop: Any) -> None:
     graph, planner, _ = loop_with([], [add], max_rounds=0)
-    out = await graph.ainvoke({"user_input": "hi"})
+    out = await run_loop(graph, {"user_input": "hi"})
     assert planner.requests == []
     assert out["answer"] == "final answer"
 
 
-async def test_tool_plan_mode_with_streamed_tool_calls() -> None:
+async def test_tool_plan_mode_with_streamed_tool_calls(run_loop: Any) -> None:
     graph, planner, _ = loop_with(
         [
             plan_reply("execute", [cmd("add", a=5, b=6)], as_tool_call=True),
@@ -314,44 +314,44 @@ async def test_tool_plan_mode_with_streamed_tool_calls() -> None:
         [add],
         plan_mode="tool",
     )
-    out = await graph.ainvoke({"user_input": "sum"})
+    out = await run_loop(graph, {"user_input": "sum"})
     assert out["round_state"]["done_plans"][0]["result"] == 11
     assert planner.bound_tools[0]["function"]["name"] == "PlanDecision"
 
 
-async def test_tool_plan_mode_short_circuits() -> None:
+async def test_tool_plan_mode_short_circuits(run_loop: Any) -> None:
     reply = plan_reply("response", [cmd("add", "y" * 300, a=1, b=1)] * 5, as_tool_call=True)
     graph, planner, _ = loop_with([reply], [add], plan_mode="tool")
-    out = await graph.ainvoke({"user_input": "hi"})
+    out = await run_loop(graph, {"user_input": "hi"})
     assert out["round_state"]["round_index"] == 0
     assert planner.chunks_emitted < 10
 
 
-async def test_unparseable_plan_is_a_reported_response() -> None:
+async def test_unparseable_plan_is_a_reported_response(run_loop: Any) -> None:
     graph, _, _ = loop_with(["I think I'd rather chat about the weather."], [add])
-    out = await graph.ainvoke({"user_input": "hi"})
+    out = await run_loop(graph, {"user_input": "hi"})
     assert out["decision"]["next_action"] == "response"
     assert out["decision"]["parse_error"]
     assert out["answer"] == "final answer"
 
 
-async def test_fenced_json_with_prose_is_accepted() -> None:
+async def test_fenced_json_with_prose_is_accepted(run_loop: Any) -> None:
     body = plan_reply("execute", [cmd("add", a=1, b=1)])
     graph, _, _ = loop_with(
         [f"Sure! Here is my plan:\n```json\n{body}\n```\nDone.", plan_reply("response")], [add]
     )
-    out = await graph.ainvoke({"user_input": "hi"})
+    out = await run_loop(graph, {"user_input": "hi"})
     assert out["round_state"]["done_plans"][0]["result"] == 2
 
 
-async def test_planner_model_failure_does_not_crash() -> None:
+async def test_planner_model_failure_does_not_crash(run_loop: Any) -> None:
     graph, _, _ = loop_with([RuntimeError("provider down")], [add])
-    out = await graph.ainvoke({"user_input": "hi"})
+    out = await run_loop(graph, {"user_input": "hi"})
     assert "provider down" in out["decision"]["parse_error"]
     assert out["answer"] == "final answer"
 
 
-async def test_answer_model_failure_gives_a_clear_answer() -> None:
+async def test_answer_model_failure_gives_a_clear_answer(run_loop: Any) -> None:
     planner = ScriptedChatModel([plan_reply("response")])
     answerer = ScriptedChatModel([ConnectionError("network unreachable")] * 2)
     graph = create_tool_loop(
@@ -360,7 +360,7 @@ async def test_answer_model_failure_gives_a_clear_answer() -> None:
         answer_model=answerer,
         models=ModelOptions(retry=ModelRetryPolicy(max_attempts=2, initial_delay_s=0.01)),
     )
-    out = await graph.ainvoke({"user_input": "hi"})
+    out = await run_loop(graph, {"user_input": "hi"})
     assert "network unreachable" in out["answer"]
 
 
@@ -434,7 +434,7 @@ async def test_answer_tokens_stream_on_messages_mode() -> None:
     assert "".join(tokens) == "a fairly long final answer text"
 
 
-async def test_input_from_messages_and_parent_composition() -> None:
+async def test_input_from_messages_and_parent_composition(run_loop: Any) -> None:
     graph, planner, _ = loop_with(
         [plan_reply("execute", [cmd("add", a=2, b=3)]), plan_reply("response")], [add]
     )
@@ -442,13 +442,13 @@ async def test_input_from_messages_and_parent_composition() -> None:
     parent.add_node("agent", graph)
     parent.add_edge(START, "agent")
     app = parent.compile()
-    out = await app.ainvoke({"messages": [HumanMessage("what is 2+3?")]})
+    out = await run_loop(app, {"messages": [HumanMessage("what is 2+3?")]})
     assert isinstance(out["messages"][-1], AIMessage)
     assert out["messages"][-1].content == "final answer"
     assert "what is 2+3?" in str(planner.requests[0][-1].content)
 
 
-async def test_checkpointer_interrupt_inspect_edit_resume() -> None:
+async def test_checkpointer_interrupt_inspect_edit_resume(run_loop: Any) -> None:
     graph, _, _ = loop_with(
         [plan_reply("execute", [cmd("add", a=1, b=1)]), plan_reply("response")],
         [add],
@@ -456,14 +456,14 @@ async def test_checkpointer_interrupt_inspect_edit_resume() -> None:
         interrupt_before=["execute"],
     )
     config = {"configurable": {"thread_id": "t1"}}
-    await graph.ainvoke({"user_input": "go"}, config)
+    await run_loop(graph, {"user_input": "go"}, config)
     snapshot = await graph.aget_state(config)
     assert snapshot.next == ("execute",)
     decision = snapshot.values["decision"]
     assert decision["execution_commands"][0]["tool_kwargs"] == {"a": 1, "b": 1}
     decision["execution_commands"][0]["tool_kwargs"] = {"a": 40, "b": 2}
     await graph.aupdate_state(config, {"decision": decision})
-    out = await graph.ainvoke(None, config)
+    out = await run_loop(graph, None, config)
     assert out["round_state"]["done_plans"][0]["result"] == 42
     history = [s async for s in graph.aget_state_history(config)]
     assert len(history) > 3
@@ -490,7 +490,7 @@ def test_graph_shape_and_mermaid() -> None:
         assert edge in mermaid, edge
 
 
-async def test_plain_langchain_fake_model() -> None:
+async def test_plain_langchain_fake_model(run_loop: Any) -> None:
     plans = iter(
         [
             AIMessage(plan_reply("execute", [cmd("add", a=7, b=8)])),  # type: ignore[arg-type]
@@ -500,7 +500,7 @@ async def test_plain_langchain_fake_model() -> None:
     planner = GenericFakeChatModel(messages=plans)
     answerer = GenericFakeChatModel(messages=iter([AIMessage("fifteen")]))
     graph = create_tool_loop(planner, [add], answer_model=answerer)
-    out = await graph.ainvoke({"user_input": "7+8?"})
+    out = await run_loop(graph, {"user_input": "7+8?"})
     assert out["round_state"]["done_plans"][0]["result"] == 15
     assert out["answer"] == "fifteen"
 
