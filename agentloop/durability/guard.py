@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -50,6 +50,8 @@ class Settled:
 
 
 _Step = Literal["replay", "wait", "unknown", "take_over"]
+_Op = tuple[Any, ...]
+"""A ledger operation `_decide` asks its driver for."""
 
 
 @dataclass
@@ -100,19 +102,24 @@ class CallGuard:
             reason = "another worker started it and did not report back in time"
         return Settled("unknown_outcome", reason=reason)
 
-    # -- sync ------------------------------------------------------------------------------
+    # -- the decision, as a sequence of ledger operations --------------------------------
 
-    def before(self) -> Settled | None:
-        """Decide before running: a settled call, or None to run it (claimed if needed)."""
-        entry = self.ledger.get(self.key)
+    def _decide(self) -> Generator[_Op, Any, Settled | None]:
+        """Decide before running: a settled call, or None to run it (claimed if needed).
+
+        Written once for both drivers: it yields the ledger operations to perform
+        (`("get",)`, `("claim",)`, `("take_over",)`, `("pause", attempt)`) and receives
+        their results, so `before` and `abefore` only differ in how they perform them.
+        """
+        entry = yield ("get",)
         settled = self._recorded(entry)
         if settled is not None or not self.side_effects:
             return settled
         if entry is not None and self.reexecute:
-            self.ledger.take_over(self.key, OWNER)
+            yield ("take_over",)
             self.claimed = True
             return None
-        lost = self.ledger.claim(self.key, OWNER)
+        lost = yield ("claim",)
         attempt = 0
         while lost is not None:
             step = self._step(lost, self._deadline(lost))
@@ -121,13 +128,36 @@ class CallGuard:
             if step == "unknown":
                 return self._unknown(lost)
             if step == "take_over":
-                self.ledger.take_over(self.key, OWNER)
+                yield ("take_over",)
                 break
-            pause_a_little(attempt)
+            yield ("pause", attempt)
             attempt += 1
-            lost = self.ledger.get(self.key) or lost
+            lost = (yield ("get",)) or lost
         self.claimed = True
         return None
+
+    # -- sync ------------------------------------------------------------------------------
+
+    def before(self) -> Settled | None:
+        """Decide before running (see `_decide`), performing the ledger operations."""
+        decision = self._decide()
+        result: Any = None
+        try:
+            while True:
+                op = decision.send(result)
+                if op[0] == "get":
+                    result = self.ledger.get(self.key)
+                elif op[0] == "claim":
+                    result = self.ledger.claim(self.key, OWNER)
+                elif op[0] == "take_over":
+                    self.ledger.take_over(self.key, OWNER)
+                    result = None
+                else:
+                    pause_a_little(op[1])
+                    result = None
+        except StopIteration as done:
+            settled: Settled | None = done.value
+            return settled
 
     def run(self, call: Callable[[], Record]) -> Record:
         """Run a call that `before` let through, and record its outcome."""
@@ -150,30 +180,24 @@ class CallGuard:
 
     async def abefore(self) -> Settled | None:
         """Async `before`."""
-        entry = await self.ledger.aget(self.key)
-        settled = self._recorded(entry)
-        if settled is not None or not self.side_effects:
+        decision = self._decide()
+        result: Any = None
+        try:
+            while True:
+                op = decision.send(result)
+                if op[0] == "get":
+                    result = await self.ledger.aget(self.key)
+                elif op[0] == "claim":
+                    result = await self.ledger.aclaim(self.key, OWNER)
+                elif op[0] == "take_over":
+                    await self.ledger.atake_over(self.key, OWNER)
+                    result = None
+                else:
+                    await wait_a_little(op[1])
+                    result = None
+        except StopIteration as done:
+            settled: Settled | None = done.value
             return settled
-        if entry is not None and self.reexecute:
-            await self.ledger.atake_over(self.key, OWNER)
-            self.claimed = True
-            return None
-        lost = await self.ledger.aclaim(self.key, OWNER)
-        attempt = 0
-        while lost is not None:
-            step = self._step(lost, self._deadline(lost))
-            if step == "replay":
-                return Settled("replayed", lost.outcome)
-            if step == "unknown":
-                return self._unknown(lost)
-            if step == "take_over":
-                await self.ledger.atake_over(self.key, OWNER)
-                break
-            await wait_a_little(attempt)
-            attempt += 1
-            lost = await self.ledger.aget(self.key) or lost
-        self.claimed = True
-        return None
 
     async def arun(self, call: Callable[[], Awaitable[Record]]) -> Record:
         """Async `run`."""

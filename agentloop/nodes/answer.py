@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -85,15 +86,23 @@ def _configure(model: Runnable[Any, BaseMessage]) -> Runnable[Any, BaseMessage]:
     return model.with_config(tags=ANSWER_TAGS, run_name="answer")
 
 
+@dataclass(frozen=True)
+class _AnswerCall:
+    """One answer request: its run scope, the results it injects, the model call's arguments."""
+
+    scope: RunScope
+    action_results: dict[str, Any]
+    arguments: tuple[Any, ...]
+    started: float
+
+
 class _Answer:
     """Calls the answer model once; a failing model gives a clear reply, not a crash."""
 
     def __init__(self, parts: LoopParts) -> None:
         self.parts = parts
 
-    def _request(
-        self, state: LoopState, runtime: Runtime[LoopContext]
-    ) -> tuple[RunScope, list[BaseMessage], dict[str, Any]]:
+    def _request(self, state: LoopState, runtime: Runtime[LoopContext]) -> _AnswerCall:
         scope = self.parts.scope(runtime)
         round_state = state.get("round_state") or empty_round_state()
         action_results = to_action_results(round_state["done_plans"])
@@ -101,17 +110,24 @@ class _Answer:
             state.get("user_input", ""), state.get("user_extra_requirement", ""), action_results
         )
         scope.emit("answer_started", tool_results=len(action_results))
-        return scope, self.parts.prompt(messages), action_results
+        arguments = (
+            self.parts.models.answerers(scope.context),
+            self.parts.prompt(messages),
+            self.parts.model_retry,
+            self.parts.model_limits,
+            message_text,
+            _configure,
+        )
+        return _AnswerCall(scope, action_results, arguments, time.perf_counter())
 
     def _update(
         self,
         state: LoopState,
-        scope: RunScope,
-        action_results: dict[str, Any],
+        call: _AnswerCall,
         answer: Answer | None,
-        error: BaseException | None,
-        started: float,
+        error: BaseException | None = None,
     ) -> dict[str, Any]:
+        scope, action_results, started = call.scope, call.action_results, call.started
         reply = answer.message if answer is not None else None
         status, reason = state.get("status") or "ok", state.get("status_reason") or ""
         if status == "running":
@@ -147,38 +163,20 @@ class _Answer:
         return self.parts.safe(update)
 
     def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        scope, messages, action_results = self._request(state, runtime)
-        started, reply, failure = time.perf_counter(), None, None
-        models = self.parts.models.answerers(scope.context)
+        call = self._request(state, runtime)
         try:
-            reply = invoke_answer(
-                models,
-                messages,
-                self.parts.model_retry,
-                self.parts.model_limits,
-                message_text,
-                _configure,
-            )
+            answer = invoke_answer(*call.arguments)
         except ModelBehaviorError as error:
-            failure = error
-        return self._update(state, scope, action_results, reply, failure, started)
+            return self._update(state, call, None, error)
+        return self._update(state, call, answer)
 
     async def ainvoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        scope, messages, action_results = self._request(state, runtime)
-        started, reply, failure = time.perf_counter(), None, None
-        models = self.parts.models.answerers(scope.context)
+        call = self._request(state, runtime)
         try:
-            reply = await ainvoke_answer(
-                models,
-                messages,
-                self.parts.model_retry,
-                self.parts.model_limits,
-                message_text,
-                _configure,
-            )
+            answer = await ainvoke_answer(*call.arguments)
         except ModelBehaviorError as error:
-            failure = error
-        return self._update(state, scope, action_results, reply, failure, started)
+            return self._update(state, call, None, error)
+        return self._update(state, call, answer)
 
 
 def make_answer(parts: LoopParts) -> LoopNode:
