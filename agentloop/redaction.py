@@ -56,12 +56,16 @@ CREDENTIAL_SHAPES: tuple[str, ...] = (
     r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
 )
 """Credential shapes redacted whole."""
-_PARAMETER = re.compile(
-    r"(?i)(\b(?:api[_\-]?key|apikey|access[_\-]?token|auth[_\-]?token|refresh[_\-]?token|"
-    r"token|secret|client[_\-]?secret|password|passwd|signature|x-amz-signature)=)"
-    r"()([^&\s\"',;]{4,})"
+PARAMETER = (
+    r"(?P<name>\b(?i:api[_\-]?key|apikey|access[_\-]?token|auth[_\-]?token|"
+    r"refresh[_\-]?token|token|secret|client[_\-]?secret|password|passwd|signature|"
+    r"x-amz-signature)=)(?P<value>[^&\s\"',;]{4,})"
 )
 """`name=value` parameters (query strings, form bodies) whose value is redacted."""
+_SHORTEST_MATCH = 8
+"""No literal secret, credential shape or parameter is shorter: shorter text is left alone."""
+_MEMO_MAX_CHARS = 512
+_MEMO_ENTRIES = 4096
 
 
 def secret_env_values(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -93,31 +97,41 @@ class Redactor:
             if isinstance(value, str) and len(value) >= MIN_SECRET_LENGTH
         }
         self.secrets = frozenset(values)
+        self.shapes = tuple(shapes)
         ordered = sorted(values, key=len, reverse=True)
-        self._literal = re.compile("|".join(map(re.escape, ordered))) if ordered else None
-        self._shapes = re.compile("|".join(f"(?:{shape})" for shape in shapes))
+        alternatives = [*map(re.escape, ordered), *(f"(?:{shape})" for shape in self.shapes)]
+        # One pass: a parameter's value, else a literal secret (longest first) or a shape.
+        self._pattern = re.compile(f"{PARAMETER}|" + "|".join(alternatives))
+        self._memo: dict[str, str] = {}
+        self._lock = threading.Lock()
 
     def with_secrets(self, secrets: Iterable[str]) -> Redactor:
         """Return a redactor that also redacts `secrets`."""
-        redactor = Redactor(self.secrets | set(secrets), environ={})
-        redactor._shapes = self._shapes
-        return redactor
+        return Redactor(self.secrets | set(secrets), environ={}, shapes=self.shapes)
 
     def __call__(self, text: str) -> str:
         """Return `text` with secrets replaced by `[REDACTED]`."""
-        if not text:
+        if len(text) < _SHORTEST_MATCH:
             return text
-        if self._literal is not None:
-            text = self._literal.sub(REDACTED, text)
-        text = self._shapes.sub(REDACTED, text)
-        return _PARAMETER.sub(_keep_name, text)
+        if len(text) > _MEMO_MAX_CHARS:
+            return self._pattern.sub(_replace, text)
+        found = self._memo.get(text)
+        if found is None:
+            found = self._pattern.sub(_replace, text)
+            with self._lock:
+                if len(self._memo) >= _MEMO_ENTRIES:
+                    self._memo.clear()
+                self._memo[text] = found
+        return found
 
 
-def _keep_name(match: re.Match[str]) -> str:
-    value = match.group(3)
-    if value == REDACTED or value.startswith("[REDACTED"):
+def _replace(match: re.Match[str]) -> str:
+    name = match.group("name")
+    if name is None:
+        return REDACTED
+    if match.group("value").startswith("[REDACTED"):
         return match.group(0)
-    return f"{match.group(1)}{match.group(2)}{REDACTED}"
+    return f"{name}{REDACTED}"
 
 
 def redact_data(value: Any, redact: Redact, _depth: int = 0) -> Any:

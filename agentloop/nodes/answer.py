@@ -112,7 +112,7 @@ class _Answer:
         scope.emit("answer_started", tool_results=len(action_results))
         arguments = (
             self.parts.models.answerers(scope.context),
-            self.parts.prompt(messages),
+            messages,
             self.parts.model_retry,
             self.parts.model_limits,
             message_text,

@@ -231,7 +231,9 @@ def make_execute(parts: LoopParts) -> Any:
             )
         for record in settled.values():
             emit_settled(scope.emit, record)
-        return parts.safe({"round_calls": calls, "call_results": settled})
+        # the calls carry the planner's (already safe) arguments, encoded for the checkpoint;
+        # a settled record shows them decoded, so it is made safe again
+        return {"round_calls": calls, "call_results": parts.safe_value(settled)}
 
     return execute
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
-from langchain_core.messages import BaseMessage
 from langgraph.runtime import Runtime
 
 from agentloop.checkpoint_safe import checkpoint_safe, safe_update
@@ -24,7 +24,11 @@ __all__ = ["LoopParts"]
 
 @dataclass(frozen=True)
 class LoopParts:
-    """The parts of one compiled loop, built once by `create_tool_loop`."""
+    """The parts of one compiled loop, built once by `create_tool_loop`.
+
+    Prompts are built only from redacted parts: state written through `safe` (requests,
+    records, answers) and the tool list, redacted once here.
+    """
 
     settings: LoopSettings
     models: ModelProvider
@@ -50,6 +54,8 @@ class LoopParts:
         """A value, redacted and checkpoint-safe."""
         return checkpoint_safe(value, self.redact)
 
-    def prompt(self, messages: list[BaseMessage]) -> list[BaseMessage]:
-        """Messages for a model, redacted."""
-        return list(safe_update({"messages": messages}, self.redact)["messages"])
+    @cached_property
+    def tool_list(self) -> str:
+        """The tools as the planner sees them (prompt JSON, redacted once)."""
+        text = self.registry.descriptions_json
+        return self.redact(text) if self.redact is not None else text

@@ -65,7 +65,7 @@ class _Plan:
         messages = build_plan_messages(
             user_input=state.get("user_input", ""),
             user_extra_requirement=state.get("user_extra_requirement", ""),
-            available_tools=self.parts.registry.descriptions_json,
+            available_tools=self.parts.tool_list,
             round_state=round_state,
             max_rounds=scope.settings.max_rounds,
             keep_tool_results=scope.settings.keep_tool_results,
@@ -76,7 +76,7 @@ class _Plan:
             round_index=round_state["round_index"],
             replan=bool(state.get("rollback_note")),
         )
-        return scope, self.parts.models.planners(scope.context), self.parts.prompt(messages)
+        return scope, self.parts.models.planners(scope.context), messages
 
     def _finish(
         self,
