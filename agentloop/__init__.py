@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     )
     from agentloop.events import EVENT_TYPES
     from agentloop.graph import create_tool_loop
-    from agentloop.mcp_toolset import MCPToolset
+    from agentloop.mcp import MCPToolset
     from agentloop.model_calls import ModelRetryPolicy
     from agentloop.model_stream import ModelLimits
     from agentloop.nodes.answer import to_action_results
@@ -107,7 +107,7 @@ _EXPORTS: dict[str, str] = {
     "ModelOptions": "agentloop.options",
     "PlanningOptions": "agentloop.options",
     "LoopContext": "agentloop.settings",
-    "MCPToolset": "agentloop.mcp_toolset",
+    "MCPToolset": "agentloop.mcp",
     "ModelLimits": "agentloop.model_stream",
     "ModelRetryPolicy": "agentloop.model_calls",
     "as_tool": "agentloop.subagents",

@@ -15,6 +15,7 @@ EventType = Literal[
     "plan_decided",
     "tool_queued",
     "tool_started",
+    "tool_progress",
     "tool_retry",
     "tool_thread_abandoned",
     "tool_completed",
@@ -28,6 +29,7 @@ EventType = Literal[
     "agent_progress",
     "agent_completed",
     "durability_warning",
+    "mcp_server_unavailable",
 ]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 """Every event type the loop emits."""

@@ -10,7 +10,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from agentloop.mcp_toolset import McpServersConfig, MCPToolset
+from agentloop.mcp.toolset import McpServersConfig, MCPToolset
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.models import ModelLike, ModelProvider
 from agentloop.nodes import (
@@ -34,11 +34,12 @@ from agentloop.redaction import Redactor, install_log_redaction
 from agentloop.settings import LoopContext, LoopSettings, PlanMode
 from agentloop.state import InputState, LoopState, OutputState
 from agentloop.tools.cache import ResultCache
+from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.interceptors import CacheInterceptor, RateLimitInterceptor
 from agentloop.tools.invoke import ToolInvoker
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.policy import ToolRetry
-from agentloop.tools.registry import ToolLike, ToolRegistry
+from agentloop.tools.registry import ToolLike
 
 __all__ = ["create_tool_loop"]
 
@@ -70,7 +71,9 @@ def create_tool_loop(
         answer_model: The model of the final answer (default: `model`).
         mcp_servers: MCP servers whose tools join `tools`: a JSON/YAML file path or an
             `mcpServers` dict (stdio `command/args/env/cwd` or HTTP `url`, with
-            `allow`/`deny` tool lists), or an `MCPToolset`.
+            `allow`/`deny` tool lists), or an `MCPToolset`. Their sessions are shared
+            by every run of the loop; a server that fails to start is left out (and
+            tried again later) unless its config says `"required": true`.
         max_rounds: Most executed rounds; the planner is not called once it is reached.
         concurrency: Most tool calls running at once (None: no limit).
         plan_mode: `"json"` (the plan as message text: any chat model) or `"tool"`
@@ -95,6 +98,7 @@ def create_tool_loop(
 
     Raises:
         ConfigurationError: An option, tool or policy is invalid.
+        MCPTransportError: A `required` MCP server could not be started.
     """
     governance, planning, models = group_flat_options(deprecated, governance, planning, models)
     settings = LoopSettings(
@@ -111,16 +115,19 @@ def create_tool_loop(
         if isinstance(mcp_servers, MCPToolset) or mcp_servers is None
         else MCPToolset(mcp_servers)
     )
-    registry = ToolRegistry(
-        [*tools, *(toolset.tools if toolset is not None else [])],
+    redact = governance.redact if governance.redact is not None else _default_redactor(toolset)
+    catalog = ToolCatalog(
+        tools,
+        toolset,
         governance.policies,
+        redact=redact,
         default_timeout_s=governance.default_timeout_s,
         timeout_by_prefix=governance.timeout_by_prefix,
         default_retry=ToolRetry.of(governance.default_retry) if governance.default_retry else None,
     )
     cache = governance.cache if governance.cache is not None else ResultCache()
     runner = ToolRunner(
-        registry,
+        catalog,
         cache,
         interceptors=[RateLimitInterceptor(), CacheInterceptor(cache), *governance.interceptors],
         mandatory_interceptors=governance.mandatory_interceptors,
@@ -129,14 +136,16 @@ def create_tool_loop(
     parts = LoopParts(
         settings=settings,
         models=ModelProvider(model, answer_model, models.fallbacks),
-        registry=registry,
+        tools=catalog,
         runner=runner,
         model_retry=ModelRetryPolicy.of(models.retry),
         model_limits=models.limits,
         prices=models.prices,
         ledger=governance.ledger,
-        redact=governance.redact if governance.redact is not None else _default_redactor(toolset),
+        redact=redact,
     )
+    if toolset is not None and toolset.model is None:
+        toolset.model = parts.models.model  # answers the servers' sampling requests
     install_log_redaction(logging.getLogger("agentloop"), parts.redact)
     builder = StateGraph(
         LoopState,
@@ -160,7 +169,7 @@ def create_tool_loop(
     builder.add_conditional_edges(
         "collect", Router("route_collect", route_collect), [CALL_NODE, "plan", "answer"]
     )
-    if toolset is not None:
+    if toolset is not None and toolset.has_run_scope:
         builder.add_node("release_sessions", LoopNode("release_sessions", _releaser(toolset)))
         builder.add_edge("answer", "release_sessions")
         builder.add_edge("release_sessions", END)
@@ -180,7 +189,7 @@ def _default_redactor(toolset: MCPToolset | None) -> Redactor:
 
 def _releaser(toolset: MCPToolset) -> Any:
     def release_sessions(state: LoopState, runtime: Any) -> dict[str, Any]:
-        """Close the run's MCP sessions once no tool will run anymore."""
+        """Close the run's own MCP sessions (`"scope": "run"`) once no tool will run anymore."""
         toolset.release(state.get("run_id", ""))
         return {}
 

@@ -14,6 +14,7 @@ from agentloop.errors import ErrorType
 from agentloop.usage import add_usage
 
 __all__ = [
+    "Attachment",
     "InputState",
     "LoopState",
     "OutputState",
@@ -77,6 +78,20 @@ class PlanDecision(TypedDict):
     """The planner's raw text (kept short), for debugging."""
 
 
+class Attachment(TypedDict):
+    """Media a tool returned, kept beside its result (never inside a text prompt)."""
+
+    handle: str
+    """How the result's placeholder names it (`<tool>#<n>`)."""
+    kind: Literal["image", "audio", "blob"]
+    mime_type: str
+    size_bytes: int
+    data: NotRequired[str]
+    """The base64 data (absent when too large to keep)."""
+    uri: NotRequired[str]
+    """The resource it came from, for an embedded resource."""
+
+
 class ToolExecutionRecord(TypedDict):
     """What happened to one command. Extra keys are added by the governance pipeline."""
 
@@ -120,6 +135,9 @@ class ToolExecutionRecord(TypedDict):
     """What the pipeline did on the way: repairs, coercions, cache hits, fallbacks."""
     agent_usage: NotRequired[dict[str, dict[str, Any]]]
     """Token usage of the sub-agents this call ran, per agent."""
+    attachments: NotRequired[list[Attachment]]
+    """Media the tool returned (images, audio, blobs); `result` names them by handle.
+    Only a multimodal answer model sees them, never a text prompt."""
 
 
 class PreparedCall(TypedDict):

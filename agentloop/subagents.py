@@ -23,7 +23,7 @@ from langgraph.config import get_stream_writer
 from pydantic import BaseModel, Field
 
 from agentloop.errors import ConfigurationError
-from agentloop.tools.pipeline import AGENT_USAGE_ARTIFACT
+from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT
 from agentloop.tools.policy import SUBAGENT_METADATA
 
 __all__ = ["SubAgentInput", "as_tool"]

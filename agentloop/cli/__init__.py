@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -55,6 +56,8 @@ from agentloop.errors import ConfigurationError
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
+    from agentloop.mcp import MCPToolset
+
 __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
@@ -64,6 +67,7 @@ __all__ = [
     "MODEL_ENV",
     "Progress",
     "build_parser",
+    "cli_logging",
     "main",
     "run_exit_code",
 ]
@@ -159,8 +163,7 @@ def _notes_file() -> Path:
 
 def _run_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
     from agentloop.graph import create_tool_loop
-    from agentloop.mcp_config import load_mcp_config
-    from agentloop.mcp_toolset import MCPToolset
+    from agentloop.mcp import MCPToolset, load_mcp_config
     from agentloop.servers import bundled_servers_config
 
     name = args.model or os.environ.get(MODEL_ENV, "").strip()
@@ -180,14 +183,51 @@ def _run_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]
                 concurrency=args.concurrency,
                 plan_mode=args.plan_mode,
             )
+        _require_some_server(toolset)
         return asyncio.run(_stream(graph, " ".join(args.question), progress))
     finally:
         toolset.close()
 
 
+def _require_some_server(toolset: MCPToolset) -> None:
+    """Stop when no configured server started: the run would have no tools at all."""
+    unavailable = toolset.unavailable
+    if toolset.specs and len(unavailable) == len(toolset.specs):
+        reasons = "; ".join(" ".join(reason.split()) for reason in unavailable.values())
+        raise CliError(EXIT_SERVER, reasons)
+
+
+@contextlib.contextmanager
+def cli_logging(*, quiet: bool) -> Iterator[None]:
+    """Show the library's warnings as `agentloop: WARNING: ...` lines (only errors if quiet).
+
+    Servers' stderr and log messages are logged at INFO under `agentloop.mcp.server`, so
+    they stay out of the terminal; the MCP SDK's and asyncio's own messages are held to
+    the same level. The previous logging setup is restored on exit.
+    """
+    level = logging.ERROR if quiet else logging.WARNING
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("agentloop: %(levelname)s: %(message)s"))
+    library = logging.getLogger("agentloop")
+    loggers = [logging.getLogger(name) for name in ("agentloop", "mcp", "asyncio", "httpx")]
+    saved = [(logger, logger.level) for logger in loggers]
+    propagate = library.propagate
+    library.addHandler(handler)
+    library.propagate = False
+    for logger in loggers:
+        logger.setLevel(level)
+    try:
+        yield
+    finally:
+        library.removeHandler(handler)
+        library.propagate = propagate
+        for logger, saved_level in saved:
+            logger.setLevel(saved_level)
+
+
 def _demo_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
     from agentloop.demo import DEMO_QUESTION, build_demo_loop, demo_notes_file
-    from agentloop.mcp_toolset import MCPToolset
+    from agentloop.mcp import MCPToolset
     from agentloop.servers import bundled_servers_config
 
     toolset = MCPToolset(bundled_servers_config(demo_notes_file()))
@@ -246,7 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return exit_.code if isinstance(exit_.code, int) else EXIT_OK
         progress = Progress(sys.stderr, live=sys.stderr.isatty(), enabled=not args.quiet)
         command = _run_command if args.command == "run" else _demo_command
-        out = command(args, progress)
+        with cli_logging(quiet=args.quiet):
+            out = command(args, progress)
         _print_result(out, args)
         return run_exit_code(out)
     except KeyboardInterrupt:

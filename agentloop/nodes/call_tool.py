@@ -26,13 +26,12 @@ from agentloop.durability import (
 )
 from agentloop.events import Emit
 from agentloop.nodes._runnable import LoopNode
-from agentloop.nodes.execute import emit_settled
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord
 from agentloop.tools.call_config import CallInfo, with_call_info
 from agentloop.tools.outcome import ToolOutcome
-from agentloop.tools.pipeline import make_record
+from agentloop.tools.pipeline import emit_settled, make_record
 
 __all__ = ["make_call_tool", "settled_record"]
 
@@ -66,6 +65,7 @@ class _CallTool:
             "run_id": run_id,
             "call_id": call["call_id"],
             "call_key": call["call_key"],
+            "loop": self.parts.settings.name,
         }
         return with_call_info(config, info)
 

@@ -20,7 +20,6 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite, Send
 
 from agentloop.durability import call_key
-from agentloop.events import Emit
 from agentloop.nodes.parts import LoopParts
 from agentloop.prompts import render_prompt
 from agentloop.settings import LoopContext
@@ -34,14 +33,13 @@ from agentloop.state import (
 )
 from agentloop.tools.judge import compact_record, executed_queries
 from agentloop.tools.outcome import ToolOutcome
-from agentloop.tools.pipeline import make_record
+from agentloop.tools.pipeline import emit_settled, make_record
 from agentloop.usage import sum_usage
 
 __all__ = [
     "CALL_NODE",
     "NOT_RUN",
     "assign_batches",
-    "emit_settled",
     "make_collect",
     "make_execute",
     "next_batch",
@@ -113,6 +111,12 @@ def round_records(
     return records
 
 
+def _repeatable(parts: LoopParts, call: PreparedCall) -> bool:
+    """Whether a repeated call may be answered by the earlier one (never for side effects)."""
+    spec = parts.registry.spec(call["tool_name"])
+    return spec is not None and spec.policy.idempotent
+
+
 def _duplicate_record(
     call: PreparedCall, first_round: int, same_round: bool
 ) -> ToolExecutionRecord:
@@ -131,20 +135,6 @@ def _over_cap_record(call: PreparedCall, count: int, cap: int) -> ToolExecutionR
         "run. Plan fewer calls per round, most important first."
     )
     return make_record(call, ToolOutcome.refused("too_many_commands", call["tool_name"], message))
-
-
-def emit_settled(emit: Emit, record: ToolExecutionRecord) -> None:
-    """Report a call that was settled without running (bad call, duplicate, unknown outcome)."""
-    emit(
-        "tool_error",
-        call_id=record.get("call_id", ""),
-        tool_name=record["tool_name"],
-        index=record.get("index", 0),
-        error=record["error"],
-        error_type=record.get("error_type", ""),
-        success=False,
-        duration_ms=0.0,
-    )
 
 
 def route_execute(state: LoopState) -> list[Send] | Literal["collect"]:
@@ -206,7 +196,7 @@ def make_execute(parts: LoopParts) -> Any:
             )
             key = call["query_key"]
             repeated = key in executed or key in this_round
-            if record is None and repeated and not allow_duplicates:
+            if record is None and repeated and not allow_duplicates and _repeatable(parts, call):
                 record = _duplicate_record(call, executed.get(key, round_index), key in this_round)
             if record is None:
                 this_round.add(key)

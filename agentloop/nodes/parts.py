@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -15,6 +14,7 @@ from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelProvider
 from agentloop.redaction import Redact
 from agentloop.settings import LoopSettings, RunScope
+from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.registry import ToolRegistry
 from agentloop.usage import Prices
@@ -27,12 +27,13 @@ class LoopParts:
     """The parts of one compiled loop, built once by `create_tool_loop`.
 
     Prompts are built only from redacted parts: state written through `safe` (requests,
-    records, answers) and the tool list, redacted once here.
+    records, answers) and the tool list, redacted by the catalog.
     """
 
     settings: LoopSettings
     models: ModelProvider
-    registry: ToolRegistry
+    tools: ToolCatalog
+    """The loop's tools now (an MCP toolset's may change between runs and rounds)."""
     runner: ToolRunner
     model_retry: ModelRetryPolicy
     model_limits: ModelLimits = field(default_factory=ModelLimits)
@@ -54,8 +55,12 @@ class LoopParts:
         """A value, redacted and checkpoint-safe."""
         return checkpoint_safe(value, self.redact)
 
-    @cached_property
+    @property
+    def registry(self) -> ToolRegistry:
+        """The tools and their policies now."""
+        return self.tools.registry
+
+    @property
     def tool_list(self) -> str:
-        """The tools as the planner sees them (prompt JSON, redacted once)."""
-        text = self.registry.descriptions_json
-        return self.redact(text) if self.redact is not None else text
+        """The tools as the planner sees them now (prompt JSON, redacted)."""
+        return self.tools.tool_list

@@ -68,6 +68,8 @@ def make_prepare(parts: LoopParts) -> Any:
                 warned_exit = True
                 logger.warning("%s: %s", parts.settings.name, EXIT_DURABILITY_WARNING)
             scope.emit("durability_warning", durability="exit", message=EXIT_DURABILITY_WARNING)
+        for server, reason in parts.tools.unavailable.items():
+            scope.emit("mcp_server_unavailable", server=server, reason=reason)
         update: dict[str, Any] = {
             "user_input": request,
             "user_extra_requirement": state.get("user_extra_requirement") or "",

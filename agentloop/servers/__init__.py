@@ -17,7 +17,9 @@ from typing import Any
 __all__ = ["DEFAULT_NOTES_FILE", "NOTES_FILE_ENV", "bundled_servers_config"]
 
 NOTES_FILE_ENV = "AGENTLOOP_NOTES_FILE"
-"""The environment variable that tells the notes server where its file is."""
+"""The environment variable that tells the notes server where its file is (its `--file`
+argument wins; the config passes the path as an argument, since the loop redacts the
+values of a server's `env` as secrets)."""
 
 DEFAULT_NOTES_FILE = "agentloop-notes.jsonl"
 """The notes file, relative to the server's working directory, when none is set."""
@@ -31,11 +33,11 @@ def _python_path() -> str:
     return os.pathsep.join([_PACKAGE_ROOT, inherited] if inherited else [_PACKAGE_ROOT])
 
 
-def _server(module: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+def _server(module: str, *args: str) -> dict[str, Any]:
     return {
         "command": sys.executable,
-        "args": ["-m", f"agentloop.servers.{module}"],
-        "env": {"PYTHONPATH": _python_path(), **(env or {})},
+        "args": ["-m", f"agentloop.servers.{module}", *args],
+        "env": {"PYTHONPATH": _python_path()},
     }
 
 
@@ -58,6 +60,6 @@ def bundled_servers_config(notes_file: str | os.PathLike[str] | None = None) -> 
         "mcpServers": {
             "docs": _server("docsearch"),
             "calculator": _server("calculator"),
-            "notes": _server("notes", {NOTES_FILE_ENV: notes_path}),
+            "notes": _server("notes", "--file", notes_path),
         }
     }

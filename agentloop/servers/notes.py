@@ -8,6 +8,7 @@ Run it over stdio with `python -m agentloop.servers.notes`.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -21,6 +22,9 @@ from mcp.types import ToolAnnotations
 from typing_extensions import TypedDict
 
 from agentloop.servers import DEFAULT_NOTES_FILE, NOTES_FILE_ENV
+
+_FILE_ARGUMENT = ""
+"""The `--file` the server was started with ("" when none)."""
 
 __all__ = [
     "Note",
@@ -68,8 +72,8 @@ class NoteSummary(TypedDict):
 
 
 def notes_file() -> Path:
-    """Return the notes file this process uses, read from the environment on each call."""
-    return Path(os.environ.get(NOTES_FILE_ENV) or DEFAULT_NOTES_FILE)
+    """Return the notes file this process uses: `--file`, else the environment, else the default."""
+    return Path(_FILE_ARGUMENT or os.environ.get(NOTES_FILE_ENV) or DEFAULT_NOTES_FILE)
 
 
 def _lock(handle: IO[str]) -> None:
@@ -166,8 +170,12 @@ def read_note(note_id: str) -> Note:
     raise ValueError(msg)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Serve the tools over stdio until the client closes the connection."""
+    global _FILE_ARGUMENT
+    parser = argparse.ArgumentParser(prog="python -m agentloop.servers.notes")
+    parser.add_argument("--file", help=f"the notes file (default: ${NOTES_FILE_ENV})")
+    _FILE_ARGUMENT = parser.parse_args(argv).file or ""
     mcp.run()
 
 

@@ -1,15 +1,16 @@
 """How a tool learns which call it serves: a key of the config the loop invokes it with.
 
 The loop invokes every tool with the config of its `call_tool` task plus
-`configurable["agentloop_call"] = {"run_id", "call_id", "call_key"}`. A tool (or a graph
+`configurable["agentloop_call"] = {"run_id", "call_id", "call_key", "loop"}`. A tool (or a graph
 run inside it, such as a sub-agent) reads it with `call_info(config)`.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired
 
 from langchain_core.runnables import RunnableConfig
+from typing_extensions import TypedDict
 
 __all__ = ["CALL_CONFIG_KEY", "CallInfo", "call_info", "with_call_info"]
 
@@ -26,6 +27,8 @@ class CallInfo(TypedDict):
     """The call's position: `<run>:<round>:<index>`."""
     call_key: str
     """The call's stable identity (also its `idempotency_key`)."""
+    loop: NotRequired[str]
+    """The name of the loop that makes the call (for the events a tool emits)."""
 
 
 def call_info(config: RunnableConfig | None) -> CallInfo | None:

@@ -25,6 +25,7 @@ from tenacity import (
 from agentloop._retry import aretry_lazily
 from agentloop.errors import ToolCallError, classify_tool_error
 from agentloop.events import Emit
+from agentloop.tools.artifacts import RESULT_ARTIFACT
 from agentloop.tools.interceptors import ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.policy import ToolRetry
@@ -217,7 +218,10 @@ class ToolInvoker:
                 raise
             raise crashed(error) from None
         if isinstance(output, ToolMessage) and payload is not call.arguments:
-            return output.content, output.artifact
+            artifact = output.artifact
+            if isinstance(artifact, dict) and RESULT_ARTIFACT in artifact:
+                return artifact[RESULT_ARTIFACT], artifact
+            return output.content, artifact
         return output, None
 
     async def call_with_policy(

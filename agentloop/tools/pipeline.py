@@ -19,19 +19,17 @@ from langchain_core.runnables import RunnableConfig
 from agentloop.checkpoint_safe import decode_arguments, encode_arguments
 from agentloop.events import Emit
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
+from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT, ATTACHMENTS_ARTIFACT
 from agentloop.tools.cache import ResultCache, canonical_key
+from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.interceptors import Interceptor, ToolInvocation, run_chain
 from agentloop.tools.invoke import ToolInvoker, propagates
 from agentloop.tools.judge import judge_result
 from agentloop.tools.outcome import ToolOutcome, graceful_error
-from agentloop.tools.registry import ToolRegistry
 from agentloop.tools.results import to_jsonable, truncate_result
 from agentloop.tools.spec import IDEMPOTENCY_ARGUMENT
 
-__all__ = ["AGENT_USAGE_ARTIFACT", "PreparedCall", "ToolRunner", "make_record"]
-
-AGENT_USAGE_ARTIFACT = "agentloop_usage"
-"""The artifact key under which a sub-agent tool reports its token usage per agent."""
+__all__ = ["AGENT_USAGE_ARTIFACT", "PreparedCall", "ToolRunner", "emit_settled", "make_record"]
 
 
 def make_record(
@@ -79,7 +77,7 @@ class ToolRunner:
     """Runs commands through the governance pipeline of one compiled loop.
 
     Args:
-        registry: The tools and their policies.
+        tools: The tools and their policies (a catalog: they may change between rounds).
         cache: Results shared by every run of the loop.
         interceptors: Optional interceptors (may short-circuit), outermost first.
         mandatory_interceptors: Always run, around the optional ones.
@@ -88,13 +86,13 @@ class ToolRunner:
 
     def __init__(
         self,
-        registry: ToolRegistry,
+        tools: ToolCatalog,
         cache: ResultCache,
         interceptors: Sequence[Interceptor] = (),
         mandatory_interceptors: Sequence[Interceptor] = (),
         invoker: ToolInvoker | None = None,
     ) -> None:
-        self.registry = registry
+        self.tools = tools
         self.cache = cache
         self.chain: list[Interceptor] = [*mandatory_interceptors, *interceptors]
         self.invoker = invoker or ToolInvoker()
@@ -134,9 +132,10 @@ class ToolRunner:
         """
         call = self.unprepared(command, call_id=call_id, round_index=round_index, index=index)
         name, kwargs = call["tool_name"], call["kwargs"]
-        spec = self.registry.spec(name)
+        registry = self.tools.registry
+        spec = registry.spec(name)
         if spec is None:
-            available = ", ".join(self.registry.names) or "(none)"
+            available = ", ".join(registry.names) or "(none)"
             message = f"Unknown tool: {name!r}. Available tools: {available}"
             outcome = ToolOutcome.refused("tool_not_found", name, message)
             return call, make_record(call, outcome, flagged=True)
@@ -173,10 +172,12 @@ class ToolRunner:
                 whose checkpointer may be sync-only).
         """
         name = call["tool_name"]
-        spec = self.registry.spec(name)
-        if spec is None:  # the registry cannot change between prepare and run
-            msg = f"tool {name!r} vanished between prepare and run"
-            raise RuntimeError(msg)
+        spec = self.tools.registry.spec(name)
+        if spec is None:  # its MCP server withdrew it after the round was planned
+            message = f"Tool {name!r} is no longer available."
+            gone = make_record(call, ToolOutcome.refused("tool_not_found", name, message))
+            emit_settled(emit, gone)
+            return gone
         tool, policy = spec.runnable, spec.policy
         arguments = decode_arguments(call["arguments"])
         if spec.accepts_idempotency_key and not arguments.get(IDEMPOTENCY_ARGUMENT):
@@ -228,8 +229,11 @@ class ToolRunner:
             truncated=truncated.truncated,
             flagged=bool(useless),
         )
-        if isinstance(artifact, dict) and isinstance(artifact.get(AGENT_USAGE_ARTIFACT), dict):
-            record["agent_usage"] = artifact[AGENT_USAGE_ARTIFACT]
+        if isinstance(artifact, dict):
+            if isinstance(artifact.get(AGENT_USAGE_ARTIFACT), dict):
+                record["agent_usage"] = artifact[AGENT_USAGE_ARTIFACT]
+            if artifact.get(ATTACHMENTS_ARTIFACT) and outcome.success and not outcome.from_cache:
+                record["attachments"] = list(artifact[ATTACHMENTS_ARTIFACT])
         fields = {
             "call_id": call["call_id"],
             "tool_name": name,
@@ -269,6 +273,20 @@ class ToolRunner:
             )
         error_type = failure.error_type or "internal_error"
         return failure.with_changes(value=graceful_error(error_type, call.tool_name, failure.error))
+
+
+def emit_settled(emit: Emit, record: ToolExecutionRecord) -> None:
+    """Report a call that was settled without running (bad call, duplicate, unknown outcome)."""
+    emit(
+        "tool_error",
+        call_id=record.get("call_id", ""),
+        tool_name=record["tool_name"],
+        index=record.get("index", 0),
+        error=record["error"],
+        error_type=record.get("error_type", ""),
+        success=False,
+        duration_ms=0.0,
+    )
 
 
 def _query_key(

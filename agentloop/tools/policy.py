@@ -15,6 +15,7 @@ from agentloop.errors import ConfigurationError, is_transient_error
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
     "DEFAULT_TIMEOUT_S",
+    "MCP_HINTS",
     "SUBAGENT_METADATA",
     "ResolvedPolicy",
     "ToolPolicy",
@@ -86,11 +87,17 @@ class ToolPolicy(BaseModel):
     """What a user declares about one tool. Fields left as None come from defaults.
 
     Resolution order for each field: this policy (given to `create_tool_loop`), then
-    `tool.metadata["agentloop"]`, then MCP annotations, then name rules, then defaults.
+    `tool.metadata["agentloop"]` (for an MCP tool: the server's `policies` in its
+    config), then MCP annotations, then name rules, then defaults.
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, extra="forbid")
 
+    read_only: bool | None = Field(
+        default=None,
+        description="Only reads: True makes it concurrency-safe and idempotent, False makes it "
+        "run alone and never be repeated automatically (unless those are declared too).",
+    )
     concurrency_safe: bool | None = Field(
         default=None, description="May run in parallel with other safe calls."
     )
@@ -145,6 +152,13 @@ class ResolvedPolicy:
 
     concurrency_safe: bool = True
     idempotent: bool = True
+    """Repeating a call has the effect of one: retries, the cache, duplicate detection
+    and re-running after a crash are allowed."""
+    read_only: bool = True
+    """The tool only reads (no side effects); shown to the planner."""
+    repeat_safe: bool = True
+    """Calling it again with the same arguments changes nothing more (what the planner is
+    told; a tool with side effects is still never repeated by the loop on its own)."""
     timeout_s: float = DEFAULT_TIMEOUT_S
     retry: ToolRetry | None = None
     cache_ttl_s: float | None = None
@@ -169,21 +183,46 @@ class ResolvedPolicy:
 def _name_rule(name: str) -> dict[str, Any]:
     lowered = name.lower()
     if lowered.startswith(UNSAFE_PREFIXES):
-        return {"concurrency_safe": False, "idempotent": False}
+        return {**_read_only_rule(False), "repeat_safe": False}
     if lowered.startswith(SAFE_PREFIXES):
-        return {"concurrency_safe": True, "idempotent": True}
+        return {**_read_only_rule(True), "repeat_safe": True}
     return {}
 
 
+MCP_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+"""The MCP tool annotations, as they appear in an MCP tool's `metadata`."""
+
+
+def _read_only_rule(read_only: bool) -> dict[str, Any]:
+    return {"read_only": read_only, "concurrency_safe": read_only, "idempotent": read_only}
+
+
 def _annotation_rule(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    rule: dict[str, Any] = {}
-    if metadata.get("readOnlyHint") is True:
-        rule.update(concurrency_safe=True, idempotent=True)
-    if metadata.get("idempotentHint") is True:
-        rule["idempotent"] = True
-    if metadata.get("destructiveHint") is True and metadata.get("readOnlyHint") is not True:
-        rule.update(concurrency_safe=False, idempotent=False)
+    """The policy the MCP spec's annotations imply, with the spec's defaults.
+
+    A tool from an MCP server, or any tool carrying a hint, is read-only only if it
+    says so (`readOnlyHint` defaults to false); any other tool may have side effects,
+    so it runs alone and is never repeated automatically. `idempotentHint` (default
+    false) is passed on to the planner but does not make the loop repeat a write.
+    """
+    if "mcp_server" not in metadata and not any(key in metadata for key in MCP_HINTS):
+        return {}
+    read_only = metadata.get("readOnlyHint") is True
+    rule = _read_only_rule(read_only)
+    rule["repeat_safe"] = read_only or metadata.get("idempotentHint") is True
     return rule
+
+
+def _expand(declared: dict[str, Any]) -> dict[str, Any]:
+    """Spell out what `read_only` and `idempotent` imply, under the fields declared with them."""
+    implied: dict[str, Any] = {}
+    if declared.get("read_only") is not None:
+        implied.update(_read_only_rule(declared["read_only"]), repeat_safe=declared["read_only"])
+    if declared.get("idempotent") is not None:
+        implied["repeat_safe"] = declared["idempotent"]
+        if declared["idempotent"] is False:
+            implied["read_only"] = False
+    return {**implied, **declared}
 
 
 def _metadata_policy(tool: BaseTool) -> dict[str, Any]:
@@ -191,10 +230,10 @@ def _metadata_policy(tool: BaseTool) -> dict[str, Any]:
     if raw is None:
         return {}
     if isinstance(raw, ToolPolicy):
-        return raw.declared()
+        return _expand(raw.declared())
     if isinstance(raw, Mapping):
         try:
-            return ToolPolicy(**raw).declared()
+            return _expand(ToolPolicy(**raw).declared())
         except ValidationError as error:
             msg = f"tool {tool.name!r}: invalid metadata['agentloop'] policy: {error}"
             raise ConfigurationError(msg) from error
@@ -227,7 +266,7 @@ def resolve_policy(
     merged.update(_annotation_rule(tool.metadata or {}))
     merged.update(_metadata_policy(tool))
     if declared is not None:
-        merged.update(declared.declared())
+        merged.update(_expand(declared.declared()))
     if "timeout_s" not in merged or merged["timeout_s"] is None:
         by_prefix = [
             seconds
@@ -237,9 +276,14 @@ def resolve_policy(
         merged["timeout_s"] = by_prefix[0] if by_prefix else default_timeout_s
     has_stub = "stub_result" in merged
     retry = merged.get("retry", default_retry)
+    concurrency_safe = _flag(merged, "concurrency_safe", default=True)
+    idempotent = _flag(merged, "idempotent", default=True)
+    read_only = _flag(merged, "read_only", default=concurrency_safe and idempotent)
     return ResolvedPolicy(
-        concurrency_safe=_flag(merged, "concurrency_safe", default=True),
-        idempotent=_flag(merged, "idempotent", default=True),
+        concurrency_safe=concurrency_safe,
+        idempotent=idempotent,
+        read_only=read_only,
+        repeat_safe=_flag(merged, "repeat_safe", default=idempotent),
         timeout_s=float(merged["timeout_s"]),
         retry=retry if isinstance(retry, ToolRetry) else None,
         cache_ttl_s=merged.get("cache_ttl_s"),

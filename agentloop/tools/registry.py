@@ -52,9 +52,12 @@ class ToolRegistry:
         default_timeout_s: Timeout of tools that declare none.
         timeout_by_prefix: Name-prefix timeouts (e.g. `{"search_": 10}`).
         default_retry: Retry policy of idempotent tools that declare none.
+        strict_policies: A policy for a tool that is not registered is an error (False:
+            it is kept for a tool that may be registered later).
 
     Raises:
-        ConfigurationError: Duplicate names, or a policy for a tool that is not registered.
+        ConfigurationError: Duplicate names, or (strict) a policy for a tool that is not
+            registered.
     """
 
     def __init__(
@@ -65,6 +68,7 @@ class ToolRegistry:
         default_timeout_s: float = DEFAULT_TIMEOUT_S,
         timeout_by_prefix: Mapping[str, float] | None = None,
         default_retry: ToolRetry | None = None,
+        strict_policies: bool = True,
     ) -> None:
         self._tools: dict[str, BaseTool] = {}
         for candidate in tools:
@@ -75,7 +79,7 @@ class ToolRegistry:
             self._tools[converted.name] = converted
         policies = dict(policies or {})
         unknown = sorted(set(policies) - set(self._tools))
-        if unknown:
+        if unknown and strict_policies:
             msg = f"policies given for unknown tools {unknown}; registered: {self.names}"
             raise ConfigurationError(msg)
         for name, policy in policies.items():

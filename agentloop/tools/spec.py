@@ -82,5 +82,7 @@ class ToolSpec:
             "name": self.name,
             "description": self.tool.description,
             "args_schema": self.schema,
-            "side_effects": not self.policy.concurrency_safe,
+            "read_only": self.policy.read_only,
+            "side_effects": not self.policy.read_only,
+            "idempotent": self.policy.repeat_safe,
         }

@@ -21,7 +21,7 @@ import agentloop.cli
 # The MCP stdio client takes `sys.stderr` as its servers' default error log when first
 # imported: importing it at collection time binds pytest's session capture stream, not
 # the stream of one test (closed after that test).
-import agentloop.mcp_toolset
+import agentloop.mcp.toolset
 from agentloop.cli import main
 from agentloop.testing import ScriptedChatModel, plan_reply
 

@@ -14,7 +14,7 @@ from langchain_core.tools import tool
 from processes import server_pids
 
 from agentloop import create_tool_loop
-from agentloop.mcp_toolset import MCPToolset
+from agentloop.mcp import MCPToolset
 from agentloop.servers import bundled_servers_config
 from agentloop.testing import ScriptedChatModel, plan_reply
 

@@ -115,7 +115,8 @@ def test_bundled_servers_config_loads(tmp_path: Path) -> None:
     assert list(specs) == ["docs", "calculator", "notes"]
     assert specs["docs"].connection["command"] == sys.executable
     assert specs["docs"].connection["args"] == ["-m", "agentloop.servers.docsearch"]
-    assert specs["notes"].connection["env"][NOTES_FILE_ENV] == str(tmp_path / "notes.jsonl")
+    assert specs["notes"].connection["args"][-2:] == ["--file", str(tmp_path / "notes.jsonl")]
+    assert NOTES_FILE_ENV not in specs["notes"].connection["env"]
 
 
 @pytest.mark.parametrize(

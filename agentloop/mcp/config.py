@@ -5,15 +5,20 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
 from agentloop.errors import ConfigurationError
+from agentloop.tools.policy import ToolPolicy
 
-__all__ = ["INHERITED_ENV", "MCPServerSpec", "load_mcp_config"]
+__all__ = ["INHERITED_ENV", "MCPServerSpec", "SessionScope", "load_mcp_config"]
+
+SessionScope = Literal["toolset", "run"]
+"""`toolset`: one session per server, shared by every run and thread of the toolset;
+`run`: one session per run (for servers that keep state per conversation)."""
 
 INHERITED_ENV = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "LC_CTYPE",
@@ -43,6 +48,18 @@ class MCPServerSpec:
     """The tool names to drop; wins over `allow`."""
     secrets: frozenset[str] = frozenset()
     """The values of the server's own `env` and `headers`, redacted wherever they appear."""
+    scope: SessionScope = "toolset"
+    """Who shares a session: every run (`toolset`), or each run its own (`run`)."""
+    required: bool = False
+    """A server that cannot start makes the toolset fail, instead of leaving it out."""
+    sampling: bool = False
+    """Answer the server's sampling requests with the loop's model."""
+    elicitation: bool = True
+    """Turn the server's elicitation requests into LangGraph interrupts a person answers."""
+    roots: tuple[str, ...] = ()
+    """The `file://` roots declared to the server."""
+    policies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per-tool policies (`ToolPolicy` fields) that win over the tools' annotations."""
 
 
 def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[MCPServerSpec]:
@@ -54,8 +71,14 @@ def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[
     (and `headers`) is reached over streamable HTTP, or SSE when
     `transport: sse`. `allow` / `allowTools` / `include` and `deny` /
     `denyTools` / `exclude` filter its tools; `disabled: true` skips it. A
-    relative `cwd` is taken from the config file's folder. Other keys are
-    ignored, so configs written for other MCP clients load as they are.
+    relative `cwd` (or root) is taken from the config file's folder.
+    agentloop's own keys: `scope` (`toolset`, the default, or `run`),
+    `required` (a server that cannot start fails the toolset), `sampling` (the
+    loop's model answers the server's sampling requests), `elicitation` (false:
+    decline them instead of asking a person), `roots` (paths declared as the
+    client's roots) and `policies` (tool name -> `ToolPolicy` fields, such as
+    `{"git_log": {"timeout_s": 10}}`, winning over the tool's annotations). Other
+    keys are ignored, so configs written for other MCP clients load as they are.
 
     Args:
         source: A `.json`, `.yaml` or `.yml` path, or the parsed mapping.
@@ -156,7 +179,68 @@ def _parse_server(
         **_string_map(entry, "env", where=where, allow_numbers=True),
         **_string_map(entry, "headers", where=where, allow_numbers=False),
     }
-    return MCPServerSpec(name, connection, allow, deny or frozenset(), frozenset(own.values()))
+    scope = entry.get("scope", "toolset")
+    if scope not in ("toolset", "run"):
+        msg = f"{where}: 'scope' must be 'toolset' or 'run', got {scope!r}"
+        raise ConfigurationError(msg)
+    return MCPServerSpec(
+        name,
+        connection,
+        allow,
+        deny or frozenset(),
+        frozenset(own.values()),
+        scope=scope,
+        required=_flag(entry, "required", False, where=where),
+        sampling=_flag(entry, "sampling", False, where=where),
+        elicitation=_flag(entry, "elicitation", True, where=where),
+        roots=_roots(entry, where=where, base_dir=base_dir),
+        policies=_policies(entry, where=where),
+    )
+
+
+def _policies(entry: Mapping[str, Any], *, where: str) -> dict[str, dict[str, Any]]:
+    raw = entry.get("policies") or {}
+    if not isinstance(raw, Mapping):
+        msg = f"{where}: 'policies' must map tool names to policies"
+        raise ConfigurationError(msg)
+    policies: dict[str, dict[str, Any]] = {}
+    for tool, fields in raw.items():
+        if not isinstance(fields, Mapping):
+            msg = f"{where}: the policy of {tool!r} must be a mapping of ToolPolicy fields"
+            raise ConfigurationError(msg)
+        try:
+            ToolPolicy(**fields)
+        except (TypeError, ValueError) as error:
+            problem = " ".join(str(error).split())
+            msg = f"{where}: invalid policy of {tool!r}: {problem}"
+            raise ConfigurationError(msg) from None
+        policies[str(tool)] = dict(fields)
+    return policies
+
+
+def _flag(entry: Mapping[str, Any], key: str, default: bool, *, where: str) -> bool:
+    value = entry.get(key, default)
+    if not isinstance(value, bool):
+        msg = f"{where}: {key!r} must be true or false"
+        raise ConfigurationError(msg)
+    return value
+
+
+def _roots(entry: Mapping[str, Any], *, where: str, base_dir: Path | None) -> tuple[str, ...]:
+    roots = entry.get("roots") or []
+    if not isinstance(roots, list) or not all(isinstance(r, str) and r for r in roots):
+        msg = f"{where}: 'roots' must be a list of paths or file:// URIs"
+        raise ConfigurationError(msg)
+    uris = []
+    for root in roots:
+        if root.startswith("file://"):
+            uris.append(root)
+            continue
+        path = Path(root).expanduser()
+        if base_dir is not None and not path.is_absolute():
+            path = base_dir / path
+        uris.append(path.resolve().as_uri())
+    return tuple(uris)
 
 
 def _stdio_connection(

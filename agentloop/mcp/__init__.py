@@ -1,0 +1,35 @@
+"""MCP servers as tools of a loop: config, sessions, client features, results.
+
+- `config`: reading `mcpServers` configs (`load_mcp_config`, `MCPServerSpec`);
+- `connection`: one server's session held open by a background task;
+- `session`: `MCPSessionPool`, one persistent session per server;
+- `client`: what a server may ask of the client (progress, sampling, elicitation, roots);
+- `bridge`: progress events and elicitation interrupts of one tool call;
+- `decode`: tool results as data, media kept aside as attachments;
+- `tools`: MCP tools as LangChain tools;
+- `toolset`: `MCPToolset`, the servers' tools on sessions shared by every run.
+"""
+
+from agentloop.errors import MCPToolError, MCPTransportError
+from agentloop.mcp.bridge import ELICITATION_INTERRUPT, elicit_result
+from agentloop.mcp.config import INHERITED_ENV, MCPServerSpec, SessionScope, load_mcp_config
+from agentloop.mcp.session import MCPSessionPool
+from agentloop.mcp.tools import MCP_HINTS, mcp_tool_annotations
+from agentloop.mcp.toolset import READ_RESOURCE_TOOL, McpServersConfig, MCPToolset
+
+__all__ = [
+    "ELICITATION_INTERRUPT",
+    "INHERITED_ENV",
+    "MCP_HINTS",
+    "READ_RESOURCE_TOOL",
+    "MCPServerSpec",
+    "MCPSessionPool",
+    "MCPToolError",
+    "MCPToolset",
+    "MCPTransportError",
+    "McpServersConfig",
+    "SessionScope",
+    "elicit_result",
+    "load_mcp_config",
+    "mcp_tool_annotations",
+]

@@ -1,0 +1,187 @@
+"""The client side of MCP: what a server may ask of the loop while a tool runs.
+
+- progress notifications reach the call that asked for them (`CallHooks.on_progress`);
+- sampling requests are answered by the loop's model, when the server's config allows
+  it (`"sampling": true`), within the request's limits;
+- elicitation requests reach the call that is running on the server, which turns them
+  into a LangGraph `interrupt(...)` a person answers;
+- roots are declared from the server's config;
+- the server's log messages go to its own Python logger, and a `tools/list_changed`
+  notification makes the toolset fetch the list again.
+
+The mcp SDK only declares a capability when its callback is given, so each server gets
+the callbacks its config allows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from mcp import types
+
+from agentloop.mcp.config import MCPServerSpec
+from agentloop.messages import message_text
+
+__all__ = ["CallHooks", "ClientHandlers", "server_logger"]
+
+ProgressHook = Callable[[float, float | None, str | None], None]
+ElicitationHook = Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult]]
+
+
+def server_logger(name: str) -> logging.Logger:
+    """The logger of one server's stderr and log messages: `agentloop.mcp.server.<name>`."""
+    from agentloop.redaction import install_log_redaction
+
+    return install_log_redaction(logging.getLogger(f"agentloop.mcp.server.{name}"))
+
+
+@dataclass
+class CallHooks:
+    """What one tool call wants to hear from its server while it runs."""
+
+    on_progress: ProgressHook | None = None
+    on_elicitation: ElicitationHook | None = None
+    read_only: bool = True
+    """Whether the tool only reads (an elicitation is attributed to a tool that writes)."""
+
+
+_LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}
+
+
+class ClientHandlers:
+    """The callbacks of one server's sessions.
+
+    Args:
+        spec: The server.
+        sampler: Returns the model that answers sampling requests (None: refuse them).
+        on_tools_changed: Called with the server's name on `tools/list_changed`.
+    """
+
+    def __init__(
+        self,
+        spec: MCPServerSpec,
+        sampler: Callable[[], BaseChatModel | None],
+        on_tools_changed: Callable[[str], None],
+    ) -> None:
+        self.spec = spec
+        self.sampler = sampler
+        self.on_tools_changed = on_tools_changed
+        self.logger = server_logger(spec.name)
+        self.in_flight: dict[int, CallHooks] = {}
+        self._next = 0
+
+    def register(self, hooks: CallHooks) -> int:
+        """Note a call in flight; returns its token for `unregister`."""
+        self._next += 1
+        self.in_flight[self._next] = hooks
+        return self._next
+
+    def unregister(self, token: int) -> None:
+        """The call ended."""
+        self.in_flight.pop(token, None)
+
+    def session_kwargs(self) -> dict[str, Any]:
+        """The `ClientSession` keyword arguments for this server."""
+        kwargs: dict[str, Any] = {
+            "logging_callback": self._log,
+            "message_handler": self._message,
+        }
+        if self.spec.sampling:
+            kwargs["sampling_callback"] = self._sample
+        if self.spec.elicitation:
+            kwargs["elicitation_callback"] = self._elicit
+        if self.spec.roots:
+            kwargs["list_roots_callback"] = self._roots
+        return kwargs
+
+    async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
+        level = _LOG_LEVELS.get(str(params.level), logging.INFO)
+        source = f"{params.logger}: " if params.logger else ""
+        self.logger.log(level, "%s%s", source, params.data)
+
+    async def _message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            self.logger.debug("unreadable message from the server: %s", message)
+            return
+        root = getattr(message, "root", None)
+        if isinstance(root, types.ToolListChangedNotification):
+            self.on_tools_changed(self.spec.name)
+
+    async def _roots(self, context: Any) -> types.ListRootsResult:
+        roots = [types.Root(uri=uri, name=uri.rsplit("/", 1)[-1] or uri) for uri in self.spec.roots]  # type: ignore[arg-type]
+        return types.ListRootsResult(roots=roots)
+
+    async def _elicit(
+        self, context: Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        asking = [hooks for hooks in self.in_flight.values() if hooks.on_elicitation is not None]
+        writers = [hooks for hooks in asking if not hooks.read_only]
+        candidates = writers if len(asking) > 1 and writers else asking
+        if len(candidates) != 1:
+            self.logger.warning(
+                "declined an elicitation request: %d calls were running on the server",
+                len(candidates),
+            )
+            return types.ElicitResult(action="decline")
+        hook = candidates[0].on_elicitation
+        assert hook is not None
+        return await hook(params)
+
+    async def _sample(
+        self, context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        model = self.sampler()
+        if model is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="no model to sample with")
+        messages: list[BaseMessage] = []
+        if params.systemPrompt:
+            messages.append(SystemMessage(params.systemPrompt))
+        for message in params.messages:
+            text = _sampling_text(message.content)
+            messages.append(HumanMessage(text) if message.role == "user" else AIMessage(text))
+        options: dict[str, Any] = {"max_tokens": params.maxTokens}
+        if params.stopSequences:
+            options["stop"] = list(params.stopSequences)
+        if params.temperature is not None:
+            options["temperature"] = params.temperature
+        try:
+            reply = await _bound(model, options).ainvoke(messages)
+        except Exception as error:
+            self.logger.warning("sampling failed: %s", error)
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"sampling failed: {error}")
+        stop = (reply.response_metadata or {}).get("finish_reason") or ""
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=message_text(reply)),
+            model=str((reply.response_metadata or {}).get("model_name") or type(model).__name__),
+            stopReason="maxTokens" if stop in ("length", "max_tokens") else "endTurn",
+        )
+
+
+def _sampling_text(content: Any) -> str:
+    blocks = content if isinstance(content, list) else [content]
+    texts = [block.text for block in blocks if isinstance(block, types.TextContent)]
+    skipped = len(blocks) - len(texts)
+    return "\n".join(texts) + (f"\n[{skipped} non-text content blocks omitted]" if skipped else "")
+
+
+def _bound(model: BaseChatModel, options: dict[str, Any]) -> Any:
+    """The model with the request's limits, dropping the ones it does not accept."""
+    try:
+        return model.bind(**options)
+    except (TypeError, ValueError):
+        return model.bind(max_tokens=options["max_tokens"])

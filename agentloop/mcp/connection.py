@@ -1,0 +1,208 @@
+"""One server's session, held open by a background task (the transport side of the pool).
+
+stdio sessions are opened here rather than by langchain-mcp-adapters because the
+adapter cannot give the server process a stderr of our own: each server's stderr goes
+to its own logger (`agentloop.mcp.server.<name>`), not the terminal. HTTP sessions are
+opened by the adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable
+from typing import IO, TextIO, TypeVar, cast
+
+import anyio
+from langchain_mcp_adapters.sessions import Connection as AdapterConnection
+from langchain_mcp_adapters.sessions import create_session
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import McpError
+from mcp.types import CONNECTION_CLOSED, ServerCapabilities
+
+from agentloop.errors import MCPToolError, MCPTransportError
+from agentloop.mcp.client import ClientHandlers
+from agentloop.mcp.config import MCPServerSpec
+from agentloop.redaction import install_log_redaction
+
+__all__ = ["Connection", "NotSentError", "ServerLog", "describe", "open_session"]
+
+logger = install_log_redaction(logging.getLogger(__name__))
+
+T = TypeVar("T")
+
+CLOSE_TIMEOUT_S = 10.0
+"""How long closing a session waits for it to shut down before cancelling it."""
+HEALTH_CHECK_TIMEOUT_S = 5.0
+"""How long a ping may take before the session counts as dead."""
+
+
+def describe(error: BaseException) -> str:
+    """One line naming an error (the first leaf of an exception group)."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    text = str(error)
+    if isinstance(error, McpError):
+        text = error.error.message
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+class ServerLog:
+    """A pipe a stdio server's stderr goes into, read line by line into the server's logger."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        read_fd, write_fd = os.pipe()
+        self.file: TextIO = os.fdopen(write_fd, "w")
+        reader = os.fdopen(read_fd, encoding="utf-8", errors="replace")
+        threading.Thread(
+            target=self._pump, args=(reader, logger), name="agentloop-mcp-stderr", daemon=True
+        ).start()
+
+    @staticmethod
+    def _pump(reader: IO[str], logger: logging.Logger) -> None:
+        with reader:
+            for line in reader:
+                if line.strip():
+                    logger.info("%s", line.rstrip())
+
+    def close(self) -> None:
+        """Close this side of the pipe (the reader stops when the server's side closes too)."""
+        with contextlib.suppress(OSError):
+            self.file.close()
+
+
+@contextlib.asynccontextmanager
+async def open_session(
+    spec: MCPServerSpec, handlers: ClientHandlers
+) -> AsyncIterator[ClientSession]:
+    """Open a session with the server's client callbacks.
+
+    langchain-mcp-adapters opens HTTP sessions; stdio sessions are opened here because
+    the adapter cannot give the process a stderr of our own (its logger, not the terminal).
+    """
+    connection = dict(spec.connection)
+    session_kwargs = {**(connection.get("session_kwargs") or {}), **handlers.session_kwargs()}
+    if connection.get("transport") != "stdio":
+        connection["session_kwargs"] = session_kwargs
+        async with create_session(cast(AdapterConnection, connection)) as session:
+            yield session
+        return
+    parameters = StdioServerParameters(
+        command=connection["command"],
+        args=list(connection.get("args") or []),
+        env=connection.get("env"),
+        cwd=connection.get("cwd"),
+        encoding=connection.get("encoding", "utf-8"),
+        encoding_error_handler=connection.get("encoding_error_handler", "strict"),
+    )
+    log = ServerLog(handlers.logger)
+    try:
+        async with (
+            stdio_client(parameters, errlog=log.file) as (read, write),
+            ClientSession(read, write, **session_kwargs) as session,
+        ):
+            yield session
+    finally:
+        log.close()
+
+
+class NotSentError(Exception):
+    """The request never left this process, so sending it again is safe."""
+
+
+class Connection:
+    """One server's session, entered and exited by its own background task.
+
+    anyio requires a stdio session to be closed by the task that opened it, so
+    the task holds the session open until `close`; requests are sent from the
+    callers' tasks, which `ClientSession` allows.
+    """
+
+    def __init__(self, spec: MCPServerSpec, handlers: ClientHandlers) -> None:
+        self.spec = spec
+        self.handlers = handlers
+        self.capabilities: ServerCapabilities | None = None
+        self._stop = asyncio.Event()
+        self.ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+        self.ready.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self.failure: BaseException | None = None
+        self.last_used = time.monotonic()
+        self.task = asyncio.create_task(self._serve(), name=f"mcp-session:{spec.name}")
+
+    async def _serve(self) -> None:
+        try:
+            async with open_session(self.spec, self.handlers) as session:
+                initialized = await session.initialize()
+                self.capabilities = initialized.capabilities
+                self.ready.set_result(session)
+                await self._stop.wait()
+        except (Exception, asyncio.CancelledError) as exc:
+            self.failure = exc
+            logger.debug("MCP session %r ended: %s", self.spec.name, describe(exc))
+        finally:
+            if not self.ready.done():
+                reason = describe(self.failure) if self.failure else "stopped while starting"
+                self.ready.set_exception(MCPTransportError(reason))
+
+    @property
+    def alive(self) -> bool:
+        """Whether the session is open and its task still holds it."""
+        return (
+            self.ready.done()
+            and not self.ready.cancelled()
+            and self.ready.exception() is None
+            and not self.task.done()
+            and not self._stop.is_set()
+        )
+
+    async def healthy(self) -> bool:
+        """Whether the server still answers a ping."""
+        try:
+            await asyncio.wait_for(self.ready.result().send_ping(), HEALTH_CHECK_TIMEOUT_S)
+        except Exception:
+            return False
+        return True
+
+    async def close(self) -> None:
+        """Exit the session (the process gets EOF, then SIGTERM) and wait for the task."""
+        self._stop.set()
+        if not self.ready.done():
+            self.task.cancel()
+        _, pending = await asyncio.wait({self.task}, timeout=CLOSE_TIMEOUT_S)
+        if pending:
+            self.task.cancel()
+            await asyncio.wait({self.task})
+
+    async def run(self, request: Awaitable[T], *, what: str) -> T:
+        """Await a request on this session, failing fast if the session dies meanwhile."""
+        call = asyncio.ensure_future(request)
+        self.last_used = time.monotonic()
+        try:
+            await asyncio.wait({call, self.task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.last_used = time.monotonic()
+            if not call.done():
+                call.cancel()
+                await asyncio.wait({call})
+        name = self.spec.name
+        if call.cancelled():
+            reason = describe(self.failure) if self.failure else "the session ended"
+            msg = f"MCP server {name!r} stopped during {what}: {reason}"
+            raise MCPTransportError(msg)
+        try:
+            return call.result()
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            raise NotSentError(describe(exc)) from exc
+        except McpError as exc:
+            if exc.error.code == CONNECTION_CLOSED:
+                msg = f"MCP server {name!r} closed the connection during {what}"
+                raise MCPTransportError(msg) from exc
+            raise MCPToolError(exc.error.message, server=name) from exc
+        except (OSError, anyio.EndOfStream) as exc:
+            msg = f"MCP server {name!r} failed during {what}: {describe(exc)}"
+            raise MCPTransportError(msg) from exc

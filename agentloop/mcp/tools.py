@@ -1,0 +1,108 @@
+"""MCP tools as LangChain tools: metadata (annotations, server), schema, and which to offer."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from langchain_core.tools import BaseTool, StructuredTool
+from mcp.types import TASK_REQUIRED, Tool
+
+from agentloop.tools.policy import MCP_HINTS
+
+__all__ = [
+    "MCP_HINTS",
+    "langchain_tool",
+    "mcp_tool_annotations",
+    "offered_tools",
+    "result_text",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def mcp_tool_annotations(tool: BaseTool) -> dict[str, bool]:
+    """Return the MCP hints (`readOnlyHint`, `destructiveHint`, ...) a tool carries.
+
+    Hints a server left out are absent: the loop then applies the MCP spec's defaults
+    (not read-only, destructive, not idempotent, open-world).
+
+    Args:
+        tool: A tool of an `MCPToolset` or `MCPSessionPool`, or any tool.
+
+    Returns:
+        The hints present in `tool.metadata`; empty for a tool without them.
+    """
+    metadata = tool.metadata or {}
+    return {key: metadata[key] for key in MCP_HINTS if isinstance(metadata.get(key), bool)}
+
+
+def _metadata(server: str, tool: Tool) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"mcp_server": server, "mcp_tool": tool.name}
+    if tool.annotations is not None:
+        for key in MCP_HINTS:
+            value = getattr(tool.annotations, key)
+            if value is not None:
+                metadata[key] = value
+    if tool.title:
+        metadata["title"] = tool.title
+    if tool.meta:
+        metadata["_meta"] = tool.meta
+    return metadata
+
+
+def offered_tools(server: str, tools: list[Tool]) -> list[Tool]:
+    """The tools the loop can call: a tool that requires task augmentation is left out.
+
+    The loop calls tools with plain `tools/call` requests; a server answers one for a
+    task-only tool with an error, so offering it to the planner would only waste a round.
+    """
+    kept = []
+    for tool in tools:
+        if tool.execution is not None and tool.execution.taskSupport == TASK_REQUIRED:
+            logger.info(
+                "MCP server %r: tool %r is left out: it can only run as a task, "
+                "which this client does not request",
+                server,
+                tool.name,
+            )
+            continue
+        kept.append(tool)
+    return kept
+
+
+def result_text(value: Any) -> str:
+    """A result as the text content of a LangChain tool message."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def langchain_tool(
+    server: str,
+    tool: Tool,
+    coroutine: Callable[..., Awaitable[Any]],
+    *,
+    response_format: Literal["content", "content_and_artifact"] = "content",
+    policy: dict[str, Any] | None = None,
+) -> StructuredTool:
+    """An MCP tool as an async LangChain tool.
+
+    Args:
+        server: The server's name (`metadata["mcp_server"]`).
+        tool: The tool as the server lists it.
+        coroutine: Called with the tool's arguments (and `config`, if it takes one).
+        response_format: As for `StructuredTool`.
+        policy: The server config's policy of this tool (`metadata["agentloop"]`).
+    """
+    metadata = _metadata(server, tool)
+    if policy:
+        metadata["agentloop"] = dict(policy)
+    return StructuredTool(
+        name=tool.name,
+        description=tool.description or tool.title or tool.name,
+        args_schema=tool.inputSchema or {"type": "object", "properties": {}},
+        coroutine=coroutine,
+        response_format=response_format,
+        metadata=metadata,
+    )

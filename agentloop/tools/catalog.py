@@ -1,0 +1,119 @@
+"""The tools of one loop as they are now: its own tools, plus those of a source that changes.
+
+An MCP toolset's tools change while a loop is compiled: a server that was down at build
+time comes back, a server announces `tools/list_changed`. The catalog rebuilds the
+registry (policies, schemas, the planner's tool list) when the source's version moves,
+so a run sees the tools of the moment it plans.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from langchain_core.tools import BaseTool
+
+from agentloop.tools.policy import ToolPolicy
+from agentloop.tools.registry import ToolLike, ToolRegistry, to_tool
+
+__all__ = ["ToolCatalog", "ToolSource"]
+
+logger = logging.getLogger(__name__)
+
+
+class ToolSource(Protocol):
+    """Tools that may change after the loop is built (an `MCPToolset`)."""
+
+    @property
+    def version(self) -> int:
+        """Changes whenever `tools` does."""
+        ...
+
+    @property
+    def tools(self) -> list[BaseTool]:
+        """The tools now."""
+        ...
+
+    @property
+    def unavailable(self) -> Mapping[str, str]:
+        """The parts (servers) whose tools are missing now, with the reason."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    version: int
+    registry: ToolRegistry
+    tool_list: str
+
+
+class ToolCatalog:
+    """The registry of a loop's tools, rebuilt when its tool source changes.
+
+    Args:
+        tools: The loop's own tools (fixed).
+        source: Tools that may change (None: none).
+        policies: Declared policies by tool name. A policy naming no tool is an error,
+            unless the source has unavailable parts (their tools may come later).
+        redact: Applied to the planner's tool list.
+        registry_options: Passed to `ToolRegistry`.
+    """
+
+    def __init__(
+        self,
+        tools: Sequence[ToolLike],
+        source: ToolSource | None = None,
+        policies: Mapping[str, ToolPolicy] | None = None,
+        *,
+        redact: Callable[[str], str] | None = None,
+        **registry_options: Any,
+    ) -> None:
+        self._fixed = [to_tool(tool) for tool in tools]
+        self._source = source
+        self._policies = dict(policies or {})
+        self._redact = redact
+        self._options = registry_options
+        self._lock = threading.Lock()
+        self._snapshot = self._build(strict=not (source is not None and source.unavailable))
+
+    def _build(self, *, strict: bool) -> _Snapshot:
+        version = self._source.version if self._source is not None else 0
+        dynamic = self._source.tools if self._source is not None else []
+        registry = ToolRegistry(
+            [*self._fixed, *dynamic], self._policies, strict_policies=strict, **self._options
+        )
+        text = registry.descriptions_json
+        return _Snapshot(version, registry, self._redact(text) if self._redact else text)
+
+    def _current(self) -> _Snapshot:
+        snapshot = self._snapshot
+        if self._source is None or self._source.version == snapshot.version:
+            return snapshot
+        with self._lock:
+            if self._source.version != self._snapshot.version:
+                try:
+                    self._snapshot = self._build(strict=False)
+                except Exception as error:  # keep the last good tools rather than fail a run
+                    logger.error("the tool list changed but could not be used: %s", error)
+                    self._snapshot = _Snapshot(
+                        self._source.version, self._snapshot.registry, self._snapshot.tool_list
+                    )
+            return self._snapshot
+
+    @property
+    def registry(self) -> ToolRegistry:
+        """The registry now."""
+        return self._current().registry
+
+    @property
+    def tool_list(self) -> str:
+        """The tools as the planner sees them now (prompt JSON, redacted)."""
+        return self._current().tool_list
+
+    @property
+    def unavailable(self) -> Mapping[str, str]:
+        """Sources of tools that are missing now, with the reason."""
+        return dict(self._source.unavailable) if self._source is not None else {}
