@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import logging
 from collections.abc import Awaitable
 from typing import Any, TypeVar
@@ -108,6 +109,7 @@ class CallBridge:
     ) -> None:
         self.server, self.tool, self.call_id = server, tool, call_id
         self._loop = asyncio.get_running_loop()
+        self._context = contextvars.copy_context()  # LangGraph's writer reads its config
         self._emit = _stream_emitter(loop_name, redact)
         self._questions: asyncio.Queue[
             tuple[types.ElicitRequestParams, concurrent.futures.Future[types.ElicitResult]]
@@ -127,7 +129,9 @@ class CallBridge:
             "total": total,
             "message": message,
         }
-        self._loop.call_soon_threadsafe(lambda: self._emit("tool_progress", **fields))
+        self._loop.call_soon_threadsafe(
+            lambda: self._emit("tool_progress", **fields), context=self._context
+        )
 
     async def _elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult:
         answer: concurrent.futures.Future[types.ElicitResult] = concurrent.futures.Future()

@@ -187,6 +187,23 @@ class MCPSessionPool:
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def has_resources(self, server: str) -> bool:
+        """Whether a server offers resources or resource templates to read."""
+        connection, _ = await self._session(server)
+        if connection.capabilities is None or connection.capabilities.resources is None:
+            return False
+        resources = await self._request(
+            server, lambda session: session.list_resources(), what="listing resources"
+        )
+        if resources.resources:
+            return True
+        templates = await self._request(
+            server,
+            lambda session: session.list_resource_templates(),
+            what="listing resource templates",
+        )
+        return bool(templates.resourceTemplates)
+
     async def capabilities(self, server: str) -> ServerCapabilities | None:
         """The capabilities a server declared (starting it if needed)."""
         connection, _ = await self._session(server)

@@ -7,20 +7,33 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from mcp.types import TASK_REQUIRED, Tool
 
+from agentloop.mcp.decode import DecodedResult
+from agentloop.tools.artifacts import ATTACHMENTS_ARTIFACT, RESULT_ARTIFACT
+from agentloop.tools.call_config import call_info
 from agentloop.tools.policy import MCP_HINTS
 
 __all__ = [
     "MCP_HINTS",
+    "READ_RESOURCE_TOOL",
     "langchain_tool",
     "mcp_tool_annotations",
     "offered_tools",
+    "read_resource_tool",
     "result_text",
+    "tool_output",
 ]
 
 logger = logging.getLogger(__name__)
+
+READ_RESOURCE_TOOL = "read_resource"
+"""The built-in tool that reads a resource a result mentions (when a server has resources)."""
+
+ResourceRead = Callable[[str, str | None, str, str], Awaitable[DecodedResult]]
+"""Reads a resource: `(uri, server, run_id, attachment prefix)`."""
 
 
 def mcp_tool_annotations(tool: BaseTool) -> dict[str, bool]:
@@ -105,4 +118,41 @@ def langchain_tool(
         coroutine=coroutine,
         response_format=response_format,
         metadata=metadata,
+    )
+
+
+def tool_output(decoded: DecodedResult) -> tuple[str, dict[str, Any]]:
+    """Content (text) and artifact (the data, and the media kept aside) of a result."""
+    artifact: dict[str, Any] = {RESULT_ARTIFACT: decoded.value}
+    if decoded.attachments:
+        artifact[ATTACHMENTS_ARTIFACT] = decoded.attachments
+    return result_text(decoded.value), artifact
+
+
+def read_resource_tool(read: ResourceRead) -> BaseTool:
+    """The built-in read-only tool that reads a resource by URI.
+
+    Args:
+        read: Reads the resource on the toolset's sessions.
+    """
+
+    async def read_resource(
+        config: RunnableConfig, uri: str, server: str | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        info = call_info(config)
+        position = info["call_id"].split(":", 1)[-1] if info else ""
+        prefix = f"{READ_RESOURCE_TOOL}:{position}" if position else READ_RESOURCE_TOOL
+        decoded = await read(uri, server, info["run_id"] if info else "", prefix)
+        return tool_output(decoded)
+
+    return StructuredTool.from_function(
+        coroutine=read_resource,
+        name=READ_RESOURCE_TOOL,
+        description=(
+            "Read a resource an MCP tool result mentioned, by its URI (such as "
+            "file:///... or demo://...). `server` is only needed when several "
+            "servers could have it."
+        ),
+        response_format="content_and_artifact",
+        metadata={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
     )

@@ -20,15 +20,14 @@ import atexit
 import contextlib
 import logging
 import threading
-import time
 import weakref
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool
 from mcp.types import Tool
 
 from agentloop.errors import ConfigurationError, MCPToolError, MCPTransportError
@@ -36,22 +35,24 @@ from agentloop.mcp.bridge import CallBridge
 from agentloop.mcp.client import CallHooks, ClientHandlers
 from agentloop.mcp.config import MCPServerSpec, load_mcp_config
 from agentloop.mcp.decode import DecodedResult, decode_resource
+from agentloop.mcp.pools import SessionPools
 from agentloop.mcp.session import MCPSessionPool
-from agentloop.mcp.tools import langchain_tool, result_text
+from agentloop.mcp.tools import (
+    READ_RESOURCE_TOOL,
+    langchain_tool,
+    read_resource_tool,
+    tool_output,
+)
 from agentloop.redaction import Redactor
-from agentloop.tools.artifacts import ATTACHMENTS_ARTIFACT, RESULT_ARTIFACT
 from agentloop.tools.call_config import call_info
 
 __all__ = ["READ_RESOURCE_TOOL", "MCPToolset", "McpServersConfig"]
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
 McpServersConfig = str | Mapping[str, Any]
 """A path to a JSON/YAML `mcpServers` file, or the same content as a dict."""
 
-READ_RESOURCE_TOOL = "read_resource"
-"""The built-in tool that reads a resource a result mentions (when a server has resources)."""
 MAX_RETRY_INTERVAL_S = 300.0
 
 _live_toolsets: weakref.WeakSet[MCPToolset] = weakref.WeakSet()
@@ -97,15 +98,8 @@ class MCPToolset:
         self.retry_interval_s = retry_interval_s
         self.model = model
         self.redact = Redactor(self.secrets)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._pools = SessionPools(self.specs, self._pool, idle_timeout_s)
         self._discovery_lock = threading.Lock()
-        self._shared: MCPSessionPool | None = None
-        self._run_pools: dict[str, MCPSessionPool] = {}
-        self._last_used: dict[str, float] = {}
-        self._background: set[asyncio.Task[Any]] = set()
-        self._reaper: asyncio.Task[None] | None = None
         self._server_tools: dict[str, list[BaseTool]] = {}
         self._listed: dict[str, list[str]] = {}
         self._resource_servers: set[str] = set()
@@ -113,36 +107,9 @@ class MCPToolset:
         self._unavailable: dict[str, str] = {}
         self._refreshing: dict[str, bool] = {}
         self._discovered = False
-        self._closed = False
         self._reader = self._read_resource_tool()
         self._version = 0
         _live_toolsets.add(self)
-
-    # -- the background event loop -------------------------------------------------------
-
-    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._closed:
-                msg = "the MCPToolset is closed"
-                raise RuntimeError(msg)
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="agentloop-mcp", daemon=True
-                )
-                thread.start()
-                self._loop, self._thread = loop, thread
-            return self._loop
-
-    def _submit(self, coroutine: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._ensure_loop())
-        return asyncio.wrap_future(future)
-
-    def _spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
-        """Start a background task on the toolset's loop (from that loop)."""
-        task = asyncio.get_running_loop().create_task(coroutine)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     @property
     def secrets(self) -> frozenset[str]:
@@ -156,21 +123,6 @@ class MCPToolset:
         return MCPSessionPool(
             specs, startup_timeout=self.startup_timeout_s, handlers=self._handlers
         )
-
-    def _pool_of(self, server: str, run_id: str) -> MCPSessionPool:
-        """The pool a call uses: the shared one, or its run's (on the toolset's loop)."""
-        spec = self._specs[server]
-        if spec.scope == "toolset":
-            if self._shared is None:
-                self._shared = self._pool([s for s in self.specs if s.scope == "toolset"])
-            return self._shared
-        pool = self._run_pools.get(run_id)
-        if pool is None:
-            pool = self._run_pools[run_id] = self._pool([s for s in self.specs if s.scope == "run"])
-            if self._reaper is None or self._reaper.done():
-                self._reaper = asyncio.get_running_loop().create_task(self._reap_idle())
-        self._last_used[run_id] = time.monotonic()
-        return pool
 
     # -- tools ---------------------------------------------------------------------------
 
@@ -196,8 +148,8 @@ class MCPToolset:
         with self._discovery_lock:
             if not self._discovered:
                 timeout = self.startup_timeout_s * 2 + 30
-                discovery = asyncio.run_coroutine_threadsafe(self._discover(), self._ensure_loop())
-                discovery.result(timeout)
+                loop = self._pools.ensure_loop()
+                asyncio.run_coroutine_threadsafe(self._discover(), loop).result(timeout)
         tools = [tool for spec in self.specs for tool in self._server_tools.get(spec.name, [])]
         if self._resource_servers and all(tool.name != READ_RESOURCE_TOOL for tool in tools):
             tools.append(self._reader)
@@ -240,16 +192,24 @@ class MCPToolset:
         """List a server's tools (and note whether it has resources)."""
         spec = self._specs[server]
         if spec.scope == "toolset":
-            pool = self._pool_of(server, "")
+            pool = self._pools.pool_of(server, "")
             tools = await pool.list_server_tools(server)
-            capabilities = await pool.capabilities(server)
+            readable = await self._has_resources(pool, server)
         else:
             async with self._pool([spec]) as pool:
                 tools = await pool.list_server_tools(server)
-                capabilities = await pool.capabilities(server)
-        if capabilities is not None and capabilities.resources is not None:
+                readable = await self._has_resources(pool, server)
+        if readable:
             self._resource_servers.add(server)
         return tools
+
+    @staticmethod
+    async def _has_resources(pool: MCPSessionPool, server: str) -> bool:
+        try:
+            return await pool.has_resources(server)
+        except (MCPToolError, MCPTransportError) as error:
+            logger.debug("MCP server %r: cannot list its resources: %s", server, error)
+            return False
 
     def _accept(self, server: str, tools: list[Tool]) -> None:
         """Use a server's tool list; the version moves only when it changed."""
@@ -285,12 +245,12 @@ class MCPToolset:
                 server,
                 reason,
             )
-            self._spawn(self._retry(server))
+            self._pools.spawn(self._retry(server))
 
     async def _retry(self, server: str) -> None:
         """Try a server that failed to start again, with a growing interval."""
         delay = self.retry_interval_s
-        while not self._closed and server in self._unavailable:
+        while not self._pools.closed and server in self._unavailable:
             await asyncio.sleep(delay)
             try:
                 tools = await self._list(server)
@@ -308,7 +268,7 @@ class MCPToolset:
             self._refreshing[server] = True
             return
         self._refreshing[server] = False
-        self._spawn(self._refresh(server))
+        self._pools.spawn(self._refresh(server))
 
     async def _refresh(self, server: str) -> None:
         try:
@@ -347,7 +307,7 @@ class MCPToolset:
                     prefix=f"{tool.name}:{position}" if position else tool.name,
                 )
             )
-            return _tool_output(decoded)
+            return tool_output(decoded)
 
         policy = self._specs[server].policies.get(tool.name)
         return langchain_tool(
@@ -385,19 +345,21 @@ class MCPToolset:
         prefix: str = "",
     ) -> asyncio.Future[DecodedResult]:
         async def on_loop() -> DecodedResult:
-            pool = self._pool_of(server, run_id)
+            pool = self._pools.pool_of(server, run_id)
             try:
                 decoded = await pool.call_tool_result(
                     server, tool, arguments, hooks=hooks, prefix=prefix
                 )
             finally:
-                if run_id in self._last_used:
-                    self._last_used[run_id] = time.monotonic()
+                self._pools.touch(run_id)
             for uri in decoded.resource_uris:
                 self._resource_owner[uri] = server
+            if decoded.resource_uris and server not in self._resource_servers:
+                self._resource_servers.add(server)  # `read_resource` joins the next plan
+                self._version += 1
             return decoded
 
-        return self._submit(on_loop())
+        return self._pools.submit(on_loop())
 
     async def read_resource(self, uri: str, *, server: str | None = None, run_id: str = "") -> Any:
         """Read a resource (as text, or with placeholders for binary contents).
@@ -421,11 +383,16 @@ class MCPToolset:
                 msg = f"unknown MCP server {server!r}; configured: {', '.join(self._specs)}"
                 raise MCPToolError(msg, tool=READ_RESOURCE_TOOL)
             owner = server or self._resource_owner.get(uri)
-            candidates = [owner] if owner else sorted(self._resource_servers)
+            candidates = (
+                [owner]
+                if owner
+                else [spec.name for spec in self.specs if spec.name in self._resource_servers]
+            )
             failures: list[str] = []
             for candidate in candidates:
                 try:
-                    result = await self._pool_of(candidate, run_id).read_resource(candidate, uri)
+                    pool = self._pools.pool_of(candidate, run_id)
+                    result = await pool.read_resource(candidate, uri)
                 except (MCPToolError, MCPTransportError) as error:
                     failures.append(f"{candidate}: {error}")
                     continue
@@ -433,40 +400,19 @@ class MCPToolset:
             msg = f"cannot read {uri}: " + ("; ".join(failures) or "no server has resources")
             raise MCPToolError(msg, tool=READ_RESOURCE_TOOL)
 
-        return self._submit(on_loop())
+        return self._pools.submit(on_loop())
 
     def _read_resource_tool(self) -> BaseTool:
-        async def read(
-            config: RunnableConfig, uri: str, server: str | None = None
-        ) -> tuple[str, dict[str, Any]]:
-            info = call_info(config)
-            position = info["call_id"].split(":", 1)[-1] if info else ""
-            decoded = await self._read(
-                uri,
-                server=server,
-                run_id=info["run_id"] if info else "",
-                prefix=f"{READ_RESOURCE_TOOL}:{position}" if position else READ_RESOURCE_TOOL,
-            )
-            return _tool_output(decoded)
+        def read(uri: str, server: str | None, run_id: str, prefix: str) -> Any:
+            return self._read(uri, server=server, run_id=run_id, prefix=prefix)
 
-        return StructuredTool.from_function(
-            coroutine=read,
-            name=READ_RESOURCE_TOOL,
-            description=(
-                "Read a resource an MCP tool result mentioned, by its URI (such as "
-                "file:///... or demo://...). `server` is only needed when several "
-                "servers could have it."
-            ),
-            response_format="content_and_artifact",
-            metadata={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
-        )
+        return read_resource_tool(read)
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def sessions_opened(self, run_id: str | None = None) -> dict[str, int]:
         """How many sessions each server has needed: shared ones, or a run's (`run_id`)."""
-        pool = self._shared if run_id is None else self._run_pools.get(run_id)
-        return pool.sessions_opened if pool is not None else {}
+        return self._pools.sessions_opened(run_id)
 
     @property
     def has_run_scope(self) -> bool:
@@ -476,60 +422,22 @@ class MCPToolset:
     @property
     def open_runs(self) -> list[str]:
         """Runs whose own sessions are open."""
-        return list(self._run_pools)
+        return self._pools.open_runs
 
     def release(self, run_id: str) -> None:
         """Close a run's own sessions in the background (called when the run answers)."""
-        loop = self._loop
-        if run_id in self._run_pools and loop is not None and not loop.is_closed():
-            asyncio.run_coroutine_threadsafe(self._close_run(run_id), loop)
+        self._pools.release(run_id)
 
     async def arelease(self, run_id: str) -> None:
         """Close a run's own sessions and wait until their processes exited."""
-        if run_id in self._run_pools:
-            await self._submit(self._close_run(run_id))
-
-    async def _close_run(self, run_id: str) -> None:
-        pool = self._run_pools.pop(run_id, None)
-        self._last_used.pop(run_id, None)
-        if pool is not None:
-            await pool.aclose()
-
-    async def _reap_idle(self) -> None:
-        while self._run_pools:
-            await asyncio.sleep(min(30.0, self.idle_timeout_s))
-            now = time.monotonic()
-            for run_id, used in list(self._last_used.items()):
-                if now - used >= self.idle_timeout_s:
-                    await self._close_run(run_id)
-
-    async def _close_all(self) -> None:
-        for task in [*self._background, *([self._reaper] if self._reaper else [])]:
-            task.cancel()
-        pools = [*self._run_pools.values(), *([self._shared] if self._shared else [])]
-        self._run_pools.clear()
-        self._shared = None
-        await asyncio.gather(*(pool.aclose() for pool in pools), return_exceptions=True)
+        await self._pools.arelease(run_id)
 
     def close(self, timeout: float = 30.0) -> None:
         """Close every session (each server process exits) and stop the background loop.
 
         Safe to call twice; the toolset cannot be used afterwards.
         """
-        with self._lock:
-            loop, self._closed = self._loop, True
-        if loop is None or loop.is_closed():
-            return
-        try:
-            asyncio.run_coroutine_threadsafe(self._close_all(), loop).result(timeout)
-        except Exception as error:  # a server that will not stop must not block the caller
-            logger.warning("closing the MCP sessions: %s", error)
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            if self._thread is not None:
-                self._thread.join(timeout)
-            if not loop.is_running():
-                loop.close()
+        self._pools.close(timeout)
 
     async def aclose(self) -> None:
         """`close` without blocking the caller's event loop."""
@@ -556,14 +464,6 @@ class MCPToolset:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-
-def _tool_output(decoded: DecodedResult) -> tuple[str, dict[str, Any]]:
-    """Content (text) and artifact (the data, and the media kept aside) of a result."""
-    artifact: dict[str, Any] = {RESULT_ARTIFACT: decoded.value}
-    if decoded.attachments:
-        artifact[ATTACHMENTS_ARTIFACT] = decoded.attachments
-    return result_text(decoded.value), artifact
 
 
 @atexit.register

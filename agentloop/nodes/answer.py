@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
@@ -21,7 +22,13 @@ from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
 from agentloop.usage import message_usage, usage_entry
 
-__all__ = ["ANSWER_TAGS", "build_answer_messages", "make_answer", "to_action_results"]
+__all__ = [
+    "ANSWER_TAGS",
+    "build_answer_messages",
+    "make_answer",
+    "media_blocks",
+    "to_action_results",
+]
 
 ANSWER_TAGS = ["agentloop:answer"]
 
@@ -62,10 +69,57 @@ def to_action_results(records: Iterable[ToolExecutionRecord]) -> dict[str, Any]:
     return results
 
 
+MAX_ANSWER_ATTACHMENTS = 8
+"""At most this many media attachments go to the answer model (the latest ones)."""
+_MODALITIES = {"image": "image_inputs", "audio": "audio_inputs"}
+
+
+def media_blocks(
+    records: Iterable[ToolExecutionRecord], model: BaseChatModel | Any
+) -> list[dict[str, Any]]:
+    """The tools' images and audio as content blocks, for a model whose profile accepts them.
+
+    Each block follows a text block naming its handle, as the results name it. A model
+    without a profile gets none (set `model.profile = {"image_inputs": True}` to opt in).
+
+    Args:
+        records: `done_plans`, oldest first.
+        model: The answer model.
+
+    Returns:
+        Content blocks, or none.
+    """
+    profile = getattr(model, "profile", None) or {}
+    wanted = [
+        attachment
+        for record in records
+        if record.get("success")
+        for attachment in record.get("attachments") or []
+        if attachment.get("data") and profile.get(_MODALITIES.get(attachment["kind"], ""))
+    ][-MAX_ANSWER_ATTACHMENTS:]
+    blocks: list[dict[str, Any]] = []
+    for attachment in wanted:
+        blocks.append({"type": "text", "text": f"Attachment {attachment['handle']}:"})
+        blocks.append(
+            {
+                "type": attachment["kind"],
+                "base64": attachment["data"],
+                "mime_type": attachment["mime_type"],
+            }
+        )
+    return blocks
+
+
 def build_answer_messages(
-    user_input: str, user_extra_requirement: str, action_results: dict[str, Any]
+    user_input: str,
+    user_extra_requirement: str,
+    action_results: dict[str, Any],
+    media: Sequence[dict[str, Any]] = (),
 ) -> list[BaseMessage]:
-    """Render the answer request; tool results are injected only when a tool ran."""
+    """Render the answer request; tool results are injected only when a tool ran.
+
+    Media (from `media_blocks`) follow the text in the same human message.
+    """
     system = render_prompt(
         "answer_system",
         user_extra_requirement=(
@@ -79,6 +133,8 @@ def build_answer_messages(
         human += "\n\n" + render_prompt(
             "answer_results", action_results=to_prompt_json(action_results)
         )
+    if media:
+        return [SystemMessage(system), HumanMessage([{"type": "text", "text": human}, *media])]
     return [SystemMessage(system), HumanMessage(human)]
 
 
@@ -106,12 +162,17 @@ class _Answer:
         scope = self.parts.scope(runtime)
         round_state = state.get("round_state") or empty_round_state()
         action_results = to_action_results(round_state["done_plans"])
+        answerers = self.parts.models.answerers(scope.context)
+        media = media_blocks(round_state["done_plans"], answerers[0])
         messages = build_answer_messages(
-            state.get("user_input", ""), state.get("user_extra_requirement", ""), action_results
+            state.get("user_input", ""),
+            state.get("user_extra_requirement", ""),
+            action_results,
+            media,
         )
-        scope.emit("answer_started", tool_results=len(action_results))
+        scope.emit("answer_started", tool_results=len(action_results), media=len(media) // 2)
         arguments = (
-            self.parts.models.answerers(scope.context),
+            answerers,
             messages,
             self.parts.model_retry,
             self.parts.model_limits,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from third_party import own_server
 
 import agentloop.cli
 
@@ -312,3 +313,33 @@ def test_interrupt_exits_130(monkeypatch: pytest.MonkeyPatch, capfd: Any) -> Non
     code = main(["run", "--model", "fake:model", "q"])
     assert code == 130
     assert capfd.readouterr().err.strip().endswith(f"{ERROR_PREFIX}interrupted")
+
+
+def test_quiet_leaves_only_the_answer_even_with_noisy_and_dead_servers(
+    scripted: Any, capfd: Any, tmp_path: Path
+) -> None:
+    config = {
+        "mcpServers": {
+            "dynamic": own_server("dynamic"),  # writes to stderr when it starts and works
+            "late": own_server("wakes_late", str(tmp_path / "never")),  # cannot start
+        }
+    }
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    for quiet in (True, False):
+        scripted(
+            plan_reply("execute", [{"tool_name": "shout", "tool_kwargs": {"text": "hi"}}]),
+            plan_reply("response"),
+            "HI",
+        )
+        flags = ["--quiet"] if quiet else []
+        code = main(["run", "--model", "fake:model", *flags, "--mcp-config", str(path), "shout"])
+        captured = capfd.readouterr()
+        assert code == 0, captured.err
+        assert captured.out == "HI\n"
+        assert "shouting" not in captured.err and "dynamic server starting" not in captured.err
+        assert "loop is closed" not in captured.err and "Traceback" not in captured.err
+        if quiet:
+            assert captured.err == ""
+        else:
+            assert "agentloop: WARNING: MCP server 'late' is unavailable" in captured.err

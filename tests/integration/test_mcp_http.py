@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentloop import create_tool_loop
+from agentloop import GovernanceOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 pytestmark = pytest.mark.integration
@@ -31,7 +31,12 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def http_server() -> Iterator[str]:
+def http_server(http_process: tuple[str, subprocess.Popen[bytes]]) -> str:
+    return http_process[0]
+
+
+@pytest.fixture
+def http_process() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-c", SERVE, str(port)],
@@ -48,7 +53,7 @@ def http_server() -> Iterator[str]:
             time.sleep(0.2)
         else:
             pytest.fail("the HTTP MCP server did not start")
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", process
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -76,3 +81,42 @@ async def test_loop_calls_a_streamable_http_server(http_server: str) -> None:
     assert good["success"] and good["result"]["result"] == 42
     assert bad["success"] is False and bad["error"]
     assert out["answer"] == "42"
+
+
+async def test_a_stopped_server_fails_calls_unless_stale_results_are_allowed(
+    http_process: tuple[str, subprocess.Popen[bytes]],
+) -> None:
+    url, process = http_process
+    calc = {"tool_name": "calculate", "tool_kwargs": {"expression": "6 * 7"}}
+    loops = {}
+    for name, entry in (
+        ("default", {"url": url}),
+        ("stale", {"url": url, "policies": {"calculate": {"stale_fallback_s": 3600}}}),
+    ):
+        planner = ScriptedChatModel(
+            [plan_reply("execute", [calc]), plan_reply("response")] * 2, keep_requests=True
+        )
+        graph = create_tool_loop(
+            planner,
+            [],
+            answer_model=ScriptedChatModel(["a", "b"]),
+            mcp_servers={"mcpServers": {"remote": entry}},
+            governance=GovernanceOptions(default_retry=None),
+        )
+        loops[name] = graph, planner
+        first = await graph.ainvoke({"user_input": "6*7?"})
+        assert first["tool_logs"][0]["result"]["result"] == 42
+
+    process.terminate()
+    process.wait(timeout=30)
+    default = await loops["default"][0].ainvoke({"user_input": "6*7 again?"})
+    (failed,) = default["tool_logs"]
+    assert failed["success"] is False and not failed.get("stale")
+    assert failed["result"] != {"result": 42}
+
+    graph, planner = loops["stale"]
+    stale = await graph.ainvoke({"user_input": "6*7 again?"})
+    (record,) = stale["tool_logs"]
+    assert record["success"] is False and record["stale"] is True
+    assert record["result"]["result"] == 42 and record["stale_age_s"] >= 0
+    assert "stale_age_s" in str(planner.requests[-1][-1].content)

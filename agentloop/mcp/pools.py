@@ -1,0 +1,175 @@
+"""Where a toolset's sessions live: one background event loop, a shared pool, run pools.
+
+Servers with `"scope": "toolset"` share one `MCPSessionPool`; each run gets its own pool
+for the `"scope": "run"` servers, closed when the run answers or once idle. Everything
+runs on a background event loop owned by the toolset, so sessions work the same under
+`invoke` (a fresh event loop per call), `ainvoke`, Jupyter and LangGraph's server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+from agentloop.mcp.config import MCPServerSpec
+from agentloop.mcp.session import MCPSessionPool
+
+__all__ = ["SessionPools"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+PoolFactory = Callable[[Sequence[MCPServerSpec]], MCPSessionPool]
+
+
+class SessionPools:
+    """The background loop of a toolset and the session pools on it.
+
+    Args:
+        specs: Every server of the toolset.
+        make_pool: Builds a pool for some servers.
+        idle_timeout_s: A run's pool closes after this long without a call.
+    """
+
+    def __init__(
+        self, specs: Sequence[MCPServerSpec], make_pool: PoolFactory, idle_timeout_s: float
+    ) -> None:
+        self._specs = {spec.name: spec for spec in specs}
+        self._make_pool = make_pool
+        self.idle_timeout_s = idle_timeout_s
+        self.closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._shared: MCPSessionPool | None = None
+        self._run_pools: dict[str, MCPSessionPool] = {}
+        self._last_used: dict[str, float] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self._reaper: asyncio.Task[None] | None = None
+
+    # -- the background event loop -------------------------------------------------------
+
+    def ensure_loop(self) -> asyncio.AbstractEventLoop:
+        """The background loop, started on first use.
+
+        Raises:
+            RuntimeError: The pools are closed.
+        """
+        with self._lock:
+            if self.closed:
+                msg = "the MCPToolset is closed"
+                raise RuntimeError(msg)
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="agentloop-mcp", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+        """Run a coroutine on the background loop; await the returned future anywhere."""
+        try:
+            loop = self.ensure_loop()
+        except RuntimeError:
+            coroutine.close()
+            raise
+        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, loop))
+
+    def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        """Start a background task (from the background loop); it is cancelled on close."""
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- pools ---------------------------------------------------------------------------
+
+    def pool_of(self, server: str, run_id: str) -> MCPSessionPool:
+        """The pool a call uses: the shared one, or its run's (on the background loop)."""
+        if self._specs[server].scope == "toolset":
+            if self._shared is None:
+                self._shared = self._make_pool(
+                    [spec for spec in self._specs.values() if spec.scope == "toolset"]
+                )
+            return self._shared
+        pool = self._run_pools.get(run_id)
+        if pool is None:
+            pool = self._run_pools[run_id] = self._make_pool(
+                [spec for spec in self._specs.values() if spec.scope == "run"]
+            )
+            if self._reaper is None or self._reaper.done():
+                self._reaper = asyncio.get_running_loop().create_task(self._reap_idle())
+        self.touch(run_id)
+        return pool
+
+    def touch(self, run_id: str) -> None:
+        """Note that a run used its pool now (it stays open while used)."""
+        if run_id in self._run_pools:
+            self._last_used[run_id] = time.monotonic()
+
+    def sessions_opened(self, run_id: str | None = None) -> dict[str, int]:
+        """How many sessions each server has needed: shared ones, or a run's (`run_id`)."""
+        pool = self._shared if run_id is None else self._run_pools.get(run_id)
+        return pool.sessions_opened if pool is not None else {}
+
+    @property
+    def open_runs(self) -> list[str]:
+        """Runs whose own sessions are open."""
+        return list(self._run_pools)
+
+    def release(self, run_id: str) -> None:
+        """Close a run's pool in the background."""
+        loop = self._loop
+        if run_id in self._run_pools and loop is not None and not loop.is_closed():
+            asyncio.run_coroutine_threadsafe(self._close_run(run_id), loop)
+
+    async def arelease(self, run_id: str) -> None:
+        """Close a run's pool and wait until its processes exited."""
+        if run_id in self._run_pools:
+            await self.submit(self._close_run(run_id))
+
+    async def _close_run(self, run_id: str) -> None:
+        pool = self._run_pools.pop(run_id, None)
+        self._last_used.pop(run_id, None)
+        if pool is not None:
+            await pool.aclose()
+
+    async def _reap_idle(self) -> None:
+        while self._run_pools:
+            await asyncio.sleep(min(30.0, self.idle_timeout_s))
+            now = time.monotonic()
+            for run_id, used in list(self._last_used.items()):
+                if now - used >= self.idle_timeout_s:
+                    await self._close_run(run_id)
+
+    # -- closing -------------------------------------------------------------------------
+
+    async def _close_all(self) -> None:
+        for task in [*self._background, *([self._reaper] if self._reaper else [])]:
+            task.cancel()
+        pools = [*self._run_pools.values(), *([self._shared] if self._shared else [])]
+        self._run_pools.clear()
+        self._shared = None
+        await asyncio.gather(*(pool.aclose() for pool in pools), return_exceptions=True)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Close every pool (each server process exits) and stop the background loop."""
+        with self._lock:
+            loop, self.closed = self._loop, True
+        if loop is None or loop.is_closed():
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._close_all(), loop).result(timeout)
+        except Exception as error:  # a server that will not stop must not block the caller
+            logger.warning("closing the MCP sessions: %s", error)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            if self._thread is not None:
+                self._thread.join(timeout)
+            if not loop.is_running():
+                loop.close()
