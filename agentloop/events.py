@@ -12,6 +12,7 @@ __all__ = ["EVENT_TYPES", "Emit", "EventType", "make_emitter", "null_emit"]
 
 EventType = Literal[
     "round_started",
+    "plan_reasked",
     "plan_decided",
     "tool_queued",
     "tool_started",

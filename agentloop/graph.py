@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -30,6 +30,7 @@ from agentloop.nodes import (
     route_start,
 )
 from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions, group_flat_options
+from agentloop.prompts import PromptSet, PromptSource
 from agentloop.redaction import Redactor, install_log_redaction
 from agentloop.settings import LoopContext, LoopSettings, PlanMode
 from agentloop.state import InputState, LoopState, OutputState
@@ -53,6 +54,7 @@ def create_tool_loop(
     max_rounds: int = 5,
     concurrency: int | None = None,
     plan_mode: PlanMode = "json",
+    prompts: Mapping[str, PromptSource] | None = None,
     governance: GovernanceOptions | None = None,
     planning: PlanningOptions | None = None,
     models: ModelOptions | None = None,
@@ -78,6 +80,10 @@ def create_tool_loop(
         concurrency: Most tool calls running at once (None: no limit).
         plan_mode: `"json"` (the plan as message text: any chat model) or `"tool"`
             (native structured output through tool calling).
+        prompts: Templates that replace the shipped ones, by name (`plan_system`,
+            `plan_user`, `plan_reask`, `rollback_note`, `answer_system`, `answer_user`,
+            `answer_results`): the text, or a file path. Checked now: a template that uses
+            a `$name` it may not is a `ConfigurationError` (`PROMPT_VARIABLES` lists them).
         governance: How tools may be called (`GovernanceOptions`: policies,
             interceptors, timeouts, retries, cache, threads, redaction, ledger).
         planning: How rounds are planned and bounded (`PlanningOptions`).
@@ -108,6 +114,10 @@ def create_tool_loop(
         keep_tool_results=planning.keep_tool_results,
         max_consecutive_rollbacks=planning.max_consecutive_rollbacks,
         max_commands_per_round=planning.max_commands_per_round,
+        plan_reasks=planning.plan_reasks,
+        max_plan_calls=planning.max_plan_calls,
+        history_turns=planning.history_turns,
+        history_chars=planning.history_chars,
         name=name,
     )
     toolset = (
@@ -143,6 +153,7 @@ def create_tool_loop(
         prices=models.prices,
         ledger=governance.ledger,
         redact=redact,
+        prompts=PromptSet(prompts),
     )
     if toolset is not None and toolset.model is None:
         toolset.model = parts.models.model  # answers the servers' sampling requests

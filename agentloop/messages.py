@@ -5,9 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import AnyMessage, BaseMessage, BaseMessageChunk, HumanMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    BaseMessageChunk,
+    HumanMessage,
+)
 
-__all__ = ["last_human", "message_text", "resolve_request"]
+__all__ = ["conversation_turns", "last_human", "message_text", "resolve_request"]
 
 
 def message_text(message: BaseMessageChunk | BaseMessage) -> str:
@@ -46,3 +52,47 @@ def resolve_request(state: Mapping[str, Any]) -> tuple[str, HumanMessage | None]
     if human is not None and (not user_input or (fresh_message and stale_input)):
         return message_text(human).strip(), human
     return user_input, None
+
+
+def conversation_turns(
+    messages: Sequence[AnyMessage], *, max_turns: int, max_chars: int
+) -> list[dict[str, str]]:
+    """The earlier turns of a conversation, for context: newest kept, oldest first.
+
+    The messages before the newest human message (the request being answered), only
+    the user's questions and the final answers (no tool calls, tool results or system
+    messages), at most `max_turns` user messages and `max_chars` characters in all.
+
+    Returns:
+        `[{"role": "user" | "assistant", "text": ...}, ...]`, oldest first.
+    """
+    if max_turns <= 0 or max_chars <= 0:
+        return []
+    end = len(messages)
+    while end > 0 and not isinstance(messages[end - 1], HumanMessage):
+        end -= 1
+    turns: list[dict[str, str]] = []
+    users, room = 0, max_chars
+    for message in reversed(messages[: max(end - 1, 0)]):
+        if isinstance(message, HumanMessage):
+            role = "user"
+        elif isinstance(message, AIMessage) and not message.tool_calls:
+            role = "assistant"
+        else:
+            continue
+        text = message_text(message).strip()
+        if not text:
+            continue
+        if role == "user" and users == max_turns:
+            break
+        if len(text) > room:
+            if turns:
+                break
+            text = "[...] " + text[len(text) - room :]
+        turns.append({"role": role, "text": text})
+        room -= len(text)
+        users += role == "user"
+        if room <= 0:
+            break
+    turns.reverse()
+    return turns

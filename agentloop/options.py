@@ -86,11 +86,23 @@ class PlanningOptions:
         max_consecutive_rollbacks: Rounds in a row that may be rolled back.
         max_commands_per_round: Commands of one plan that run; the excess become refused
             records (`too_many_commands`) that tell the planner why.
+        plan_reasks: Times an unusable plan (no JSON, no decision, `execute` without a
+            usable command) goes back to the planner with what was wrong, before the run
+            stops with status `planner_failed`.
+        max_plan_calls: Most planner calls of one run, rounds, re-asks and rollbacks
+            together (None: `(max_rounds + max_consecutive_rollbacks) * (1 + plan_reasks)`).
+        history_turns: Earlier turns of the conversation (a user message and the loop's
+            answer) the planner and the answer model see, newest first.
+        history_chars: Most characters of those turns.
     """
 
     keep_tool_results: int = 5
     max_consecutive_rollbacks: int = 5
     max_commands_per_round: int = 64
+    plan_reasks: int = 2
+    max_plan_calls: int | None = None
+    history_turns: int = 5
+    history_chars: int = 6_000
 
 
 @dataclass(frozen=True)
@@ -119,7 +131,11 @@ class ModelOptions:
 
 _FLAT: dict[str, tuple[str, str]] = {
     **{item.name: ("governance", item.name) for item in fields(GovernanceOptions)},
-    **{item.name: ("planning", item.name) for item in fields(PlanningOptions)},
+    **{
+        item.name: ("planning", item.name)
+        for item in fields(PlanningOptions)
+        if item.name in ("keep_tool_results", "max_consecutive_rollbacks", "max_commands_per_round")
+    },
     "fallback_models": ("models", "fallbacks"),
     "model_retry": ("models", "retry"),
     "model_limits": ("models", "limits"),

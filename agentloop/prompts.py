@@ -1,23 +1,29 @@
-"""Prompt templates: files shipped with the package, rendered strictly.
+"""Prompt templates: files shipped with the package, or a user's own, rendered strictly.
 
 Templates use `$name` placeholders (`string.Template`), so JSON braces need no escaping.
-Rendering fails on a missing variable and on an unknown one, so a typo never reaches a model.
+Rendering fails on a missing variable and on an unknown one, so a typo never reaches a
+model. `PromptSet` holds one loop's templates: the shipped ones, with any of them
+replaced by text or a file (`create_tool_loop(prompts=...)`), checked when the loop is
+built against the variables each template may use.
 """
 
 from __future__ import annotations
 
 import json
 import string
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from agentloop._deprecation import deprecated_alias
-from agentloop.errors import PromptTemplateError
+from agentloop.errors import ConfigurationError, PromptTemplateError
 
 __all__ = [
+    "PROMPT_VARIABLES",
     "PromptFile",
+    "PromptSet",
     "load_prompt",
     "prompts_dir",
     "quote_user_text",
@@ -109,6 +115,104 @@ def load_prompt(name: str) -> PromptFile:
 def render_prompt(name: str, **values: Any) -> str:
     """Load and render a template in one call."""
     return load_prompt(name).render(**values).strip()
+
+
+PROMPT_VARIABLES: dict[str, frozenset[str]] = {
+    "plan_system": frozenset({"plan_example", "max_rounds"}),
+    "plan_user": frozenset(
+        {
+            "available_tools",
+            "conversation",
+            "user_input",
+            "user_extra_requirement",
+            "done_plans",
+            "last_round_records",
+            "round_number",
+            "round_index",
+            "max_rounds",
+            "rollback_note",
+        }
+    ),
+    "plan_reask": frozenset({"problem", "reply", "plan_example"}),
+    "rollback_note": frozenset({"reasons"}),
+    "answer_system": frozenset({"user_extra_requirement"}),
+    "answer_user": frozenset({"user_input", "conversation"}),
+    "answer_results": frozenset({"action_results"}),
+}
+"""Each template the loop renders, and the variables a template of that name may use."""
+
+PromptSource = str | Path
+"""A template's text, or the path of a file holding it."""
+
+
+class PromptSet:
+    """The prompt templates of one loop: the shipped ones, some replaced by the user's.
+
+    Args:
+        overrides: `{template name: text or file path}`; a `Path`, or a string naming an
+            existing file, is read from disk.
+
+    Raises:
+        ConfigurationError: An unknown template name, a file that cannot be read, an
+            invalid template, or a `$name` the template may not use.
+    """
+
+    def __init__(self, overrides: Mapping[str, PromptSource] | None = None) -> None:
+        self._templates = {name: load_prompt(name) for name in PROMPT_VARIABLES}
+        for name, source in (overrides or {}).items():
+            if name not in PROMPT_VARIABLES:
+                known = ", ".join(sorted(PROMPT_VARIABLES))
+                msg = f"prompts: no template named {name!r}; the templates are {known}"
+                raise ConfigurationError(msg)
+            self._templates[name] = _user_template(name, source)
+        self.overridden = frozenset(overrides or ())
+
+    def render(self, name: str, **values: Any) -> str:
+        """Render a template with the variables it uses (others are not shown).
+
+        Raises:
+            PromptTemplateError: The template uses a variable that was not given.
+        """
+        template = self._templates[name]
+        return template.render(
+            **{key: values[key] for key in template.variables if key in values}
+        ).strip()
+
+
+def _user_template(name: str, source: PromptSource) -> PromptFile:
+    text = _read_source(name, source)
+    try:
+        template = PromptFile(name, text)
+    except PromptTemplateError as error:
+        raise ConfigurationError(str(error)) from error
+    unknown = sorted(template.variables - PROMPT_VARIABLES[name])
+    if unknown:
+        allowed = ", ".join(f"${variable}" for variable in sorted(PROMPT_VARIABLES[name]))
+        names = ", ".join(f"${variable}" for variable in unknown)
+        msg = f"prompt {name!r} uses {names}, which it may not; it may use {allowed}"
+        raise ConfigurationError(msg)
+    return template
+
+
+def _read_source(name: str, source: PromptSource) -> str:
+    if isinstance(source, Path) or _looks_like_path(source):
+        try:
+            return Path(source).read_text(encoding="utf-8")
+        except OSError as error:
+            msg = f"prompt {name!r}: cannot read {source}: {error}"
+            raise ConfigurationError(msg) from error
+    if not isinstance(source, str) or not source.strip():
+        msg = f"prompt {name!r} must be non-empty text or a file path, got {source!r}"
+        raise ConfigurationError(msg)
+    return source
+
+
+def _looks_like_path(source: object) -> bool:
+    """A one-line string naming a `.md` / `.txt` file, or any existing file."""
+    if not isinstance(source, str) or "\n" in source or len(source) > 1024:
+        return False
+    path = Path(source)
+    return path.suffix in (".md", ".txt") or path.is_file()
 
 
 def __getattr__(name: str) -> Any:

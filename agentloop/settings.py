@@ -27,6 +27,10 @@ class LoopSettings:
     keep_tool_results: int = 5
     max_consecutive_rollbacks: int = 5
     max_commands_per_round: int = 64
+    plan_reasks: int = 2
+    max_plan_calls: int | None = None
+    history_turns: int = 5
+    history_chars: int = 6_000
     name: str = "tool_loop"
 
     def __post_init__(self) -> None:
@@ -51,6 +55,23 @@ class LoopSettings:
         if not isinstance(self.max_commands_per_round, int) or self.max_commands_per_round < 1:
             msg = f"max_commands_per_round must be an int >= 1, got {self.max_commands_per_round!r}"
             raise ConfigurationError(msg)
+        for name in ("plan_reasks", "history_turns", "history_chars"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                msg = f"{name} must be an int >= 0, got {value!r}"
+                raise ConfigurationError(msg)
+        if self.max_plan_calls is not None and (
+            not isinstance(self.max_plan_calls, int) or self.max_plan_calls < 1
+        ):
+            msg = f"max_plan_calls must be None or an int >= 1, got {self.max_plan_calls!r}"
+            raise ConfigurationError(msg)
+
+    @property
+    def plan_call_limit(self) -> int:
+        """Most planner calls of one run: rounds, re-asks and rollbacks together."""
+        if self.max_plan_calls is not None:
+            return self.max_plan_calls
+        return (self.max_rounds + self.max_consecutive_rollbacks) * (1 + self.plan_reasks)
 
     def with_context(self, context: Any) -> LoopSettings:
         """Return these settings overridden by the non-None fields of a run's context."""

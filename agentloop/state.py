@@ -310,6 +310,8 @@ class LoopState(OutputState, total=False):
     """The run's limits, for the routers."""
     consecutive_rollbacks: int
     """How many rounds in a row were rolled back."""
+    plan_calls: int
+    """How many planner calls this run made (rounds, re-asks and rollbacks together)."""
     rollback_note: str
     """Told to the planner after a rollback."""
     answered_input: str

@@ -13,11 +13,12 @@ from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
 from agentloop.errors import ModelBehaviorError
-from agentloop.messages import message_text
+from agentloop.messages import conversation_turns, message_text
 from agentloop.model_calls import Answer, ainvoke_answer, invoke_answer
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.parts import LoopParts
-from agentloop.prompts import quote_user_text, render_prompt, to_prompt_json
+from agentloop.planning.prompt import conversation_text, default_prompts
+from agentloop.prompts import PromptSet, quote_user_text, to_prompt_json
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
 from agentloop.usage import message_usage, usage_entry
@@ -115,12 +116,17 @@ def build_answer_messages(
     user_extra_requirement: str,
     action_results: dict[str, Any],
     media: Sequence[dict[str, Any]] = (),
+    *,
+    conversation: Sequence[dict[str, str]] = (),
+    prompts: PromptSet | None = None,
 ) -> list[BaseMessage]:
     """Render the answer request; tool results are injected only when a tool ran.
 
-    Media (from `media_blocks`) follow the text in the same human message.
+    Earlier turns of the conversation come before the request; media (from
+    `media_blocks`) follow the text in the same human message.
     """
-    system = render_prompt(
+    prompts = prompts or default_prompts()
+    system = prompts.render(
         "answer_system",
         user_extra_requirement=(
             f"Also follow this requirement: {quote_user_text(user_extra_requirement)}"
@@ -128,9 +134,13 @@ def build_answer_messages(
             else ""
         ),
     )
-    human = render_prompt("answer_user", user_input=quote_user_text(user_input))
+    human = prompts.render(
+        "answer_user",
+        user_input=quote_user_text(user_input),
+        conversation=conversation_text(conversation),
+    )
     if action_results:
-        human += "\n\n" + render_prompt(
+        human += "\n\n" + prompts.render(
             "answer_results", action_results=to_prompt_json(action_results)
         )
     if media:
@@ -150,6 +160,8 @@ class _AnswerCall:
     action_results: dict[str, Any]
     arguments: tuple[Any, ...]
     started: float
+    unplanned: str = ""
+    """The reply when the planner failed before any tool ran (no model is asked then)."""
 
 
 class _Answer:
@@ -164,12 +176,26 @@ class _Answer:
         action_results = to_action_results(round_state["done_plans"])
         answerers = self.parts.models.answerers(scope.context)
         media = media_blocks(round_state["done_plans"], answerers[0])
+        settings = scope.settings
         messages = build_answer_messages(
             state.get("user_input", ""),
             state.get("user_extra_requirement", ""),
             action_results,
             media,
+            conversation=conversation_turns(
+                state.get("messages") or [],
+                max_turns=settings.history_turns,
+                max_chars=settings.history_chars,
+            ),
+            prompts=self.parts.prompts,
         )
+        unplanned = ""
+        if state.get("status") == "planner_failed" and not action_results:
+            reason = state.get("status_reason") or "no usable plan"
+            unplanned = (
+                f"I could not answer: {reason}. No tool was consulted, so rather than "
+                "guess, I give no answer."
+            )
         scope.emit("answer_started", tool_results=len(action_results), media=len(media) // 2)
         arguments = (
             answerers,
@@ -179,7 +205,7 @@ class _Answer:
             message_text,
             _configure,
         )
-        return _AnswerCall(scope, action_results, arguments, time.perf_counter())
+        return _AnswerCall(scope, action_results, arguments, time.perf_counter(), unplanned)
 
     def _update(
         self,
@@ -196,6 +222,8 @@ class _Answer:
         if error is not None:
             text = f"I could not produce an answer: {error}"
             status, reason = "answer_failed", str(error)
+        elif call.unplanned:
+            text = call.unplanned
         else:
             text = message_text(reply) if reply is not None else ""
         if answer is not None and answer.cut:
@@ -225,6 +253,8 @@ class _Answer:
 
     def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         call = self._request(state, runtime)
+        if call.unplanned:
+            return self._update(state, call, None)
         try:
             answer = invoke_answer(*call.arguments)
         except ModelBehaviorError as error:
@@ -233,6 +263,8 @@ class _Answer:
 
     async def ainvoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         call = self._request(state, runtime)
+        if call.unplanned:
+            return self._update(state, call, None)
         try:
             answer = await ainvoke_answer(*call.arguments)
         except ModelBehaviorError as error:

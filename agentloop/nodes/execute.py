@@ -21,7 +21,6 @@ from langgraph.types import Overwrite, Send
 
 from agentloop.durability import call_key
 from agentloop.nodes.parts import LoopParts
-from agentloop.prompts import render_prompt
 from agentloop.settings import LoopContext
 from agentloop.state import (
     LoopState,
@@ -261,7 +260,7 @@ def make_collect(parts: LoopParts) -> Any:
             return {
                 **update,
                 "consecutive_rollbacks": rollbacks + 1,
-                "rollback_note": render_prompt("rollback_note", reasons="\n".join(reasons)),
+                "rollback_note": parts.prompts.render("rollback_note", reasons="\n".join(reasons)),
                 "rollbacks": [
                     *(state.get("rollbacks") or []),
                     {

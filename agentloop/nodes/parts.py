@@ -12,6 +12,7 @@ from agentloop.durability import SideEffectLedger
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelProvider
+from agentloop.prompts import PromptSet
 from agentloop.redaction import Redact
 from agentloop.settings import LoopSettings, RunScope
 from agentloop.tools.catalog import ToolCatalog
@@ -42,6 +43,8 @@ class LoopParts:
     """A ledger given explicitly; otherwise the one that goes with the checkpointer."""
     redact: Redact | None = None
     """Applied to every string the loop writes to state, events and prompts."""
+    prompts: PromptSet = field(default_factory=PromptSet)
+    """The loop's prompt templates (the shipped ones, or the user's)."""
 
     def scope(self, runtime: Runtime[Any]) -> RunScope:
         """The scope of one node call."""

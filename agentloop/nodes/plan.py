@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -11,16 +12,17 @@ from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
 from agentloop.errors import ConfigurationError, ModelBehaviorError, model_error_message
-from agentloop.messages import message_text
+from agentloop.messages import conversation_turns, message_text
 from agentloop.model_calls import arun_with_retries, run_with_retries
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.parts import LoopParts
+from agentloop.planning.check import plan_example, plan_problem, reask_message
 from agentloop.planning.normalize import unparseable_decision
 from agentloop.planning.prompt import PLAN_TOOL, build_plan_messages
 from agentloop.planning.reader import PlanRead
 from agentloop.settings import LoopContext, RunScope
-from agentloop.state import LoopState, empty_round_state
+from agentloop.state import LoopState, PlanDecision, empty_round_state
 from agentloop.usage import usage_entry
 
 __all__ = ["PLAN_TAGS", "make_plan"]
@@ -47,57 +49,124 @@ def plan_chunk_size(chunk: BaseMessageChunk) -> int:
     return len(message_text(chunk)) + sum(len(call.get("args") or "") for call in calls)
 
 
+@dataclass
+class _Attempts:
+    """The planner calls of one plan node run: the request, what came back, the usage."""
+
+    scope: RunScope
+    models: list[BaseChatModel]
+    messages: list[BaseMessage]
+    example: str
+    started: float = field(default_factory=time.perf_counter)
+    calls: int = 0
+    reasks: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    model: str = ""
+
+    def count(self, read: PlanRead) -> None:
+        self.calls += 1
+        self.tokens_in += read.tokens_in
+        self.tokens_out += read.tokens_out
+        self.model = read.model
+
+
 class _Plan:
     """The plan node of one loop (sync and async)."""
 
     def __init__(self, parts: LoopParts) -> None:
         self.parts = parts
+        self._example: tuple[str, str] = ("", "")
 
     def _bounded(self) -> BoundedRead[BaseMessageChunk]:
         limits = self.parts.model_limits
         return BoundedRead("plan", limits, limits.max_plan_chars, plan_chunk_size)
 
-    def _request(
-        self, state: LoopState, runtime: Runtime[LoopContext]
-    ) -> tuple[RunScope, list[BaseChatModel], list[BaseMessage]]:
+    def _plan_example(self) -> str:
+        """A plan written with the loop's real tools (rebuilt when the tools change)."""
+        tool_list = self.parts.tool_list
+        if self._example[0] != tool_list:
+            self._example = (tool_list, plan_example(self.parts.registry.descriptions))
+        return self._example[1]
+
+    def _request(self, state: LoopState, runtime: Runtime[LoopContext]) -> _Attempts:
         scope = self.parts.scope(runtime)
+        settings = scope.settings
         round_state = state.get("round_state") or empty_round_state()
+        example = self._plan_example()
         messages = build_plan_messages(
             user_input=state.get("user_input", ""),
             user_extra_requirement=state.get("user_extra_requirement", ""),
             available_tools=self.parts.tool_list,
             round_state=round_state,
-            max_rounds=scope.settings.max_rounds,
-            keep_tool_results=scope.settings.keep_tool_results,
+            max_rounds=settings.max_rounds,
+            keep_tool_results=settings.keep_tool_results,
             rollback_note=state.get("rollback_note", ""),
+            conversation=conversation_turns(
+                state.get("messages") or [],
+                max_turns=settings.history_turns,
+                max_chars=settings.history_chars,
+            ),
+            plan_example=example,
+            prompts=self.parts.prompts,
         )
         scope.emit(
             "round_started",
             round_index=round_state["round_index"],
             replan=bool(state.get("rollback_note")),
         )
-        return scope, self.parts.models.planners(scope.context), messages
+        return _Attempts(scope, self.parts.models.planners(scope.context), messages, example)
+
+    def _calls_left(self, state: LoopState, attempts: _Attempts) -> int:
+        limit = attempts.scope.settings.plan_call_limit
+        return limit - (state.get("plan_calls") or 0) - attempts.calls
+
+    def _judge(self, read: PlanRead) -> tuple[PlanDecision, str]:
+        """The decision a reply gives, and why it cannot be used ("" when it can)."""
+        if read.cut and not read.short:
+            reason = f"the reply was cut: {read.cut}"
+            return unparseable_decision(reason, read.reader.parser.text), reason
+        decision = read.reader.decision(short_circuited=read.short)
+        registry = self.parts.registry
+        return decision, plan_problem(decision, lambda name: registry.get(name) is not None)
+
+    def _reask(self, attempts: _Attempts, read: PlanRead, problem: str) -> None:
+        """Ask the planner again, telling it what was wrong with its reply."""
+        attempts.reasks += 1
+        attempts.scope.emit("plan_reasked", attempt=attempts.reasks, reason=problem)
+        reply = read.reader.parser.text or read.reader.text_parser.text
+        message = reask_message(self.parts.prompts, problem, reply, attempts.example)
+        attempts.messages = [*attempts.messages[:2], message]
+
+    def _may_reask(self, state: LoopState, attempts: _Attempts, problem: str) -> bool:
+        return (
+            bool(problem)
+            and attempts.reasks < attempts.scope.settings.plan_reasks
+            and self._calls_left(state, attempts) > 0
+        )
 
     def _finish(
         self,
-        scope: RunScope,
+        state: LoopState,
+        attempts: _Attempts,
         read: PlanRead | None,
-        *,
-        started: float,
-        error: BaseException | None,
+        error: BaseException | None = None,
     ) -> dict[str, Any]:
+        scope = attempts.scope
         failure = ""
         if read is None:
-            message = model_error_message(error) if error else "the planner produced nothing"
-            failure = f"planner model failed: {message}"
+            if error is not None:
+                failure = f"planner model failed: {model_error_message(error)}"
+            else:
+                limit = scope.settings.plan_call_limit
+                failure = f"the run reached its limit of {limit} planner calls"
             decision = unparseable_decision(failure)
             chunks, short = 0, False
-        elif read.cut and not read.short:
-            failure = f"planner output was cut: {read.cut}"
-            decision = unparseable_decision(failure, read.reader.parser.text)
-            chunks, short = read.reader.chunks, False
         else:
-            decision = read.reader.decision(short_circuited=read.short)
+            decision, problem = self._judge(read)
+            if problem:
+                failure = f"the plan could not be used: {problem}"
+                decision = {**unparseable_decision(problem, read.reader.parser.text)}
             chunks, short = read.reader.chunks, read.short
         scope.emit(
             "plan_decided",
@@ -105,25 +174,33 @@ class _Plan:
             command_count=len(decision["execution_commands"]),
             short_circuited=short,
             chunks=chunks,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            duration_ms=round((time.perf_counter() - attempts.started) * 1000, 3),
             parse_error=decision.get("parse_error", ""),
+            reasks=attempts.reasks,
         )
-        update: dict[str, Any] = {"decision": decision, "rollback_note": ""}
+        update: dict[str, Any] = {
+            "decision": decision,
+            "rollback_note": "",
+            "plan_calls": (state.get("plan_calls") or 0) + attempts.calls,
+        }
         if failure:
             update.update(status="planner_failed", status_reason=failure)
-        if read is not None:
-            entry = usage_entry(read.model, read.tokens_in, read.tokens_out, self.parts.prices)
+        if attempts.calls:
+            entry = usage_entry(
+                attempts.model, attempts.tokens_in, attempts.tokens_out, self.parts.prices
+            )
+            entry["model_calls"] = attempts.calls
             update["usage"] = {scope.settings.name: entry}
         return self.parts.safe(update)
 
     def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        scope, models, messages = self._request(state, runtime)
-        tool_mode = scope.settings.plan_mode == "tool"
-        started = time.perf_counter()
+        attempts = self._request(state, runtime)
+        tool_mode = attempts.scope.settings.plan_mode == "tool"
 
         def attempt(model: BaseChatModel) -> PlanRead:
             read, bounded = PlanRead.start(model, tool_mode), self._bounded()
-            chunks = bounded.iterate(lambda: _runnable(model, tool_mode).stream(messages))
+            request = attempts.messages
+            chunks = bounded.iterate(lambda: _runnable(model, tool_mode).stream(request))
             try:
                 for chunk in chunks:
                     if read.feed(chunk):
@@ -133,20 +210,26 @@ class _Plan:
             read.cut = bounded.cut
             return read
 
-        try:
-            read = run_with_retries(models, attempt, self.parts.model_retry)
-        except ModelBehaviorError as error:
-            return self._finish(scope, None, started=started, error=error)
-        return self._finish(scope, read, started=started, error=None)
+        read: PlanRead | None = None
+        while self._calls_left(state, attempts) > 0:
+            try:
+                read = run_with_retries(attempts.models, attempt, self.parts.model_retry)
+            except ModelBehaviorError as error:
+                return self._finish(state, attempts, None, error)
+            attempts.count(read)
+            _, problem = self._judge(read)
+            if not self._may_reask(state, attempts, problem):
+                break
+            self._reask(attempts, read, problem)
+        return self._finish(state, attempts, read)
 
     async def ainvoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        scope, models, messages = self._request(state, runtime)
-        tool_mode = scope.settings.plan_mode == "tool"
-        started = time.perf_counter()
+        attempts = self._request(state, runtime)
+        tool_mode = attempts.scope.settings.plan_mode == "tool"
 
         async def attempt(model: BaseChatModel) -> PlanRead:
             read, bounded = PlanRead.start(model, tool_mode), self._bounded()
-            chunks = bounded.aiterate(_runnable(model, tool_mode).astream(messages))
+            chunks = bounded.aiterate(_runnable(model, tool_mode).astream(attempts.messages))
             try:
                 async for chunk in chunks:
                     if read.feed(chunk):
@@ -156,11 +239,18 @@ class _Plan:
             read.cut = bounded.cut
             return read
 
-        try:
-            read = await arun_with_retries(models, attempt, self.parts.model_retry)
-        except ModelBehaviorError as error:
-            return self._finish(scope, None, started=started, error=error)
-        return self._finish(scope, read, started=started, error=None)
+        read: PlanRead | None = None
+        while self._calls_left(state, attempts) > 0:
+            try:
+                read = await arun_with_retries(attempts.models, attempt, self.parts.model_retry)
+            except ModelBehaviorError as error:
+                return self._finish(state, attempts, None, error)
+            attempts.count(read)
+            _, problem = self._judge(read)
+            if not self._may_reask(state, attempts, problem):
+                break
+            self._reask(attempts, read, problem)
+        return self._finish(state, attempts, read)
 
 
 def make_plan(parts: LoopParts) -> LoopNode:

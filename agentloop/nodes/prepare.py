@@ -80,6 +80,7 @@ def make_prepare(parts: LoopParts) -> Any:
             "tool_logs": Overwrite([]),
             "rollbacks": [],
             "consecutive_rollbacks": 0,
+            "plan_calls": 0,
             "rollback_note": "",
             "round_calls": [],
             "call_results": Overwrite({}),

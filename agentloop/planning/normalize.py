@@ -30,8 +30,10 @@ def normalize_plan_decision(raw: Any) -> PlanDecision:
     executor reports them.
 
     A missing or invalid `next_action` becomes `execute` when there is at
-    least one valid command, else `response`. A `response` never carries
-    commands, and an `execute` without commands becomes a `response`.
+    least one valid command. A reply that is neither a usable `execute` nor a
+    clean `response` (no decision at all, an unknown `next_action`, `execute`
+    without a usable command) is a `response` with `parse_error` saying why, so
+    the planner can be asked again; it never passes for a plain `response`.
 
     Args:
         raw: The decoded planner output, usually a dict.
@@ -45,18 +47,43 @@ def normalize_plan_decision(raw: Any) -> PlanDecision:
         return {"next_action": "response", "execution_commands": [], "parse_error": reason}
 
     default_todo = _first_text(raw, ("next", "todo_suggestion"))
+    items = _command_items(raw)
     commands: list[ToolCommand] = []
-    for item in _command_items(raw):
+    for item in items:
         command = _normalize_command(item, default_todo)
         if command is not None:
             commands.append(command)
 
-    action = _as_text(raw.get("next_action")).strip().lower()
-    if action not in _ACTIONS:
-        action = "execute" if commands else "response"
+    written = _as_text(raw.get("next_action")).strip().lower()
+    action = written if written in _ACTIONS else ("execute" if commands else "response")
     if action == "execute" and commands:
         return {"next_action": "execute", "execution_commands": commands}
+    problem = _decision_problem(raw, written, items)
+    if problem:
+        return {"next_action": "response", "execution_commands": [], "parse_error": problem}
     return {"next_action": "response", "execution_commands": []}
+
+
+def _decision_problem(raw: dict[Any, Any], written: str, items: list[Any]) -> str:
+    """Why a reply that is not a usable `execute` is not a clean `response` either."""
+    if written == "response":
+        return ""
+    if written == "execute":
+        if items:
+            return "none of the execution_commands has a tool_name"
+        return 'next_action is "execute" but execution_commands is empty'
+    if "next_action" in raw:
+        return f'next_action must be "execute" or "response", got {_preview(raw["next_action"])}'
+    if items:
+        return "none of the execution_commands has a tool_name"
+    if any(key in raw for key in _COMMAND_LIST_KEYS):
+        return ""  # `{"execution_commands": []}`: nothing to run, a response
+    return 'the JSON object has neither "next_action" nor "execution_commands"'
+
+
+def _preview(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def unparseable_decision(reason: str, raw_text: str = "") -> PlanDecision:

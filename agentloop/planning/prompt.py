@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from agentloop.prompts import quote_user_text, render_prompt, to_prompt_json
+from agentloop.prompts import PromptSet, quote_user_text, to_prompt_json
 from agentloop.state import RoundState, ToolExecutionRecord
 
-__all__ = ["OMITTED", "PLAN_TOOL", "build_plan_messages", "planner_view", "to_prompt_json"]
+__all__ = [
+    "OMITTED",
+    "PLAN_TOOL",
+    "build_plan_messages",
+    "conversation_text",
+    "default_prompts",
+    "planner_view",
+    "to_prompt_json",
+]
 
 OMITTED = "[result omitted to keep the context short; it was seen in an earlier round]"
 
@@ -103,8 +112,15 @@ def build_plan_messages(
     max_rounds: int,
     keep_tool_results: int,
     rollback_note: str = "",
+    conversation: Sequence[dict[str, str]] = (),
+    plan_example: str = "",
+    prompts: PromptSet | None = None,
 ) -> list[BaseMessage]:
     """Render the planner's request for one round.
+
+    The system message is the same for every round of a loop (no round number), and
+    the human message puts what changes least first (tools, conversation, request) and
+    the rounds' history last, so a provider's prompt cache can reuse the prefix.
 
     Args:
         user_input: The request.
@@ -115,32 +131,51 @@ def build_plan_messages(
         keep_tool_results: Of the results earlier prompts showed, only this many latest
             are shown again in full (the last round's results always are).
         rollback_note: Why the previous plan was rolled back ("" for none).
+        conversation: Earlier turns of the conversation (`conversation_turns`).
+        plan_example: A plan written with the loop's real tools (`plan_example`).
+        prompts: The loop's templates (default: the shipped ones).
 
     Returns:
-        A system message (rules) and a human message (input, tools, round state).
+        A system message (rules) and a human message (tools, request, round state).
     """
+    prompts = prompts or default_prompts()
     done = round_state["done_plans"]
     last = round_state["last_round_records"]
     last_count = len(last) if done[-len(last) :] == last else 0
     older = done[: len(done) - last_count] if last_count else done
     # The last round's results were never shown: all of them are. `keep_tool_results`
     # bounds the results earlier prompts already showed.
-    system = render_prompt(
+    system = prompts.render(
         "plan_system",
-        round_number=round_state["round_index"] + 1,
+        plan_example=plan_example or '{"next_action": "response", "execution_commands": []}',
         max_rounds=max_rounds,
     )
-    human = render_prompt(
+    human = prompts.render(
         "plan_user",
+        available_tools=available_tools,
+        conversation=conversation_text(conversation),
         user_input=quote_user_text(user_input),
         user_extra_requirement=quote_user_text(user_extra_requirement)
         if user_extra_requirement
         else "(none)",
-        available_tools=available_tools,
-        round_index=round_state["round_index"],
-        max_rounds=max_rounds,
         done_plans=to_prompt_json(planner_view(older, keep_full=keep_tool_results)),
         last_round_records=to_prompt_json(planner_view(last, keep_full=len(last))),
+        round_number=round_state["round_index"] + 1,
+        round_index=round_state["round_index"],
+        max_rounds=max_rounds,
         rollback_note=rollback_note,
     )
     return [SystemMessage(system), HumanMessage(human)]
+
+
+def conversation_text(turns: Sequence[dict[str, str]]) -> str:
+    """Earlier turns for a prompt: one JSON object per line, or "(none)"."""
+    if not turns:
+        return "(none)"
+    return "\n".join(to_prompt_json(turn) for turn in turns)
+
+
+@cache
+def default_prompts() -> PromptSet:
+    """The shipped templates."""
+    return PromptSet()

@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any, Literal
 
+import json_repair
 from langchain_core.utils.json import parse_partial_json
 
 __all__ = ["PlanParseError", "PlanStreamParser", "extract_json_object"]
@@ -240,11 +241,13 @@ class PlanStreamParser:
 
 
 def extract_json_object(text: str) -> Any:
-    """Decode the JSON value of a planner reply.
+    """Decode the JSON value of a planner reply, repairing common damage.
 
-    Tried in order: the whole text; the content of the first markdown code
-    block; the first `{` up to its matching `}`; and, when that object is not
-    closed (a truncated stream), a partial parse from the first `{`.
+    Tried in order: the whole text; the content of the first markdown code block; the
+    first `{` up to its matching `}`; when that object is not closed (a truncated
+    stream), a partial parse from the first `{`. When none decodes strictly, the same
+    segment is repaired (`json_repair`: trailing commas, comments, single quotes,
+    unquoted keys, unescaped quotes, unclosed brackets) and decoded.
 
     Args:
         text: The planner's reply; may hold prose and markdown fences.
@@ -253,7 +256,7 @@ def extract_json_object(text: str) -> Any:
         The decoded value. It may be something other than a dict.
 
     Raises:
-        PlanParseError: No JSON could be decoded.
+        PlanParseError: No JSON could be decoded, even after repair.
     """
     stripped = text.strip()
     if not stripped:
@@ -263,27 +266,40 @@ def extract_json_object(text: str) -> Any:
     if ok:
         return value
     fence = _FENCE.search(text)
+    segment = text
     if fence is not None:
         ok, value = _loads(fence.group(1).strip())
         if ok:
             return value
-    start = text.find("{")
+        if "{" in fence.group(1):
+            segment = fence.group(1)
+    start = segment.find("{")
     if start < 0:
         msg = "planner output holds no JSON object"
         raise PlanParseError(msg)
     scanner = _ObjectScanner()
-    end = scanner.feed(text)
+    end = scanner.feed(segment)
     if end is not None:
-        ok, value = _loads(text[start:end])
-        if ok:
-            return value
-        msg = "planner output holds a JSON object that could not be decoded"
+        ok, value = _loads(segment[start:end])
+    else:
+        value = _parse_truncated(segment[start:], scanner.closed_text(segment[start:]))
+        ok = value is not None
+    if ok:
+        return value
+    repaired = _repair(segment[start:end] if end is not None else segment[start:])
+    if repaired is None:
+        msg = "planner output holds a JSON object that could not be decoded, even after repair"
         raise PlanParseError(msg)
-    value = _parse_truncated(text[start:], scanner.closed_text(text[start:]))
-    if value is None:
-        msg = "planner output holds an unterminated JSON object that could not be decoded"
-        raise PlanParseError(msg)
-    return value
+    return repaired
+
+
+def _repair(fragment: str) -> Any:
+    """Decode damaged JSON with `json_repair`; None when nothing object-like comes out."""
+    try:
+        value = json_repair.loads(fragment, skip_json_loads=True)
+    except (ValueError, RecursionError, IndexError, TypeError):
+        return None
+    return value if isinstance(value, dict) and value else None
 
 
 def _parse_truncated(fragment: str, closed: str) -> Any:

@@ -198,7 +198,8 @@ async def test_a_planner_that_streams_forever_is_cut(run_loop: Any) -> None:
     out = await run_loop(graph, {"user_input": "go"})
     assert out["status"] == "planner_failed"
     assert "exceeded 5000 characters" in out["status_reason"]
-    assert out["decision"]["parse_error"].startswith("planner output was cut")
+    assert out["decision"]["parse_error"].startswith("the reply was cut")
+    assert out["answer"].startswith("I could not answer: the plan could not be used")
 
 
 async def test_an_answer_that_streams_forever_is_cut_and_returned(run_loop: Any) -> None:

@@ -327,12 +327,49 @@ async def test_tool_plan_mode_short_circuits(run_loop: Any) -> None:
     assert planner.chunks_emitted < 10
 
 
-async def test_unparseable_plan_is_a_reported_response(run_loop: Any) -> None:
-    graph, _, _ = loop_with(["I think I'd rather chat about the weather."], [add])
+async def test_an_unusable_plan_is_asked_again_then_reported(run_loop: Any) -> None:
+    prose = "I think I'd rather chat about the weather."
+    graph, planner, answerer = loop_with([prose] * 3, [add])
     out = await run_loop(graph, {"user_input": "hi"})
     assert out["decision"]["next_action"] == "response"
-    assert out["decision"]["parse_error"]
-    assert out["answer"] == "final answer"
+    assert out["decision"]["parse_error"] == "planner output holds no JSON object"
+    assert out["status"] == "planner_failed"
+    assert len(planner.requests) == 3  # the first reply and two re-asks
+    assert "could not be used: planner output holds no JSON object" in str(
+        planner.requests[1][-1].content
+    )
+    assert answerer.requests == []  # no answer is made up from nothing
+    assert out["usage"]["tool_loop"]["model_calls"] == 3
+
+
+async def test_a_reasked_planner_that_recovers_runs_its_plan(run_loop: Any) -> None:
+    replies = [
+        "Let me think.",
+        plan_reply("execute", [cmd("add", a=2, b=3)]),
+        plan_reply("response"),
+    ]
+    graph, planner, _ = loop_with(replies, [add])
+    out = await run_loop(graph, {"user_input": "2+3?"})
+    assert out["status"] == "ok"
+    assert out["round_state"]["done_plans"][0]["result"] == 5
+    assert out["usage"]["tool_loop"]["model_calls"] == 4  # 3 plans (one re-ask) + answer
+
+
+async def test_a_reask_is_an_event() -> None:
+    graph, _, _ = loop_with(["{}", plan_reply("response")], [add])
+    events = [
+        event
+        async for event in graph.astream({"user_input": "hi"}, stream_mode="custom")
+        if event["type"] in ("plan_reasked", "plan_decided")
+    ]
+    assert [(e["type"], e.get("reason"), e.get("reasks")) for e in events] == [
+        (
+            "plan_reasked",
+            'the JSON object has neither "next_action" nor "execution_commands"',
+            None,
+        ),
+        ("plan_decided", None, 1),
+    ]
 
 
 async def test_fenced_json_with_prose_is_accepted(run_loop: Any) -> None:
@@ -348,7 +385,8 @@ async def test_planner_model_failure_does_not_crash(run_loop: Any) -> None:
     graph, _, _ = loop_with([RuntimeError("provider down")], [add])
     out = await run_loop(graph, {"user_input": "hi"})
     assert "provider down" in out["decision"]["parse_error"]
-    assert out["answer"] == "final answer"
+    assert out["status"] == "planner_failed"
+    assert out["answer"].startswith("I could not answer: planner model failed")
 
 
 async def test_answer_model_failure_gives_a_clear_answer(run_loop: Any) -> None:

@@ -122,7 +122,11 @@ def test_null_container_falls_through_to_next_key() -> None:
 @pytest.mark.parametrize("container", ["weather", 3, True, 1.5])
 def test_non_list_non_dict_container_gives_no_commands(container: Any) -> None:
     raw = {"next_action": "execute", "execution_commands": container}
-    assert normalize_plan_decision(raw) == {"next_action": "response", "execution_commands": []}
+    assert normalize_plan_decision(raw) == {
+        "next_action": "response",
+        "execution_commands": [],
+        "parse_error": 'next_action is "execute" but execution_commands is empty',
+    }
 
 
 def test_commands_keep_their_order() -> None:
@@ -157,16 +161,35 @@ def test_missing_next_action_with_commands_becomes_execute() -> None:
 
 
 @pytest.mark.parametrize("value", [None, "run", 7])
-def test_invalid_next_action_without_commands_becomes_response(value: Any) -> None:
-    assert normalize_plan_decision({"next_action": value}) == {
+def test_invalid_next_action_without_commands_is_a_plan_error(value: Any) -> None:
+    decision = normalize_plan_decision({"next_action": value})
+    assert decision["next_action"] == "response"
+    assert decision["execution_commands"] == []
+    assert decision["parse_error"].startswith('next_action must be "execute" or "response"')
+
+
+@pytest.mark.parametrize(
+    "raw", [{}, {"answer": "Paris is sunny"}, {"name": "get_weather", "description": "x"}]
+)
+def test_an_object_without_a_decision_is_a_plan_error(raw: dict[str, Any]) -> None:
+    decision = normalize_plan_decision(raw)
+    assert decision["parse_error"] == (
+        'the JSON object has neither "next_action" nor "execution_commands"'
+    )
+
+
+def test_an_empty_command_list_without_next_action_is_a_clean_response() -> None:
+    assert normalize_plan_decision({"execution_commands": []}) == {
         "next_action": "response",
         "execution_commands": [],
     }
 
 
-def test_invalid_next_action_with_only_invalid_commands_becomes_response() -> None:
+def test_invalid_next_action_with_only_invalid_commands_is_a_plan_error() -> None:
     raw = {"next_action": "run", "execution_commands": [{"purpose": "no tool"}, "text"]}
-    assert normalize_plan_decision(raw) == {"next_action": "response", "execution_commands": []}
+    decision = normalize_plan_decision(raw)
+    assert (decision["next_action"], decision["execution_commands"]) == ("response", [])
+    assert decision["parse_error"] == 'next_action must be "execute" or "response", got "run"'
 
 
 def test_response_clears_commands() -> None:
@@ -174,10 +197,11 @@ def test_response_clears_commands() -> None:
     assert normalize_plan_decision(raw)["execution_commands"] == []
 
 
-def test_execute_without_commands_becomes_response() -> None:
+def test_execute_without_commands_is_a_plan_error() -> None:
     assert normalize_plan_decision({"next_action": "execute", "execution_commands": []}) == {
         "next_action": "response",
         "execution_commands": [],
+        "parse_error": 'next_action is "execute" but execution_commands is empty',
     }
 
 
@@ -200,7 +224,9 @@ def test_command_without_valid_tool_name_is_dropped(name: Any) -> None:
 
 def test_command_without_any_name_key_is_dropped() -> None:
     raw = {"next_action": "execute", "execution_commands": [{"purpose": "p", "tool_kwargs": {}}]}
-    assert normalize_plan_decision(raw) == {"next_action": "response", "execution_commands": []}
+    decision = normalize_plan_decision(raw)
+    assert decision["execution_commands"] == []
+    assert decision["parse_error"] == "none of the execution_commands has a tool_name"
 
 
 def test_tool_name_is_stripped() -> None:
