@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.parts import LoopParts
 from agentloop.planning.check import plan_example, plan_problem, reask_message
 from agentloop.planning.normalize import unparseable_decision
-from agentloop.planning.prompt import PLAN_TOOL, build_plan_messages
+from agentloop.planning.prompt import PLAN_TOOL, PLAN_TOOL_STRICT, build_plan_messages
 from agentloop.planning.reader import PlanRead
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, PlanDecision, empty_round_state
@@ -31,11 +32,23 @@ PLAN_TAGS = ["agentloop:plan"]
 
 
 def _bind_plan_tool(model: BaseChatModel) -> Runnable[Any, Any]:
+    """Force the plan tool; strict structured output where the model's binding offers it."""
     try:
+        if _takes_strict(model):
+            return model.bind_tools([PLAN_TOOL_STRICT], tool_choice="PlanDecision", strict=True)
         return model.bind_tools([PLAN_TOOL], tool_choice="PlanDecision")
     except NotImplementedError as error:
         msg = f"plan_mode='tool' needs a model with tool calling; {type(model).__name__} has none"
         raise ConfigurationError(msg) from error
+
+
+def _takes_strict(model: BaseChatModel) -> bool:
+    """Whether `bind_tools` names a `strict` parameter (OpenAI-style strict schemas)."""
+    try:
+        parameters = inspect.signature(model.bind_tools).parameters
+    except (TypeError, ValueError):
+        return False
+    return "strict" in parameters
 
 
 def _runnable(model: BaseChatModel, tool_mode: bool) -> Runnable[Any, Any]:

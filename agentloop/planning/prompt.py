@@ -14,6 +14,7 @@ from agentloop.state import RoundState, ToolExecutionRecord
 __all__ = [
     "OMITTED",
     "PLAN_TOOL",
+    "PLAN_TOOL_STRICT",
     "build_plan_messages",
     "conversation_text",
     "default_prompts",
@@ -56,6 +57,47 @@ PLAN_TOOL: dict[str, Any] = {
     },
 }
 """The structured-output schema of `plan_mode="tool"` (`next_action` first, so it streams first)."""
+
+PLAN_TOOL_STRICT: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "PlanDecision",
+        "description": "Decide this round's action and the tool calls to execute.",
+        "strict": True,
+        "parameters": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "next_action": {
+                    "type": "string",
+                    "enum": ["execute", "response"],
+                    "description": "Decide first: 'execute' tools, or 'response' to answer.",
+                },
+                "execution_commands": {
+                    "type": "array",
+                    "description": "Calls to run in parallel this round (empty for response).",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "purpose": {"type": "string"},
+                            "tool_name": {"type": "string"},
+                            "tool_kwargs": {
+                                "type": "string",
+                                "description": "The tool's arguments as a JSON object text.",
+                            },
+                            "todo_suggestion": {"type": "string"},
+                        },
+                        "required": ["purpose", "tool_name", "tool_kwargs", "todo_suggestion"],
+                    },
+                },
+            },
+            "required": ["next_action", "execution_commands"],
+        },
+    },
+}
+"""`PLAN_TOOL` for providers' strict structured output, where every object is closed: the
+arguments travel as JSON text (decoded when the plan is normalized)."""
 
 
 def planner_view(records: Sequence[ToolExecutionRecord], *, keep_full: int) -> list[dict[str, Any]]:

@@ -1,0 +1,286 @@
+"""Conversations across turns, prompt overrides, bounded planning and the graph's schemas."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, MessagesState, StateGraph
+
+from agentloop import ConfigurationError, PlanningOptions, create_tool_loop
+from agentloop.testing import ScriptedChatModel, plan_reply
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Today's weather of a city."""
+    return {"lumen bay": "Lumen Bay: clear, 18 C", "paris": "Paris: rain, 11 C"}.get(
+        city.lower(), "unknown city"
+    )
+
+
+def weather_planner(messages: list[BaseMessage]) -> str:
+    """Plans one weather call for the city the request names, then responds."""
+    prompt = str(messages[-1].content)
+    request = prompt.split("<user_input>")[1].split("</user_input>")[0]
+    if "round_index: 0" not in prompt:
+        return plan_reply("response")
+    city = "Paris" if "Paris" in request else "Lumen Bay"
+    return plan_reply("execute", [{"tool_name": "get_weather", "tool_kwargs": {"city": city}}])
+
+
+def chat_app(planner: ScriptedChatModel, answerer: ScriptedChatModel, **options: Any) -> Any:
+    loop = create_tool_loop(planner, [get_weather], answer_model=answerer, **options)
+    app = StateGraph(MessagesState)
+    app.add_node("agent", loop)
+    app.add_edge(START, "agent")
+    return app.compile(checkpointer=InMemorySaver())
+
+
+def section(message: BaseMessage, tag: str) -> str:
+    return str(message.content).split(f"<{tag}>")[1].split(f"</{tag}>")[0].strip()
+
+
+# --- conversation context ------------------------------------------------------------------
+
+
+async def test_a_follow_up_question_is_planned_and_answered_with_the_first_turn(
+    run_loop: Any,
+) -> None:
+    planner = ScriptedChatModel(responder=weather_planner)
+    answers = iter(["In Lumen Bay it is clear, 18 C.", "In Paris it rains, 11 C."])
+    answerer = ScriptedChatModel(responder=lambda _messages: next(answers))
+    app = chat_app(planner, answerer)
+    config = {"configurable": {"thread_id": "chat"}}
+
+    await run_loop(app, {"messages": [HumanMessage("What is the weather in Lumen Bay?")]}, config)
+    out = await run_loop(app, {"messages": [HumanMessage("And in Paris?")]}, config)
+
+    assert out["messages"][-1].content == "In Paris it rains, 11 C."
+    follow_up_plan = planner.requests[2][-1]
+    turns = [json.loads(line) for line in section(follow_up_plan, "conversation").splitlines()]
+    assert turns == [
+        {"role": "user", "text": "What is the weather in Lumen Bay?"},
+        {"role": "assistant", "text": "In Lumen Bay it is clear, 18 C."},
+    ]
+    assert section(follow_up_plan, "user_input") == '"And in Paris?"'
+    assert "Lumen Bay: clear" not in section(follow_up_plan, "conversation")  # no tool chatter
+    answer_request = answerer.requests[1][-1]
+    assert "What is the weather in Lumen Bay?" in section(answer_request, "conversation")
+    assert "Paris: rain, 11 C" in str(answer_request.content)
+    first_plan = planner.requests[0][-1]
+    assert section(first_plan, "conversation") == "(none)"
+
+
+async def test_the_conversation_budget_keeps_the_newest_turns(run_loop: Any) -> None:
+    planner = ScriptedChatModel(responder=weather_planner)
+    answerer = ScriptedChatModel(responder=lambda _messages: "noted")
+    app = chat_app(planner, answerer, planning=PlanningOptions(history_turns=1))
+    config = {"configurable": {"thread_id": "chat"}}
+    for question in ("first question", "second question", "third question"):
+        await run_loop(app, {"messages": [HumanMessage(question)]}, config)
+    last_plan = planner.requests[-2][-1]  # the third run's first plan
+    conversation = section(last_plan, "conversation")
+    assert "second question" in conversation
+    assert "first question" not in conversation
+
+
+def test_the_conversation_character_budget_cuts_the_oldest_text() -> None:
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from agentloop.messages import conversation_turns
+
+    messages = [
+        HumanMessage("a" * 50),
+        AIMessage("", tool_calls=[{"name": "t", "args": {}, "id": "1"}]),
+        ToolMessage("tool output", tool_call_id="1"),
+        AIMessage("b" * 50),
+        HumanMessage("now"),
+    ]
+    assert conversation_turns(messages, max_turns=5, max_chars=60) == [
+        {"role": "assistant", "text": "b" * 50}
+    ]
+    assert conversation_turns(messages, max_turns=5, max_chars=20) == [
+        {"role": "assistant", "text": "[...] " + "b" * 20}
+    ]
+    assert conversation_turns(messages, max_turns=0, max_chars=100) == []
+
+
+# --- prompts= ------------------------------------------------------------------------------
+
+
+async def test_a_prompt_given_as_text_replaces_the_shipped_one(run_loop: Any) -> None:
+    planner = ScriptedChatModel([plan_reply("response"), "ok"])
+    graph = create_tool_loop(
+        planner,
+        [get_weather],
+        prompts={"plan_system": "Plan tersely. At most $max_rounds rounds. Shape: $plan_example"},
+    )
+    await run_loop(graph, {"user_input": "hi"})
+    system = str(planner.requests[0][0].content)
+    assert system.startswith("Plan tersely. At most 5 rounds. Shape: {")
+    assert '"tool_name": "get_weather"' in system
+
+
+async def test_a_prompt_file_replaces_the_shipped_one(run_loop: Any, tmp_path: Path) -> None:
+    template = tmp_path / "answer_system.md"
+    template.write_text("Answer like a pirate. $user_extra_requirement\n", encoding="utf-8")
+    answerer = ScriptedChatModel(["arr"])
+    graph = create_tool_loop(
+        ScriptedChatModel([plan_reply("response")]),
+        [get_weather],
+        answer_model=answerer,
+        prompts={"answer_system": str(template)},
+    )
+    await run_loop(graph, {"user_input": "hi"})
+    assert answerer.requests[0][0].content == "Answer like a pirate."
+
+
+@pytest.mark.parametrize(
+    ("prompts", "message"),
+    [
+        ({"plan_system": "Round $round_nubmer"}, r"uses \$round_nubmer, which it may not"),
+        ({"plan_sytem": "text"}, "no template named 'plan_sytem'"),
+        ({"answer_user": "broken $"}, "invalid placeholder"),
+        ({"answer_user": "/nowhere/answer.md"}, "cannot read /nowhere/answer.md"),
+        ({"answer_user": "  "}, "must be non-empty text"),
+    ],
+)
+def test_a_bad_prompt_is_refused_when_the_loop_is_built(
+    prompts: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        create_tool_loop(ScriptedChatModel([]), [get_weather], prompts=prompts)
+
+
+# --- the plan prompt's example -------------------------------------------------------------
+
+
+async def test_the_plan_example_uses_the_loops_real_tool_and_argument_names(
+    run_loop: Any,
+) -> None:
+    planner = ScriptedChatModel([plan_reply("response"), "ok"])
+    await run_loop(create_tool_loop(planner, [get_weather]), {"user_input": "hi"})
+    system = str(planner.requests[0][0].content)
+    assert '"tool_name": "get_weather", "tool_kwargs": {"city": ' in system
+    assert "one of the available tool names" not in system
+    assert '"argument": "value"' not in system
+
+
+async def test_the_plan_system_prompt_is_the_same_every_round(run_loop: Any) -> None:
+    planner = ScriptedChatModel(responder=weather_planner)
+    out = await run_loop(
+        create_tool_loop(planner, [get_weather], answer_model=ScriptedChatModel(["ok"])),
+        {"user_input": "weather in Paris?"},
+    )
+    assert out["round_state"]["round_index"] == 1
+    first, second = planner.requests
+    assert first[0].content == second[0].content
+    # what changes between rounds comes last: the prompts share everything up to the rounds
+    assert str(second[1].content).startswith(str(first[1].content).split("<done_plans>")[0])
+
+
+# --- bounded planning ----------------------------------------------------------------------
+
+
+async def test_planner_calls_per_run_are_bounded(run_loop: Any) -> None:
+    calls = iter(range(100))
+
+    def always_execute(_messages: list[BaseMessage]) -> str:
+        city = f"city {next(calls)}"
+        return plan_reply("execute", [{"tool_name": "get_weather", "tool_kwargs": {"city": city}}])
+
+    planner = ScriptedChatModel(responder=always_execute)
+    graph = create_tool_loop(
+        planner,
+        [get_weather],
+        answer_model=ScriptedChatModel(["partial"]),
+        max_rounds=20,
+        planning=PlanningOptions(max_plan_calls=3),
+    )
+    out = await run_loop(graph, {"user_input": "weather everywhere"})
+    assert len(planner.requests) == 3
+    assert out["status"] == "planner_failed"
+    assert out["status_reason"] == "the run reached its limit of 3 planner calls"
+    assert out["answer"] == "partial"  # three rounds ran: the answer uses their results
+
+
+async def test_a_tool_mode_planner_that_keeps_failing_is_bounded(run_loop: Any) -> None:
+    junk = plan_reply("execute", [{"tool_name": "no_such_tool", "tool_kwargs": {}}])
+    planner = ScriptedChatModel(responder=lambda _messages: junk)
+    answerer = ScriptedChatModel(["never"])
+    graph = create_tool_loop(planner, [get_weather], answer_model=answerer, plan_mode="tool")
+    out = await run_loop(graph, {"user_input": "hi"})
+    assert len(planner.requests) == 3  # the first plan and two re-asks (the default)
+    assert out["status"] == "planner_failed"
+    assert "unknown: no_such_tool" in out["status_reason"]
+    assert answerer.requests == []
+
+
+def test_planning_options_are_checked() -> None:
+    with pytest.raises(ConfigurationError, match="plan_reasks must be an int >= 0"):
+        create_tool_loop(ScriptedChatModel([]), planning=PlanningOptions(plan_reasks=-1))
+    with pytest.raises(ConfigurationError, match="max_plan_calls must be None or an int >= 1"):
+        create_tool_loop(ScriptedChatModel([]), planning=PlanningOptions(max_plan_calls=0))
+
+
+# --- plan_mode="tool" ----------------------------------------------------------------------
+
+
+class StrictToolModel(ScriptedChatModel):
+    """A model whose tool binding offers `strict`, as OpenAI's does."""
+
+    def bind_tools(
+        self, tools: Any, *, tool_choice: Any = None, strict: Any = None, **kw: Any
+    ) -> Any:
+        self.__dict__.setdefault("bindings", []).append((tools, tool_choice, strict))
+        return super().bind_tools(tools, tool_choice=tool_choice, **kw)
+
+
+async def test_tool_mode_asks_for_strict_output_where_the_model_offers_it(run_loop: Any) -> None:
+    command = {"purpose": "p", "tool_name": "get_weather", "tool_kwargs": '{"city": "Paris"}',
+               "todo_suggestion": ""}  # fmt: skip
+    from langchain_core.messages import AIMessage
+
+    plan = AIMessage("", tool_calls=[{"name": "PlanDecision", "id": "1",
+                                      "args": {"next_action": "execute",
+                                               "execution_commands": [command]}}])  # fmt: skip
+    done = AIMessage("", tool_calls=[{"name": "PlanDecision", "id": "2",
+                                      "args": {"next_action": "response",
+                                               "execution_commands": []}}])  # fmt: skip
+    model = StrictToolModel([plan, done, "Paris: rain."])
+    out = await run_loop(
+        create_tool_loop(model, [get_weather], plan_mode="tool"), {"user_input": "?"}
+    )
+    assert out["round_state"]["done_plans"][0]["result"] == "Paris: rain, 11 C"
+    tools, choice, strict = model.__dict__["bindings"][0]
+    assert (choice, strict) == ("PlanDecision", True)
+    schema = tools[0]["function"]["parameters"]
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["execution_commands"]["items"]["additionalProperties"] is False
+
+
+# --- schemas -------------------------------------------------------------------------------
+
+
+def test_input_and_output_json_schemas() -> None:
+    graph = create_tool_loop(ScriptedChatModel([]), [get_weather])
+    inputs = graph.get_input_jsonschema()
+    assert {"user_input", "user_extra_requirement", "messages"} <= set(inputs["properties"])
+    outputs = graph.get_output_jsonschema()
+    assert {"answer", "status", "status_reason", "round_state", "messages"} <= set(
+        outputs["properties"]
+    )
+    assert "context" not in inputs["properties"]
+    context = graph.get_context_jsonschema()
+    assert context is not None
+    assert {"model", "max_rounds", "plan_mode"} <= set(context["properties"])
+    app = StateGraph(MessagesState)
+    app.add_node("agent", graph)
+    app.add_edge(START, "agent")
+    assert "messages" in app.compile().get_input_jsonschema()["properties"]
