@@ -42,7 +42,7 @@ class ModelLimits:
 
     first_token_timeout_s: float = 120.0
     timeout_s: float = 600.0
-    max_plan_chars: int = 16_000
+    max_plan_chars: int = 32_000
     max_answer_chars: int = 100_000
 
     def __post_init__(self) -> None:

@@ -31,12 +31,20 @@ class Settings:
     """Fewer repetitions and rounds: a smoke test of the suite, not figures to quote."""
     repeats: int = 5
     """Measurements per figure; the figure is their median."""
+    time_scale: float | None = None
+    """Factor applied to every simulated wait of the `service` suite (None: its default,
+    full scale, or a quarter of it with `quick`)."""
 
     @classmethod
-    def create(cls, *, quick: bool, repeats: int | None = None) -> Settings:
+    def create(
+        cls, *, quick: bool, repeats: int | None = None, time_scale: float | None = None
+    ) -> Settings:
         """Return the settings of a full or quick run (`repeats` overrides the default)."""
         default = 3 if quick else 5
-        return cls(quick=quick, repeats=max(1, repeats or default))
+        if time_scale is not None and time_scale <= 0:
+            msg = f"the time scale must be positive, got {time_scale:g}"
+            raise ValueError(msg)
+        return cls(quick=quick, repeats=max(1, repeats or default), time_scale=time_scale)
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,9 @@ class Figure:
     """Every measurement, by side (`ours`, `contender`)."""
     notes: str = ""
     """What to know to read the figure."""
+    missing: str = ""
+    """Why there is no ratio to judge (e.g. a feature the scenario needs is missing); shown
+    in place of the ratio, and the target counts as not met."""
 
     @property
     def ratio(self) -> float:
@@ -88,7 +99,9 @@ class Figure:
     @property
     def met(self) -> bool | None:
         """Whether the target is met (None when there is no target)."""
-        return None if self.target is None else self.target.met(self.ours, self.ratio)
+        if self.target is None:
+            return None
+        return False if self.missing else self.target.met(self.ours, self.ratio)
 
     def as_dict(self) -> dict[str, Any]:
         """Return the figure as plain JSON data."""
@@ -98,11 +111,12 @@ class Figure:
             "contender": self.contender,
             "contender_name": self.contender_name,
             "unit": self.unit,
-            "ratio": self.ratio,
+            "ratio": None if self.missing else self.ratio,
             "target": str(self.target) if self.target else None,
             "met": self.met,
             "samples": self.samples,
             "notes": self.notes,
+            "missing": self.missing,
         }
 
 

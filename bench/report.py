@@ -87,7 +87,7 @@ def format_table(figures: Sequence[Figure]) -> str:
             figure.benchmark,
             f"{_number(figure.ours)} {figure.unit}",
             f"{_number(figure.contender)} {figure.unit} ({figure.contender_name})",
-            _number(figure.ratio),
+            figure.missing or _number(figure.ratio),
             str(figure.target) if figure.target else "-",
             _met(figure),
         )
@@ -112,6 +112,7 @@ def write_json(
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "quick": settings.quick,
         "repeats": settings.repeats,
+        "time_scale": settings.time_scale,
         "seconds": round(seconds, 1),
         "machine": machine(),
         "figures": [figure.as_dict() for figure in figures],

@@ -22,6 +22,14 @@ from bench.suites import SUITES
 __all__ = ["main", "parse_args", "profile", "run_suites"]
 
 
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        msg = f"must be a positive number, got {text}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Read the command line."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
@@ -32,6 +40,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--only", nargs="+", choices=list(SUITES), metavar="NAME", help="benchmarks to run"
     )
     parser.add_argument("--repeats", type=int, help="measurements per figure (default 5, 3)")
+    parser.add_argument(
+        "--time-scale",
+        type=_positive,
+        metavar="FACTOR",
+        help="multiply the service suite's simulated waits (default 1, 0.25 with --quick)",
+    )
     parser.add_argument(
         "--output", type=Path, help=f"JSON file (default {RESULTS_DIR / 'latest.json'})"
     )
@@ -71,7 +85,7 @@ def profile(name: str, settings: Settings) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the suite (or a profile) and print the report."""
     args = parse_args(argv)
-    settings = Settings.create(quick=args.quick, repeats=args.repeats)
+    settings = Settings.create(quick=args.quick, repeats=args.repeats, time_scale=args.time_scale)
     if args.profile:
         print(profile(args.profile, settings))
         return 0

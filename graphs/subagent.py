@@ -1,7 +1,7 @@
 """A loop that delegates to a sub-agent loop, for LangGraph Studio.
 
 The coordinator's planner hands the research to `ask_researcher`, the key-free demo loop
-(bundled MCP servers, scripted planner) offered as a tool; the sub-agent's progress shows
+(bundled MCP servers, rule-based planner) offered as a tool; the sub-agent's progress shows
 up in the coordinator's stream as `agent_*` events.
 """
 

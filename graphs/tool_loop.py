@@ -1,7 +1,7 @@
 """The tool loop served by `langgraph dev` / LangGraph Studio.
 
 With `AGENTLOOP_MODEL` set (e.g. `openai:gpt-4.1-mini`) the loop plans and answers with
-that model; otherwise it runs the key-free demo (scripted planner, local tools). A run
+that model; otherwise it runs the key-free demo (rule-based planner, local tools). A run
 can also pick a model in Studio's context form (`model`).
 """
 

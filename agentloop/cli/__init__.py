@@ -9,8 +9,8 @@ Usage:
 `run` plans with the model given by `--model` (default: the `AGENTLOOP_MODEL`
 environment variable), with the tools of the bundled MCP servers (documents,
 calculator, notes); `--mcp-config` replaces them with the servers of an `mcpServers`
-JSON / YAML file. `demo` runs the demo loop (scripted planner, bundled servers): no API
-key, no network.
+JSON / YAML file. `demo` runs the demo loop on the question (rule-based local planner,
+bundled servers): no API key, no network.
 
 While the loop runs, its progress goes to stderr: a live status line on a terminal, one
 line per event otherwise. The answer goes to stdout; with `--json`, stdout holds one

@@ -130,8 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[output],
         help="run the demo loop (no API key, no network)",
         description=(
-            "Run the demo loop: a scripted planner and the bundled MCP servers as\n"
-            "subprocesses. Needs no API key and no network."
+            "Run the demo loop on a question: a rule-based local planner and the bundled\n"
+            "MCP servers as subprocesses. Needs no API key and no network."
         ),
         epilog=EXIT_CODES_HELP,
         formatter_class=formatter,

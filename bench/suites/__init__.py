@@ -7,7 +7,7 @@ from types import ModuleType
 from typing import Any
 
 from bench.harness import Figure, Settings
-from bench.suites import growth, overhead, parallel, short_circuit, throughput
+from bench.suites import growth, overhead, parallel, service, short_circuit, throughput
 
 __all__ = ["SUITES", "Suite", "Workload"]
 
@@ -16,7 +16,14 @@ Suite = Callable[[Settings], Coroutine[Any, Any, list[Figure]]]
 Workload = Callable[[Settings], Coroutine[Any, Any, None]]
 """Runs our side of one benchmark (what `--profile` records)."""
 
-_MODULES: tuple[ModuleType, ...] = (overhead, parallel, short_circuit, growth, throughput)
+_MODULES: tuple[ModuleType, ...] = (
+    overhead,
+    parallel,
+    short_circuit,
+    growth,
+    throughput,
+    service,
+)
 
 SUITES: dict[str, tuple[Suite, Workload]] = {
     module.NAME: (module.run, module.profile_workload) for module in _MODULES

@@ -286,7 +286,7 @@ def test_run_exits_1_when_the_model_fails(scripted: Any, capfd: Any) -> None:
     code = main(["run", "--model", "fake:model", "--quiet", "hello"])
     captured = capfd.readouterr()
     assert code == 1
-    assert captured.out.startswith("I could not produce an answer")
+    assert captured.out.startswith("I could not answer: planner model failed")
     assert captured.err == ""
 
 
@@ -343,3 +343,35 @@ def test_quiet_leaves_only_the_answer_even_with_noisy_and_dead_servers(
             assert captured.err == ""
         else:
             assert "agentloop: WARNING: MCP server 'late' is unavailable" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("question", "tools", "needles"),
+    [
+        (
+            "When was the Glass Lighthouse built?",
+            ["search_documents", "read_document"],
+            ['"The Glass Lighthouse on Beacon Point was built in 1889."'],
+        ),
+        (
+            "How many containers did the harbor handle per berth?",
+            ["search_documents", "read_document", "calculate", "save_note"],
+            ["1.27 million containers", "14 deep-water berths", "1270000 / 14 = about 90714.2857"],
+        ),
+        ("What's the weather like in Lumen Bay?", ["get_weather"], ["clear, 18 °C in Lumen Bay"]),
+        ("Hello!", [], ["Hello! I am the agentloop demo"]),
+        ("Who won the 1998 World Cup?", ["search_documents"], ["I found nothing to answer this:"]),
+    ],
+    ids=["fact", "figures", "weather", "greeting", "unknown"],
+)
+def test_demo_answers_the_question_it_is_given(
+    question: str, tools: list[str], needles: list[str], tmp_path: Path
+) -> None:
+    done = cli("demo", "--json", question, tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["question"] == question
+    assert [record["tool_name"] for record in document["records"]] == tools
+    assert all(record["success"] for record in document["records"])
+    for needle in needles:
+        assert needle in document["answer"]

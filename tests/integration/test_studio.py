@@ -108,7 +108,7 @@ async def test_studio_runs_the_loop(server: str) -> None:
     async for part in client.runs.stream(
         thread["thread_id"],
         assistant["assistant_id"],
-        input={"user_input": "How long is the Lumen Bay tram network?"},
+        input={"user_input": "How long is the Lumen Bay tram network, and how many km per line?"},
         stream_mode=["custom", "values"],
     ):
         if part.event == "custom":

@@ -350,6 +350,7 @@ async def test_a_reasked_planner_that_recovers_runs_its_plan(run_loop: Any) -> N
     ]
     graph, planner, _ = loop_with(replies, [add])
     out = await run_loop(graph, {"user_input": "2+3?"})
+    assert len(planner.requests) == 3
     assert out["status"] == "ok"
     assert out["round_state"]["done_plans"][0]["result"] == 5
     assert out["usage"]["tool_loop"]["model_calls"] == 4  # 3 plans (one re-ask) + answer

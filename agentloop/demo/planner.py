@@ -1,0 +1,186 @@
+"""The demo's planner: a deterministic local chat model that picks tools by simple rules."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+
+from agentloop.demo.questions import (
+    _STOPWORDS,
+    _Figure,
+    _figure,
+    _names,
+    _passages,
+    _promising,
+    _Question,
+    _read_question,
+    _Text,
+)
+from agentloop.messages import message_text
+from agentloop.testing import ScriptedChatModel, plan_reply
+
+__all__ = ["demo_planner"]
+
+# -- the planner ----------------------------------------------------------------------------
+
+
+def _section(text: str, tag: str) -> str:
+    """The text of a prompt section (data never holds a closing tag: "</" is escaped)."""
+    end = text.find(f"</{tag}>")
+    start = text.rfind(f"<{tag}>", 0, end)
+    return text[start + len(tag) + 2 : end].strip() if 0 <= start < end else ""
+
+
+def _json_section(text: str, tag: str, default: Any) -> Any:
+    """The JSON of a prompt section (its last line when a heading comes first)."""
+    section = _section(text, tag)
+    for candidate in (section, section.rsplit("\n", 1)[-1]):
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+    return default
+
+
+def _command(purpose: str, tool_name: str, todo: str, **kwargs: Any) -> dict[str, Any]:
+    return {
+        "purpose": purpose,
+        "tool_name": tool_name,
+        "tool_kwargs": kwargs,
+        "todo_suggestion": todo,
+    }
+
+
+@dataclass(frozen=True)
+class _Round:
+    """What the planner sees in one request: the question, its tools and the calls so far."""
+
+    question: _Question
+    tools: set[str]
+    records: list[dict[str, Any]]
+
+    def calls(self, tool_name: str) -> list[dict[str, Any]]:
+        return [r for r in self.records if r.get("tool_name") == tool_name]
+
+    def passages(self) -> list[_Text]:
+        """Passages of successful calls worth reading, whole documents first."""
+        found = [p for r in self.records if r.get("success") for p in _passages(r.get("result"))]
+        found = [p for p in found if _promising(self.question, f"{p.source} {p.text}")]
+        return sorted(found, key=lambda p: not p.whole)
+
+
+def _fact_commands(state: _Round) -> list[dict[str, Any]]:
+    question = state.question
+    searches = [name for name in ("search_documents", "search_facts") if name in state.tools]
+    search = searches[0] if searches else ""
+    if not search:
+        return []
+    if not state.calls(search):
+        todo = "Read the best match, then respond."
+        if question.per:
+            todo = f"Read the figures, then compute {question.per[0]} per {question.per[1]}."
+        if search == "search_facts":
+            return [_command(f"Look up '{question.query}'", search, todo, query=question.query)]
+        purpose = f"Search the documents for '{question.query}'"
+        return [_command(purpose, search, todo, query=question.query)]
+    passages = state.passages()
+    if question.per:
+        if any(
+            r["kwargs"].get("expression") != question.expression for r in state.calls("calculate")
+        ):
+            return []  # computed already (with these figures or with corrected ones)
+        texts = [p.text for p in passages]
+        amount, count = _figure(question.per[0], texts), _figure(question.per[1], texts)
+        if amount is not None and count is not None:
+            return _per_commands(state, question.per, amount, count)
+    read = {r["kwargs"].get("doc_id") for r in state.calls("read_document")}
+    best = next((p for p in passages if p.doc_id), None)
+    if "read_document" in state.tools and best is not None and not read and best.doc_id:
+        purpose = f"Read '{best.source or best.doc_id}'"
+        return [_command(purpose, "read_document", "Respond from it.", doc_id=best.doc_id)]
+    return []
+
+
+def _per_commands(
+    state: _Round, per: tuple[str, str], amount: _Figure, count: _Figure
+) -> list[dict[str, Any]]:
+    """Compute "amount per count", and keep a note of the figures when notes can be kept."""
+    commands = [
+        _command(f"Compute {per[0]} per {per[1]}", "calculate", "Respond with the figures.",
+                 expression=f"{amount.value} / {count.value}")
+    ]  # fmt: skip
+    if "save_note" in state.tools and not state.calls("save_note"):
+        commands[0]["todo_suggestion"] = "Save the figures, then respond."
+        title = _note_title(state.question) or f"{per[0]} per {per[1]}"
+        commands.append(
+            _command("Keep a note of the figures", "save_note", "Respond with the figures.",
+                     title=title, body=f"{amount.phrase}, {count.phrase}")
+        )  # fmt: skip
+    return commands
+
+
+def _note_title(question: _Question) -> str:
+    """Title a note: "Lumen Bay trams" for "the Lumen Bay tram network" ("" if no name)."""
+    city = question.trip_city or next(iter(_names(question.text)), "")
+    after = re.search(rf"{re.escape(city)}\s+([a-z][\w-]*)", question.text) if city else None
+    if after is None or after.group(1) in _STOPWORDS:
+        return city
+    subject = after.group(1)
+    return f"{city} {subject if subject.endswith('s') else subject + 's'}"
+
+
+def _plan_commands(
+    question: _Question, tools: set[str], records: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The calls the rules make next for a question, given the calls made so far."""
+    state = _Round(question, tools, records)
+    commands: list[dict[str, Any]] = []
+    if question.topic:
+        commands += _fact_commands(state)
+    weather = state.calls("get_weather")
+    if "get_weather" in tools and not weather:
+        if question.weather_city:
+            commands.append(
+                _command("Check today's weather", "get_weather",
+                         "Respond with it.", city=question.weather_city)
+            )  # fmt: skip
+        elif question.trip_city:
+            commands.append(
+                _command("Check the weather for the trip", "get_weather",
+                         "Mention it only briefly.", city=question.trip_city)
+            )  # fmt: skip
+    if question.expression and "calculate" in tools:
+        done = [r for r in state.calls("calculate")
+                if r["kwargs"].get("expression") == question.expression]  # fmt: skip
+        if not done:
+            commands.append(
+                _command(f"Compute {question.expression}", "calculate", "Respond with it.",
+                         expression=question.expression)
+            )  # fmt: skip
+    return commands
+
+
+def _plan(messages: list[BaseMessage]) -> str | AIMessage:
+    """Plan one round from the planner's request."""
+    text = message_text(messages[-1])
+    question = _read_question(str(_json_section(text, "user_input", "")))
+    tools = {t.get("name", "") for t in _json_section(text, "available_tools", []) if t}
+    records = [
+        record
+        for tag in ("done_plans", "last_round_records")
+        for record in _json_section(text, tag, [])
+        if isinstance(record, dict) and record.get("tool_name")
+    ]
+    if "<planner_note>" in text:  # the last plan was rolled back: the rules know no other
+        return plan_reply("response")
+    commands = _plan_commands(question, tools, records)
+    return plan_reply("execute", commands) if commands else plan_reply("response")
+
+
+def demo_planner() -> ScriptedChatModel:
+    """The demo's planner: a local chat model that plans by rules and streams its JSON."""
+    return ScriptedChatModel(responder=_plan, chunk_size=16, keep_requests=False)
