@@ -24,78 +24,58 @@ __all__ = [
 
 OMITTED = "[result omitted to keep the context short; it was seen in an earlier round]"
 
-PLAN_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "PlanDecision",
-        "description": "Decide this round's action and the tool calls to execute.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "next_action": {
-                    "type": "string",
-                    "enum": ["execute", "response"],
-                    "description": "Decide first: 'execute' tools, or 'response' to answer.",
-                },
-                "execution_commands": {
-                    "type": "array",
-                    "description": "Calls to run in parallel this round (empty for response).",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "purpose": {"type": "string"},
-                            "tool_name": {"type": "string"},
-                            "tool_kwargs": {"type": "object"},
-                            "todo_suggestion": {"type": "string"},
-                        },
-                        "required": ["purpose", "tool_name", "tool_kwargs"],
-                    },
-                },
-            },
-            "required": ["next_action", "execution_commands"],
-        },
-    },
-}
-"""The structured-output schema of `plan_mode="tool"` (`next_action` first, so it streams first)."""
 
-PLAN_TOOL_STRICT: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "PlanDecision",
-        "description": "Decide this round's action and the tool calls to execute.",
-        "strict": True,
-        "parameters": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "next_action": {
-                    "type": "string",
-                    "enum": ["execute", "response"],
-                    "description": "Decide first: 'execute' tools, or 'response' to answer.",
-                },
-                "execution_commands": {
-                    "type": "array",
-                    "description": "Calls to run in parallel this round (empty for response).",
-                    "items": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "properties": {
-                            "purpose": {"type": "string"},
-                            "tool_name": {"type": "string"},
-                            "tool_kwargs": {
-                                "type": "string",
-                                "description": "The tool's arguments as a JSON object text.",
+def _plan_tool(*, strict: bool) -> dict[str, Any]:
+    """The plan's tool schema; `strict` closes every object and sends arguments as text."""
+    closed: dict[str, Any] = {"additionalProperties": False} if strict else {}
+    kwargs: dict[str, Any] = (
+        {"type": "string", "description": "The tool's arguments as a JSON object text."}
+        if strict
+        else {"type": "object"}
+    )
+    command_fields = ["purpose", "tool_name", "tool_kwargs"]
+    return {
+        "type": "function",
+        "function": {
+            "name": "PlanDecision",
+            "description": "Decide this round's action and the tool calls to execute.",
+            **({"strict": True} if strict else {}),
+            "parameters": {
+                "type": "object",
+                **closed,
+                "properties": {
+                    "next_action": {
+                        "type": "string",
+                        "enum": ["execute", "response"],
+                        "description": "Decide first: 'execute' tools, or 'response' to answer.",
+                    },
+                    "execution_commands": {
+                        "type": "array",
+                        "description": "Calls to run in parallel this round (empty for response).",
+                        "items": {
+                            "type": "object",
+                            **closed,
+                            "properties": {
+                                "purpose": {"type": "string"},
+                                "tool_name": {"type": "string"},
+                                "tool_kwargs": kwargs,
+                                "todo_suggestion": {"type": "string"},
                             },
-                            "todo_suggestion": {"type": "string"},
+                            "required": [*command_fields, "todo_suggestion"]
+                            if strict
+                            else command_fields,
                         },
-                        "required": ["purpose", "tool_name", "tool_kwargs", "todo_suggestion"],
                     },
                 },
+                "required": ["next_action", "execution_commands"],
             },
-            "required": ["next_action", "execution_commands"],
         },
-    },
-}
+    }
+
+
+PLAN_TOOL = _plan_tool(strict=False)
+"""The structured-output schema of `plan_mode="tool"` (`next_action` first, so it streams first)."""
+PLAN_TOOL_STRICT = _plan_tool(strict=True)
 """`PLAN_TOOL` for providers' strict structured output, where every object is closed: the
 arguments travel as JSON text (decoded when the plan is normalized)."""
 
