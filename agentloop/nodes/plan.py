@@ -76,6 +76,8 @@ class _Attempts:
     tokens_in: int = 0
     tokens_out: int = 0
     model: str = ""
+    judged: tuple[PlanDecision, str] | None = None
+    """The last reply's decision and why it cannot be used ("" when it can)."""
 
     def count(self, read: PlanRead) -> None:
         self.calls += 1
@@ -176,7 +178,7 @@ class _Plan:
             decision = unparseable_decision(failure)
             chunks, short = 0, False
         else:
-            decision, problem = self._judge(read)
+            decision, problem = attempts.judged or self._judge(read)
             if problem:
                 failure = f"the plan could not be used: {problem}"
                 decision = {**unparseable_decision(problem, read.reader.parser.text)}
@@ -230,7 +232,8 @@ class _Plan:
             except ModelBehaviorError as error:
                 return self._finish(state, attempts, None, error)
             attempts.count(read)
-            _, problem = self._judge(read)
+            attempts.judged = self._judge(read)
+            problem = attempts.judged[1]
             if not self._may_reask(state, attempts, problem):
                 break
             self._reask(attempts, read, problem)
@@ -259,7 +262,8 @@ class _Plan:
             except ModelBehaviorError as error:
                 return self._finish(state, attempts, None, error)
             attempts.count(read)
-            _, problem = self._judge(read)
+            attempts.judged = self._judge(read)
+            problem = attempts.judged[1]
             if not self._may_reask(state, attempts, problem):
                 break
             self._reask(attempts, read, problem)
