@@ -118,6 +118,8 @@ def create_tool_loop(
         max_plan_calls=planning.max_plan_calls,
         history_turns=planning.history_turns,
         history_chars=planning.history_chars,
+        speculative_answer=planning.speculative_answer,
+        streaming_dispatch=planning.streaming_dispatch and not _reviews_plan(interrupt_before),
         name=name,
     )
     toolset = (
@@ -192,6 +194,12 @@ def create_tool_loop(
         interrupt_before=list(interrupt_before) if interrupt_before else None,
         interrupt_after=list(interrupt_after) if interrupt_after else None,
     )
+
+
+def _reviews_plan(interrupt_before: Sequence[str] | None) -> bool:
+    """Whether the loop stops before `execute`, so a person sees the plan before it runs."""
+    names = [interrupt_before] if isinstance(interrupt_before, str) else interrupt_before or ()
+    return "execute" in names or "*" in names
 
 
 def _default_redactor(toolset: MCPToolset | None) -> Redactor:

@@ -40,6 +40,7 @@ from agentloop.errors import (
     is_retryable_model_error,
     model_error_message,
 )
+from agentloop.messages import message_text
 from agentloop.model_stream import BoundedRead, ModelLimits
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "finish_reason",
     "invoke_answer",
     "is_degenerate",
+    "needs_another_try",
     "retry_after_s",
     "run_with_retries",
 ]
@@ -212,6 +214,11 @@ def is_degenerate(text: str, *, tail: int = 50, repeats: int = 5) -> bool:
     if len(text) < tail * (repeats + 1):
         return False
     return text.count(text[-tail:]) > repeats
+
+
+def needs_another_try(reply: BaseMessage) -> bool:
+    """Whether an answer stopped at the length limit or loops (it would be asked again)."""
+    return finish_reason(reply) in _LENGTH_REASONS or is_degenerate(message_text(reply))
 
 
 class _AnswerCheck:

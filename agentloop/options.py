@@ -94,6 +94,12 @@ class PlanningOptions:
         history_turns: Earlier turns of the conversation (a user message and the loop's
             answer) the planner and the answer model see, newest first.
         history_chars: Most characters of those turns.
+        speculative_answer: Start the answer call alongside each planner call, so a
+            plan that says `response` costs no extra wait; the answer is cancelled as
+            soon as the plan says `execute` (its tokens still count in `usage`).
+        streaming_dispatch: Start a plan's concurrency-safe, idempotent calls while the
+            plan is still streaming (off anyway when the loop interrupts before
+            `execute`).
     """
 
     keep_tool_results: int = 5
@@ -103,6 +109,8 @@ class PlanningOptions:
     max_plan_calls: int | None = None
     history_turns: int = 5
     history_chars: int = 6_000
+    speculative_answer: bool = False
+    streaming_dispatch: bool = True
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ class LoopSettings:
     max_plan_calls: int | None = None
     history_turns: int = 5
     history_chars: int = 6_000
+    speculative_answer: bool = False
+    streaming_dispatch: bool = True
     name: str = "tool_loop"
 
     def __post_init__(self) -> None:
@@ -59,6 +61,10 @@ class LoopSettings:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 msg = f"{name} must be an int >= 0, got {value!r}"
+                raise ConfigurationError(msg)
+        for name in ("speculative_answer", "streaming_dispatch"):
+            if not isinstance(getattr(self, name), bool):
+                msg = f"{name} must be True or False, got {getattr(self, name)!r}"
                 raise ConfigurationError(msg)
         if self.max_plan_calls is not None and (
             not isinstance(self.max_plan_calls, int) or self.max_plan_calls < 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -17,14 +17,17 @@ from agentloop.messages import conversation_turns, message_text
 from agentloop.model_calls import Answer, ainvoke_answer, invoke_answer
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.parts import LoopParts
+from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.prompt import conversation_text, default_prompts
 from agentloop.prompts import PromptSet, quote_user_text, to_prompt_json
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
-from agentloop.usage import message_usage, usage_entry
+from agentloop.usage import message_usage, sum_usage, usage_entry
 
 __all__ = [
     "ANSWER_TAGS",
+    "AnswerPrompt",
+    "answer_prompt",
     "build_answer_messages",
     "make_answer",
     "media_blocks",
@@ -153,6 +156,40 @@ def _configure(model: Runnable[Any, BaseMessage]) -> Runnable[Any, BaseMessage]:
 
 
 @dataclass(frozen=True)
+class AnswerPrompt:
+    """The answer request a run's state calls for."""
+
+    answerers: list[BaseChatModel]
+    """The answer model, then its fallbacks."""
+    messages: list[BaseMessage]
+    action_results: dict[str, Any]
+    media: int
+    """How many media attachments the request carries."""
+
+
+def answer_prompt(parts: LoopParts, state: LoopState, scope: RunScope) -> AnswerPrompt:
+    """Build the answer request for the run's state (the answer node's, and a speculative one)."""
+    round_state = state.get("round_state") or empty_round_state()
+    action_results = to_action_results(round_state["done_plans"])
+    answerers = parts.models.answerers(scope.context)
+    media = media_blocks(round_state["done_plans"], answerers[0])
+    settings = scope.settings
+    messages = build_answer_messages(
+        state.get("user_input", ""),
+        state.get("user_extra_requirement", ""),
+        action_results,
+        media,
+        conversation=conversation_turns(
+            state.get("messages") or [],
+            max_turns=settings.history_turns,
+            max_chars=settings.history_chars,
+        ),
+        prompts=parts.prompts,
+    )
+    return AnswerPrompt(list(answerers), messages, action_results, len(media) // 2)
+
+
+@dataclass
 class _AnswerCall:
     """One answer request: its run scope, the results it injects, the model call's arguments."""
 
@@ -162,6 +199,10 @@ class _AnswerCall:
     started: float
     unplanned: str = ""
     """The reply when the planner failed before any tool ran (no model is asked then)."""
+    speculative: SpeculativeAnswer | None = None
+    """The answer the plan node started, when it is the one this request asks for."""
+    wasted: list[dict[str, float]] = field(default_factory=list)
+    """Usage of speculative answers that were not used."""
 
 
 class _Answer:
@@ -172,40 +213,49 @@ class _Answer:
 
     def _request(self, state: LoopState, runtime: Runtime[LoopContext]) -> _AnswerCall:
         scope = self.parts.scope(runtime)
-        round_state = state.get("round_state") or empty_round_state()
-        action_results = to_action_results(round_state["done_plans"])
-        answerers = self.parts.models.answerers(scope.context)
-        media = media_blocks(round_state["done_plans"], answerers[0])
-        settings = scope.settings
-        messages = build_answer_messages(
-            state.get("user_input", ""),
-            state.get("user_extra_requirement", ""),
-            action_results,
-            media,
-            conversation=conversation_turns(
-                state.get("messages") or [],
-                max_turns=settings.history_turns,
-                max_chars=settings.history_chars,
-            ),
-            prompts=self.parts.prompts,
-        )
+        prompt = answer_prompt(self.parts, state, scope)
         unplanned = ""
-        if state.get("status") == "planner_failed" and not action_results:
+        if state.get("status") == "planner_failed" and not prompt.action_results:
             reason = state.get("status_reason") or "no usable plan"
             unplanned = (
                 f"I could not answer: {reason}. No tool was consulted, so rather than "
                 "guess, I give no answer."
             )
-        scope.emit("answer_started", tool_results=len(action_results), media=len(media) // 2)
+        scope.emit("answer_started", tool_results=len(prompt.action_results), media=prompt.media)
         arguments = (
-            answerers,
-            messages,
+            prompt.answerers,
+            prompt.messages,
             self.parts.model_retry,
             self.parts.model_limits,
             message_text,
             _configure,
         )
-        return _AnswerCall(scope, action_results, arguments, time.perf_counter(), unplanned)
+        speculative = self.parts.inflight.take_answer(state.get("run_id", ""))
+        call = _AnswerCall(scope, prompt.action_results, arguments, time.perf_counter(), unplanned)
+        if isinstance(speculative, SpeculativeAnswer):
+            if not unplanned and speculative.matches(prompt.answerers[0], prompt.messages):
+                call.speculative = speculative
+            else:
+                self._drop(call, speculative, "stale")
+        return call
+
+    def _drop(self, call: _AnswerCall, speculative: SpeculativeAnswer, outcome: str) -> None:
+        """Cancel a speculative answer that is not used; its tokens still count."""
+        speculative.cancel()
+        tokens_in, tokens_out = speculative.spent()
+        call.scope.emit(
+            "answer_speculated", outcome=outcome, input_tokens=tokens_in, output_tokens=tokens_out
+        )
+        call.wasted.append(usage_entry(speculative.name, tokens_in, tokens_out, self.parts.prices))
+
+    def _adopted(self, call: _AnswerCall, answer: Answer | None) -> Answer | None:
+        speculative = call.speculative
+        assert speculative is not None
+        if answer is None:
+            self._drop(call, speculative, "unusable")
+            return None
+        call.scope.emit("answer_speculated", outcome="adopted", input_tokens=0, output_tokens=0)
+        return answer
 
     def _update(
         self,
@@ -244,17 +294,23 @@ class _Answer:
             "status": status,
             "status_reason": reason,
         }
+        entries = list(call.wasted)
         if reply is not None:
             tokens_in, tokens_out = message_usage([reply])
             name = str((reply.response_metadata or {}).get("model_name") or "")
-            entry = usage_entry(name, tokens_in, tokens_out, self.parts.prices)
-            update["usage"] = {scope.settings.name: entry}
+            entries.append(usage_entry(name, tokens_in, tokens_out, self.parts.prices))
+        if entries:
+            update["usage"] = sum_usage({scope.settings.name: entry} for entry in entries)
         return self.parts.safe(update)
 
     def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         call = self._request(state, runtime)
         if call.unplanned:
             return self._update(state, call, None)
+        if call.speculative is not None:
+            adopted = self._adopted(call, call.speculative.adopt(_configure))
+            if adopted is not None:
+                return self._update(state, call, adopted)
         try:
             answer = invoke_answer(*call.arguments)
         except ModelBehaviorError as error:
@@ -265,6 +321,10 @@ class _Answer:
         call = self._request(state, runtime)
         if call.unplanned:
             return self._update(state, call, None)
+        if call.speculative is not None:
+            adopted = self._adopted(call, await call.speculative.aadopt(_configure))
+            if adopted is not None:
+                return self._update(state, call, adopted)
         try:
             answer = await ainvoke_answer(*call.arguments)
         except ModelBehaviorError as error:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
@@ -25,11 +24,12 @@ from agentloop.durability import (
     loop_namespace,
 )
 from agentloop.events import Emit
+from agentloop.inflight import EarlyCall
 from agentloop.nodes._runnable import LoopNode
+from agentloop.nodes.early_dispatch import tool_config
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord
-from agentloop.tools.call_config import CallInfo, with_call_info
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
 
@@ -58,16 +58,6 @@ def settled_record(call: PreparedCall, settled: Settled) -> ToolExecutionRecord:
 class _CallTool:
     def __init__(self, parts: LoopParts) -> None:
         self.parts = parts
-
-    def _tool_config(self, call: PreparedCall, config: RunnableConfig) -> RunnableConfig:
-        run_id = call["call_id"].split(":", 1)[0]
-        info: CallInfo = {
-            "run_id": run_id,
-            "call_id": call["call_id"],
-            "call_key": call["call_key"],
-            "loop": self.parts.settings.name,
-        }
-        return with_call_info(config, info)
 
     def _guard(self, call: PreparedCall, scope: RunScope) -> CallGuard | None:
         thread_id = scope.thread_id
@@ -107,11 +97,19 @@ class _CallTool:
             emit_settled(emit, record)
         return {"call_results": {call["call_id"]: self.parts.safe_value(record)}}
 
+    def _early(self, call: PreparedCall) -> EarlyCall | None:
+        """The call as the plan node started it while the plan streamed, if it did."""
+        run_id = call["call_id"].split(":", 1)[0]
+        return self.parts.inflight.take_call(run_id, call["call_id"], call["call_key"])
+
     def invoke(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         scope = self.parts.scope(runtime)
-        config = self._tool_config(call, get_config())
+        config = tool_config(self.parts, call, get_config())
 
         def run() -> dict[str, Any]:
+            early = self._early(call)
+            if early is not None:
+                return dict(self.parts.safe_value(early.result()))
             running = self.parts.runner.run(call, scope.emit, config, prefer_sync=True)
             return dict(self.parts.safe_value(run_coroutine_sync(running)))
 
@@ -120,14 +118,18 @@ class _CallTool:
             return {"call_results": {call["call_id"]: run()}}
         settled = guard.before()
         if settled is not None:
+            self._cancel_early(call)
             return self._settled(call, settled, scope.emit)
         return {"call_results": {call["call_id"]: guard.run(run)}}
 
     async def ainvoke(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         scope = self.parts.scope(runtime)
-        config = self._tool_config(call, get_config())
+        config = tool_config(self.parts, call, get_config())
 
         async def run() -> dict[str, Any]:
+            early = self._early(call)
+            if early is not None:
+                return dict(self.parts.safe_value(await early.aresult()))
             return dict(
                 self.parts.safe_value(await self.parts.runner.run(call, scope.emit, config))
             )
@@ -137,8 +139,14 @@ class _CallTool:
             return {"call_results": {call["call_id"]: await run()}}
         settled = await guard.abefore()
         if settled is not None:
+            self._cancel_early(call)
             return self._settled(call, settled, scope.emit)
         return {"call_results": {call["call_id"]: await guard.arun(run)}}
+
+    def _cancel_early(self, call: PreparedCall) -> None:
+        early = self._early(call)
+        if early is not None:
+            early.cancel()
 
 
 def make_call_tool(parts: LoopParts) -> LoopNode:

@@ -204,6 +204,8 @@ def make_execute(parts: LoopParts) -> Any:
                 settled[call["call_id"]] = record
             calls.append(call)
         runnable = [call for call in calls if call["call_id"] not in settled]
+        will_run = {call["call_id"] for call in runnable}
+        parts.inflight.cancel_calls(run_id, keep=will_run.__contains__)
         safe = [c["concurrency_safe"] for c in runnable]
         for call, batch in zip(
             runnable, assign_batches(safe, scope.settings.concurrency), strict=True

@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 
 from agentloop.checkpoint_safe import checkpoint_safe, safe_update
 from agentloop.durability import SideEffectLedger
+from agentloop.inflight import InFlight
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelProvider
@@ -45,6 +46,8 @@ class LoopParts:
     """Applied to every string the loop writes to state, events and prompts."""
     prompts: PromptSet = field(default_factory=PromptSet)
     """The loop's prompt templates (the shipped ones, or the user's)."""
+    inflight: InFlight = field(default_factory=InFlight)
+    """Calls and answers started ahead of the node that uses them."""
 
     def scope(self, runtime: Runtime[Any]) -> RunScope:
         """The scope of one node call."""

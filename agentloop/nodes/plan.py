@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, BaseMessageChunk
 from langchain_core.runnables import Runnable
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from agentloop.errors import ConfigurationError, ModelBehaviorError, model_error_message
@@ -17,14 +18,17 @@ from agentloop.messages import conversation_turns, message_text
 from agentloop.model_calls import arun_with_retries, run_with_retries
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
+from agentloop.nodes.answer import answer_prompt
+from agentloop.nodes.early_dispatch import EarlyDispatch
 from agentloop.nodes.parts import LoopParts
+from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.check import plan_example, plan_problem, reask_message
 from agentloop.planning.normalize import unparseable_decision
 from agentloop.planning.prompt import PLAN_TOOL, PLAN_TOOL_STRICT, build_plan_messages
 from agentloop.planning.reader import PlanRead
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, PlanDecision, empty_round_state
-from agentloop.usage import usage_entry
+from agentloop.usage import sum_usage, usage_entry
 
 __all__ = ["PLAN_TAGS", "make_plan"]
 
@@ -70,6 +74,10 @@ class _Attempts:
     models: list[BaseChatModel]
     messages: list[BaseMessage]
     example: str
+    dispatch: EarlyDispatch
+    """Starts read-only calls while the plan streams (a new one per planner call)."""
+    speculative: SpeculativeAnswer | None = None
+    """The answer started alongside the planner call, until it is kept or cancelled."""
     started: float = field(default_factory=time.perf_counter)
     calls: int = 0
     reasks: int = 0
@@ -78,12 +86,39 @@ class _Attempts:
     model: str = ""
     judged: tuple[PlanDecision, str] | None = None
     """The last reply's decision and why it cannot be used ("" when it can)."""
+    wasted: list[tuple[str, int, int]] = field(default_factory=list)
+    """Cancelled speculative answers: (model, input tokens, output tokens)."""
 
     def count(self, read: PlanRead) -> None:
         self.calls += 1
         self.tokens_in += read.tokens_in
         self.tokens_out += read.tokens_out
         self.model = read.model
+
+    def fresh_dispatch(self) -> None:
+        """Cancel what the previous planner call started; dispatch for a new one."""
+        self.dispatch.cancel()
+        self.dispatch.reset()
+
+    def follow(self, read: PlanRead) -> None:
+        """After each chunk: start what may start, drop the answer once `execute` is known."""
+        parser = read.reader.parser
+        self.dispatch.feed(parser)
+        action = parser.next_action
+        if self.speculative is not None and action is not None and action != "response":
+            self.drop_answer("cancelled")
+
+    def drop_answer(self, outcome: str) -> None:
+        """Cancel the speculative answer; its tokens still count."""
+        speculative, self.speculative = self.speculative, None
+        if speculative is None:
+            return
+        speculative.cancel()
+        tokens_in, tokens_out = speculative.spent()
+        self.scope.emit(
+            "answer_speculated", outcome=outcome, input_tokens=tokens_in, output_tokens=tokens_out
+        )
+        self.wasted.append((speculative.name, tokens_in, tokens_out))
 
 
 class _Plan:
@@ -104,7 +139,9 @@ class _Plan:
             self._example = (tool_list, plan_example(self.parts.registry.descriptions))
         return self._example[1]
 
-    def _request(self, state: LoopState, runtime: Runtime[LoopContext]) -> _Attempts:
+    def _request(
+        self, state: LoopState, runtime: Runtime[LoopContext], *, asynchronous: bool
+    ) -> _Attempts:
         scope = self.parts.scope(runtime)
         settings = scope.settings
         round_state = state.get("round_state") or empty_round_state()
@@ -130,7 +167,21 @@ class _Plan:
             round_index=round_state["round_index"],
             replan=bool(state.get("rollback_note")),
         )
-        return _Attempts(scope, self.parts.models.planners(scope.context), messages, example)
+        dispatch = EarlyDispatch(self.parts, state, scope, get_config(), asynchronous=asynchronous)
+        attempts = _Attempts(
+            scope, self.parts.models.planners(scope.context), messages, example, dispatch
+        )
+        if settings.speculative_answer:
+            attempts.speculative = self._speculate(state, scope, asynchronous=asynchronous)
+        return attempts
+
+    def _speculate(
+        self, state: LoopState, scope: RunScope, *, asynchronous: bool
+    ) -> SpeculativeAnswer:
+        """Start the answer the loop would give if this plan said `response`."""
+        prompt = answer_prompt(self.parts, state, scope)
+        start = SpeculativeAnswer.start_async if asynchronous else SpeculativeAnswer.start_thread
+        return start(prompt.answerers[0], prompt.messages, self.parts.model_limits)
 
     def _calls_left(self, state: LoopState, attempts: _Attempts) -> int:
         limit = attempts.scope.settings.plan_call_limit
@@ -148,6 +199,7 @@ class _Plan:
     def _reask(self, attempts: _Attempts, read: PlanRead, problem: str) -> None:
         """Ask the planner again, telling it what was wrong with its reply."""
         attempts.reasks += 1
+        attempts.dispatch.cancel()
         attempts.scope.emit("plan_reasked", attempt=attempts.reasks, reason=problem)
         reply = read.reader.parser.text or read.reader.text_parser.text
         message = reask_message(self.parts.prompts, problem, reply, attempts.example)
@@ -183,6 +235,13 @@ class _Plan:
                 failure = f"the plan could not be used: {problem}"
                 decision = {**unparseable_decision(problem, read.reader.parser.text)}
             chunks, short = read.reader.chunks, read.short
+        if failure or decision["next_action"] != "execute":
+            attempts.dispatch.cancel()
+        if attempts.speculative is not None:
+            if failure or decision["next_action"] != "response":
+                attempts.drop_answer("cancelled")
+            else:
+                self.parts.inflight.set_answer(state.get("run_id", ""), attempts.speculative)
         scope.emit(
             "plan_decided",
             next_action=decision["next_action"],
@@ -200,26 +259,34 @@ class _Plan:
         }
         if failure:
             update.update(status="planner_failed", status_reason=failure)
+        entries = [
+            usage_entry(model, tokens_in, tokens_out, self.parts.prices)
+            for model, tokens_in, tokens_out in attempts.wasted
+        ]
         if attempts.calls:
             entry = usage_entry(
                 attempts.model, attempts.tokens_in, attempts.tokens_out, self.parts.prices
             )
             entry["model_calls"] = attempts.calls
-            update["usage"] = {scope.settings.name: entry}
+            entries.append(entry)
+        if entries:
+            update["usage"] = sum_usage({scope.settings.name: entry} for entry in entries)
         return self.parts.safe(update)
 
     def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        attempts = self._request(state, runtime)
+        attempts = self._request(state, runtime, asynchronous=False)
         tool_mode = attempts.scope.settings.plan_mode == "tool"
 
         def attempt(model: BaseChatModel) -> PlanRead:
             read, bounded = PlanRead.start(model, tool_mode), self._bounded()
+            attempts.fresh_dispatch()
             request = attempts.messages
             chunks = bounded.iterate(lambda: _runnable(model, tool_mode).stream(request))
             try:
                 for chunk in chunks:
                     if read.feed(chunk):
                         break
+                    attempts.follow(read)
             finally:
                 chunks.close()
             read.cut = bounded.cut
@@ -240,16 +307,18 @@ class _Plan:
         return self._finish(state, attempts, read)
 
     async def ainvoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        attempts = self._request(state, runtime)
+        attempts = self._request(state, runtime, asynchronous=True)
         tool_mode = attempts.scope.settings.plan_mode == "tool"
 
         async def attempt(model: BaseChatModel) -> PlanRead:
             read, bounded = PlanRead.start(model, tool_mode), self._bounded()
+            attempts.fresh_dispatch()
             chunks = bounded.aiterate(_runnable(model, tool_mode).astream(attempts.messages))
             try:
                 async for chunk in chunks:
                     if read.feed(chunk):
                         break
+                    attempts.follow(read)
             finally:
                 await chunks.aclose()
             read.cut = bounded.cut

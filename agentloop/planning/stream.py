@@ -57,6 +57,12 @@ class _ObjectScanner:
         self._last_key: str | None = None
         self._string_is_key = False
         self._capture: list[str] | None = None
+        self.command_spans: list[tuple[int, int]] = []
+        """Where each complete object of the top-level `execution_commands` array lies in
+        the text fed so far: (start, end) offsets, in the order they closed."""
+        self._commands_depth = 0
+        self._command_start = -1
+        self._offset = 0
 
     def feed(self, chunk: str) -> int | None:
         """Scan one chunk.
@@ -67,6 +73,7 @@ class _ObjectScanner:
         """
         if self.finished:
             return None
+        base, self._offset = self._offset, self._offset + len(chunk)
         index = 0
         if not self.started:
             brace = chunk.find("{")
@@ -87,7 +94,7 @@ class _ObjectScanner:
             if match is None:
                 return None
             index = stop + 1
-            if self._structural(chunk[stop]):
+            if self._structural(chunk[stop], base + stop):
                 self.finished = True
                 return index
         return None
@@ -133,17 +140,30 @@ class _ObjectScanner:
         ):
             self._expect = "after_value"
 
-    def _structural(self, char: str) -> bool:
-        """Apply one structural character; return True when the outermost object closed."""
-        top = len(self._closers) == 1
+    def _structural(self, char: str, position: int) -> bool:
+        """Apply one structural character; return True when the outermost object closed.
+
+        `position` is the character's offset in the whole text fed so far.
+        """
+        depth = len(self._closers)
+        top = depth == 1
         if char == '"':
             self._start_string(top)
         elif char in "{[":
             if top and self._expect == "value":
                 self._expect = "after_value"
+                if char == "[" and self._last_key == "execution_commands":
+                    self._commands_depth = depth + 1
+            elif char == "{" and depth == self._commands_depth:
+                self._command_start = position
             self._closers.append("}" if char == "{" else "]")
         elif char in "}]":
             self._closers.pop()
+            if depth - 1 == self._commands_depth and self._command_start >= 0:
+                self.command_spans.append((self._command_start, position + 1))
+                self._command_start = -1
+            elif depth == self._commands_depth:
+                self._commands_depth = 0
             return not self._closers
         elif top and char == ":":
             self._expect = "value"
@@ -215,6 +235,30 @@ class PlanStreamParser:
         """The top-level `next_action`, lower-cased and stripped, once its string is complete."""
         value = self._scanner.next_action
         return None if value is None else value.strip().lower()
+
+    def completed_commands(self, start: int = 0) -> list[tuple[int, Any]]:
+        """The complete objects of `execution_commands` streamed so far, from `start`.
+
+        Returns:
+            (position in the array, decoded object) pairs; an object that does not
+            decode is left out.
+        """
+        spans = self._scanner.command_spans
+        if start >= len(spans):
+            return []
+        text = self.text
+        commands: list[tuple[int, Any]] = []
+        for position in range(start, len(spans)):
+            begin, end = spans[position]
+            ok, value = _loads(text[begin:end])
+            if ok and isinstance(value, dict):
+                commands.append((position, value))
+        return commands
+
+    @property
+    def commands_completed(self) -> int:
+        """How many objects of `execution_commands` are complete so far."""
+        return len(self._scanner.command_spans)
 
     @property
     def wants_response(self) -> bool:

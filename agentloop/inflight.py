@@ -1,0 +1,164 @@
+"""Work a node starts for a later node of the same run: early tool calls, speculative answers.
+
+The `plan` node may start a tool call before the plan has finished streaming, and an
+answer before it knows the loop will answer; the `call_tool` and `answer` nodes adopt
+that work when it is what they would have started themselves, and the plan or execute
+node cancels what will not be adopted. `InFlight` holds it in between, in memory, by
+run: a checkpoint never holds it, so a run resumed elsewhere simply starts its calls and
+its answer anew (only idempotent calls are ever started early).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["EarlyCall", "InFlight", "Startable"]
+
+STALE_AFTER_S = 900.0
+"""Work nobody adopted or cancelled (a run that died between two nodes) is dropped after
+this long."""
+
+
+class Startable(Protocol):
+    """Work that can be cancelled (an early call's handle, a speculative answer)."""
+
+    def cancel(self) -> Any:
+        """Stop the work; its result will not be used."""
+
+
+@dataclass
+class EarlyCall:
+    """A tool call started while its plan was streaming.
+
+    Attributes:
+        call_key: The call's identity (tool and arguments), checked on adoption.
+        handle: The running call: an `asyncio.Task` (under `ainvoke`) or a
+            `concurrent.futures.Future` (under `invoke`) of its record.
+    """
+
+    call_key: str
+    handle: asyncio.Task[Any] | concurrent.futures.Future[Any]
+
+    def cancel(self) -> None:
+        """Cancel the call (its result will not be used)."""
+        self.handle.cancel()
+
+    async def aresult(self) -> Any:
+        """Wait for the call's record (async)."""
+        if isinstance(self.handle, asyncio.Task):
+            return await self.handle
+        return await asyncio.wrap_future(self.handle)
+
+    def result(self) -> Any:
+        """Wait for the call's record (sync; only for a call started under `invoke`)."""
+        if isinstance(self.handle, concurrent.futures.Future):
+            return self.handle.result()
+        msg = "a call started under ainvoke cannot be awaited synchronously"
+        raise RuntimeError(msg)
+
+
+@dataclass
+class _RunWork:
+    calls: dict[str, EarlyCall] = field(default_factory=dict)
+    answer: Startable | None = None
+    touched: float = field(default_factory=time.monotonic)
+
+
+class InFlight:
+    """The work started ahead of its node, by run (thread-safe)."""
+
+    def __init__(self, stale_after_s: float = STALE_AFTER_S) -> None:
+        self._runs: dict[str, _RunWork] = {}
+        self._lock = threading.Lock()
+        self._stale_after_s = stale_after_s
+
+    def _work(self, run_id: str) -> _RunWork:
+        work = self._runs.get(run_id)
+        if work is None:
+            work = self._runs[run_id] = _RunWork()
+        work.touched = time.monotonic()
+        return work
+
+    def _drop_stale(self) -> list[Startable]:
+        cutoff = time.monotonic() - self._stale_after_s
+        stale = [run_id for run_id, work in self._runs.items() if work.touched < cutoff]
+        dropped: list[Startable] = []
+        for run_id in stale:
+            work = self._runs.pop(run_id)
+            dropped.extend(work.calls.values())
+            if work.answer is not None:
+                dropped.append(work.answer)
+        return dropped
+
+    def add_call(self, run_id: str, call_id: str, call: EarlyCall) -> None:
+        """Hold an early call until `call_tool` adopts it or it is cancelled."""
+        with self._lock:
+            dropped = self._drop_stale()
+            self._work(run_id).calls[call_id] = call
+        _cancel_all(dropped)
+
+    def take_call(self, run_id: str, call_id: str, call_key: str) -> EarlyCall | None:
+        """Adopt the early call of `call_id`, when it is the same call (same identity)."""
+        with self._lock:
+            work = self._runs.get(run_id)
+            early = work.calls.pop(call_id, None) if work is not None else None
+            self._forget_if_empty(run_id)
+        if early is None:
+            return None
+        if early.call_key != call_key:
+            early.cancel()
+            return None
+        return early
+
+    def cancel_calls(self, run_id: str, keep: Callable[[str], bool] = lambda _: False) -> int:
+        """Cancel the run's early calls that will not be adopted; return how many."""
+        with self._lock:
+            work = self._runs.get(run_id)
+            if work is None:
+                return 0
+            dropped = [call_id for call_id in work.calls if not keep(call_id)]
+            cancelled = [work.calls.pop(call_id) for call_id in dropped]
+            self._forget_if_empty(run_id)
+        _cancel_all(cancelled)
+        return len(cancelled)
+
+    def set_answer(self, run_id: str, answer: Startable) -> None:
+        """Hold a speculative answer until the `answer` node adopts it or it is cancelled."""
+        with self._lock:
+            dropped = self._drop_stale()
+            work = self._work(run_id)
+            if work.answer is not None:
+                dropped.append(work.answer)
+            work.answer = answer
+        _cancel_all(dropped)
+
+    def take_answer(self, run_id: str) -> Startable | None:
+        """Take the run's speculative answer (the caller adopts or cancels it)."""
+        with self._lock:
+            work = self._runs.get(run_id)
+            answer = None
+            if work is not None:
+                answer, work.answer = work.answer, None
+            self._forget_if_empty(run_id)
+        return answer
+
+    def _forget_if_empty(self, run_id: str) -> None:
+        work = self._runs.get(run_id)
+        if work is not None and not work.calls and work.answer is None:
+            del self._runs[run_id]
+
+    def __len__(self) -> int:
+        """Runs with work in flight."""
+        with self._lock:
+            return len(self._runs)
+
+
+def _cancel_all(work: list[Any]) -> None:
+    for item in work:
+        item.cancel()

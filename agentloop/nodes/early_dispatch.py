@@ -1,0 +1,186 @@
+"""Streaming dispatch: start a plan's read-only calls while the plan is still streaming.
+
+A command starts before the plan ends when its JSON object is complete, the plan's
+`next_action` is `execute`, its tool is concurrency-safe and idempotent, its arguments
+are valid and name no other command's result, and every command before it is
+concurrency-safe (a call with side effects keeps its place in the order). It is the
+call `execute` would prepare (same call id, same identity); the `call_tool` task adopts
+its record (`InFlight`), through the same ledger guard and events as any call. A call
+that will not be adopted (the plan was asked again, or said `response`) is cancelled:
+only idempotent calls ever start early, so running one for nothing has no effect.
+
+Off with `PlanningOptions(streaming_dispatch=False)`, and when the loop interrupts
+before `execute` (a person reviews the plan first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+
+from agentloop._sync import run_coroutine_sync
+from agentloop.durability import call_key
+from agentloop.inflight import EarlyCall
+from agentloop.nodes.parts import LoopParts
+from agentloop.planning.normalize import normalize_plan_decision
+from agentloop.planning.stream import PlanStreamParser
+from agentloop.settings import RunScope
+from agentloop.state import LoopState, PreparedCall, empty_round_state
+from agentloop.tools.call_config import CallInfo, with_call_info
+from agentloop.tools.judge import executed_queries
+
+__all__ = ["EarlyDispatch", "round_label", "tool_config"]
+
+_REFERENCE = re.compile(r"\$(\d+|\{\d+\})")
+"""A reference to another command's result (`"$2"`, `"${2}"`)."""
+
+
+def round_label(state: LoopState) -> str:
+    """The label of the round being planned: its index, and rollbacks that re-planned it."""
+    round_state = state.get("round_state") or empty_round_state()
+    rollbacks = state.get("consecutive_rollbacks", 0)
+    index = round_state["round_index"]
+    return f"{index}.{rollbacks}" if rollbacks else str(index)
+
+
+def tool_config(parts: LoopParts, call: PreparedCall, config: RunnableConfig) -> RunnableConfig:
+    """The config a tool is called with: the node's, naming the call it serves."""
+    info: CallInfo = {
+        "run_id": call["call_id"].split(":", 1)[0],
+        "call_id": call["call_id"],
+        "call_key": call["call_key"],
+        "loop": parts.settings.name,
+    }
+    return with_call_info(config, info)
+
+
+def _future_on_thread(work: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+    """Run `work` on a daemon thread; its result or error goes to the returned future."""
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(work())
+        except BaseException as error:  # handed to the adopter
+            future.set_exception(error)
+
+    threading.Thread(target=context.run, args=(run,), name="agentloop-early", daemon=True).start()
+    return future
+
+
+class EarlyDispatch:
+    """Starts the commands of one streaming plan that may run before it ends."""
+
+    def __init__(
+        self,
+        parts: LoopParts,
+        state: LoopState,
+        scope: RunScope,
+        config: RunnableConfig,
+        *,
+        asynchronous: bool,
+    ) -> None:
+        settings = scope.settings
+        self.parts, self.scope, self.config = parts, scope, config
+        self.asynchronous = asynchronous
+        self.enabled = settings.streaming_dispatch
+        self.run_id = state.get("run_id", "run")
+        self.round_label = round_label(state)
+        round_state = state.get("round_state") or empty_round_state()
+        self.round_index = round_state["round_index"]
+        self.executed = executed_queries(round_state["done_plans"])
+        self.keys: set[str] = set()
+        self.looked_at = 0
+        self.started = 0
+        self.stopped = False
+
+    def reset(self) -> None:
+        """Forget the commands looked at, for a new reply to the same request."""
+        self.keys = set()
+        self.looked_at = self.started = 0
+        self.stopped = False
+
+    def feed(self, parser: PlanStreamParser) -> None:
+        """Start what the commands completed since the last look allow."""
+        if not self.enabled or self.stopped or parser.next_action != "execute":
+            return
+        if parser.commands_completed <= self.looked_at:
+            return
+        for position, raw in parser.completed_commands(self.looked_at):
+            if position != self.looked_at or not self._consider(position, raw):
+                self.stopped = True  # an order to keep, or positions no longer certain
+                return
+            self.looked_at = position + 1
+
+    def _consider(self, position: int, raw: dict[str, Any]) -> bool:
+        """Start one command when it may; False when no later command may start early."""
+        settings = self.scope.settings
+        limit = settings.concurrency
+        if position >= settings.max_commands_per_round or (limit and self.started >= limit):
+            return False
+        commands = normalize_plan_decision(
+            {"next_action": "execute", "execution_commands": [raw]}
+        ).get("execution_commands")
+        if not commands:
+            return False
+        command = commands[0]
+        if self.parts.registry.get(command["tool_name"]) is None:
+            return True  # an unknown tool is settled without running
+        policy = self.parts.registry.policy(command["tool_name"])
+        if not (policy.concurrency_safe and policy.idempotent):
+            return False
+        if _REFERENCE.search(repr(command["tool_kwargs"])):
+            return True  # waits for its inputs: execute sends it
+        call, refused = self.parts.runner.prepare(
+            command,
+            call_id=f"{self.run_id}:{self.round_label}:{position}",
+            round_index=self.round_index,
+            index=position,
+        )
+        key = call["query_key"]
+        if refused is not None or key in self.executed or key in self.keys:
+            self.keys.add(key)
+            return True  # settled without running, or a duplicate
+        self.keys.add(key)
+        call["call_key"] = call_key(
+            self.run_id, self.round_label, call["tool_name"], call["arguments"], 0
+        )
+        self._start(call)
+        return True
+
+    def _start(self, call: PreparedCall) -> None:
+        config = tool_config(self.parts, call, self.config)
+        runner, emit = self.parts.runner, self.scope.emit
+        handle: asyncio.Task[Any] | concurrent.futures.Future[Any]
+        if self.asynchronous:
+            handle = asyncio.get_running_loop().create_task(runner.run(call, emit, config))
+        else:
+            handle = _future_on_thread(
+                lambda: run_coroutine_sync(runner.run(call, emit, config, prefer_sync=True))
+            )
+        self.parts.inflight.add_call(
+            self.run_id, call["call_id"], EarlyCall(call["call_key"], handle)
+        )
+        self.started += 1
+        emit(
+            "tool_dispatched",
+            call_id=call["call_id"],
+            tool_name=call["tool_name"],
+            index=call["index"],
+        )
+
+    def cancel(self) -> None:
+        """Cancel the calls started for a plan that will not be executed."""
+        if self.started:
+            self.parts.inflight.cancel_calls(self.run_id)
+            self.started = 0

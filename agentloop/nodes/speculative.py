@@ -1,0 +1,288 @@
+"""The speculative answer: the answer requested alongside a plan that may end the loop.
+
+With `PlanningOptions(speculative_answer=True)` the `plan` node starts the answer call
+at the same time as the planner call. The answer streams into a buffer, out of sight (no
+callbacks, so no `messages` stream and no trace of it under `plan`). When the plan says
+`response`, the `answer` node adopts it: it replays the buffered chunks, then the rest
+as it arrives, through `_Relay`, a chat model whose stream is that buffer, so the
+answer's tokens reach LangGraph's `messages` stream from the `answer` node as usual.
+When the plan says `execute`, the answer is cancelled as soon as that is known; its
+tokens are still counted in the run's usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import operator
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from functools import reduce
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessageChunk, BaseMessage, message_chunk_to_message
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable
+from pydantic import PrivateAttr
+
+from agentloop.messages import message_text
+from agentloop.model_calls import Answer, needs_another_try
+from agentloop.model_stream import BoundedRead, ModelLimits
+from agentloop.models import model_name
+from agentloop.usage import message_usage
+
+__all__ = ["SpeculativeAnswer"]
+
+CHARS_PER_TOKEN = 4
+"""Token estimate of a cancelled answer that reported no usage."""
+
+
+class SpeculativeAnswer:
+    """One answer call started ahead of the decision to answer.
+
+    Start it with `start_async` (under `ainvoke`) or `start_thread` (under `invoke`);
+    adopt it with `aadopt` / `adopt`, or `cancel` it.
+    """
+
+    def __init__(
+        self, model: BaseChatModel, messages: Sequence[BaseMessage], limits: ModelLimits
+    ) -> None:
+        self.model = model
+        self.messages = list(messages)
+        self.limits = limits
+        self.chunks: list[Any] = []
+        self.finished = False
+        self.error: BaseException | None = None
+        self.cut = ""
+        self.cancelled = False
+        self._condition = threading.Condition()
+        self._wakers: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    # -- producing -----------------------------------------------------------------------
+
+    @classmethod
+    def start_async(
+        cls, model: BaseChatModel, messages: Sequence[BaseMessage], limits: ModelLimits
+    ) -> SpeculativeAnswer:
+        """Start the answer as a task of the running event loop."""
+        answer = cls(model, messages, limits)
+        loop = asyncio.get_running_loop()
+        # an empty context: no callbacks of the plan node, so nothing streams from it
+        answer._task = loop.create_task(answer._aproduce(), context=contextvars.Context())
+        return answer
+
+    @classmethod
+    def start_thread(
+        cls, model: BaseChatModel, messages: Sequence[BaseMessage], limits: ModelLimits
+    ) -> SpeculativeAnswer:
+        """Start the answer on a daemon thread (for sync runs)."""
+        answer = cls(model, messages, limits)
+        context = contextvars.Context()
+        thread = threading.Thread(
+            target=context.run, args=(answer._produce,), name="agentloop-answer", daemon=True
+        )
+        thread.start()
+        return answer
+
+    def _bounded(self) -> BoundedRead[Any]:
+        limits = self.limits
+        return BoundedRead("answer", limits, limits.max_answer_chars, lambda c: len(c.text))
+
+    async def _aproduce(self) -> None:
+        read = self._bounded()
+        chunks = read.aiterate(self.model.astream(self.messages))
+        try:
+            async for chunk in chunks:
+                if self.cancelled:
+                    break
+                self._put(chunk)
+            self._finish(cut=read.cut)
+        except asyncio.CancelledError as error:
+            self._finish(error=error)
+        except Exception as error:  # the answer node asks again on the normal path
+            self._finish(error=error)
+        finally:
+            await chunks.aclose()
+
+    def _produce(self) -> None:
+        read = self._bounded()
+        chunks = read.iterate(lambda: self.model.stream(self.messages))
+        try:
+            for chunk in chunks:
+                if self.cancelled:
+                    break
+                self._put(chunk)
+            self._finish(cut=read.cut)
+        except Exception as error:  # the answer node asks again on the normal path
+            self._finish(error=error)
+        finally:
+            chunks.close()
+
+    def _put(self, chunk: Any) -> None:
+        with self._condition:
+            self.chunks.append(chunk)
+            self._wake()
+
+    def _finish(self, *, cut: str = "", error: BaseException | None = None) -> None:
+        with self._condition:
+            if self.finished:
+                return
+            self.finished, self.cut, self.error = True, cut, error
+            self._wake()
+
+    def _wake(self) -> None:
+        self._condition.notify_all()
+        for loop, event in self._wakers:
+            loop.call_soon_threadsafe(event.set)
+
+    def cancel(self) -> None:
+        """Stop the answer: it will not be used."""
+        self.cancelled = True
+        if self._task is not None:
+            self._task.cancel()
+        self._finish(error=asyncio.CancelledError("the speculative answer was cancelled"))
+
+    # -- consuming -----------------------------------------------------------------------
+
+    def iterate(self) -> Iterator[Any]:
+        """Yield the answer's chunks, waiting for the next one (sync)."""
+        index = 0
+        while True:
+            with self._condition:
+                while index >= len(self.chunks) and not self.finished:
+                    self._condition.wait()
+                if index < len(self.chunks):
+                    chunk = self.chunks[index]
+                elif self.error is not None:
+                    raise self.error
+                else:
+                    return
+            index += 1
+            yield chunk
+
+    async def aiterate(self) -> AsyncIterator[Any]:
+        """Yield the answer's chunks, waiting for the next one (async)."""
+        event = asyncio.Event()
+        with self._condition:
+            self._wakers.append((asyncio.get_running_loop(), event))
+        index = 0
+        while True:
+            with self._condition:
+                ready = index < len(self.chunks)
+                chunk = self.chunks[index] if ready else None
+                done, error = self.finished, self.error
+                event.clear()
+            if ready:
+                index += 1
+                yield chunk
+            elif not done:
+                await event.wait()
+            elif error is not None:
+                raise error
+            else:
+                return
+
+    def matches(self, model: BaseChatModel, messages: Sequence[BaseMessage]) -> bool:
+        """Whether this is the answer the answer node would ask for now."""
+        return model is self.model and list(messages) == self.messages
+
+    def spent(self) -> tuple[int, int]:
+        """Tokens spent so far (input, output): reported usage, else an estimate."""
+        with self._condition:
+            chunks = list(self.chunks)
+        tokens_in, tokens_out = message_usage(chunks)
+        if tokens_in == 0:
+            prompt = sum(len(message_text(message)) for message in self.messages)
+            tokens_in = -(-prompt // CHARS_PER_TOKEN)
+        if tokens_out == 0:
+            written = sum(len(chunk.text) for chunk in chunks)
+            tokens_out = -(-written // CHARS_PER_TOKEN)
+        return tokens_in, tokens_out
+
+    @property
+    def name(self) -> str:
+        """The answer model's name (for prices)."""
+        return model_name(self.model)
+
+    def _usable(self, chunks: list[Any]) -> Answer | None:
+        if not chunks or self.error is not None:
+            return None
+        reply = message_chunk_to_message(reduce(operator.add, chunks))
+        if needs_another_try(reply):
+            return None  # the normal path asks again with a larger budget
+        return Answer(reply, self.cut)
+
+    async def aadopt(
+        self, configure: Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]]
+    ) -> Answer | None:
+        """Relay the answer from the answer node; None when it cannot be used as it is."""
+        relay = configure(_Relay(source=self))
+        try:
+            chunks = [chunk async for chunk in relay.astream(self.messages)]
+        except Exception:  # the producer failed: the answer node asks normally
+            return None
+        return self._usable(chunks)
+
+    def adopt(
+        self, configure: Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]]
+    ) -> Answer | None:
+        """Sync `aadopt`."""
+        relay = configure(_Relay(source=self))
+        try:
+            chunks = list(relay.stream(self.messages))
+        except Exception:  # the producer failed: the answer node asks normally
+            return None
+        return self._usable(chunks)
+
+
+class _Relay(BaseChatModel):
+    """A chat model whose reply is a speculative answer's stream."""
+
+    _source: SpeculativeAnswer = PrivateAttr()
+
+    def __init__(self, *, source: SpeculativeAnswer, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._source = source
+
+    @property
+    def _llm_type(self) -> str:
+        return "speculative-answer"
+
+    @staticmethod
+    def _generation(chunk: Any) -> ChatGenerationChunk:
+        message = chunk if isinstance(chunk, AIMessageChunk) else AIMessageChunk(content=chunk.text)
+        return ChatGenerationChunk(message=message)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        chunks = list(self._source.iterate())
+        reply = message_chunk_to_message(reduce(operator.add, chunks))
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        for chunk in self._source.iterate():
+            yield self._generation(chunk)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        async for chunk in self._source.aiterate():
+            yield self._generation(chunk)
