@@ -81,8 +81,10 @@ class PlanningOptions:
     """How rounds are planned and bounded.
 
     Attributes:
-        keep_tool_results: Of the results earlier prompts showed, the planner sees only
-            this many latest in full again (the last round's results always are).
+        keep_tool_results: Of the results earlier prompts showed, the planner sees at
+            least this many latest in full again; older ones are omitted in blocks of
+            this size, so the prompt's history only grows at its end between two blocks
+            (the last round's results are always shown).
         max_consecutive_rollbacks: Rounds in a row that may be rolled back.
         max_commands_per_round: Commands of one plan that run; the excess become refused
             records (`too_many_commands`) that tell the planner why.

@@ -125,6 +125,7 @@ PROMPT_VARIABLES: dict[str, frozenset[str]] = {
             "conversation",
             "user_input",
             "user_extra_requirement",
+            "history",
             "done_plans",
             "last_round_records",
             "round_number",

@@ -46,6 +46,18 @@ def _json_section(text: str, tag: str, default: Any) -> Any:
     return default
 
 
+def _history(section: str) -> list[Any]:
+    """The records of the prompt's history: one JSON object per line."""
+    records = []
+    for line in section.splitlines():
+        if line.startswith("{"):
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
 def _command(purpose: str, tool_name: str, todo: str, **kwargs: Any) -> dict[str, Any]:
     return {
         "purpose": purpose,
@@ -171,8 +183,7 @@ def _plan(messages: list[BaseMessage]) -> str | AIMessage:
     tools = {t.get("name", "") for t in _json_section(text, "available_tools", []) if t}
     records = [
         record
-        for tag in ("done_plans", "last_round_records")
-        for record in _json_section(text, tag, [])
+        for record in _history(_section(text, "rounds"))
         if isinstance(record, dict) and record.get("tool_name")
     ]
     if "<planner_note>" in text:  # the last plan was rolled back: the rules know no other

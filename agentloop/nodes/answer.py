@@ -51,7 +51,8 @@ def _result_value(record: ToolExecutionRecord) -> Any:
 def to_action_results(records: Iterable[ToolExecutionRecord]) -> dict[str, Any]:
     """Key each record's result by its purpose, as the answer model sees them.
 
-    Repeated purposes get `" (2)"`, `" (3)"`... suffixes. A failed record gives
+    A command without a purpose is named by its tool and arguments. Repeated purposes
+    get `" (2)"`, `" (3)"`... suffixes. A failed record gives
     `{"error", "result"}`; a fallback result gives `{"result", "fallback"}`.
 
     Args:
@@ -63,7 +64,7 @@ def to_action_results(records: Iterable[ToolExecutionRecord]) -> dict[str, Any]:
     results: dict[str, Any] = {}
     counts: dict[str, int] = {}
     for record in records:
-        purpose = record["purpose"] or f"Use {record['tool_name']}"
+        purpose = record["purpose"] or f"{record['tool_name']} {to_prompt_json(record['kwargs'])}"
         counts[purpose] = counts.get(purpose, 0) + 1
         key = purpose if counts[purpose] == 1 else f"{purpose} ({counts[purpose]})"
         while key in results:

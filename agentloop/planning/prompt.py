@@ -18,6 +18,8 @@ __all__ = [
     "build_plan_messages",
     "conversation_text",
     "default_prompts",
+    "history_text",
+    "omitted_results",
     "planner_view",
     "to_prompt_json",
 ]
@@ -125,6 +127,37 @@ def planner_view(records: Sequence[ToolExecutionRecord], *, keep_full: int) -> l
     return view
 
 
+def omitted_results(seen: int, keep: int) -> int:
+    """How many of the oldest results already shown to the planner are now omitted.
+
+    They are omitted in blocks of `keep`, so the history only grows at its end
+    between two blocks (a provider's prompt cache keeps reusing it): between `keep`
+    and `2 * keep - 1` of the latest results already shown stay in full.
+
+    Args:
+        seen: Results shown in earlier prompts (the last round's are not counted).
+        keep: `keep_tool_results`; 0 omits every result already shown.
+    """
+    if keep <= 0:
+        return seen
+    return max(0, (seen // keep - 1) * keep)
+
+
+def history_text(records: Sequence[ToolExecutionRecord], last_round: int, keep: int) -> str:
+    """The planner's view of every record so far, one JSON object per line, oldest first.
+
+    Args:
+        records: `done_plans`.
+        last_round: How many of them are the last round's (always shown in full).
+        keep: `keep_tool_results`.
+    """
+    if not records:
+        return "(none yet)"
+    omitted = omitted_results(len(records) - last_round, keep)
+    view = planner_view(records, keep_full=len(records) - omitted)
+    return "\n".join(to_prompt_json(item) for item in view)
+
+
 def build_plan_messages(
     *,
     user_input: str,
@@ -141,8 +174,10 @@ def build_plan_messages(
     """Render the planner's request for one round.
 
     The system message is the same for every round of a loop (no round number), and
-    the human message puts what changes least first (tools, conversation, request) and
-    the rounds' history last, so a provider's prompt cache can reuse the prefix.
+    the human message puts what changes least first (tools, conversation, request),
+    then the history of the rounds, which only grows at its end (results are omitted
+    in blocks, see `omitted_results`), then the little that changes each round: a
+    provider's prompt cache can reuse all of the previous prompt but its last lines.
 
     Args:
         user_input: The request.
@@ -150,8 +185,9 @@ def build_plan_messages(
         available_tools: The tools as prompt JSON (see `to_prompt_json`), rendered once.
         round_state: What happened so far.
         max_rounds: The round limit.
-        keep_tool_results: Of the results earlier prompts showed, only this many latest
-            are shown again in full (the last round's results always are).
+        keep_tool_results: Of the results earlier prompts showed, at least this many
+            latest are shown again in full, older ones are omitted in blocks of this
+            size (the last round's results are always shown).
         rollback_note: Why the previous plan was rolled back ("" for none).
         conversation: Earlier turns of the conversation (`conversation_turns`).
         plan_example: A plan written with the loop's real tools (`plan_example`).
@@ -180,6 +216,7 @@ def build_plan_messages(
         user_extra_requirement=quote_user_text(user_extra_requirement)
         if user_extra_requirement
         else "(none)",
+        history=history_text(done, last_count, keep_tool_results),
         done_plans=to_prompt_json(planner_view(older, keep_full=keep_tool_results)),
         last_round_records=to_prompt_json(planner_view(last, keep_full=len(last))),
         round_number=round_state["round_index"] + 1,

@@ -182,7 +182,27 @@ async def test_the_plan_system_prompt_is_the_same_every_round(run_loop: Any) -> 
     first, second = planner.requests
     assert first[0].content == second[0].content
     # what changes between rounds comes last: the prompts share everything up to the rounds
-    assert str(second[1].content).startswith(str(first[1].content).split("<done_plans>")[0])
+    assert str(second[1].content).startswith(str(first[1].content).split("(none yet)")[0])
+
+
+async def test_the_plan_prompt_history_only_grows_at_its_end(run_loop: Any) -> None:
+    @tool
+    def get_page(n: int) -> str:
+        """Page n of a report."""
+        return f"PAGE-{n} " * 40
+
+    plans = [plan_reply("execute", [{"tool_name": "get_page", "tool_kwargs": {"n": n}}])
+             for n in range(1, 5)]  # fmt: skip
+    planner = ScriptedChatModel([*plans, plan_reply("response")])
+    await run_loop(
+        create_tool_loop(planner, [get_page], answer_model=ScriptedChatModel(["ok"])),
+        {"user_input": "read pages 1 to 4"},
+    )
+    prompts = [str(request[1].content) for request in planner.requests]
+    for before, after in zip(prompts[1:], prompts[2:], strict=False):
+        history = before.split("\n</rounds>")[0]
+        assert after.startswith(history)  # everything but the last lines is reused
+        assert len(history) / len(after) > 0.6
 
 
 # --- bounded planning ----------------------------------------------------------------------

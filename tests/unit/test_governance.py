@@ -607,16 +607,21 @@ async def test_planner_sees_only_recent_results_in_full(run_loop: Any) -> None:
         """Numbered result."""
         return f"RESULT-{n}"
 
-    plans = [plan_reply("execute", [cmd("get_n", n=i)]) for i in range(4)] + [
+    plans = [plan_reply("execute", [cmd("get_n", n=i)]) for i in range(5)] + [
         plan_reply("response")
     ]
-    graph, planner = build(plans, [get_n], planning=PlanningOptions(keep_tool_results=2))
+    graph, planner = build(
+        plans, [get_n], max_rounds=6, planning=PlanningOptions(keep_tool_results=2)
+    )
     await run_loop(graph, {"user_input": "go"})
-    last_prompt = str(planner.requests[-1][-1].content)
-    # the last round's result, never shown yet, and the 2 latest results shown before
-    assert all(f"RESULT-{n}" in last_prompt for n in (1, 2, 3))
-    assert "RESULT-0" not in last_prompt
-    assert "omitted" in last_prompt
+    prompts = [str(request[-1].content) for request in planner.requests]
+    # 4 results shown before: a block of 2 omitted at once, the 2 latest and the new one kept
+    assert all(f"RESULT-{n}" in prompts[5] for n in (2, 3, 4))
+    assert "RESULT-0" not in prompts[5] and "RESULT-1" not in prompts[5]
+    assert prompts[5].count(OMITTED) == 2
+    # before that (3 shown before), the history only grew at its end
+    assert all(f"RESULT-{n}" in prompts[4] for n in (0, 1, 2, 3))
+    assert OMITTED not in prompts[4]
 
 
 async def test_keep_tool_results_never_hides_a_result_not_shown_yet(run_loop: Any) -> None:
@@ -636,8 +641,9 @@ async def test_keep_tool_results_never_hides_a_result_not_shown_yet(run_loop: An
     assert all(f"RESULT-{n}" in after_big_round for n in range(8))
     assert OMITTED not in after_big_round
     after_next = str(planner.requests[2][-1].content)
-    assert all(f"RESULT-{n}" in after_next for n in (3, 4, 5, 6, 7, 8))
-    assert after_next.count(OMITTED) == 3
+    # 8 results shown before, fewer than 2 blocks of 5: none omitted yet
+    assert all(f"RESULT-{n}" in after_next for n in range(9))
+    assert OMITTED not in after_next
 
 
 # -- policies --------------------------------------------------------------------------------
