@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -199,7 +200,7 @@ async def test_the_plan_prompt_history_only_grows_at_its_end(run_loop: Any) -> N
         {"user_input": "read pages 1 to 4"},
     )
     prompts = [str(request[1].content) for request in planner.requests]
-    for before, after in zip(prompts[1:], prompts[2:], strict=False):
+    for before, after in itertools.pairwise(prompts[1:]):
         history = before.split("\n</rounds>")[0]
         assert after.startswith(history)  # everything but the last lines is reused
         assert len(history) / len(after) > 0.6
