@@ -9,6 +9,7 @@ our planner's plans, and the final answer.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -187,10 +188,25 @@ class Task:
     """The task whose `create_agent` run is the contender ("": this one)."""
 
     def plan_texts(self) -> list[str]:
-        """Return our planner's replies: one plan per round, then `response`."""
+        """Return our planner's replies: one plan per round, then `response`.
+
+        Commands are written as the plan prompt's example writes them: a tool and its
+        arguments (a purpose and a todo suggestion are optional, and cost output time).
+        """
         plans = self.rounds if self.plans is None else self.plans
-        replies = [plan_reply("execute", commands) for commands in plans]
-        return [*(str(reply) for reply in replies), str(plan_reply("response"))]
+        replies = [
+            json.dumps(
+                {
+                    "next_action": "execute",
+                    "execution_commands": [
+                        {"tool_name": command["tool_name"], "tool_kwargs": command["tool_kwargs"]}
+                        for command in commands
+                    ],
+                }
+            )
+            for commands in plans
+        ]
+        return [*replies, str(plan_reply("response"))]
 
     def agent_turns(self) -> list[AIMessage]:
         """Return `create_agent`'s tool-calling turns, one per round."""

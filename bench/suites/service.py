@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from langchain.agents import create_agent
 
-from agentloop import create_tool_loop
+from agentloop import PlanningOptions, create_tool_loop
 from bench.contenders import Graph
 from bench.harness import Figure, Settings, Target, median
 from bench.service_tasks import TASKS, Task, ToolCallLog, service_tools
@@ -49,6 +49,7 @@ STAGGER_S = 0.2
 """Seconds between the starts of concurrent runs, so that their first steps (the busiest:
 building and rendering the first prompt) do not compete for the CPU."""
 MAX_ROUNDS = 16
+KEEP_TOOL_RESULTS = 5
 """Above every task's need (the default, 5, is too few for the long task): each run ends
 when the planner chooses `response`, as it would with a real model."""
 TARGETS = {
@@ -58,6 +59,9 @@ TARGETS = {
     "chainref": Target(0.9),
     "long": Target(0.9),
 }
+RECOMMENDED = PlanningOptions(speculative_answer=True, keep_tool_results=KEEP_TOOL_RESULTS)
+"""The settings recommended for latency: the answer requested alongside every plan
+(streaming dispatch is on by default)."""
 PREFIX_TARGET = Target(80, at_most=False, on="ours")
 """From the second plan prompt on, at least 80 % of each repeats the previous one's prefix."""
 
@@ -145,7 +149,9 @@ async def run_ours(task: Task, time_scale: float) -> RunMeasure:
     log, tools = RequestLog(), ToolCallLog()
     decisions = Decisions(plans=task.plan_texts(), answer=task.answer)
     model = SimulatedChatModel(_profile(time_scale), decisions, log)
-    graph = create_tool_loop(model, service_tools(tools, time_scale), max_rounds=MAX_ROUNDS)
+    graph = create_tool_loop(
+        model, service_tools(tools, time_scale), max_rounds=MAX_ROUNDS, planning=RECOMMENDED
+    )
     started = time.perf_counter()
     out = await graph.ainvoke({"user_input": task.request})
     wall = time.perf_counter() - started
