@@ -114,6 +114,8 @@ class EarlyDispatch:
         """Start what the commands completed since the last look allow."""
         if not self.enabled or self.stopped or parser.next_action != "execute":
             return
+        if parser.finished:
+            return  # the plan is whole: execute starts its calls as early
         if parser.commands_completed <= self.looked_at:
             return
         for position, raw in parser.completed_commands(self.looked_at):

@@ -256,6 +256,11 @@ class PlanStreamParser:
         return commands
 
     @property
+    def finished(self) -> bool:
+        """Whether the reply's outermost JSON object is closed."""
+        return self._scanner.finished
+
+    @property
     def commands_completed(self) -> int:
         """How many objects of `execution_commands` are complete so far."""
         return len(self._scanner.command_spans)
