@@ -49,6 +49,7 @@ ErrorType = Literal[
     "duplicate",
     "useless_result",
     "too_many_commands",
+    "reference_failed",
 ]
 """Why a call failed, as its record says:
 
@@ -62,7 +63,9 @@ ErrorType = Literal[
 - `unknown_outcome`: a call with side effects may or may not have happened (not repeated);
 - `duplicate`: the same query already ran (not run);
 - `useless_result`: the result was judged useless;
-- `too_many_commands`: beyond the per-round cap (not run).
+- `too_many_commands`: beyond the per-round cap (not run);
+- `reference_failed`: an argument refers to the result of a command that failed or did
+  not run (not run).
 """
 ERROR_TYPES: tuple[str, ...] = get_args(ErrorType)
 

@@ -118,7 +118,7 @@ def render_prompt(name: str, **values: Any) -> str:
 
 
 PROMPT_VARIABLES: dict[str, frozenset[str]] = {
-    "plan_system": frozenset({"plan_example", "max_rounds"}),
+    "plan_system": frozenset({"plan_example", "reference_example", "max_rounds"}),
     "plan_user": frozenset(
         {
             "available_tools",

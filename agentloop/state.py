@@ -20,6 +20,7 @@ __all__ = [
     "OutputState",
     "PlanDecision",
     "PreparedCall",
+    "ReferencedOutcome",
     "RoundState",
     "RunLimits",
     "RunStatus",
@@ -140,6 +141,17 @@ class ToolExecutionRecord(TypedDict):
     Only a multimodal answer model sees them, never a text prompt."""
 
 
+class ReferencedOutcome(TypedDict):
+    """The outcome of a command another command's arguments refer to (`"$N"`, `"${N}"`)."""
+
+    index: int
+    """Position of the referenced command in its round (0-based; it is `$index+1`)."""
+    tool_name: str
+    success: bool
+    result: Any
+    error: str
+
+
 class PreparedCall(TypedDict):
     """A command ready to run (or already settled), as it is kept in the graph state."""
 
@@ -161,6 +173,11 @@ class PreparedCall(TypedDict):
     notes: list[str]
     batch: int
     """The batch the call runs in; -1 when it was settled without running."""
+    depends_on: NotRequired[list[int]]
+    """Positions (0-based) of the commands whose results the arguments refer to. Such a
+    call runs in a batch after theirs; its `arguments` are resolved and validated then."""
+    referenced: NotRequired[list[ReferencedOutcome]]
+    """The outcomes of `depends_on`, attached when the call is sent to run."""
 
 
 class RunLimits(TypedDict):

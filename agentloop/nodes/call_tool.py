@@ -5,6 +5,11 @@ call. With a checkpointer, the call also consults the side-effect ledger (see
 `agentloop.durability`): an outcome already recorded for the same call is returned
 as `replayed`; a call with side effects that another worker started and never
 finished is `unknown_outcome`; otherwise it runs and its outcome is recorded.
+
+A call whose arguments refer to other commands' results first resolves them from the
+outcomes it was sent with and is validated (`complete_call`), before the ledger; when a
+referenced command failed, or the resolved arguments are invalid, it is settled without
+running.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from agentloop.nodes.early_dispatch import tool_config
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord
+from agentloop.tools.deferred import complete_call
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
 
@@ -102,8 +108,16 @@ class _CallTool:
         run_id = call["call_id"].split(":", 1)[0]
         return self.parts.inflight.take_call(run_id, call["call_id"], call["call_key"])
 
+    def _refused(self, record: ToolExecutionRecord, emit: Emit) -> dict[str, Any]:
+        """The update of a call settled before running (a failed reference, bad arguments)."""
+        emit_settled(emit, record)
+        return {"call_results": {record.get("call_id", ""): self.parts.safe_value(record)}}
+
     def invoke(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         scope = self.parts.scope(runtime)
+        call, record = complete_call(self.parts.runner, call)
+        if record is not None:
+            return self._refused(record, scope.emit)
         config = tool_config(self.parts, call, get_config())
 
         def run() -> dict[str, Any]:
@@ -124,6 +138,9 @@ class _CallTool:
 
     async def ainvoke(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         scope = self.parts.scope(runtime)
+        call, record = complete_call(self.parts.runner, call)
+        if record is not None:
+            return self._refused(record, scope.emit)
         config = tool_config(self.parts, call, get_config())
 
         async def run() -> dict[str, Any]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
-import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +29,7 @@ from agentloop.durability import call_key
 from agentloop.inflight import EarlyCall
 from agentloop.nodes.parts import LoopParts
 from agentloop.planning.normalize import normalize_plan_decision
+from agentloop.planning.references import command_dependencies
 from agentloop.planning.stream import PlanStreamParser
 from agentloop.settings import RunScope
 from agentloop.state import LoopState, PreparedCall, empty_round_state
@@ -37,10 +37,6 @@ from agentloop.tools.call_config import CallInfo, with_call_info
 from agentloop.tools.judge import executed_queries
 
 __all__ = ["EarlyDispatch", "round_label", "tool_config"]
-
-_REFERENCE = re.compile(r"\$(\d+|\{\d+\})")
-"""A reference to another command's result (`"$2"`, `"${2}"`)."""
-
 
 def round_label(state: LoopState) -> str:
     """The label of the round being planned: its index, and rollbacks that re-planned it."""
@@ -141,7 +137,7 @@ class EarlyDispatch:
         policy = self.parts.registry.policy(command["tool_name"])
         if not (policy.concurrency_safe and policy.idempotent):
             return False
-        if _REFERENCE.search(repr(command["tool_kwargs"])):
+        if command_dependencies(command):
             return True  # waits for its inputs: execute sends it
         call, refused = self.parts.runner.prepare(
             command,

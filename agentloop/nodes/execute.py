@@ -1,11 +1,14 @@
 """The execute path: start a round, run its calls batch by batch, collect the round.
 
 - `execute` prepares the round's commands (resolve, repair, validate, find duplicates,
-  name each call) and splits the runnable ones into batches: consecutive
-  concurrency-safe calls form one parallel batch (at most `concurrency` calls), an
-  unsafe call forms a batch of its own.
+  name each call) and splits the runnable ones into batches: concurrency-safe calls
+  share a parallel batch (at most `concurrency` calls), an unsafe call forms a batch of
+  its own. A command whose arguments refer to earlier commands' results (`"$N"`,
+  `"${N}"`, see `agentloop.planning.references`) is validated only once they are
+  known: it runs in a batch after theirs, and fails without running when one of them
+  failed or did not run (`reference_failed`).
 - Each batch is one super-step of `call_tool` tasks sent with `Send`, one per call
-  (see `agentloop.nodes.call_tool`).
+  (see `agentloop.nodes.call_tool`); a referring call carries the outcomes it needs.
 - `collect` runs after each batch; once every call is done it orders the records by
   command, judges the round (rollback when every call was flagged) and updates
   `round_state`.
@@ -21,15 +24,18 @@ from langgraph.types import Overwrite, Send
 
 from agentloop.durability import call_key
 from agentloop.nodes.parts import LoopParts
+from agentloop.planning.references import command_dependencies
 from agentloop.settings import LoopContext
 from agentloop.state import (
     LoopState,
     PreparedCall,
+    ReferencedOutcome,
     ToolExecutionRecord,
     empty_round_state,
     new_round,
     run_limit,
 )
+from agentloop.tools.deferred import reference_failed_record, referenced_outcome
 from agentloop.tools.judge import compact_record, executed_queries
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
@@ -52,29 +58,56 @@ NOT_RUN = -1
 """Batch number of a call that was settled without running (bad call, duplicate)."""
 
 
-def assign_batches(safe: Sequence[bool], concurrency: int | None) -> list[int]:
+def assign_batches(
+    safe: Sequence[bool],
+    concurrency: int | None,
+    waits_for: Sequence[Sequence[int]] | None = None,
+) -> list[int]:
     """Number the batches of calls, in order.
 
-    Consecutive safe calls share a batch of at most `concurrency` calls; an unsafe call
-    has a batch of its own, so it waits for the calls before it and the calls after it
-    wait for it.
+    Safe calls share a batch of at most `concurrency` calls: each joins the first batch
+    with room that comes after the batches of the calls it waits for. An unsafe call has
+    a batch of its own after every batch so far, and the calls after it come after it,
+    so it runs alone, after the calls before it, and the calls after it wait for it.
+    Without `waits_for`, consecutive safe calls share a batch.
 
     Args:
         safe: Whether each runnable call is concurrency-safe, in command order.
         concurrency: Most calls per batch (None: no limit).
+        waits_for: For each call, the positions (in `safe`) of the earlier calls whose
+            results it needs (None: no call needs another's).
 
     Returns:
         The batch number of each call.
+
+    Raises:
+        ValueError: A call waits for itself or for a later call.
     """
     batches: list[int] = []
-    current, size, current_safe = -1, 0, False
-    for is_safe in safe:
-        full = concurrency is not None and size >= concurrency
-        if current < 0 or not is_safe or not current_safe or full:
-            current, size = current + 1, 0
-        batches.append(current)
-        size += 1
-        current_safe = is_safe
+    sizes: list[int] = []
+    floor = 0  # the first batch a call may join: the one after the last unsafe call
+    for position, is_safe in enumerate(safe):
+        needed = waits_for[position] if waits_for is not None else ()
+        if any(not 0 <= earlier < position for earlier in needed):
+            msg = f"call {position} may wait only for earlier calls, not {list(needed)}"
+            raise ValueError(msg)
+        earliest = max([floor, *(batches[earlier] + 1 for earlier in needed)])
+        if is_safe:
+            batch = next(
+                (
+                    b
+                    for b in range(earliest, len(sizes))
+                    if concurrency is None or sizes[b] < concurrency
+                ),
+                len(sizes),
+            )
+        else:
+            batch = len(sizes)
+            floor = batch + 1
+        if batch == len(sizes):
+            sizes.append(0)
+        sizes[batch] += 1
+        batches.append(batch)
     return batches
 
 
@@ -88,12 +121,33 @@ def _pending(state: LoopState) -> list[PreparedCall]:
 
 
 def next_batch(state: LoopState) -> list[Send]:
-    """Return one `Send` per call of the first unfinished batch (empty when none is left)."""
+    """Return one `Send` per call of the first unfinished batch (empty when none is left).
+
+    A call whose arguments refer to other commands' results carries their outcomes.
+    """
     pending = _pending(state)
     if not pending:
         return []
     batch = min(call["batch"] for call in pending)
-    return [Send(CALL_NODE, call) for call in pending if call["batch"] == batch]
+    results = state.get("call_results") or {}
+    ids = {call["index"]: call["call_id"] for call in state.get("round_calls") or []}
+    return [
+        Send(CALL_NODE, _with_references(call, ids, results))
+        for call in pending
+        if call["batch"] == batch
+    ]
+
+
+def _with_references(
+    call: PreparedCall, ids: dict[int, str], results: dict[str, ToolExecutionRecord]
+) -> PreparedCall:
+    depends_on = call.get("depends_on")
+    if not depends_on:
+        return call
+    referenced = [
+        referenced_outcome(index, results.get(ids.get(index, ""))) for index in depends_on
+    ]
+    return {**call, "referenced": referenced}
 
 
 def round_records(
@@ -136,6 +190,30 @@ def _over_cap_record(call: PreparedCall, count: int, cap: int) -> ToolExecutionR
     return make_record(call, ToolOutcome.refused("too_many_commands", call["tool_name"], message))
 
 
+def _failed_reference(
+    call: PreparedCall, earlier: Sequence[PreparedCall], settled: dict[str, ToolExecutionRecord]
+) -> ToolExecutionRecord | None:
+    """The record of a call that refers to a command settled without running, if it does.
+
+    A reference to a command that is not an earlier one of the round (a plan edited
+    after it was checked) fails the call too.
+    """
+    for index in call.get("depends_on", []):
+        if not 0 <= index < len(earlier):
+            outcome: ReferencedOutcome = {
+                "index": index,
+                "tool_name": "no earlier command",
+                "success": False,
+                "result": None,
+                "error": "a command can use only the results of the commands listed before it",
+            }
+            return reference_failed_record(call, outcome)
+        record = settled.get(earlier[index]["call_id"])
+        if record is not None:
+            return reference_failed_record(call, referenced_outcome(index, record))
+    return None
+
+
 def route_execute(state: LoopState) -> list[Send] | Literal["collect"]:
     """Send the first batch, or go straight to `collect` when nothing has to run."""
     return next_batch(state) or "collect"
@@ -171,35 +249,43 @@ def make_execute(parts: LoopParts) -> Any:
         commands = decision["execution_commands"]
         cap = scope.settings.max_commands_per_round
         for index, command in enumerate(commands):
+            call_id = f"{run_id}:{round_label}:{index}"
             if index >= cap:
                 call = parts.runner.unprepared(
-                    command,
-                    call_id=f"{run_id}:{round_label}:{index}",
-                    round_index=round_index,
-                    index=index,
+                    command, call_id=call_id, round_index=round_index, index=index
                 )
                 settled[call["call_id"]] = _over_cap_record(call, len(commands), cap)
                 calls.append(call)
                 continue
-            call, record = parts.runner.prepare(
-                command,
-                call_id=f"{run_id}:{round_label}:{index}",
-                round_index=round_index,
-                index=index,
-            )
+            depends_on = command_dependencies(command)
+            if depends_on:  # validated once the results it refers to are known
+                call, record = parts.runner.defer(
+                    command,
+                    call_id=call_id,
+                    round_index=round_index,
+                    index=index,
+                    depends_on=depends_on,
+                )
+            else:
+                call, record = parts.runner.prepare(
+                    command, call_id=call_id, round_index=round_index, index=index
+                )
             identity = f"{call['tool_name']}\x1f{call['query_key']}"
             occurrence = occurrences.get(identity, 0)
             occurrences[identity] = occurrence + 1
-            call["call_key"] = call_key(
-                run_id, round_label, call["tool_name"], call["arguments"], occurrence
-            )
+            written = call["kwargs"] if depends_on else call["arguments"]
+            call["call_key"] = call_key(run_id, round_label, call["tool_name"], written, occurrence)
             key = call["query_key"]
-            repeated = key in executed or key in this_round
-            if record is None and repeated and not allow_duplicates and _repeatable(parts, call):
-                record = _duplicate_record(call, executed.get(key, round_index), key in this_round)
-            if record is None:
-                this_round.add(key)
-            else:
+            if record is None and depends_on:
+                record = _failed_reference(call, calls, settled)
+            elif record is None:
+                repeated = key in executed or key in this_round
+                if repeated and not allow_duplicates and _repeatable(parts, call):
+                    first = executed.get(key, round_index)
+                    record = _duplicate_record(call, first, key in this_round)
+                if record is None:
+                    this_round.add(key)
+            if record is not None:
                 record["call_key"] = call["call_key"]  # named after the record was made
                 settled[call["call_id"]] = record
             calls.append(call)
@@ -207,9 +293,10 @@ def make_execute(parts: LoopParts) -> Any:
         will_run = {call["call_id"] for call in runnable}
         parts.inflight.cancel_calls(run_id, keep=will_run.__contains__)
         safe = [c["concurrency_safe"] for c in runnable]
-        for call, batch in zip(
-            runnable, assign_batches(safe, scope.settings.concurrency), strict=True
-        ):
+        position = {call["index"]: p for p, call in enumerate(runnable)}
+        waits_for = [[position[i] for i in c.get("depends_on", [])] for c in runnable]
+        batches = assign_batches(safe, scope.settings.concurrency, waits_for)
+        for call, batch in zip(runnable, batches, strict=True):
             call["batch"] = batch
         for call in calls:
             scope.emit(

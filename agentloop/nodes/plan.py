@@ -22,7 +22,12 @@ from agentloop.nodes.answer import answer_prompt
 from agentloop.nodes.early_dispatch import EarlyDispatch
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.speculative import SpeculativeAnswer
-from agentloop.planning.check import plan_example, plan_problem, reask_message
+from agentloop.planning.check import (
+    plan_example,
+    plan_problem,
+    reask_message,
+    reference_example,
+)
 from agentloop.planning.normalize import unparseable_decision
 from agentloop.planning.prompt import PLAN_TOOL, PLAN_TOOL_STRICT, build_plan_messages
 from agentloop.planning.reader import PlanRead
@@ -126,18 +131,27 @@ class _Plan:
 
     def __init__(self, parts: LoopParts) -> None:
         self.parts = parts
-        self._example: tuple[str, str] = ("", "")
+        # the tool list the examples were written for, the plan and the reference example
+        self._examples: tuple[str, str, str] = ("", "", "")
 
     def _bounded(self) -> BoundedRead[BaseMessageChunk]:
         limits = self.parts.model_limits
         return BoundedRead("plan", limits, limits.max_plan_chars, plan_chunk_size)
 
-    def _plan_example(self) -> str:
-        """A plan written with the loop's real tools (rebuilt when the tools change)."""
+    def _plan_examples(self) -> tuple[str, str]:
+        """A plan, and a plan with a reference, written with the loop's real tools.
+
+        Rebuilt only when the tools change.
+        """
         tool_list = self.parts.tool_list
-        if self._example[0] != tool_list:
-            self._example = (tool_list, plan_example(self.parts.registry.descriptions))
-        return self._example[1]
+        if self._examples[0] != tool_list:
+            descriptions = self.parts.registry.descriptions
+            self._examples = (
+                tool_list,
+                plan_example(descriptions),
+                reference_example(descriptions),
+            )
+        return self._examples[1], self._examples[2]
 
     def _request(
         self, state: LoopState, runtime: Runtime[LoopContext], *, asynchronous: bool
@@ -145,7 +159,7 @@ class _Plan:
         scope = self.parts.scope(runtime)
         settings = scope.settings
         round_state = state.get("round_state") or empty_round_state()
-        example = self._plan_example()
+        example, with_reference = self._plan_examples()
         messages = build_plan_messages(
             user_input=state.get("user_input", ""),
             user_extra_requirement=state.get("user_extra_requirement", ""),
@@ -160,6 +174,7 @@ class _Plan:
                 max_chars=settings.history_chars,
             ),
             plan_example=example,
+            reference_example=with_reference,
             prompts=self.parts.prompts,
         )
         scope.emit(

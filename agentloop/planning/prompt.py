@@ -8,6 +8,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from agentloop.planning.references import GENERIC_REFERENCE_EXAMPLE
 from agentloop.prompts import PromptSet, quote_user_text, to_prompt_json
 from agentloop.state import RoundState, ToolExecutionRecord
 
@@ -169,6 +170,7 @@ def build_plan_messages(
     rollback_note: str = "",
     conversation: Sequence[dict[str, str]] = (),
     plan_example: str = "",
+    reference_example: str = "",
     prompts: PromptSet | None = None,
 ) -> list[BaseMessage]:
     """Render the planner's request for one round.
@@ -191,6 +193,8 @@ def build_plan_messages(
         rollback_note: Why the previous plan was rolled back ("" for none).
         conversation: Earlier turns of the conversation (`conversation_turns`).
         plan_example: A plan written with the loop's real tools (`plan_example`).
+        reference_example: A plan whose second command uses the first's result, written
+            with the loop's real tools (`reference_example`).
         prompts: The loop's templates (default: the shipped ones).
 
     Returns:
@@ -206,6 +210,7 @@ def build_plan_messages(
     system = prompts.render(
         "plan_system",
         plan_example=plan_example or '{"next_action": "response", "execution_commands": []}',
+        reference_example=reference_example or GENERIC_REFERENCE_EXAMPLE,
         max_rounds=max_rounds,
     )
     human = prompts.render(

@@ -21,6 +21,7 @@ ERROR_SUGGESTIONS: dict[ErrorType, str] = {
     "tool_crashed": "The tool stopped abruptly. Check the arguments or try another approach.",
     "tool_unavailable": "The tool is busy with earlier calls that hung. Use another tool.",
     "too_many_commands": "Plan fewer calls per round, the most important first.",
+    "reference_failed": "Fix the command it refers to, or call it with values, not a reference.",
 }
 
 

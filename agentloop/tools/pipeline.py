@@ -6,13 +6,15 @@ truncate -> judge -> record.
 
 `prepare` does the pure first half when a round starts (so duplicates are found on
 validated arguments and bad calls never reach a tool); `run` does the rest in a call task.
+A command whose arguments refer to other commands' results is only resolved when the
+round starts (`defer`) and validated in its call task, once they are known (`validate`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
@@ -131,14 +133,60 @@ class ToolRunner:
             run: unknown tool or invalid arguments.
         """
         call = self.unprepared(command, call_id=call_id, round_index=round_index, index=index)
-        name, kwargs = call["tool_name"], call["kwargs"]
-        registry = self.tools.registry
-        spec = registry.spec(name)
+        return self.validate(call)
+
+    def defer(
+        self,
+        command: ToolCommand,
+        *,
+        call_id: str,
+        round_index: int,
+        index: int,
+        depends_on: Sequence[int],
+    ) -> tuple[PreparedCall, ToolExecutionRecord | None]:
+        """Resolve a command whose arguments refer to other commands' results.
+
+        Its arguments are validated later (`validate`), once those results are known.
+
+        Args:
+            command: The command, with its references as written.
+            call_id: The call's position.
+            round_index: The round.
+            index: The command's position in the round.
+            depends_on: Positions of the commands it refers to.
+
+        Returns:
+            The call, and a finished (failed) record when its tool is unknown.
+        """
+        call = self.unprepared(command, call_id=call_id, round_index=round_index, index=index)
+        call["depends_on"] = list(depends_on)
+        spec = self.tools.registry.spec(call["tool_name"])
         if spec is None:
-            available = ", ".join(registry.names) or "(none)"
-            message = f"Unknown tool: {name!r}. Available tools: {available}"
-            outcome = ToolOutcome.refused("tool_not_found", name, message)
-            return call, make_record(call, outcome, flagged=True)
+            return call, self._unknown_tool(call)
+        call["concurrency_safe"] = spec.policy.concurrency_safe
+        return call, None
+
+    def validate(
+        self, call: PreparedCall, kwargs: dict[str, Any] | None = None
+    ) -> tuple[PreparedCall, ToolExecutionRecord | None]:
+        """Repair and validate a call's arguments (a new call; the given one is unchanged).
+
+        Args:
+            call: The call.
+            kwargs: Arguments that replace the call's `kwargs` (its resolved references).
+
+        Returns:
+            The call with its validated `arguments`, and a finished (failed) record when
+            it must not run: unknown tool or invalid arguments.
+        """
+        call = cast(PreparedCall, dict(call))
+        if kwargs is not None:
+            call["kwargs"] = kwargs
+        name, kwargs = call["tool_name"], call["kwargs"]
+        call["query_key"] = canonical_key(name, kwargs)
+        spec = self.tools.registry.spec(name)
+        if spec is None:
+            return call, self._unknown_tool(call)
         policy = spec.policy
         call["concurrency_safe"] = policy.concurrency_safe
         validated, repairs = spec.check(kwargs)
@@ -149,6 +197,13 @@ class ToolRunner:
             message = f"Invalid arguments for {name}: {validated.error_message()}"
             return call, make_record(call, ToolOutcome.refused("invalid_arguments", name, message))
         return call, None
+
+    def _unknown_tool(self, call: PreparedCall) -> ToolExecutionRecord:
+        name = call["tool_name"]
+        available = ", ".join(self.tools.registry.names) or "(none)"
+        message = f"Unknown tool: {name!r}. Available tools: {available}"
+        outcome = ToolOutcome.refused("tool_not_found", name, message)
+        return make_record(call, outcome, flagged=True)
 
     # -- second half: in the call task ---------------------------------------------------
 
