@@ -94,12 +94,7 @@ def plan_example(descriptions: Sequence[Mapping[str, Any]]) -> str:
         {
             "next_action": "execute",
             "execution_commands": [
-                {
-                    "purpose": f"what this {tool['name']} call finds out",
-                    "tool_name": tool["name"],
-                    "tool_kwargs": kwargs,
-                    "todo_suggestion": "what to do once the result is known",
-                }
+                {"tool_name": tool["name"], "tool_kwargs": kwargs}
             ],
         }
     )
