@@ -114,7 +114,12 @@ class Progress:
         elif kind == "tool_started":
             call_id = str(event.get("call_id", ""))
             self.in_flight[call_id] = (tool, time.monotonic())
-            arguments = self._arguments(int(event.get("index", -1)), tool)
+            written = event.get("kwargs")
+            arguments = (
+                shorten(compact_json(written), 80)
+                if isinstance(written, dict)
+                else self._arguments(int(event.get("index", -1)), tool)
+            )
             self.line(f"  -> {tool}({arguments}) ...")
         elif kind == "tool_retry":
             error = shorten(str(event.get("error", "")), 120)

@@ -38,6 +38,7 @@ from agentloop.tools.judge import executed_queries
 
 __all__ = ["EarlyDispatch", "round_label", "tool_config"]
 
+
 def round_label(state: LoopState) -> str:
     """The label of the round being planned: its index, and rollbacks that re-planned it."""
     round_state = state.get("round_state") or empty_round_state()

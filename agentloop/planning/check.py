@@ -93,9 +93,7 @@ def plan_example(descriptions: Sequence[Mapping[str, Any]]) -> str:
     return to_prompt_json(
         {
             "next_action": "execute",
-            "execution_commands": [
-                {"tool_name": tool["name"], "tool_kwargs": kwargs}
-            ],
+            "execution_commands": [{"tool_name": tool["name"], "tool_kwargs": kwargs}],
         }
     )
 

@@ -247,7 +247,13 @@ class ToolRunner:
             round_index=call["round_index"],
             index=call["index"],
         )
-        emit("tool_started", call_id=call["call_id"], tool_name=name, index=call["index"])
+        emit(
+            "tool_started",
+            call_id=call["call_id"],
+            tool_name=name,
+            index=call["index"],
+            kwargs=call["kwargs"],
+        )
         started = time.perf_counter()
 
         async def terminal(current: ToolInvocation) -> ToolOutcome:
