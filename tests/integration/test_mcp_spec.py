@@ -158,7 +158,7 @@ async def test_runs_and_threads_share_one_session_per_server(run_loop: Any) -> N
         assert {tool.name for tool in tools} >= {"get_current_time", "convert_time"}
 
         def plan(messages: Any) -> Any:
-            if '"tool_name": "get_current_time"' in section(messages, "done_plans"):
+            if '"tool_name": "get_current_time"' in section(messages, "rounds"):
                 return plan_reply("response")
             return plan_reply("execute", [cmd("get_current_time", timezone="UTC")])
 
