@@ -90,7 +90,9 @@ class EarlyDispatch:
         settings = scope.settings
         self.parts, self.scope, self.config = parts, scope, config
         self.asynchronous = asynchronous
-        self.enabled = settings.streaming_dispatch
+        # with a checkpointer, a call's recorded outcome must be read before it runs
+        # (replays, forks): that is call_tool's ledger guard, so calls are not started early
+        self.enabled = settings.streaming_dispatch and scope.thread_id is None
         self.run_id = state.get("run_id", "run")
         self.round_label = round_label(state)
         round_state = state.get("round_state") or empty_round_state()
