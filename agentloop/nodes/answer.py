@@ -242,12 +242,8 @@ class _Answer:
 
     def _drop(self, call: _AnswerCall, speculative: SpeculativeAnswer, outcome: str) -> None:
         """Cancel a speculative answer that is not used; its tokens still count."""
-        speculative.cancel()
-        tokens_in, tokens_out = speculative.spent()
-        call.scope.emit(
-            "answer_speculated", outcome=outcome, input_tokens=tokens_in, output_tokens=tokens_out
-        )
-        call.wasted.append(usage_entry(speculative.name, tokens_in, tokens_out, self.parts.prices))
+        name, tokens_in, tokens_out = speculative.drop(call.scope.emit, outcome)
+        call.wasted.append(usage_entry(name, tokens_in, tokens_out, self.parts.prices))
 
     def _adopted(self, call: _AnswerCall, answer: Answer | None) -> Answer | None:
         speculative = call.speculative

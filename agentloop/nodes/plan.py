@@ -116,14 +116,8 @@ class _Attempts:
     def drop_answer(self, outcome: str) -> None:
         """Cancel the speculative answer; its tokens still count."""
         speculative, self.speculative = self.speculative, None
-        if speculative is None:
-            return
-        speculative.cancel()
-        tokens_in, tokens_out = speculative.spent()
-        self.scope.emit(
-            "answer_speculated", outcome=outcome, input_tokens=tokens_in, output_tokens=tokens_out
-        )
-        self.wasted.append((speculative.name, tokens_in, tokens_out))
+        if speculative is not None:
+            self.wasted.append(speculative.drop(self.scope.emit, outcome))
 
 
 class _Plan:

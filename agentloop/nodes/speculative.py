@@ -27,6 +27,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable
 from pydantic import PrivateAttr
 
+from agentloop.events import Emit
 from agentloop.messages import message_text
 from agentloop.model_calls import Answer, needs_another_try
 from agentloop.model_stream import BoundedRead, ModelLimits
@@ -201,6 +202,17 @@ class SpeculativeAnswer:
             written = sum(len(chunk.text) for chunk in chunks)
             tokens_out = -(-written // CHARS_PER_TOKEN)
         return tokens_in, tokens_out
+
+    def drop(self, emit: Emit, outcome: str) -> tuple[str, int, int]:
+        """Cancel this answer and report it (`answer_speculated`); its tokens still count.
+
+        Returns:
+            The model's name and the tokens spent (input, output), for the run's usage.
+        """
+        self.cancel()
+        tokens_in, tokens_out = self.spent()
+        emit("answer_speculated", outcome=outcome, input_tokens=tokens_in, output_tokens=tokens_out)
+        return self.name, tokens_in, tokens_out
 
     @property
     def name(self) -> str:
