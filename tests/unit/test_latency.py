@@ -191,7 +191,8 @@ async def test_calls_of_a_plan_that_is_asked_again_are_not_kept(entry: str) -> N
 @ENTRIES
 async def test_speculative_answer_runs_alongside_the_final_plan(entry: str) -> None:
     clock = Clock()
-    planner = timed_planner(clock, [str(plan_reply("response"))], repeat_last=False)
+    thinking = "Let me think about what the user needs here. " * 4  # a slow plan
+    planner = timed_planner(clock, [thinking + str(plan_reply("response"))])
     answerer = timed_answerer(clock, "welcome aboard")
     graph = create_tool_loop(
         planner,
@@ -200,14 +201,27 @@ async def test_speculative_answer_runs_alongside_the_final_plan(entry: str) -> N
         planning=PlanningOptions(speculative_answer=True),
     )
     payload = {"user_input": "write a welcome"}
+    modes = ["custom", "values"]
+
+    def stamp(chunks: Any) -> list[Any]:
+        seen = []
+        for mode, chunk in chunks:
+            if mode == "custom" and chunk["type"] == "plan_decided":
+                clock.mark("plan decided")
+            seen.append((mode, chunk))
+        return seen
+
     if entry == "invoke":
-        result = await asyncio.to_thread(graph.invoke, payload)
+        chunks = await asyncio.to_thread(lambda: stamp(graph.stream(payload, stream_mode=modes)))
     else:
-        result = await graph.ainvoke(payload)
+        chunks = []
+        async for item in graph.astream(payload, stream_mode=modes):
+            chunks.extend(stamp([item]))
+    result = [chunk for mode, chunk in chunks if mode == "values"][-1]
     assert result["answer"] == "welcome aboard"
     assert clock.count("answer requested") == 1
-    # requested with the plan, not after it
-    assert clock.first("answer requested") - clock.first("plan requested") < 0.05
+    # requested with the plan, before the plan was decided
+    assert clock.first("answer requested") < clock.first("plan decided")
     usage = result["usage"]["tool_loop"]
     assert usage["model_calls"] == 2
 
