@@ -55,6 +55,13 @@ class EarlyCall:
             return await self.handle
         return await asyncio.wrap_future(self.handle)
 
+    def finished(self) -> Any | None:
+        """The call's record if it already finished without error, else None."""
+        handle = self.handle
+        if not handle.done() or handle.cancelled() or handle.exception() is not None:
+            return None
+        return handle.result()
+
     def result(self) -> Any:
         """Wait for the call's record (sync; only for a call started under `invoke`)."""
         if isinstance(self.handle, concurrent.futures.Future):
@@ -127,6 +134,16 @@ class InFlight:
             self._forget_if_empty(run_id)
         _cancel_all(cancelled)
         return len(cancelled)
+
+    def withdraw_calls(self, run_id: str) -> dict[str, EarlyCall]:
+        """Take every early call of the run back, by call id (the caller settles them)."""
+        with self._lock:
+            work = self._runs.get(run_id)
+            if work is None:
+                return {}
+            calls, work.calls = work.calls, {}
+            self._forget_if_empty(run_id)
+        return calls
 
     def set_answer(self, run_id: str, answer: Startable) -> None:
         """Hold a speculative answer until the `answer` node adopts it or it is cancelled."""

@@ -132,6 +132,9 @@ class ToolExecutionRecord(TypedDict):
     """True when the record was judged useless (duplicate, unknown tool, useless result)."""
     query_key: NotRequired[str]
     """Identifies "the same query" (tool and dedup arguments) for duplicate detection."""
+    after_write: NotRequired[str]
+    """The tool whose call (with side effects) made an earlier run of this same query
+    stale, so it ran again instead of being answered by that run."""
     notes: NotRequired[list[str]]
     """What the pipeline did on the way: repairs, coercions, cache hits, fallbacks."""
     agent_usage: NotRequired[dict[str, dict[str, Any]]]
@@ -178,6 +181,8 @@ class PreparedCall(TypedDict):
     call runs in a batch after theirs; its `arguments` are resolved and validated then."""
     referenced: NotRequired[list[ReferencedOutcome]]
     """The outcomes of `depends_on`, attached when the call is sent to run."""
+    after_write: NotRequired[str]
+    """The write that made an earlier run of the same query stale (see the record's)."""
 
 
 class RunLimits(TypedDict):

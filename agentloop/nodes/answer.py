@@ -218,9 +218,15 @@ class _Answer:
         unplanned = ""
         if state.get("status") == "planner_failed" and not prompt.action_results:
             reason = state.get("status_reason") or "no usable plan"
+            consulted = (
+                "Tool calls started for a plan that was then rejected are in tool_logs, "
+                "but their results were not used"
+                if state.get("tool_logs")
+                else "No tool was consulted"
+            )
             unplanned = (
-                f"I could not answer: {reason}. No tool was consulted, so rather than "
-                "guess, I give no answer."
+                f"I could not answer: {reason}. {consulted}, so rather than guess, "
+                "I give no answer."
             )
         scope.emit("answer_started", tool_results=len(prompt.action_results), media=prompt.media)
         arguments = (

@@ -6,8 +6,12 @@ are valid and name no other command's result, and every command before it is
 concurrency-safe (a call with side effects keeps its place in the order). It is the
 call `execute` would prepare (same call id, same identity); the `call_tool` task adopts
 its record (`InFlight`), through the same ledger guard and events as any call. A call
-that will not be adopted (the plan was asked again, or said `response`) is cancelled:
-only idempotent calls ever start early, so running one for nothing has no effect.
+that will not be adopted (the plan was asked again, or said `response`) is settled
+(`discard`): a call that already finished keeps its record, one still running is
+cancelled and recorded as `cancelled`; the plan node reports both in `tool_logs`. Only
+read-only, idempotent calls ever start early, so running one for nothing changes
+nothing. Early starts count toward `max_commands_per_round`, across every planner call
+of the round (re-asks included).
 
 Off with `PlanningOptions(streaming_dispatch=False)`, and when the loop interrupts
 before `execute` (a person reviews the plan first).
@@ -20,23 +24,30 @@ import concurrent.futures
 import contextvars
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
 from agentloop._sync import run_coroutine_sync
 from agentloop.durability import call_key
 from agentloop.inflight import EarlyCall
+from agentloop.nodes.execute import note_call, run_history
 from agentloop.nodes.parts import LoopParts
 from agentloop.planning.normalize import normalize_plan_decision
 from agentloop.planning.references import command_dependencies
 from agentloop.planning.stream import PlanStreamParser
 from agentloop.settings import RunScope
-from agentloop.state import LoopState, PreparedCall, empty_round_state
+from agentloop.state import LoopState, PreparedCall, ToolExecutionRecord, empty_round_state
 from agentloop.tools.call_config import CallInfo, with_call_info
-from agentloop.tools.judge import executed_queries
+from agentloop.tools.freshness import reads_so_far
+from agentloop.tools.outcome import ToolOutcome
+from agentloop.tools.pipeline import emit_settled, make_record
 
-__all__ = ["EarlyDispatch", "round_label", "tool_config"]
+__all__ = ["REJECTED_NOTE", "EarlyDispatch", "round_label", "tool_config"]
+
+REJECTED_NOTE = (
+    "ran while its plan was streaming; that plan was rejected, so its result was not used"
+)
 
 
 def round_label(state: LoopState) -> str:
@@ -97,15 +108,20 @@ class EarlyDispatch:
         self.round_label = round_label(state)
         round_state = state.get("round_state") or empty_round_state()
         self.round_index = round_state["round_index"]
-        self.executed = executed_queries(round_state["done_plans"])
-        self.keys: set[str] = set()
+        self.history = run_history(state)
+        self.reads = reads_so_far(self.history, parts.registry.policy_or_none)
         self.looked_at = 0
         self.started = 0
+        self.started_in_round = 0
+        """Calls started for every reply of this round (the per-round cap counts them)."""
         self.stopped = False
+        self.calls: dict[str, PreparedCall] = {}
+        self.discarded: list[ToolExecutionRecord] = []
+        """Records of calls started for replies that were not executed."""
 
     def reset(self) -> None:
         """Forget the commands looked at, for a new reply to the same request."""
-        self.keys = set()
+        self.reads = reads_so_far(self.history, self.parts.registry.policy_or_none)
         self.looked_at = self.started = 0
         self.stopped = False
 
@@ -127,7 +143,8 @@ class EarlyDispatch:
         """Start one command when it may; False when no later command may start early."""
         settings = self.scope.settings
         limit = settings.concurrency
-        if position >= settings.max_commands_per_round or (limit and self.started >= limit):
+        cap = settings.max_commands_per_round
+        if position >= cap or self.started_in_round >= cap or (limit and self.started >= limit):
             return False
         commands = normalize_plan_decision(
             {"next_action": "execute", "execution_commands": [raw]}
@@ -138,7 +155,7 @@ class EarlyDispatch:
         if self.parts.registry.get(command["tool_name"]) is None:
             return True  # an unknown tool is settled without running
         policy = self.parts.registry.policy(command["tool_name"])
-        if not (policy.concurrency_safe and policy.idempotent):
+        if not (policy.read_only and policy.concurrency_safe and policy.idempotent):
             return False
         if command_dependencies(command):
             return True  # waits for its inputs: execute sends it
@@ -148,11 +165,11 @@ class EarlyDispatch:
             round_index=self.round_index,
             index=position,
         )
-        key = call["query_key"]
-        if refused is not None or key in self.executed or key in self.keys:
-            self.keys.add(key)
+        if refused is not None or self.reads.ran_in(call["query_key"]) is not None:
             return True  # settled without running, or a duplicate
-        self.keys.add(key)
+        if self.reads.stale_after(call["query_key"]):
+            return False  # execute names the write that made it run again
+        note_call(self.parts, self.reads, call)
         call["call_key"] = call_key(
             self.run_id, self.round_label, call["tool_name"], call["arguments"], 0
         )
@@ -173,6 +190,8 @@ class EarlyDispatch:
             self.run_id, call["call_id"], EarlyCall(call["call_key"], handle)
         )
         self.started += 1
+        self.started_in_round += 1
+        self.calls[call["call_id"]] = call
         emit(
             "tool_dispatched",
             call_id=call["call_id"],
@@ -181,7 +200,31 @@ class EarlyDispatch:
         )
 
     def cancel(self) -> None:
-        """Cancel the calls started for a plan that will not be executed."""
-        if self.started:
-            self.parts.inflight.cancel_calls(self.run_id)
-            self.started = 0
+        """Settle the calls started for a reply that will not be executed.
+
+        A call that finished keeps its record (its result is not used); one still
+        running is cancelled and recorded as `cancelled`. The records collect in
+        `discarded`, for the run's `tool_logs`.
+        """
+        if not self.started:
+            return
+        self.started = 0
+        for call_id, early in self.parts.inflight.withdraw_calls(self.run_id).items():
+            call = self.calls.pop(call_id, None)
+            record = early.finished()
+            if record is None:
+                early.cancel()
+                if call is None:
+                    continue
+                message = (
+                    f"{call['tool_name']} was started while a plan was streaming and stopped "
+                    "when that plan was rejected; it is a read, so nothing needs undoing."
+                )
+                record = make_record(
+                    call, ToolOutcome.refused("cancelled", call["tool_name"], message)
+                )
+                emit_settled(self.scope.emit, record)
+            else:
+                notes = [*(record.get("notes") or []), REJECTED_NOTE]
+                record = cast(ToolExecutionRecord, {**record, "notes": notes})
+            self.discarded.append(record)

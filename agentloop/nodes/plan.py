@@ -268,6 +268,8 @@ class _Plan:
         }
         if failure:
             update.update(status="planner_failed", status_reason=failure)
+        if attempts.dispatch.discarded:
+            update["tool_logs"] = attempts.dispatch.discarded
         entries = [
             usage_entry(model, tokens_in, tokens_out, self.parts.prices)
             for model, tokens_in, tokens_out in attempts.wasted

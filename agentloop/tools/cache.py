@@ -8,6 +8,9 @@ Both are opt-in per tool and only for idempotent tools:
   back, marked stale with its age, when the tool later fails.
 
 Values are stored as the records show them (JSON data within the tool's size budget).
+An entry remembers the part of the tools' state it read (`StateTouch`): a call with side
+effects on that state drops it from both maps (`invalidate`), so neither ever answers
+with data from before a write.
 Each map is bounded in entries and in bytes (least recently used out first), so a busy
 loop's memory stays bounded whatever its tools return.
 """
@@ -21,6 +24,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from agentloop.tools.freshness import StateTouch
 
 __all__ = ["CacheHit", "ResultCache", "canonical_key"]
 
@@ -53,6 +58,7 @@ class _Entry:
     stored_at: float
     expires_at: float
     size: int
+    touch: StateTouch | None = None
 
 
 def _size(value: Any) -> int:
@@ -99,6 +105,16 @@ class _Table:
         self.entries.clear()
         self.bytes = 0
 
+    def invalidate(self, touch: StateTouch) -> int:
+        stale = [
+            key
+            for key, entry in self.entries.items()
+            if entry.touch is None or entry.touch.overlaps(touch)
+        ]
+        for key in stale:
+            self._drop(key)
+        return len(stale)
+
 
 class ResultCache:
     """Fresh results and last good results of tool calls; thread-safe.
@@ -134,17 +150,35 @@ class ResultCache:
         """Return a fresh result for `key`, or None."""
         return self._lookup(self._fresh, key)
 
-    def put(self, key: str, value: Any, ttl_s: float) -> None:
-        """Remember a successful result as fresh for `ttl_s` seconds."""
-        self._store(self._fresh, key, value, ttl_s)
+    def put(self, key: str, value: Any, ttl_s: float, touch: StateTouch | None = None) -> None:
+        """Remember a successful result as fresh for `ttl_s` seconds.
+
+        Args:
+            key: The call's cache key.
+            value: The result.
+            ttl_s: How long it stays fresh.
+            touch: What it read (None: it is dropped by any write).
+        """
+        self._store(self._fresh, key, value, ttl_s, touch)
 
     def last_good(self, key: str) -> CacheHit | None:
         """Return the last good result for `key` (kept by `remember`), or None."""
         return self._lookup(self._last_good, key)
 
-    def remember(self, key: str, value: Any, keep_s: float) -> None:
+    def remember(
+        self, key: str, value: Any, keep_s: float, touch: StateTouch | None = None
+    ) -> None:
         """Keep a successful result as the last good one for `keep_s` seconds."""
-        self._store(self._last_good, key, value, keep_s)
+        self._store(self._last_good, key, value, keep_s, touch)
+
+    def invalidate(self, touch: StateTouch) -> int:
+        """Drop every entry (fresh or last good) a write to `touch` may have changed.
+
+        Returns:
+            How many entries were dropped.
+        """
+        with self._lock:
+            return self._fresh.invalidate(touch) + self._last_good.invalidate(touch)
 
     def clear(self) -> None:
         """Forget everything."""
@@ -158,8 +192,10 @@ class ResultCache:
             entry = table.get(key, now)
         return None if entry is None else CacheHit(entry.value, now - entry.stored_at)
 
-    def _store(self, table: _Table, key: str, value: Any, keep_s: float) -> None:
+    def _store(
+        self, table: _Table, key: str, value: Any, keep_s: float, touch: StateTouch | None
+    ) -> None:
         now = self._clock()
-        entry = _Entry(value, now, now + keep_s, _size(value))
+        entry = _Entry(value, now, now + keep_s, _size(value), touch)
         with self._lock:
             table.put(key, entry)

@@ -19,6 +19,7 @@ from langchain_core.tools import BaseTool
 
 from agentloop._deprecation import deprecated_alias
 from agentloop.tools.cache import ResultCache, canonical_key
+from agentloop.tools.freshness import StateTouch, state_touch
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.policy import ResolvedPolicy
 from agentloop.tools.results import to_jsonable, truncate_result
@@ -57,6 +58,11 @@ class ToolInvocation:
     def cache_key(self) -> str:
         """The canonical key of this call (tool name and sorted arguments)."""
         return canonical_key(self.tool_name, self.arguments)
+
+    @property
+    def touch(self) -> StateTouch:
+        """The part of the tools' state this call reads or writes."""
+        return state_touch(self.policy, self.arguments)
 
 
 Proceed = Callable[[ToolInvocation], Awaitable[ToolOutcome]]
@@ -176,7 +182,7 @@ class CacheInterceptor:
         outcome = await proceed(call)
         if outcome.success and not outcome.fallback and not outcome.from_cache:
             budgeted = truncate_result(to_jsonable(outcome.value), call.policy.max_result_chars)
-            self.cache.put(key, budgeted.value, ttl)
+            self.cache.put(key, budgeted.value, ttl, call.touch)
         return outcome
 
 

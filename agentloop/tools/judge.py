@@ -73,6 +73,7 @@ def compact_record(record: Mapping[str, Any]) -> ToolExecutionRecord:
             "error_type",
             "duplicate",
             "query_key",
+            "after_write",
             "duration_ms",
             "attempts",
         )

@@ -67,6 +67,8 @@ def make_record(
         "flagged": flagged,
         "query_key": call["query_key"],
     }
+    if call.get("after_write"):
+        record["after_write"] = call["after_write"]
     if outcome.notes or call["notes"]:
         record["notes"] = [*call["notes"], *outcome.notes]
     if outcome.stale_age_s is not None:
@@ -261,12 +263,18 @@ class ToolRunner:
                 current, emit, config, prefer_sync=prefer_sync
             )
 
+        writes = policy.writes_state
+        if writes:  # what earlier reads of this state said may change from now on
+            self.cache.invalidate(tool_call.touch)
         try:
             outcome = await run_chain(tool_call, self.chain, terminal)
         except BaseException as error:
             if propagates(error):
                 raise
             outcome = ToolOutcome.failure("internal_error", f"interceptor failed: {error!r}")
+        finally:
+            if writes:  # reads cached while it ran may hold what it changed
+                self.cache.invalidate(tool_call.touch)
         artifact = outcome.artifact
         duration_ms = (time.perf_counter() - started) * 1000
         if not outcome.success:
@@ -275,7 +283,9 @@ class ToolRunner:
         outcome = outcome.with_changes(value=truncated.value)
         fresh = outcome.success and not (outcome.fallback or outcome.from_cache)
         if fresh and policy.idempotent and policy.stale_fallback_s:
-            self.cache.remember(tool_call.cache_key, outcome.value, policy.stale_fallback_s)
+            self.cache.remember(
+                tool_call.cache_key, outcome.value, policy.stale_fallback_s, tool_call.touch
+            )
         useless = judge_result(outcome, policy.check_result) if outcome.success else ""
         if useless:
             outcome = outcome.with_changes(

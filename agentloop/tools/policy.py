@@ -15,6 +15,7 @@ from agentloop.errors import ConfigurationError, is_transient_error
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
     "DEFAULT_TIMEOUT_S",
+    "LOCAL_STATE",
     "MCP_HINTS",
     "SUBAGENT_METADATA",
     "ResolvedPolicy",
@@ -27,6 +28,9 @@ SUBAGENT_METADATA = "agentloop_subagent"
 """Tool metadata key marking a sub-agent (`as_tool`)."""
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESULT_CHARS = 20_000
+
+LOCAL_STATE = "local"
+"""The default state scope of tools that are not from an MCP server."""
 
 SAFE_PREFIXES = ("search_", "get_", "check_", "list_", "read_")
 """Name prefixes of tools that only read: concurrency-safe and idempotent."""
@@ -135,6 +139,19 @@ class ToolPolicy(BaseModel):
     rate_limit_per_s: float | None = Field(
         default=None, gt=0, description="At most this many calls per second (all runs)."
     )
+    state_scope: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The state the tool reads or writes: a call with side effects makes "
+        "earlier reads of the same state stale (duplicate detection and the cache then "
+        "run them again). Default: one state for all local tools, one per MCP server.",
+    )
+    state_keys: tuple[str, ...] | list[str] | None = Field(
+        default=None,
+        description="Arguments naming the part of the state a call touches (for example "
+        '`("account",)`): a write then makes stale only the reads that agree with it on '
+        "every such argument both have.",
+    )
 
     @field_validator("retry", mode="before")
     @classmethod
@@ -170,6 +187,13 @@ class ResolvedPolicy:
     check_result: Callable[[Any], bool | str] | None = None
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     rate_limit_per_s: float | None = None
+    writes_state: bool = True
+    """A call may change what reads of its state return: every tool not known to only
+    read (declared `read_only=True`, a read-only name prefix or MCP `readOnlyHint`)."""
+    state_scope: str = LOCAL_STATE
+    """The state the tool reads or writes (see `agentloop.tools.freshness`)."""
+    state_keys: tuple[str, ...] = ()
+    """Arguments that narrow `state_scope` to the part a call touches."""
     resumable: bool = False
     """A call cut off by a crash is entered again instead of reported as `unknown_outcome`
     (sub-agents: their own calls are guarded by the ledger)."""
@@ -295,8 +319,17 @@ def resolve_policy(
         check_result=merged.get("check_result"),
         max_result_chars=int(merged.get("max_result_chars") or DEFAULT_MAX_RESULT_CHARS),
         rate_limit_per_s=merged.get("rate_limit_per_s"),
+        writes_state=merged.get("read_only") is not True,
+        state_scope=merged.get("state_scope") or _default_state_scope(tool),
+        state_keys=tuple(merged.get("state_keys") or ()),
         resumable=bool((tool.metadata or {}).get(SUBAGENT_METADATA)),
     )
+
+
+def _default_state_scope(tool: BaseTool) -> str:
+    """One state per MCP server, one for every local tool."""
+    server = (tool.metadata or {}).get("mcp_server")
+    return f"mcp:{server}" if server else LOCAL_STATE
 
 
 def _flag(merged: Mapping[str, Any], name: str, *, default: bool) -> bool:

@@ -122,6 +122,11 @@ class ToolRegistry:
         """Return the effective policy of a registered tool."""
         return self._specs[name].policy
 
+    def policy_or_none(self, name: str) -> ResolvedPolicy | None:
+        """Return the effective policy of the tool called `name`, or None."""
+        spec = self._specs.get(name)
+        return None if spec is None else spec.policy
+
     def schema(self, name: str) -> dict[str, Any]:
         """Return the JSON schema of a registered tool's arguments."""
         return self._specs[name].schema

@@ -75,7 +75,13 @@ def state() -> dict[str, Any]:
         planner,
         [render_page, add, explode, get_long_text],
         answer_model=ScriptedChatModel(["The page says <i>hi</i> & 1+2=3."]),
-        governance=GovernanceOptions(policies={"get_long_text": ToolPolicy(max_result_chars=500)}),
+        governance=GovernanceOptions(
+            policies={
+                "get_long_text": ToolPolicy(max_result_chars=500),
+                "add": ToolPolicy(read_only=True),
+                "explode": ToolPolicy(read_only=True),
+            }
+        ),
     )
     return run(graph, "What is on the <home> page?")
 
