@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         AgentLoopError,
         ConfigurationError,
         ErrorType,
+        InputError,
         MCPToolError,
         MCPTransportError,
         ModelBehaviorError,
@@ -91,6 +92,7 @@ __all__ = [
     # errors
     "AgentLoopError",
     "ConfigurationError",
+    "InputError",
     "MCPToolError",
     "MCPTransportError",
     "ModelBehaviorError",
@@ -135,6 +137,7 @@ _EXPORTS: dict[str, str] = {
     "to_action_results": "agentloop.nodes.answer",
     "AgentLoopError": "agentloop.errors",
     "ConfigurationError": "agentloop.errors",
+    "InputError": "agentloop.errors",
     "MCPToolError": "agentloop.errors",
     "MCPTransportError": "agentloop.errors",
     "ModelBehaviorError": "agentloop.errors",

@@ -24,6 +24,7 @@ __all__ = [
     "AgentLoopError",
     "ConfigurationError",
     "ErrorType",
+    "InputError",
     "MCPToolError",
     "MCPTransportError",
     "ModelBehaviorError",
@@ -79,6 +80,14 @@ class AgentLoopError(Exception):
 
 class ConfigurationError(AgentLoopError, ValueError):
     """The library was used wrongly: a bad option, tool, policy or config file."""
+
+
+class InputError(AgentLoopError, ValueError):
+    """A run was given input it cannot answer: a field of the wrong type, or no request.
+
+    Raised by the loop's first node, before any model is called; nothing of the
+    thread is changed but the failed step.
+    """
 
 
 class PromptTemplateError(ConfigurationError):

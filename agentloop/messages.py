@@ -13,7 +13,10 @@ from langchain_core.messages import (
     HumanMessage,
 )
 
+from agentloop.errors import InputError
+
 __all__ = ["conversation_turns", "last_human", "message_text", "resolve_request"]
+
 
 
 def message_text(message: BaseMessageChunk | BaseMessage) -> str:
@@ -44,14 +47,27 @@ def resolve_request(state: Mapping[str, Any]) -> tuple[str, HumanMessage | None]
 
     Returns:
         The request text, and the human message it came from (None for `user_input`).
+
+    Raises:
+        InputError: There is no request: no `user_input` and no human message in
+            `messages`, or only blank text. (A field that is not text is refused when
+            it is written: see `agentloop.state.reduce_user_input`.)
     """
     user_input = (state.get("user_input") or "").strip()
     human = last_human(state.get("messages") or [])
     fresh_message = human is not None and (human.id or "") != state.get("answered_message_id", "")
     stale_input = not user_input or user_input == state.get("answered_input")
     if human is not None and (not user_input or (fresh_message and stale_input)):
-        return message_text(human).strip(), human
-    return user_input, None
+        request, source = message_text(human).strip(), human
+    else:
+        request, source = user_input, None
+    if not request:
+        msg = (
+            "there is nothing to answer: give `user_input` (a non-empty string) or a "
+            "human message with text in `messages`"
+        )
+        raise InputError(msg)
+    return request, source
 
 
 def conversation_turns(

@@ -10,7 +10,7 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
-from agentloop.errors import ErrorType
+from agentloop.errors import ErrorType, InputError
 from agentloop.usage import add_usage
 
 __all__ = [
@@ -280,12 +280,31 @@ def reduce_usage(
     return add_usage(current, update or {})
 
 
+def _text_only(name: str) -> Any:
+    def reduce(current: str | None, update: Any) -> str:
+        if update is None:
+            return current or ""
+        if not isinstance(update, str):
+            msg = f"`{name}` must be a string, got {type(update).__name__}: {update!r:.80}"
+            raise InputError(msg)
+        return update
+
+    reduce.__name__ = reduce.__qualname__ = f"reduce_{name}"
+    return reduce
+
+
+reduce_user_input = _text_only("user_input")
+"""Keep the newest `user_input`; anything but text is an `InputError` before it is stored."""
+reduce_user_extra_requirement = _text_only("user_extra_requirement")
+"""Keep the newest `user_extra_requirement`; anything but text is an `InputError`."""
+
+
 class InputState(TypedDict, total=False):
     """What a caller passes in."""
 
-    user_input: str
+    user_input: Annotated[str, reduce_user_input]
     """The request. When absent, the last human message in `messages` is used."""
-    user_extra_requirement: str
+    user_extra_requirement: Annotated[str, reduce_user_extra_requirement]
     """Extra instructions for the planner and the answer (optional)."""
     messages: Annotated[list[AnyMessage], add_messages]
     """Conversation shared with a parent graph; the answer is appended as an AIMessage."""
@@ -294,8 +313,8 @@ class InputState(TypedDict, total=False):
 class OutputState(TypedDict, total=False):
     """What a caller gets back."""
 
-    user_input: str
-    user_extra_requirement: str
+    user_input: Annotated[str, reduce_user_input]
+    user_extra_requirement: Annotated[str, reduce_user_extra_requirement]
     messages: Annotated[list[AnyMessage], add_messages]
     round_state: Annotated[RoundState, DeltaChannel(reduce_round_state)]
     """`done_plans`, `last_round_records`, `round_index`."""
