@@ -18,7 +18,6 @@ from agentloop.errors import InputError
 __all__ = ["conversation_turns", "last_human", "message_text", "resolve_request"]
 
 
-
 def message_text(message: BaseMessageChunk | BaseMessage) -> str:
     """Return the text of a message or chunk (string content or text blocks)."""
     content = message.content

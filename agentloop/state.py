@@ -273,6 +273,23 @@ def reduce_call_results(
     return {**(current or {}), **(update or {})}
 
 
+def reduce_round_calls(current: list[PreparedCall] | None, update: Any) -> list[PreparedCall]:
+    """Refuse edits of `round_calls`: the loop writes it whole (`Overwrite`), never merged.
+
+    The calls of a round are prepared from `decision` and already named (their ledger
+    identity) and sent to run, so an edit here could not change what runs.
+
+    Raises:
+        InputError: Always; it names the channel to edit instead.
+    """
+    msg = (
+        "`round_calls` holds the calls the loop already prepared and sent to run, so it "
+        "cannot be edited: to change what a round runs, edit `decision` (the plan) "
+        "before `execute`, for example with interrupt_before=['execute']"
+    )
+    raise InputError(msg)
+
+
 def reduce_usage(
     current: dict[str, dict[str, Any]] | None, update: dict[str, dict[str, Any]] | None
 ) -> dict[str, dict[str, Any]]:
@@ -339,8 +356,9 @@ class OutputState(TypedDict, total=False):
 class LoopState(OutputState, total=False):
     """The full state of a tool loop run."""
 
-    round_calls: list[PreparedCall]
-    """The prepared calls of the current round, with their batch numbers."""
+    round_calls: Annotated[list[PreparedCall], reduce_round_calls]
+    """The prepared calls of the current round, with their batch numbers (the loop's
+    own: `update_state` on it is refused; edit `decision` instead)."""
     call_results: Annotated[dict[str, ToolExecutionRecord], reduce_call_results]
     """Finished calls of the current round, keyed by call id (one writer per call task)."""
     run_id: str

@@ -366,7 +366,7 @@ def make_execute(parts: LoopParts) -> Any:
             emit_settled(scope.emit, record)
         # the calls carry the planner's (already safe) arguments, encoded for the checkpoint;
         # a settled record shows them decoded, so it is made safe again
-        return {"round_calls": calls, "call_results": parts.safe_value(settled)}
+        return {"round_calls": Overwrite(calls), "call_results": parts.safe_value(settled)}
 
     return execute
 
@@ -385,7 +385,7 @@ def make_collect(parts: LoopParts) -> Any:
         rollbacks = state.get("consecutive_rollbacks", 0)
         emit("queue_drained", round_index=round_state["round_index"], calls=len(records))
         update: dict[str, Any] = {
-            "round_calls": [],
+            "round_calls": Overwrite([]),
             "call_results": Overwrite({}),
             "tool_logs": records,
         }

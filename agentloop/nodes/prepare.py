@@ -82,7 +82,7 @@ def make_prepare(parts: LoopParts) -> Any:
             "consecutive_rollbacks": 0,
             "plan_calls": 0,
             "rollback_note": "",
-            "round_calls": [],
+            "round_calls": Overwrite([]),
             "call_results": Overwrite({}),
             "usage": Overwrite({}),
             "run_id": run_id,
