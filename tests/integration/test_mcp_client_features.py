@@ -327,6 +327,25 @@ async def test_a_write_and_a_search_in_one_round_run_in_order(
     assert [entity["name"] for entity in found["result"]["entities"]] == ["Ada"]
 
 
+async def test_a_read_after_a_delete_runs_again(tmp_path: Path, run_loop: Any) -> None:
+    ada = [{"name": "Ada", "entityType": "person", "observations": ["born 1815"]}]
+    with MCPToolset({"memory": memory_server(tmp_path / "memory.jsonl")}) as toolset:
+        graph, _ = loop_with(
+            toolset,
+            plan_reply("execute", [cmd("create_entities", entities=ada)]),
+            plan_reply("execute", [cmd("read_graph")]),
+            plan_reply("execute", [cmd("delete_entities", entityNames=["Ada"])]),
+            plan_reply("execute", [cmd("read_graph")]),
+        )
+        out = await run_loop(graph, {"user_input": "check, delete, check"})
+    _, before, deleted, after = out["tool_logs"]
+    assert deleted["success"], out["tool_logs"]
+    assert [entity["name"] for entity in before["result"]["entities"]] == ["Ada"]
+    assert after["success"] and not after.get("duplicate")
+    assert after["result"]["entities"] == []  # not the graph from before the delete
+    assert after["after_write"] == "delete_entities"
+
+
 async def test_roots_are_declared_from_config(tmp_path: Path) -> None:
     root = tmp_path / "workspace"
     root.mkdir()
