@@ -28,10 +28,10 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
-from agentloop._sync import run_coroutine_sync
 from agentloop.durability import call_key
 from agentloop.inflight import EarlyCall
 from agentloop.nodes.execute import note_call, run_history
+from agentloop.nodes.guarded import arun_guarded, run_guarded
 from agentloop.nodes.parts import LoopParts
 from agentloop.planning.normalize import normalize_plan_decision
 from agentloop.planning.references import command_dependencies
@@ -101,9 +101,9 @@ class EarlyDispatch:
         settings = scope.settings
         self.parts, self.scope, self.config = parts, scope, config
         self.asynchronous = asynchronous
-        # with a checkpointer, a call's recorded outcome must be read before it runs
-        # (replays, forks): that is call_tool's ledger guard, so calls are not started early
-        self.enabled = settings.streaming_dispatch and scope.thread_id is None
+        # an early call takes the same guarded route as in call_tool: with a checkpointer,
+        # the ledger is read before it runs (replays, forks) and its outcome recorded
+        self.enabled = settings.streaming_dispatch
         self.run_id = state.get("run_id", "run")
         self.round_label = round_label(state)
         round_state = state.get("round_state") or empty_round_state()
@@ -178,14 +178,14 @@ class EarlyDispatch:
 
     def _start(self, call: PreparedCall) -> None:
         config = tool_config(self.parts, call, self.config)
-        runner, emit = self.parts.runner, self.scope.emit
+        emit = self.scope.emit
+        parts, scope = self.parts, self.scope
         handle: asyncio.Task[Any] | concurrent.futures.Future[Any]
         if self.asynchronous:
-            handle = asyncio.get_running_loop().create_task(runner.run(call, emit, config))
+            running = arun_guarded(parts, call, scope, config)
+            handle = asyncio.get_running_loop().create_task(running)
         else:
-            handle = _future_on_thread(
-                lambda: run_coroutine_sync(runner.run(call, emit, config, prefer_sync=True))
-            )
+            handle = _future_on_thread(lambda: run_guarded(parts, call, scope, config))
         self.parts.inflight.add_call(
             self.run_id, call["call_id"], EarlyCall(call["call_key"], handle)
         )

@@ -297,3 +297,24 @@ async def test_a_speculative_answer_that_fails_is_asked_again() -> None:
     assert [e["outcome"] for e in events if e["type"] == "answer_speculated"] == ["unusable"]
     completed = next(e for e in events if e["type"] == "answer_completed")
     assert completed["status"] == "ok"
+
+
+@ENTRIES
+async def test_streaming_dispatch_runs_with_a_checkpointer_and_replays_repeat_nothing(
+    entry: str,
+) -> None:
+    clock = Clock()
+    planner = timed_planner(clock, [TWO_LOOKUPS, str(plan_reply("response"))], repeat_last=True)
+    graph = create_tool_loop(
+        planner, tools_for(clock), answer_model=timed_answerer(clock), checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": "durable"}}
+    events = await collect_events(graph, {"user_input": "news and weather"}, entry, config=config)
+    dispatched = [e for e in events if e["type"] == "tool_dispatched"]
+    assert [e["index"] for e in dispatched] == [0]  # started early, through the ledger guard
+    assert clock.count("lookup started") == 2
+    history = list(graph.get_state_history(config))
+    for snapshot in history[1:]:  # replay every snapshot but the last
+        replayed = await collect_events(graph, None, entry, config=snapshot.config)
+        assert not [e for e in replayed if e["type"] == "tool_started"]
+    assert clock.count("lookup started") == 2  # the recorded outcomes were returned
