@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from agentloop._deprecation import deprecated_alias
-
 if TYPE_CHECKING:
     from agentloop.durability import SideEffectLedger
     from agentloop.errors import (
@@ -147,16 +145,8 @@ _EXPORTS: dict[str, str] = {
 }
 """Where each public name lives: imported on first use, so `import agentloop` stays cheap."""
 
-_RENAMED: dict[str, str] = {
-    "ModelRetry": "ModelRetryPolicy",
-    "ToolCall": "ToolInvocation",
-}
-"""Old public names that still work, with a `DeprecationWarning`."""
-
 
 def __getattr__(name: str) -> Any:
-    if name in _RENAMED:
-        return deprecated_alias(f"agentloop.{name}", __getattr__(_RENAMED[name]))
     module = _EXPORTS.get(name)
     if module is None:
         msg = f"module 'agentloop' has no attribute {name!r}"

@@ -29,7 +29,7 @@ from agentloop.nodes import (
     route_plan,
     route_start,
 )
-from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions, group_flat_options
+from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions
 from agentloop.prompts import PromptSet, PromptSource
 from agentloop.redaction import Redactor, install_log_redaction
 from agentloop.settings import LoopContext, LoopSettings, PlanMode
@@ -62,7 +62,6 @@ def create_tool_loop(
     name: str = "tool_loop",
     interrupt_before: Sequence[str] | None = None,
     interrupt_after: Sequence[str] | None = None,
-    **deprecated: Any,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build a plan / execute tool loop.
 
@@ -93,9 +92,6 @@ def create_tool_loop(
         name: The compiled graph's name.
         interrupt_before: Nodes to interrupt before (e.g. `["execute"]`, needs a checkpointer).
         interrupt_after: Nodes to interrupt after.
-        **deprecated: The options this function used to take flat (`policies=`,
-            `model_retry=`...): still accepted, each with a `DeprecationWarning` naming
-            its new home.
 
     Returns:
         The compiled graph: input `user_input` / `user_extra_requirement` (or `messages`),
@@ -106,7 +102,9 @@ def create_tool_loop(
         ConfigurationError: An option, tool or policy is invalid.
         MCPTransportError: A `required` MCP server could not be started.
     """
-    governance, planning, models = group_flat_options(deprecated, governance, planning, models)
+    governance = governance or GovernanceOptions()
+    planning = planning or PlanningOptions()
+    models = models or ModelOptions()
     settings = LoopSettings(
         max_rounds=max_rounds,
         concurrency=concurrency,

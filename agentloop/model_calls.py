@@ -32,7 +32,6 @@ from tenacity import (
     stop_after_attempt,
 )
 
-from agentloop._deprecation import deprecated_alias
 from agentloop._retry import aretry_lazily, retry_lazily
 from agentloop.errors import (
     ConfigurationError,
@@ -104,13 +103,6 @@ class ModelRetryPolicy:
             )
         msg = f"a model retry policy must be a ModelRetryPolicy or a RetryPolicy, got {policy!r}"
         raise ConfigurationError(msg)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ModelRetry":
-        return deprecated_alias("agentloop.model_calls.ModelRetry", ModelRetryPolicy)
-    msg = f"module {__name__!r} has no attribute {name!r}"
-    raise AttributeError(msg)
 
 
 def retry_after_s(error: BaseException | None) -> float | None:

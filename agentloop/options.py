@@ -13,12 +13,10 @@ says only that thing: `governance=GovernanceOptions(policies={...})`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
 from langgraph.types import RetryPolicy
 
-from agentloop._deprecation import warn_deprecated
 from agentloop.durability import SideEffectLedger
 from agentloop.errors import ConfigurationError
 from agentloop.model_calls import ModelRetryPolicy
@@ -31,7 +29,7 @@ from agentloop.tools.policy import DEFAULT_TIMEOUT_S, ToolPolicy, ToolRetry
 from agentloop.tools.threads import ToolThreads
 from agentloop.usage import Prices
 
-__all__ = ["GovernanceOptions", "ModelOptions", "PlanningOptions", "group_flat_options"]
+__all__ = ["GovernanceOptions", "ModelOptions", "PlanningOptions"]
 
 
 @dataclass(frozen=True)
@@ -137,58 +135,3 @@ class ModelOptions:
     def __post_init__(self) -> None:
         """Accept LangGraph's `RetryPolicy`."""
         object.__setattr__(self, "retry", ModelRetryPolicy.of(self.retry))
-
-
-_FLAT: dict[str, tuple[str, str]] = {
-    **{item.name: ("governance", item.name) for item in fields(GovernanceOptions)},
-    **{
-        item.name: ("planning", item.name)
-        for item in fields(PlanningOptions)
-        if item.name in ("keep_tool_results", "max_consecutive_rollbacks", "max_commands_per_round")
-    },
-    "fallback_models": ("models", "fallbacks"),
-    "model_retry": ("models", "retry"),
-    "model_limits": ("models", "limits"),
-    "prices": ("models", "prices"),
-}
-"""Where each option `create_tool_loop` used to take flat now lives."""
-_GROUPS = {
-    "governance": GovernanceOptions,
-    "planning": PlanningOptions,
-    "models": ModelOptions,
-}
-
-
-def group_flat_options(
-    flat: Mapping[str, Any],
-    governance: GovernanceOptions | None,
-    planning: PlanningOptions | None,
-    models: ModelOptions | None,
-) -> tuple[GovernanceOptions, PlanningOptions, ModelOptions]:
-    """Fold deprecated flat options into their groups, warning once per option.
-
-    Raises:
-        TypeError: An option `create_tool_loop` never took.
-        ConfigurationError: An option is given both flat and in its group.
-    """
-    given: dict[str, dict[str, Any]] = {"governance": {}, "planning": {}, "models": {}}
-    for name, value in flat.items():
-        if name not in _FLAT:
-            msg = f"create_tool_loop() got an unexpected keyword argument {name!r}"
-            raise TypeError(msg)
-        group, attribute = _FLAT[name]
-        warn_deprecated(
-            f"create_tool_loop({name}=...)",
-            f"create_tool_loop({group}={_GROUPS[group].__name__}({attribute}=...))",
-        )
-        if value is None and group == "models" and attribute in ("limits", "retry"):
-            continue  # None meant the default
-        given[group][attribute] = value
-    explicit = {"governance": governance, "planning": planning, "models": models}
-    built: dict[str, Any] = {}
-    for group, options_class in _GROUPS.items():
-        if given[group] and explicit[group] is not None:
-            msg = f"give {sorted(given[group])} inside {group}=, not beside it"
-            raise ConfigurationError(msg)
-        built[group] = explicit[group] or options_class(**given[group])
-    return built["governance"], built["planning"], built["models"]

@@ -17,7 +17,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from agentloop._deprecation import deprecated_alias
 from agentloop.errors import ConfigurationError, PromptTemplateError
 
 __all__ = [
@@ -214,10 +213,3 @@ def _looks_like_path(source: object) -> bool:
         return False
     path = Path(source)
     return path.suffix in (".md", ".txt") or path.is_file()
-
-
-def __getattr__(name: str) -> Any:
-    if name == "PromptTemplate":
-        return deprecated_alias("agentloop.prompts.PromptTemplate", PromptFile)
-    msg = f"module {__name__!r} has no attribute {name!r}"
-    raise AttributeError(msg)

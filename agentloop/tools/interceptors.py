@@ -17,7 +17,6 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from agentloop._deprecation import deprecated_alias
 from agentloop.tools.cache import ResultCache, canonical_key
 from agentloop.tools.freshness import StateTouch, state_touch
 from agentloop.tools.outcome import ToolOutcome
@@ -213,10 +212,3 @@ class RateLimitInterceptor:
                 call.trace.append(f"rate limited {delay * 1000:.0f}ms")
                 await asyncio.sleep(delay)
         return await proceed(call)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ToolCall":
-        return deprecated_alias("agentloop.tools.interceptors.ToolCall", ToolInvocation)
-    msg = f"module {__name__!r} has no attribute {name!r}"
-    raise AttributeError(msg)

@@ -15,7 +15,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
-from agentloop import ConfigurationError, ModelOptions, create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -544,27 +544,20 @@ async def test_plain_langchain_fake_model(run_loop: Any) -> None:
     assert out["answer"] == "fifteen"
 
 
-def test_flat_options_and_old_names_still_work_with_a_warning() -> None:
+def test_options_are_grouped_and_old_names_are_gone() -> None:
     import agentloop
-    from agentloop import GovernanceOptions, ModelRetryPolicy, ToolInvocation, ToolPolicy
+    from agentloop import GovernanceOptions, ToolPolicy
 
     model = ScriptedChatModel([plan_reply("response"), "ok"])
-    with pytest.warns(DeprecationWarning, match=r"policies=.*GovernanceOptions\(policies="):
-        graph = create_tool_loop(model, [add], policies={"add": ToolPolicy(timeout_s=3)})
+    graph = create_tool_loop(
+        model, [add], governance=GovernanceOptions(policies={"add": ToolPolicy(timeout_s=3)})
+    )
     assert graph.invoke({"user_input": "hi"})["answer"] == "ok"
-    with pytest.warns(DeprecationWarning, match=r"model_retry=.*ModelOptions\(retry="):
-        create_tool_loop(model, [add], model_retry=ModelRetryPolicy(max_attempts=1))
-    with pytest.warns(DeprecationWarning, match="ModelRetryPolicy"):
-        assert agentloop.ModelRetry is ModelRetryPolicy
-    with pytest.warns(DeprecationWarning, match="ToolInvocation"):
-        assert agentloop.ToolCall is ToolInvocation
-    with pytest.raises(TypeError, match="unexpected keyword argument 'polices'"):
-        create_tool_loop(model, [add], polices={})
-    with (
-        pytest.warns(DeprecationWarning),
-        pytest.raises(ConfigurationError, match="inside governance="),
-    ):
-        create_tool_loop(model, [add], governance=GovernanceOptions(), policies={})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'policies'"):
+        create_tool_loop(model, [add], policies={})  # type: ignore[call-arg]
+    for old in ("ModelRetry", "ToolCall"):
+        with pytest.raises(AttributeError, match=old):
+            getattr(agentloop, old)
 
 
 def test_retry_policies_accept_langgraphs_retry_policy() -> None:
