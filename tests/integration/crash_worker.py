@@ -83,9 +83,9 @@ async def get_receipt(n: int) -> str:
 
 
 TOOLS = [save_order, get_status, send_payment, get_receipt]
-COMMANDS = [
-    ("save_order", {"item": "A"}),
+COMMANDS = [  # the read comes first, so streaming dispatch starts it while the plan streams
     ("get_status", {"n": 1}),
+    ("save_order", {"item": "A"}),
     ("send_payment", {"amount": 5}),
     ("get_receipt", {"n": 3}),
 ]
