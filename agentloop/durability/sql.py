@@ -75,6 +75,7 @@ class _SqlLedger(SideEffectLedger):
     """The statements of the ledger, over a `_run(statement, params)` each subclass supplies."""
 
     cross_process = True
+    durable = True
     placeholder = "?"
 
     def __init__(self, saver: Any) -> None:

@@ -18,15 +18,15 @@ from typing import Any, cast
 
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
+from langgraph.store.base import BaseStore
 
 from agentloop._sync import run_coroutine_sync
 from agentloop.durability import (
     CallGuard,
     LedgerKey,
     Settled,
-    current_checkpointer,
-    ledger_for,
     loop_namespace,
+    run_ledger,
 )
 from agentloop.events import Emit
 from agentloop.inflight import EarlyCall
@@ -65,16 +65,15 @@ class _CallTool:
     def __init__(self, parts: LoopParts) -> None:
         self.parts = parts
 
-    def _guard(self, call: PreparedCall, scope: RunScope) -> CallGuard | None:
+    def _guard(
+        self, call: PreparedCall, scope: RunScope, store: BaseStore | None
+    ) -> CallGuard | None:
         thread_id = scope.thread_id
         if thread_id is None:
             return None
-        ledger = self.parts.ledger
+        ledger = run_ledger(self.parts.ledger, store)
         if ledger is None:
-            saver = current_checkpointer()
-            if saver is None:
-                return None
-            ledger = ledger_for(saver)
+            return None
         task_ns = scope.execution.checkpoint_ns if scope.execution else ""
         namespace = loop_namespace(task_ns.rsplit("|", 1)[0] if "|" in task_ns else "")
         policy = self.parts.registry.policy(call["tool_name"])
@@ -127,7 +126,7 @@ class _CallTool:
             running = self.parts.runner.run(call, scope.emit, config, prefer_sync=True)
             return dict(self.parts.safe_value(run_coroutine_sync(running)))
 
-        guard = self._guard(call, scope)
+        guard = self._guard(call, scope, runtime.store)
         if guard is None:
             return {"call_results": {call["call_id"]: run()}}
         settled = guard.before()
@@ -151,7 +150,7 @@ class _CallTool:
                 self.parts.safe_value(await self.parts.runner.run(call, scope.emit, config))
             )
 
-        guard = self._guard(call, scope)
+        guard = self._guard(call, scope, runtime.store)
         if guard is None:
             return {"call_results": {call["call_id"]: await run()}}
         settled = await guard.abefore()
