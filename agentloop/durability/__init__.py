@@ -3,8 +3,8 @@
 Each call of a checkpointed run consults a side-effect ledger keyed by the thread, the
 loop's namespace and the call's stable identity (see `identity`), never by a checkpoint
 id. The ledger lives with the checkpointer (see `placement`): in a small table of the
-database for the SQLite and PostgreSQL savers, in the server's store under the LangGraph
-server, in memory for `InMemorySaver`.
+database for the SQLite and PostgreSQL savers, in the server's PostgreSQL database or its
+store under the LangGraph server, in memory for `InMemorySaver`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from agentloop.durability.placement import (
     ledger_for,
     run_ledger,
 )
+from agentloop.durability.server_database import PostgresUriLedger, server_database_uri
 from agentloop.durability.sql import (
     AsyncPostgresLedger,
     AsyncSqliteLedger,
@@ -36,6 +37,7 @@ __all__ = [
     "LedgerKey",
     "MemoryLedger",
     "PostgresLedger",
+    "PostgresUriLedger",
     "SideEffectLedger",
     "SqliteLedger",
     "Settled",
@@ -49,4 +51,5 @@ __all__ = [
     "loop_namespace",
     "run_identity",
     "run_ledger",
+    "server_database_uri",
 ]

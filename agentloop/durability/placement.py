@@ -4,8 +4,10 @@ In order:
 1. a ledger given with `GovernanceOptions(ledger=...)`;
 2. an SQLite or PostgreSQL saver (or a subclass): a table in the same database;
 3. a checkpointer of the LangGraph server (`langgraph dev`, LangGraph Server, any
-   `langgraph_runtime_*` edition), recognized by the module of its type: the store the
-   server lends the run (`StoreLedger`);
+   `langgraph_runtime_*` edition), recognized by the module of its type: the server's
+   PostgreSQL database when `POSTGRES_URI` or `DATABASE_URI` names one
+   (`PostgresUriLedger`, atomic claims), else the store the server lends the run
+   (`StoreLedger`);
 4. anything else: this process's memory (`MemoryLedger`).
 
 A checkpointer that keeps checkpoints beyond this process but ends up with a ledger
@@ -24,6 +26,7 @@ from langgraph.store.base import BaseStore
 
 from agentloop.durability._langgraph import current_checkpointer
 from agentloop.durability.ledger import MemoryLedger, SideEffectLedger
+from agentloop.durability.server_database import PostgresUriLedger, server_database_uri
 from agentloop.durability.sql import (
     AsyncPostgresLedger,
     AsyncSqliteLedger,
@@ -41,6 +44,7 @@ __all__ = [
 ]
 
 _ledgers: weakref.WeakKeyDictionary[Any, SideEffectLedger] = weakref.WeakKeyDictionary()
+_database_ledgers: dict[str, PostgresUriLedger] = {}
 
 _SQL_LEDGERS: list[tuple[str, str, Any]] = [
     ("langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver", AsyncSqliteLedger),
@@ -78,20 +82,31 @@ def _memory_only(checkpointer: Any) -> bool:
     return not isinstance(getattr(checkpointer, "storage", None), PersistentDict)
 
 
+def _server_ledger(store: BaseStore | None) -> SideEffectLedger | None:
+    """The server's database (one ledger per URI), else the store it lends this run."""
+    uri = server_database_uri()
+    if uri is not None:
+        return _database_ledgers.setdefault(uri, PostgresUriLedger(uri))
+    return None if store is None else StoreLedger(store)  # lent per run: not cached
+
+
 def ledger_for(checkpointer: Any, store: BaseStore | None = None) -> SideEffectLedger:
     """Return the ledger that goes with a checkpointer (and the run's store).
 
     SQLite and PostgreSQL savers keep it in their database, so claims hold across
-    processes; the LangGraph server's checkpointers keep it in the server's store
-    when the run has one; any other checkpointer gets one ledger in this process's
-    memory per checkpointer object.
+    processes; the LangGraph server's checkpointers keep it in the server's PostgreSQL
+    database (`POSTGRES_URI`, `DATABASE_URI`) or else in the store it lends the run;
+    any other checkpointer gets one ledger in this process's memory per checkpointer
+    object.
     """
     ledger = _ledgers.get(checkpointer)
     if ledger is not None:
         return ledger
     ledger = _sql_ledger(checkpointer)
-    if ledger is None and store is not None and is_server_checkpointer(checkpointer):
-        return StoreLedger(store)  # the store is lent per run: nothing to cache
+    if ledger is None and is_server_checkpointer(checkpointer):
+        served = _server_ledger(store)
+        if served is not None:
+            return served
     if ledger is None:
         ledger = MemoryLedger()
     _ledgers[checkpointer] = ledger

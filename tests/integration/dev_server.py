@@ -48,7 +48,8 @@ class DevServer:
             "LANGGRAPH_NO_VERSION_CHECK": "true",
             **env,
         }
-        self.env.pop("AGENTLOOP_MODEL", None)
+        for name in ("AGENTLOOP_MODEL", "POSTGRES_URI", "DATABASE_URI"):
+            self.env.pop(name, None)
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 

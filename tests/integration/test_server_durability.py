@@ -37,6 +37,7 @@ def server(tmp_path: Path) -> Iterator[DevServer]:
     finally:
         dev.kill()
     assert "Traceback" not in dev.logs(), dev.logs()[-3000:]
+    assert "side-effect ledger" not in dev.logs()  # no durability warning: the store lasts
 
 
 def effects(server: DevServer) -> list[str]:

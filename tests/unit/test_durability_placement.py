@@ -26,9 +26,11 @@ from agentloop.durability import (
     CallGuard,
     LedgerKey,
     MemoryLedger,
+    PostgresUriLedger,
     StoreLedger,
     is_server_checkpointer,
     ledger_for,
+    server_database_uri,
 )
 from agentloop.durability.ledger import OWNER
 from agentloop.durability.store import LEDGER_NAMESPACE
@@ -41,6 +43,13 @@ ServerSaver: type[InMemorySaver] = type(
     "InMemorySaver", (InMemorySaver,), {"__module__": "langgraph_runtime_inmem.checkpoint"}
 )
 """The shape of `langgraph dev`'s checkpointer: same class name as LangGraph's own."""
+
+
+@pytest.fixture(autouse=True)
+def no_server_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not under LangGraph Server: no `POSTGRES_URI` / `DATABASE_URI` unless a test sets one."""
+    monkeypatch.delenv("POSTGRES_URI", raising=False)
+    monkeypatch.delenv("DATABASE_URI", raising=False)
 
 
 @pytest.fixture
@@ -103,6 +112,24 @@ def test_a_server_checkpointer_gets_the_runs_store(sqlite_store: SqliteStore) ->
     assert isinstance(ledger_for(ServerSaver()), MemoryLedger)  # no store: this process
     assert isinstance(ledger_for(InMemorySaver(), sqlite_store), MemoryLedger)
     assert not StoreLedger(InMemoryStore()).durable
+
+
+def test_the_servers_postgres_uri_comes_before_its_store(
+    sqlite_store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URI", "postgresql+asyncpg://u@127.0.0.1:5/db")
+    assert server_database_uri() == "postgresql://u@127.0.0.1:5/db"
+    monkeypatch.setenv("POSTGRES_URI", "postgres://u@127.0.0.1:6/server")
+    ledger = ledger_for(ServerSaver(), sqlite_store)
+    assert (
+        isinstance(ledger, PostgresUriLedger) and ledger.uri == "postgresql://u@127.0.0.1:6/server"
+    )
+    assert ledger.durable and ledger is ledger_for(ServerSaver(), sqlite_store)
+    assert isinstance(ledger_for(InMemorySaver(), sqlite_store), MemoryLedger)
+    monkeypatch.setenv("POSTGRES_URI", "redis://127.0.0.1:6379")  # not PostgreSQL
+    monkeypatch.delenv("DATABASE_URI")
+    assert server_database_uri() is None
+    assert isinstance(ledger_for(ServerSaver(), sqlite_store), StoreLedger)
 
 
 # --- the store ledger's claims ----------------------------------------------------------
