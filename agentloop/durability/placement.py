@@ -99,18 +99,21 @@ def ledger_for(checkpointer: Any, store: BaseStore | None = None) -> SideEffectL
     any other checkpointer gets one ledger in this process's memory per checkpointer
     object.
     """
-    ledger = _ledgers.get(checkpointer)
-    if ledger is not None:
-        return ledger
-    ledger = _sql_ledger(checkpointer)
-    if ledger is None and is_server_checkpointer(checkpointer):
+    cached = _ledgers.get(checkpointer)
+    if cached is not None and not isinstance(cached, MemoryLedger):
+        return cached  # the saver's own database
+    if cached is None:
+        sql = _sql_ledger(checkpointer)
+        if sql is not None:
+            _ledgers[checkpointer] = sql
+            return sql
+    if is_server_checkpointer(checkpointer):
         served = _server_ledger(store)
         if served is not None:
             return served
-    if ledger is None:
-        ledger = MemoryLedger()
-    _ledgers[checkpointer] = ledger
-    return ledger
+    if cached is None:
+        cached = _ledgers[checkpointer] = MemoryLedger()
+    return cached
 
 
 def run_ledger(

@@ -109,7 +109,9 @@ def test_server_checkpointers_are_told_by_module_not_by_name() -> None:
 def test_a_server_checkpointer_gets_the_runs_store(sqlite_store: SqliteStore) -> None:
     ledger = ledger_for(ServerSaver(), sqlite_store)
     assert isinstance(ledger, StoreLedger) and ledger.store is sqlite_store and ledger.durable
-    assert isinstance(ledger_for(ServerSaver()), MemoryLedger)  # no store: this process
+    saver = ServerSaver()
+    assert isinstance(ledger_for(saver), MemoryLedger)  # no store: this process
+    assert isinstance(ledger_for(saver, sqlite_store), StoreLedger)  # the next run has one
     assert isinstance(ledger_for(InMemorySaver(), sqlite_store), MemoryLedger)
     assert not StoreLedger(InMemoryStore()).durable
 
