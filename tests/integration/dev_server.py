@@ -19,6 +19,14 @@ from pathlib import Path
 
 import httpx
 
+STATE_FILES = (
+    "store.pckl",
+    ".langgraph_ops.pckl",
+    ".langgraph_checkpoint.1.pckl",
+    ".langgraph_checkpoint.2.pckl",
+    ".langgraph_checkpoint.3.pckl",
+)
+"""What a restart needs: the store (the ledger), the runs and threads, the checkpoints."""
 FLUSH_TIMEOUT_S = 60.0
 """How long `wait_for_flush` waits (the server writes every 10 s; the machine is shared)."""
 
@@ -111,8 +119,9 @@ class DevServer:
         folder = self.app / ".langgraph_api"
         deadline = time.monotonic() + FLUSH_TIMEOUT_S
         while time.monotonic() < deadline:
-            files = list(folder.glob("*.pckl"))
-            if files and all(_mtime_ns(path) > since_ns for path in files):
+            files = {path.name: path for path in folder.glob("*.pckl")}
+            ready = set(STATE_FILES) <= set(files)
+            if ready and all(_mtime_ns(path) > since_ns for path in files.values()):
                 return
             time.sleep(0.2)
         raise AssertionError(f"the server did not write its state in {FLUSH_TIMEOUT_S} s")
