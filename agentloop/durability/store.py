@@ -75,7 +75,7 @@ class StoreLedger(SideEffectLedger):
             gets.
     """
 
-    cross_process = True
+    cross_process = False  # exact only while one run at a time uses a thread (see above)
 
     def __init__(self, store: BaseStore | None = None) -> None:
         self._store = store
