@@ -3,8 +3,8 @@
 Copied as `app.py` into a temporary app folder beside a `langgraph.json` by
 `test_server_durability.py`. `send_payment` appends each payment it makes to the file
 named by `AGENTLOOP_TEST_EFFECTS` (with fsync), so the test counts side effects across
-server processes; with `AGENTLOOP_TEST_HOLD=1` it holds the run right after its effect,
-until the server is killed.
+server processes; with `AGENTLOOP_TEST_HOLD=1` the first payment of the process holds
+its run right after its effect, until the server is killed or the run cancelled.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from agentloop.testing import ScriptedChatModel, plan_reply
 
 EFFECTS = Path(os.environ["AGENTLOOP_TEST_EFFECTS"])
 HOLD = os.environ.get("AGENTLOOP_TEST_HOLD") == "1"
+held: list[str] = []
 
 
 def _append(line: str) -> None:
@@ -34,8 +35,9 @@ def _append(line: str) -> None:
 async def send_payment(amount: int) -> str:
     """Send a payment (side effect)."""
     await asyncio.to_thread(_append, f"payment:{amount}")
-    if HOLD:
-        await asyncio.Event().wait()  # until the server is killed
+    if HOLD and not held:
+        held.append(f"payment:{amount}")
+        await asyncio.Event().wait()  # until the server is killed or the run cancelled
     return f"paid {amount}"
 
 

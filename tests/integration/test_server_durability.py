@@ -110,3 +110,22 @@ async def test_resume_and_replay_across_clean_restarts_pay_once(server: DevServe
     [payment] = payments(replayed)
     assert payment["success"] is True and payment["replayed"] is True
     assert effects(server) == ["payment:5"]
+
+
+async def test_a_run_interrupted_by_the_next_one_leaves_its_payment_unknown(
+    server: DevServer,
+) -> None:
+    """`multitask_strategy="interrupt"`: the server cancels the running run first."""
+    from langgraph_sdk import get_client
+
+    server.start(AGENTLOOP_TEST_HOLD="1")
+    client = get_client(url=server.url)
+    thread = (await client.threads.create())["thread_id"]
+    await client.runs.create(thread, "payments", input={"user_input": "pay"})
+    wait_for_effect(server)
+    final = await client.runs.wait(thread, "payments", input=None,
+                                   multitask_strategy="interrupt")  # fmt: skip
+    assert isinstance(final, dict)
+    [payment] = payments(final)
+    assert effects(server) == ["payment:5"]
+    assert payment["success"] is False and payment["error_type"] == "unknown_outcome"
