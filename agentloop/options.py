@@ -51,7 +51,9 @@ class GovernanceOptions:
             (default: a `Redactor` of secret-looking environment variables, the MCP
             servers' `env` and `headers`, and credential shapes).
         ledger: Where calls are claimed and their outcomes kept (default: with the
-            checkpointer: its database for SQLite and PostgreSQL, memory otherwise).
+            checkpointer: its database for SQLite and PostgreSQL, the server's
+            PostgreSQL or store under the LangGraph server, memory otherwise; see
+            `agentloop.durability.placement`).
     """
 
     policies: Mapping[str, ToolPolicy] = field(default_factory=dict)

@@ -11,6 +11,7 @@ from agentloop.events import Emit, make_emitter
 
 if TYPE_CHECKING:
     from langgraph.runtime import ExecutionInfo, Runtime
+    from langgraph.store.base import BaseStore
 
 __all__ = ["LoopContext", "LoopSettings", "PlanMode", "RunScope"]
 
@@ -141,12 +142,15 @@ class RunScope:
         context: The run's `context` object (a `LoopContext`, a parent graph's context
             when the loop is a subgraph, or None).
         execution: LangGraph's execution info of the current task (thread, namespace).
+        store: The store LangGraph gives the run (`runtime.store`: the app's, or the
+            LangGraph server's), or None.
     """
 
     settings: LoopSettings
     emit: Emit
     context: Any = None
     execution: ExecutionInfo | None = None
+    store: BaseStore | None = None
 
     @classmethod
     def of(
@@ -158,6 +162,7 @@ class RunScope:
             emit=make_emitter(runtime.stream_writer, loop_name=settings.name, redact=redact),
             context=runtime.context,
             execution=runtime.execution_info,
+            store=runtime.store,
         )
 
     @property

@@ -8,7 +8,8 @@ before every call. It is independent of checkpoint ids, so it holds across crash
 LangGraph's default asynchronous durability, replays and forks.
 
 `MemoryLedger` serves in-memory checkpointers (one process); `agentloop.durability.sql`
-keeps a small table in an SQLite or PostgreSQL checkpointer's own database.
+keeps a small table in an SQLite or PostgreSQL checkpointer's own database, and
+`agentloop.durability.store` keeps entries in a LangGraph store (the LangGraph server's).
 """
 
 from __future__ import annotations
@@ -83,10 +84,12 @@ class SideEffectLedger(ABC):
 
     `claim` is atomic: of several workers claiming one key, exactly one gets None back
     and runs the call; the others get the winner's entry. `cross_process` tells whether
-    that holds across processes (a shared database) or within one process only.
+    that holds across processes (a shared database) or within one process only;
+    `durable` whether entries outlive this process (a restart of the server finds them).
     """
 
     cross_process: bool = False
+    durable: bool = False
 
     @abstractmethod
     def get(self, key: LedgerKey) -> LedgerEntry | None:

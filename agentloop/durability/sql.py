@@ -75,6 +75,7 @@ class _SqlLedger(SideEffectLedger):
     """The statements of the ledger, over a `_run(statement, params)` each subclass supplies."""
 
     cross_process = True
+    durable = True
     placeholder = "?"
 
     def __init__(self, saver: Any) -> None:
@@ -267,15 +268,22 @@ class AsyncPostgresLedger(_SqlLedger):
 
     async def _arun(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
         async with self._connection() as conn:
-            if not self._ready:
-                try:
-                    async with conn.transaction():
-                        await conn.execute(_CREATE)
-                except Exception as error:
-                    if not _ignore_concurrent_create(error):
-                        raise
-                self._ready = True
-            async with conn.transaction(), conn.cursor() as cursor:
-                await cursor.execute(self.sql[name], params)
-                row = await cursor.fetchone() if name == "get" else None
-                return cursor.rowcount, row
+            return await _arun_postgres(self, conn, name, params)
+
+
+async def _arun_postgres(
+    ledger: _SqlLedger, conn: Any, name: str, params: tuple[Any, ...]
+) -> tuple[int, Any]:
+    """Run one statement of a PostgreSQL ledger on an async psycopg connection."""
+    if not ledger._ready:
+        try:
+            async with conn.transaction():
+                await conn.execute(_CREATE)
+        except Exception as error:
+            if not _ignore_concurrent_create(error):
+                raise
+        ledger._ready = True
+    async with conn.transaction(), conn.cursor() as cursor:
+        await cursor.execute(ledger.sql[name], params)
+        row = await cursor.fetchone() if name == "get" else None
+        return cursor.rowcount, row

@@ -19,9 +19,8 @@ from agentloop.durability import (
     CallGuard,
     LedgerKey,
     Settled,
-    current_checkpointer,
-    ledger_for,
     loop_namespace,
+    run_ledger,
 )
 from agentloop.events import Emit
 from agentloop.nodes.parts import LoopParts
@@ -40,12 +39,9 @@ def call_guard(parts: LoopParts, call: PreparedCall, scope: RunScope) -> CallGua
     thread_id = scope.thread_id
     if thread_id is None:
         return None
-    ledger = parts.ledger
+    ledger = run_ledger(parts.ledger, scope.store)
     if ledger is None:
-        saver = current_checkpointer()
-        if saver is None:
-            return None
-        ledger = ledger_for(saver)
+        return None
     task_ns = scope.execution.checkpoint_ns if scope.execution else ""
     namespace = loop_namespace(task_ns.rsplit("|", 1)[0] if "|" in task_ns else "")
     policy = parts.registry.policy(call["tool_name"])

@@ -14,8 +14,10 @@ from langgraph.types import Overwrite
 from agentloop.durability import (
     current_checkpointer,
     current_durability,
+    durability_gap,
     loop_namespace,
     run_identity,
+    run_ledger,
 )
 from agentloop.messages import resolve_request
 from agentloop.nodes.parts import LoopParts
@@ -52,12 +54,23 @@ def run_anchor(state: LoopState, request: str, human: HumanMessage | None, scope
     return f"turn:{parent_ns}:{state.get('run_count', 0)}:{digest}"
 
 
+def _ledger_warning(parts: LoopParts, runtime: Runtime[LoopContext]) -> tuple[str, str] | None:
+    """The ledger class and why the run's exactly-once would not survive a restart, if so."""
+    saver = current_checkpointer()
+    if saver is None or not parts.registry.has_side_effects:
+        return None
+    ledger = run_ledger(parts.ledger, runtime.store)
+    gap = None if ledger is None else durability_gap(saver, ledger)
+    return None if gap is None or ledger is None else (type(ledger).__name__, gap)
+
+
 def make_prepare(parts: LoopParts) -> Any:
     """Build the `prepare` node of a loop."""
     warned_exit = False
+    warned_ledger = False
 
     def prepare(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        nonlocal warned_exit
+        nonlocal warned_exit, warned_ledger
         scope = parts.scope(runtime)
         request, human = resolve_request(state)
         namespace = loop_namespace(scope.execution.checkpoint_ns if scope.execution else "")
@@ -68,6 +81,13 @@ def make_prepare(parts: LoopParts) -> Any:
                 warned_exit = True
                 logger.warning("%s: %s", parts.settings.name, EXIT_DURABILITY_WARNING)
             scope.emit("durability_warning", durability="exit", message=EXIT_DURABILITY_WARNING)
+        ledger_warning = _ledger_warning(parts, runtime)
+        if ledger_warning is not None:
+            ledger_name, message = ledger_warning
+            if not warned_ledger:
+                warned_ledger = True
+                logger.warning("%s: %s", parts.settings.name, message)
+            scope.emit("durability_warning", ledger=ledger_name, message=message)
         for server, reason in parts.tools.unavailable.items():
             scope.emit("mcp_server_unavailable", server=server, reason=reason)
         update: dict[str, Any] = {

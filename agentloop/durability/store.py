@@ -1,0 +1,182 @@
+"""A ledger kept in a LangGraph store: the durable state the LangGraph server gives every graph.
+
+Under `langgraph dev` and LangGraph Server the graph is compiled without a checkpointer
+or store of its own; the server lends it both for each run. Its store (`runtime.store`,
+`langgraph.config.get_store()`) outlives the server process: the dev server writes it to
+`.langgraph_api/` about every 10 s (best effort: a kill inside that window loses what was
+not written), LangGraph Server keeps it in PostgreSQL.
+
+A `BaseStore` has no insert-if-absent, so a claim is a read, a write and a read back.
+That is exact when no two runs of one thread call the ledger at the same time, which is
+what the server guarantees: it starts a thread's next run only once the previous one has
+stopped running, whatever the multitask strategy (`reject` refuses the new run,
+`enqueue` queues it, `interrupt` and `rollback` cancel the running one first; a call the
+cancelled run started and did not finish stays claimed, so a later resume of that run
+reports it as `unknown_outcome`; `rollback` deletes the run and its checkpoints but not
+its ledger entries, since its effects happened). Two processes resuming one thread
+outside the server's control need a ledger with atomic claims (`PostgresLedger`,
+`SqliteLedger`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from langgraph.config import get_store
+from langgraph.store.base import BaseStore, Item
+
+from agentloop.durability.ledger import LedgerEntry, LedgerKey, SideEffectLedger
+
+__all__ = ["LEDGER_NAMESPACE", "StoreLedger", "is_memory_only"]
+
+LEDGER_NAMESPACE = "agentloop_ledger"
+"""The first label of every namespace the ledger writes: `("agentloop_ledger", thread)`."""
+
+
+def _thread_label(thread_id: str) -> str:
+    """The thread id as a namespace label (labels may not be empty or hold "." or NUL)."""
+    if thread_id and "." not in thread_id and "\x00" not in thread_id:
+        return thread_id
+    return "sha256-" + hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _where(key: LedgerKey) -> tuple[tuple[str, ...], str]:
+    return (LEDGER_NAMESPACE, _thread_label(key.thread_id)), f"{key.namespace}/{key.call_key}"
+
+
+def _value(owner: str, started_at: float, outcome: dict[str, Any] | None) -> dict[str, Any]:
+    return {"owner": owner, "started_at": started_at, "outcome": outcome}
+
+
+def _entry(item: Item | None) -> LedgerEntry | None:
+    if item is None:
+        return None
+    value = item.value
+    return LedgerEntry(str(value["owner"]), float(value["started_at"]), value.get("outcome"))
+
+
+def _won(entry: LedgerEntry | None, owner: str) -> bool:
+    return entry is not None and entry.owner == owner and entry.outcome is None
+
+
+def is_memory_only(store: BaseStore) -> bool:
+    """Whether a store keeps its data in this process only (LangGraph's `InMemoryStore`)."""
+    return type(store).__module__ == "langgraph.store.memory"
+
+
+class StoreLedger(SideEffectLedger):
+    """The ledger of a LangGraph `BaseStore`, the default under the LangGraph server.
+
+    Args:
+        store: The store; None reads the store of the running graph (`get_store()`) at
+            each call, which is what a graph served by `langgraph dev` or LangGraph Server
+            gets.
+    """
+
+    cross_process = False  # exact only while one run at a time uses a thread (see above)
+
+    def __init__(self, store: BaseStore | None = None) -> None:
+        self._store = store
+
+    @property
+    def durable(self) -> bool:  # type: ignore[override]
+        """Whether entries outlive this process (not for LangGraph's `InMemoryStore`)."""
+        store = self._store if self._store is not None else _running_store(required=False)
+        return store is not None and not is_memory_only(store)
+
+    @property
+    def store(self) -> BaseStore:
+        """The store entries are kept in."""
+        return self._store if self._store is not None else _running_store(required=True)
+
+    # -- sync ------------------------------------------------------------------------------
+
+    def get(self, key: LedgerKey) -> LedgerEntry | None:
+        """Return the entry of a call, or None."""
+        return _entry(self.store.get(*_where(key)))
+
+    def claim(self, key: LedgerKey, owner: str) -> LedgerEntry | None:
+        """Claim a call: None when this owner won, else the entry that was there."""
+        existing = self.get(key)
+        if existing is not None:
+            return existing
+        self.store.put(*_where(key), _value(owner, time.time(), None), index=False)
+        confirmed = self.get(key)
+        return None if _won(confirmed, owner) else confirmed
+
+    def finish(self, key: LedgerKey, owner: str, outcome: dict[str, Any]) -> None:
+        """Store a call's outcome."""
+        existing = self.get(key)
+        started = existing.started_at if existing is not None else time.time()
+        self.store.put(*_where(key), _value(owner, started, outcome), index=False)
+
+    def release(self, key: LedgerKey, owner: str) -> None:
+        """Remove this owner's claim of an unfinished call."""
+        if _won(self.get(key), owner):
+            self.store.delete(*_where(key))
+
+    def take_over(self, key: LedgerKey, owner: str) -> None:
+        """Make `owner` the claimant of a call and clear its outcome."""
+        self.store.put(*_where(key), _value(owner, time.time(), None), index=False)
+
+    def forget_thread(self, thread_id: str) -> None:
+        """Drop every entry of a thread (after deleting the thread, say)."""
+        store = self.store
+        namespace = (LEDGER_NAMESPACE, _thread_label(thread_id))
+        while items := store.search(namespace, limit=100):
+            for item in items:
+                store.delete(namespace, item.key)
+
+    # -- async -----------------------------------------------------------------------------
+
+    async def aget(self, key: LedgerKey) -> LedgerEntry | None:
+        """Async `get`."""
+        return _entry(await self.store.aget(*_where(key)))
+
+    async def aclaim(self, key: LedgerKey, owner: str) -> LedgerEntry | None:
+        """Async `claim`."""
+        existing = await self.aget(key)
+        if existing is not None:
+            return existing
+        await self.store.aput(*_where(key), _value(owner, time.time(), None), index=False)
+        confirmed = await self.aget(key)
+        return None if _won(confirmed, owner) else confirmed
+
+    async def afinish(self, key: LedgerKey, owner: str, outcome: dict[str, Any]) -> None:
+        """Async `finish`."""
+        existing = await self.aget(key)
+        started = existing.started_at if existing is not None else time.time()
+        await self.store.aput(*_where(key), _value(owner, started, outcome), index=False)
+
+    async def arelease(self, key: LedgerKey, owner: str) -> None:
+        """Async `release`."""
+        if _won(await self.aget(key), owner):
+            await self.store.adelete(*_where(key))
+
+    async def atake_over(self, key: LedgerKey, owner: str) -> None:
+        """Async `take_over`."""
+        await self.store.aput(*_where(key), _value(owner, time.time(), None), index=False)
+
+    async def aforget_thread(self, thread_id: str) -> None:
+        """Async `forget_thread`."""
+        store = self.store
+        namespace = (LEDGER_NAMESPACE, _thread_label(thread_id))
+        while items := await store.asearch(namespace, limit=100):
+            for item in items:
+                await store.adelete(namespace, item.key)
+
+
+def _running_store(*, required: bool) -> Any:
+    try:
+        store = get_store()
+    except RuntimeError:  # outside a graph run
+        store = None
+    if store is None and required:
+        msg = (
+            "StoreLedger() without a store reads the store of the running graph: compile "
+            "the graph with store=..., run it under the LangGraph server, or pass a store"
+        )
+        raise RuntimeError(msg)
+    return store

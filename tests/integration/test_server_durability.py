@@ -1,0 +1,131 @@
+"""Exactly once under `langgraph dev`: the loop served from an app folder, restarted and killed.
+
+The graph is compiled without a checkpointer (`server_app.py`), as users deploy it; the
+server lends it its checkpointer and store, and the loop keeps its side-effect ledger in
+that store. Driven with `langgraph-sdk`; payments are counted in a file across server
+processes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dev_server import DevServer
+
+pytestmark = pytest.mark.integration
+
+APP = Path(__file__).with_name("server_app.py")
+RETRY_LOG = "Retrying runs left running by a previous process"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[DevServer]:
+    app = tmp_path / "app"
+    app.mkdir()
+    shutil.copy(APP, app / "app.py")
+    config = {"dependencies": ["."], "graphs": {"payments": "./app.py:graph"}, "env": {}}
+    (app / "langgraph.json").write_text(json.dumps(config))
+    dev = DevServer(app, {"AGENTLOOP_TEST_EFFECTS": str(tmp_path / "effects.txt")})
+    try:
+        yield dev
+    finally:
+        dev.kill()
+    assert "Traceback" not in dev.logs(), dev.logs()[-3000:]
+    assert "side-effect ledger" not in dev.logs()  # no durability warning: the store lasts
+
+
+def effects(server: DevServer) -> list[str]:
+    path = Path(server.env["AGENTLOOP_TEST_EFFECTS"])
+    return path.read_text().split() if path.exists() else []
+
+
+def wait_for_effect(server: DevServer) -> None:
+    deadline = time.monotonic() + 120
+    while not effects(server):
+        assert time.monotonic() < deadline, server.logs()[-3000:]
+        time.sleep(0.1)
+
+
+def payments(values: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in values["tool_logs"] if r["tool_name"] == "send_payment"]
+
+
+async def test_a_run_killed_after_its_effect_is_retried_without_repeating_it(
+    server: DevServer,
+) -> None:
+    from langgraph_sdk import get_client
+
+    server.start(AGENTLOOP_TEST_HOLD="1")  # the payment holds its run once it is made
+    client = get_client(url=server.url)
+    thread = await client.threads.create()
+    run = await client.runs.create(thread["thread_id"], "payments", input={"user_input": "pay"})
+    wait_for_effect(server)
+    server.wait_for_flush(time.time_ns())
+    server.kill()
+
+    server.start()  # the server retries the run by itself
+    client = get_client(url=server.url)
+    await client.runs.join(thread["thread_id"], run["run_id"])
+    assert RETRY_LOG in server.logs()
+    values = (await client.threads.get_state(thread["thread_id"]))["values"]
+    [payment] = payments(values)
+    assert effects(server) == ["payment:5"]
+    assert payment["success"] is False and payment["error_type"] == "unknown_outcome"
+    assert values["status"] == "ok" and values["answer"] == "payment handled"
+
+
+async def test_resume_and_replay_across_clean_restarts_pay_once(server: DevServer) -> None:
+    from langgraph_sdk import get_client
+
+    server.start()
+    client = get_client(url=server.url)
+    thread = (await client.threads.create())["thread_id"]
+    await client.runs.wait(thread, "payments", input={"user_input": "pay"},
+                           interrupt_before=["execute"])  # fmt: skip
+    paused = await client.threads.get_state(thread)
+    assert paused["next"] == ["execute"] and not effects(server)
+    server.stop()
+
+    server.start()  # resume after a restart
+    client = get_client(url=server.url)
+    resumed = await client.runs.wait(thread, "payments", input=None)
+    assert isinstance(resumed, dict)
+    [payment] = payments(resumed)
+    assert payment["success"] is True and not payment.get("replayed")
+    assert effects(server) == ["payment:5"]
+    server.stop()
+
+    server.start()  # replay the paused checkpoint after a restart
+    client = get_client(url=server.url)
+    replayed = await client.runs.wait(
+        thread, "payments", input=None, checkpoint_id=paused["checkpoint"]["checkpoint_id"]
+    )
+    assert isinstance(replayed, dict)
+    [payment] = payments(replayed)
+    assert payment["success"] is True and payment["replayed"] is True
+    assert effects(server) == ["payment:5"]
+
+
+async def test_a_run_interrupted_by_the_next_one_leaves_its_payment_unknown(
+    server: DevServer,
+) -> None:
+    """`multitask_strategy="interrupt"`: the server cancels the running run first."""
+    from langgraph_sdk import get_client
+
+    server.start(AGENTLOOP_TEST_HOLD="1")
+    client = get_client(url=server.url)
+    thread = (await client.threads.create())["thread_id"]
+    await client.runs.create(thread, "payments", input={"user_input": "pay"})
+    wait_for_effect(server)
+    final = await client.runs.wait(thread, "payments", input=None,
+                                   multitask_strategy="interrupt")  # fmt: skip
+    assert isinstance(final, dict)
+    [payment] = payments(final)
+    assert effects(server) == ["payment:5"]
+    assert payment["success"] is False and payment["error_type"] == "unknown_outcome"

@@ -1,0 +1,235 @@
+"""Where the ledger lives: the LangGraph server's store, and warnings where it cannot last.
+
+The server's own checkpointer needs the running server (the integration tests in
+`tests/integration/test_server_durability.py` use the real one); here a saver of the
+same shape stands in: a subclass of `InMemorySaver`, named `InMemorySaver`, defined in a
+`langgraph_runtime_inmem` module, as `langgraph dev` has it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.memory import InMemoryStore
+from langgraph.store.sqlite import SqliteStore
+from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+from agentloop import GovernanceOptions, ToolPolicy, create_tool_loop
+from agentloop.durability import (
+    CallGuard,
+    LedgerKey,
+    MemoryLedger,
+    PostgresUriLedger,
+    StoreLedger,
+    is_server_checkpointer,
+    ledger_for,
+    server_database_uri,
+)
+from agentloop.durability.ledger import OWNER
+from agentloop.durability.store import LEDGER_NAMESPACE
+from agentloop.testing import ScriptedChatModel, plan_reply
+
+KEY = LedgerKey("thread.with.dots", "agent|call_tool", "call-1")
+DEAD_OWNER = f"{OWNER.split('|')[0]}|999999999|1|deadbeef"
+
+ServerSaver: type[InMemorySaver] = type(
+    "InMemorySaver", (InMemorySaver,), {"__module__": "langgraph_runtime_inmem.checkpoint"}
+)
+"""The shape of `langgraph dev`'s checkpointer: same class name as LangGraph's own."""
+
+
+@pytest.fixture(autouse=True)
+def no_server_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not under LangGraph Server: no `POSTGRES_URI` / `DATABASE_URI` unless a test sets one."""
+    monkeypatch.delenv("POSTGRES_URI", raising=False)
+    monkeypatch.delenv("DATABASE_URI", raising=False)
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[SqliteStore]:
+    conn = sqlite3.connect(tmp_path / "store.sqlite", check_same_thread=False,
+                           isolation_level=None)  # fmt: skip
+    store = SqliteStore(conn)
+    store.setup()
+    yield store
+    conn.close()
+
+
+def served(graph: Any, checkpointer: Any, store: Any = None) -> Any:
+    """The graph as the LangGraph server runs it: a copy with its checkpointer and store."""
+    return graph.copy(update={"checkpointer": checkpointer, "store": store})
+
+
+@pytest.fixture
+async def async_store(tmp_path: Path) -> AsyncIterator[AsyncSqliteStore]:
+    """A durable store for loops run through `invoke` (in a worker thread) and `ainvoke`."""
+    async with AsyncSqliteStore.from_conn_string(str(tmp_path / "store.sqlite")) as store:
+        await store.setup()
+        yield store
+
+
+def payments_loop(effects: list[str], **options: Any) -> Any:
+    @tool
+    def send_payment(amount: int) -> str:
+        """Send a payment (side effect)."""
+        effects.append(f"payment:{amount}")
+        return f"paid {amount}"
+
+    def planner(messages: list[Any]) -> str:
+        if "round_index: 0" in str(messages[-1].content):
+            command = {"tool_name": "send_payment", "tool_kwargs": {"amount": 5}}
+            return str(plan_reply("execute", [command]))
+        return str(plan_reply("response"))
+
+    return create_tool_loop(
+        ScriptedChatModel(responder=planner),
+        [send_payment],
+        answer_model=ScriptedChatModel(responder=lambda messages: "paid"),
+        governance=GovernanceOptions(policies={"send_payment": ToolPolicy(idempotent=False)}),
+        **options,
+    )
+
+
+# --- choosing the ledger ---------------------------------------------------------------
+
+
+def test_server_checkpointers_are_told_by_module_not_by_name() -> None:
+    assert is_server_checkpointer(ServerSaver())
+    assert not is_server_checkpointer(InMemorySaver())
+    assert type(ServerSaver()).__name__ == type(InMemorySaver()).__name__
+
+
+def test_a_server_checkpointer_gets_the_runs_store(sqlite_store: SqliteStore) -> None:
+    ledger = ledger_for(ServerSaver(), sqlite_store)
+    assert isinstance(ledger, StoreLedger) and ledger.store is sqlite_store and ledger.durable
+    saver = ServerSaver()
+    assert isinstance(ledger_for(saver), MemoryLedger)  # no store: this process
+    assert isinstance(ledger_for(saver, sqlite_store), StoreLedger)  # the next run has one
+    assert isinstance(ledger_for(InMemorySaver(), sqlite_store), MemoryLedger)
+    assert not StoreLedger(InMemoryStore()).durable
+
+
+def test_the_servers_postgres_uri_comes_before_its_store(
+    sqlite_store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URI", "postgresql+asyncpg://u@127.0.0.1:5/db")
+    assert server_database_uri() == "postgresql://u@127.0.0.1:5/db"
+    monkeypatch.setenv("POSTGRES_URI", "postgres://u@127.0.0.1:6/server")
+    ledger = ledger_for(ServerSaver(), sqlite_store)
+    assert (
+        isinstance(ledger, PostgresUriLedger) and ledger.uri == "postgresql://u@127.0.0.1:6/server"
+    )
+    assert ledger.durable and ledger is ledger_for(ServerSaver(), sqlite_store)
+    assert isinstance(ledger_for(InMemorySaver(), sqlite_store), MemoryLedger)
+    monkeypatch.setenv("POSTGRES_URI", "redis://127.0.0.1:6379")  # not PostgreSQL
+    monkeypatch.delenv("DATABASE_URI")
+    assert server_database_uri() is None
+    assert isinstance(ledger_for(ServerSaver(), sqlite_store), StoreLedger)
+
+
+# --- the store ledger's claims ----------------------------------------------------------
+
+
+def test_store_ledger_claims_finishes_and_forgets(sqlite_store: SqliteStore) -> None:
+    ledger = StoreLedger(sqlite_store)
+    assert ledger.get(KEY) is None
+    assert ledger.claim(KEY, OWNER) is None
+    lost = ledger.claim(KEY, "other|1|1|x")
+    assert lost is not None and lost.owner == OWNER and lost.outcome is None
+    ledger.release(KEY, "other|1|1|x")  # not the claimant: nothing happens
+    assert ledger.get(KEY) is not None
+    ledger.finish(KEY, OWNER, {"result": "paid"})
+    entry = ledger.get(KEY)
+    assert entry is not None and entry.outcome == {"result": "paid"}
+    ledger.take_over(KEY, "other|1|1|x")
+    entry = ledger.get(KEY)
+    assert entry is not None and entry.owner == "other|1|1|x" and entry.outcome is None
+    ledger.forget_thread(KEY.thread_id)
+    assert ledger.get(KEY) is None and not sqlite_store.search((LEDGER_NAMESPACE,))
+
+
+async def test_store_ledger_async_claims_and_an_unknown_outcome() -> None:
+    store = InMemoryStore()
+    ledger = StoreLedger(store)
+    assert await ledger.aclaim(KEY, DEAD_OWNER) is None
+    settled = await CallGuard(ledger, KEY, side_effects=True, timeout_s=1.0).abefore()
+    assert settled is not None and settled.kind == "unknown_outcome"
+    await ledger.afinish(KEY, DEAD_OWNER, {"result": "paid"})
+    settled = await CallGuard(ledger, KEY, side_effects=True).abefore()
+    assert settled is not None and settled.kind == "replayed"
+    await ledger.aforget_thread(KEY.thread_id)
+    assert await ledger.aget(KEY) is None
+
+
+# --- through the loop -------------------------------------------------------------------
+
+
+async def test_a_replay_after_a_restart_is_replayed_from_the_store(
+    run_loop: Any, async_store: AsyncSqliteStore
+) -> None:
+    """The server reloads its checkpoints after a restart: a new saver object, same data."""
+    effects: list[str] = []
+    before = ServerSaver()
+    graph = served(payments_loop(effects, interrupt_before=["execute"]), before, async_store)
+    config = {"configurable": {"thread_id": "t"}}
+    await run_loop(graph, {"user_input": "pay"}, config)
+    paused = graph.get_state(config).config
+    out = await run_loop(graph, None, config)
+    assert effects == ["payment:5"] and not out["tool_logs"][0].get("replayed")
+    after = ServerSaver()
+    after.storage, after.writes, after.blobs = before.storage, before.writes, before.blobs
+    restarted = served(payments_loop(effects, interrupt_before=["execute"]), after, async_store)
+    out = await run_loop(restarted, None, paused)
+    assert effects == ["payment:5"]
+    assert out["tool_logs"][0]["replayed"] is True and out["answer"] == "paid"
+
+
+async def test_a_lasting_checkpointer_without_a_lasting_ledger_warns(
+    run_loop: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    graph = served(payments_loop([]), ServerSaver())
+    events: list[dict[str, Any]] = []
+    with caplog.at_level(logging.WARNING, logger="agentloop"):
+        for thread in ("a", "b"):
+            config = {"configurable": {"thread_id": thread}}
+            if run_loop.entry == "invoke":
+                events += graph.stream({"user_input": "x"}, config, stream_mode="custom")
+            else:
+                events += [e async for e in graph.astream({"user_input": "x"}, config,
+                                                          stream_mode="custom")]  # fmt: skip
+    warnings = [e for e in events if e["type"] == "durability_warning"]
+    assert len(warnings) == 2 and warnings[0]["ledger"] == "MemoryLedger"
+    assert "langgraph_runtime_inmem.checkpoint.InMemorySaver" in warnings[0]["message"]
+    logged = [r for r in caplog.records if "side-effect ledger" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].levelno == logging.WARNING
+
+
+def read_only_loop(**options: Any) -> Any:
+    return create_tool_loop(
+        ScriptedChatModel(responder=lambda messages: str(plan_reply("response"))),
+        [],
+        answer_model=ScriptedChatModel(responder=lambda messages: "nothing to do"),
+        **options,
+    )
+
+
+@pytest.mark.parametrize("case", ["server_store", "in_memory_saver", "no_side_effects"])
+async def test_no_ledger_warning_where_the_ledger_lasts(
+    case: str, async_store: AsyncSqliteStore
+) -> None:
+    graph = {
+        "server_store": lambda: served(payments_loop([]), ServerSaver(), async_store),
+        "in_memory_saver": lambda: payments_loop([], checkpointer=InMemorySaver()),
+        "no_side_effects": lambda: served(read_only_loop(), ServerSaver()),
+    }[case]()
+    config = {"configurable": {"thread_id": "t"}}
+    events = [e async for e in graph.astream({"user_input": "x"}, config, stream_mode="custom")]
+    assert [e["type"] for e in events if e["type"] == "plan_decided"]
+    assert not [e for e in events if e["type"] == "durability_warning"]
