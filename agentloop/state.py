@@ -183,6 +183,9 @@ class PreparedCall(TypedDict):
     """The outcomes of `depends_on`, attached when the call is sent to run."""
     after_write: NotRequired[str]
     """The write that made an earlier run of the same query stale (see the record's)."""
+    follows: NotRequired[list[int]]
+    """Positions of earlier commands of the round it must come after: the ones that may
+    write what it reads, or that read what it may write. It runs in a later batch."""
 
 
 class RunLimits(TypedDict):

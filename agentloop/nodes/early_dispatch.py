@@ -169,7 +169,8 @@ class EarlyDispatch:
             return True  # settled without running, or a duplicate
         if self.reads.stale_after(call["query_key"]):
             return False  # execute names the write that made it run again
-        note_call(self.parts, self.reads, call)
+        if note_call(self.parts, self.reads, call):
+            return False  # it must wait for an earlier call: execute orders them
         call["call_key"] = call_key(
             self.run_id, self.round_label, call["tool_name"], call["arguments"], 0
         )

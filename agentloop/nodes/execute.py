@@ -193,21 +193,28 @@ def run_reads(parts: LoopParts, state: LoopState) -> ReadTracker:
     return reads_so_far(run_history(state), parts.registry.policy_or_none)
 
 
-def note_call(parts: LoopParts, reads: ReadTracker, call: PreparedCall) -> None:
-    """Note a call that will run: a write makes overlapping reads stale, a read is fresh.
+def note_call(parts: LoopParts, reads: ReadTracker, call: PreparedCall) -> list[int]:
+    """Note a call of the round that will run: a write makes overlapping reads stale.
 
     A call whose arguments wait for other commands' results touches its whole state.
+
+    Returns:
+        The positions of the round's earlier calls it must run after, even when both
+        are concurrency-safe: for a read, the calls that may write what it reads; for a
+        call that may write, the reads of what it may change.
     """
     spec = parts.registry.spec(call["tool_name"])
     if spec is None:
-        return
+        return []
     policy = spec.policy
     arguments = None if call.get("depends_on") else decode_arguments(call["arguments"])
     touch = state_touch(policy, arguments)
+    follows = reads.place(call["index"], touch, writes=policy.writes_state)
     if policy.writes_state:
         reads.write(touch, call["tool_name"])
     if policy.idempotent:
         reads.read(call["query_key"], call["round_index"], touch)
+    return follows
 
 
 def _repeatable(parts: LoopParts, call: PreparedCall) -> bool:
@@ -339,7 +346,9 @@ def make_execute(parts: LoopParts) -> Any:
                 elif reads.stale_after(key):
                     _after_write(call, reads.stale_after(key))
             if record is None:
-                note_call(parts, reads, call)
+                follows = note_call(parts, reads, call)
+                if follows:
+                    call["follows"] = follows
             else:
                 record["call_key"] = call["call_key"]  # named after the record was made
                 settled[call["call_id"]] = record
@@ -349,7 +358,10 @@ def make_execute(parts: LoopParts) -> Any:
         parts.inflight.cancel_calls(run_id, keep=will_run.__contains__)
         safe = [c["concurrency_safe"] for c in runnable]
         position = {call["index"]: p for p, call in enumerate(runnable)}
-        waits_for = [[position[i] for i in c.get("depends_on", [])] for c in runnable]
+        waits_for = [
+            sorted({position[i] for i in (*c.get("depends_on", []), *c.get("follows", []))})
+            for c in runnable
+        ]
         batches = assign_batches(safe, scope.settings.concurrency, waits_for)
         for call, batch in zip(runnable, batches, strict=True):
             call["batch"] = batch

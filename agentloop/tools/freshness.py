@@ -80,12 +80,29 @@ class ReadTracker:
     def __init__(self) -> None:
         self._fresh: dict[str, tuple[int, StateTouch]] = {}
         self._stale: dict[str, str] = {}
+        self._placed: list[tuple[int, StateTouch, bool]] = []
+        """The round's calls noted so far: position, touch, whether it may write."""
 
     def read(self, query_key: str, round_index: int, touch: StateTouch) -> None:
         """Note a query that ran (the first fresh run of it is kept)."""
         if query_key not in self._fresh:
             self._fresh[query_key] = (round_index, touch)
         self._stale.pop(query_key, None)
+
+    def place(self, position: int, touch: StateTouch, *, writes: bool) -> list[int]:
+        """Place a call of the round being prepared; return the earlier ones it must follow.
+
+        A call that may write follows the round's earlier reads it overlaps (they must
+        see the state before it), and a read follows the earlier writes it overlaps.
+        Calls of the same kind stay free to run side by side.
+        """
+        follows = [
+            earlier
+            for earlier, other, other_writes in self._placed
+            if other_writes != writes and other.overlaps(touch)
+        ]
+        self._placed.append((position, touch, writes))
+        return follows
 
     def write(self, touch: StateTouch, tool_name: str) -> None:
         """Note a write: every fresh read it overlaps becomes stale."""

@@ -216,3 +216,13 @@ def test_default_and_declared_state_scopes() -> None:
     assert resolve_policy(transfer, declared).state_keys == ("account",)
     remote = get_balance.model_copy(update={"metadata": {"mcp_server": "memory"}})
     assert resolve_policy(remote).state_scope == "mcp:memory"
+
+
+def test_a_round_orders_reads_and_possible_writes_of_one_state() -> None:
+    reads = ReadTracker()
+    c, d = StateTouch("local", (("account", '"c"'),)), StateTouch("local", (("account", '"d"'),))
+    assert reads.place(0, c, writes=False) == []
+    assert reads.place(1, d, writes=False) == []
+    assert reads.place(2, c, writes=True) == [0]  # after the read of what it changes
+    assert reads.place(3, StateTouch("local"), writes=True) == [0, 1]  # two writes: side by side
+    assert reads.place(4, c, writes=False) == [2, 3]  # after both possible writes
