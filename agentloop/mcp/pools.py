@@ -149,6 +149,13 @@ class SessionPools:
 
     # -- closing -------------------------------------------------------------------------
 
+    async def close_started(self) -> None:
+        """Close what a failed start opened (shared sessions, background retries).
+
+        The pools stay usable: the next call starts its server again.
+        """
+        await self._close_all()
+
     async def _close_all(self) -> None:
         for task in [*self._background, *([self._reaper] if self._reaper else [])]:
             task.cancel()

@@ -158,6 +158,21 @@ class MCPToolset:
     async def _discover(self) -> None:
         if self._discovered:
             return
+        try:
+            await self._discover_all()
+        except BaseException:
+            await self._forget_started()
+            raise
+
+    async def _forget_started(self) -> None:
+        """After a failed discovery: stop every server it started, forget what it listed."""
+        await self._pools.close_started()
+        self._server_tools.clear()
+        self._listed.clear()
+        self._unavailable.clear()
+        self._resource_servers.clear()
+
+    async def _discover_all(self) -> None:
         results = await asyncio.gather(
             *(self._list(spec.name) for spec in self.specs), return_exceptions=True
         )
