@@ -25,7 +25,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from mcp import types
 
 from agentloop.mcp.config import MCPServerSpec
+from agentloop.mcp.output import ServerOutput
 from agentloop.messages import message_text
+from agentloop.redaction import Redact, Redactor
 
 __all__ = ["CallHooks", "ClientHandlers", "server_logger"]
 
@@ -69,6 +71,8 @@ class ClientHandlers:
         spec: The server.
         sampler: Returns the model that answers sampling requests (None: refuse them).
         on_tools_changed: Called with the server's name on `tools/list_changed`.
+        redact: Applied to the stderr lines failure reasons quote (default: the
+            server's own secrets and secret-looking environment variables).
     """
 
     def __init__(
@@ -76,11 +80,15 @@ class ClientHandlers:
         spec: MCPServerSpec,
         sampler: Callable[[], BaseChatModel | None],
         on_tools_changed: Callable[[str], None],
+        *,
+        redact: Redact | None = None,
     ) -> None:
         self.spec = spec
         self.sampler = sampler
         self.on_tools_changed = on_tools_changed
         self.logger = server_logger(spec.name)
+        self.output = ServerOutput(self.logger, redact or Redactor(spec.secrets))
+        """The server's last stderr lines, quoted by failure reasons."""
         self.in_flight: dict[int, CallHooks] = {}
         self._next = 0
 

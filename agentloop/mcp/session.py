@@ -150,7 +150,8 @@ class MCPSessionPool:
                 )
             except (TimeoutError, MCPTransportError) as exc:
                 await self._discard(server, connection)
-                if isinstance(exc, MCPTransportError) and attempt < STARTUP_ATTEMPTS:
+                retry = connection.bad_output is None  # a server that writes junk stays so
+                if isinstance(exc, MCPTransportError) and retry and attempt < STARTUP_ATTEMPTS:
                     logger.debug("MCP server %r died while starting; retrying", server)
                     continue
                 reason = (

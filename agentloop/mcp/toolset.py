@@ -117,7 +117,7 @@ class MCPToolset:
         return frozenset().union(*(spec.secrets for spec in self.specs))
 
     def _handlers(self, spec: MCPServerSpec) -> ClientHandlers:
-        return ClientHandlers(spec, lambda: self.model, self._tools_changed)
+        return ClientHandlers(spec, lambda: self.model, self._tools_changed, redact=self.redact)
 
     def _pool(self, specs: Sequence[MCPServerSpec]) -> MCPSessionPool:
         return MCPSessionPool(

@@ -6,18 +6,20 @@ start, write garbage to stdout, or exit mid-call.
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from processes import child_pids
-from third_party import own_server
+from third_party import cmd, own_server
 
 from agentloop import create_tool_loop
 from agentloop.errors import ConfigurationError, MCPTransportError
 from agentloop.mcp import MCPToolset
 from agentloop.options import GovernanceOptions
-from agentloop.testing import ScriptedChatModel
+from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.policy import ToolPolicy
 
 pytestmark = pytest.mark.integration
@@ -76,3 +78,103 @@ def test_a_failed_build_with_a_given_toolset_stops_what_it_started(tmp_path: Pat
             assert own_processes() == []
     assert own_processes() == []
 
+
+# -- failures explained ------------------------------------------------------------------------
+
+MISSING_SETTING = "missing setting FIELD_API_TOKEN"
+
+
+def test_a_required_server_that_exits_says_why(tmp_path: Path) -> None:
+    config = {"field": own_server("dies_saying", MISSING_SETTING, required=True)}
+    with pytest.raises(MCPTransportError) as raised:
+        create_tool_loop(ScriptedChatModel([]), [], mcp_servers=config)
+    message = str(raised.value)
+    assert "'field' could not be started" in message
+    assert MISSING_SETTING in message
+    assert own_processes() == []
+
+
+def test_stderr_in_reasons_is_redacted_and_bounded() -> None:
+    secret = "s3cr3t-value-0123456789"
+    lines = [f"line {n}" for n in range(30)]
+    config = {
+        "field": own_server(
+            "dies_saying",
+            "\n".join([*lines, f"token={secret}", "x" * 5000]),
+            env={"FIELD_API_TOKEN": secret},
+        )
+    }
+    with MCPToolset(config) as toolset:
+        assert toolset.tools == []
+        reason = toolset.unavailable["field"]
+    assert secret not in reason and "[REDACTED]" in reason
+    assert "line 29" in reason and "line 0\n" not in reason
+    assert len(reason) < 5000
+
+
+async def test_the_unavailable_event_and_the_log_carry_the_reason(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = {"field": own_server("dies_saying", MISSING_SETTING), "plain": own_server("plain")}
+    with MCPToolset(config) as toolset, caplog.at_level(logging.WARNING, logger="agentloop"):
+        graph = create_tool_loop(
+            ScriptedChatModel([plan_reply("response")]),
+            [],
+            answer_model=ScriptedChatModel(["none"]),
+            mcp_servers=toolset,
+        )
+        events = [
+            chunk
+            async for chunk in graph.astream({"user_input": "hi"}, stream_mode="custom")
+            if chunk["type"] == "mcp_server_unavailable"
+        ]
+    (event,) = events
+    assert event["server"] == "field" and MISSING_SETTING in event["reason"]
+    warnings = [r for r in caplog.records if "'field'" in r.getMessage()]
+    assert len(warnings) == 1 and MISSING_SETTING in warnings[0].getMessage()
+
+
+async def test_the_record_of_a_call_whose_server_died_quotes_its_stderr(
+    tmp_path: Path,
+) -> None:
+    with MCPToolset({"plain": own_server("plain")}) as toolset:
+        graph = create_tool_loop(
+            ScriptedChatModel(
+                [
+                    plan_reply("execute", [cmd("explode", marker_file=str(tmp_path / "m"))]),
+                    plan_reply("response"),
+                ]
+            ),
+            [],
+            answer_model=ScriptedChatModel(["done"]),
+            mcp_servers=toolset,
+        )
+        out = await graph.ainvoke({"user_input": "explode"})
+    (record,) = out["tool_logs"]
+    assert record["success"] is False
+    assert "out of coffee" in record["error"], record
+
+
+@pytest.mark.parametrize("serve", [False, True], ids=["says nothing more", "then serves"])
+def test_text_on_stdout_fails_fast_and_is_quoted(
+    serve: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    banner = "Welcome to the weather server!"
+    config = {"noisy": own_server("garbage", banner, *(["serve"] if serve else []))}
+    started = time.monotonic()
+    with (
+        MCPToolset(config, startup_timeout_s=60) as toolset,
+        caplog.at_level(logging.WARNING, logger="agentloop"),
+    ):
+        names = [tool.name for tool in toolset.tools]
+        reason = toolset.unavailable.get("noisy", "")
+    elapsed = time.monotonic() - started
+    if serve:  # a banner before the answer is tolerated, and reported once
+        assert names == ["hello"]
+        (warning,) = [r.getMessage() for r in caplog.records if banner in r.getMessage()]
+        assert "not an MCP message" in warning
+    else:
+        assert names == []
+        assert "not an MCP message" in reason and repr(banner) in reason
+        assert elapsed < 5, elapsed  # the startup timeout is 60 s
+    assert "Failed to parse JSONRPC message" not in caplog.text
