@@ -24,6 +24,7 @@ from mcp.shared.exceptions import McpError
 from mcp.types import CONNECTION_CLOSED, ServerCapabilities
 
 from agentloop.errors import MCPToolError, MCPTransportError
+from agentloop.mcp.cancel import CANCEL_GRACE_S, CANCEL_REASON, next_request_id, send_cancelled
 from agentloop.mcp.client import ClientHandlers
 from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.output import ServerLog, quote_output
@@ -167,6 +168,15 @@ class Connection:
             self.bad_output,
         )
 
+    async def _cancel_on_server(
+        self, session: ClientSession, request_id: int, call: asyncio.Future[Any]
+    ) -> None:
+        """Cancel a request on the server and give it a moment to end there."""
+        if await send_cancelled(session, request_id, CANCEL_REASON):
+            await asyncio.wait(
+                {call, self.task}, timeout=CANCEL_GRACE_S, return_when=asyncio.FIRST_COMPLETED
+            )
+
     def explain(self, reason: str) -> str:
         """`reason` with what the server wrote outside the protocol (stderr's last lines)."""
         return self.handlers.output.explain(reason)
@@ -223,17 +233,36 @@ class Connection:
             self.task.cancel()
             await asyncio.wait({self.task})
 
-    async def run(self, request: Awaitable[T], *, what: str) -> T:
-        """Await a request on this session, failing fast if the session dies meanwhile."""
-        call = asyncio.ensure_future(request)
+    async def run(self, send: Callable[[ClientSession], Awaitable[T]], *, what: str) -> T:
+        """Send a request on this session and await it, failing fast if the session dies.
+
+        Cancelled while the server runs it, the request is cancelled there too
+        (`notifications/cancelled`), and this returns (raising `CancelledError`) once the
+        server has answered or `CANCEL_GRACE_S` passed, so a retry never overlaps it.
+        `send` should send one request (a second one of it is not cancelled there).
+        """
+        session = self.ready.result()
+        sent: list[int] = []
+
+        async def request() -> T:
+            sent.append(next_request_id(session))
+            return await send(session)
+
+        call = asyncio.ensure_future(request())
         self.last_used = time.monotonic()
         try:
             await asyncio.wait({call, self.task}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            if sent and not call.done() and self.alive:
+                await self._cancel_on_server(session, sent[0], call)
+            raise
         finally:
             self.last_used = time.monotonic()
             if not call.done():
                 call.cancel()
                 await asyncio.wait({call})
+            elif not call.cancelled():
+                call.exception()  # retrieved: a cancelled caller does not read it
         name = self.spec.name
         if call.cancelled():
             reason = describe(self.failure) if self.failure else "the session ended"

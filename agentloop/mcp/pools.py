@@ -9,6 +9,7 @@ runs on a background event loop owned by the toolset, so sessions work the same 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -80,6 +81,37 @@ class SessionPools:
             coroutine.close()
             raise
         return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, loop))
+
+    async def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the background loop and await it from the caller's loop.
+
+        Cancelling the caller cancels it there too, and waits until it has ended (a
+        request it sent is cancelled on its server first), so a retry never overlaps it.
+        """
+        loop = self.ensure_loop() if not self.closed else None
+        if loop is None:
+            coroutine.close()
+            msg = "the MCPToolset is closed"
+            raise RuntimeError(msg)
+        outcome: concurrent.futures.Future[T] = concurrent.futures.Future()
+        started: list[asyncio.Task[T]] = []
+
+        def start() -> None:
+            task = loop.create_task(coroutine)
+            started.append(task)
+            task.add_done_callback(lambda done: _copy_outcome(done, outcome))
+
+        loop.call_soon_threadsafe(start)
+        result = asyncio.wrap_future(outcome)
+        try:
+            return await asyncio.shield(result)
+        except asyncio.CancelledError:
+            if not loop.is_closed():  # runs after `start`: callbacks run in order
+                loop.call_soon_threadsafe(lambda: started and started[0].cancel())
+                await asyncio.wait({result})
+            if result.done() and not result.cancelled():
+                result.exception()  # retrieved: the cancelled caller does not want it
+            raise
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         """Start a background task (from the background loop); it is cancelled on close."""
@@ -180,3 +212,12 @@ class SessionPools:
                 self._thread.join(timeout)
             if not loop.is_running():
                 loop.close()
+
+
+def _copy_outcome(task: asyncio.Task[T], outcome: concurrent.futures.Future[T]) -> None:
+    if task.cancelled():
+        outcome.cancel()
+    elif (error := task.exception()) is not None:
+        outcome.set_exception(error)
+    else:
+        outcome.set_result(task.result())

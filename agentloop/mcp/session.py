@@ -175,9 +175,9 @@ class MCPSessionPool:
     ) -> T:
         """Send a request on the server's session, once more on a new session if it was not sent."""
         for attempt in (1, 2):
-            connection, session = await self._session(server)
+            connection, _ = await self._session(server)
             try:
-                return await connection.run(send(session), what=what)
+                return await connection.run(send, what=what)
             except NotSentError as exc:
                 await self._discard(server, connection)
                 if attempt == 2:

@@ -349,7 +349,7 @@ class MCPToolset:
         """
         return (await self._call(server, tool, arguments, run_id=run_id)).value
 
-    def _call(
+    async def _call(
         self,
         server: str,
         tool: str,
@@ -358,7 +358,7 @@ class MCPToolset:
         run_id: str = "",
         hooks: CallHooks | None = None,
         prefix: str = "",
-    ) -> asyncio.Future[DecodedResult]:
+    ) -> DecodedResult:
         async def on_loop() -> DecodedResult:
             pool = self._pools.pool_of(server, run_id)
             try:
@@ -374,7 +374,7 @@ class MCPToolset:
                 self._version += 1
             return decoded
 
-        return self._pools.submit(on_loop())
+        return await self._pools.run(on_loop())
 
     async def read_resource(self, uri: str, *, server: str | None = None, run_id: str = "") -> Any:
         """Read a resource (as text, or with placeholders for binary contents).
@@ -390,9 +390,9 @@ class MCPToolset:
         """
         return (await self._read(uri, server=server, run_id=run_id, prefix="resource")).value
 
-    def _read(
+    async def _read(
         self, uri: str, *, server: str | None, run_id: str, prefix: str
-    ) -> asyncio.Future[DecodedResult]:
+    ) -> DecodedResult:
         async def on_loop() -> DecodedResult:
             if server is not None and server not in self._specs:
                 msg = f"unknown MCP server {server!r}; configured: {', '.join(self._specs)}"
@@ -415,7 +415,7 @@ class MCPToolset:
             msg = f"cannot read {uri}: " + ("; ".join(failures) or "no server has resources")
             raise MCPToolError(msg, tool=READ_RESOURCE_TOOL)
 
-        return self._pools.submit(on_loop())
+        return await self._pools.run(on_loop())
 
     def _read_resource_tool(self) -> BaseTool:
         def read(uri: str, server: str | None, run_id: str, prefix: str) -> Any:
