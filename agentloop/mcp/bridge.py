@@ -148,12 +148,12 @@ class CallBridge:
             ToolCallError: The resume value is not a valid answer.
         """
         task = asyncio.ensure_future(call)
+        question: asyncio.Future[Any] | None = None
         try:
             while True:
                 question = asyncio.ensure_future(self._questions.get())
                 await asyncio.wait({task, question}, return_when=asyncio.FIRST_COMPLETED)
                 if task.done():
-                    question.cancel()
                     return task.result()
                 params, answer = question.result()
                 try:
@@ -163,6 +163,9 @@ class CallBridge:
                     await self._finish(task)
                     raise
         finally:
+            if question is not None and not question.done():
+                question.cancel()  # a pending `get` must not outlive the call
+                await asyncio.wait({question})
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(BaseException):

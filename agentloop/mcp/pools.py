@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
+from agentloop.errors import MCPTransportError
 from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.session import MCPSessionPool
 
@@ -50,6 +51,7 @@ class SessionPools:
         self._run_pools: dict[str, MCPSessionPool] = {}
         self._last_used: dict[str, float] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        self._calls: set[asyncio.Task[Any]] = set()
         self._reaper: asyncio.Task[None] | None = None
 
     # -- the background event loop -------------------------------------------------------
@@ -99,7 +101,9 @@ class SessionPools:
         def start() -> None:
             task = loop.create_task(coroutine)
             started.append(task)
-            task.add_done_callback(lambda done: _copy_outcome(done, outcome))
+            self._calls.add(task)  # cancelled if the pools close first
+            task.add_done_callback(self._calls.discard)
+            task.add_done_callback(lambda done: self._copy_outcome(done, outcome))
 
         loop.call_soon_threadsafe(start)
         result = asyncio.wrap_future(outcome)
@@ -112,6 +116,18 @@ class SessionPools:
             if result.done() and not result.cancelled():
                 result.exception()  # retrieved: the cancelled caller does not want it
             raise
+
+    def _copy_outcome(self, task: asyncio.Task[T], outcome: concurrent.futures.Future[T]) -> None:
+        if task.cancelled():
+            if self.closed:  # not the caller's cancellation: tell it why
+                msg = "the call was stopped: the MCPToolset was closed"
+                outcome.set_exception(MCPTransportError(msg))
+            else:
+                outcome.cancel()
+        elif (error := task.exception()) is not None:
+            outcome.set_exception(error)
+        else:
+            outcome.set_result(task.result())
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         """Start a background task (from the background loop); it is cancelled on close."""
@@ -191,6 +207,9 @@ class SessionPools:
     async def _close_all(self) -> None:
         for task in [*self._background, *([self._reaper] if self._reaper else [])]:
             task.cancel()
+        if self.closed:
+            for task in self._calls:
+                task.cancel()
         pools = [*self._run_pools.values(), *([self._shared] if self._shared else [])]
         self._run_pools.clear()
         self._shared = None
@@ -212,12 +231,3 @@ class SessionPools:
                 self._thread.join(timeout)
             if not loop.is_running():
                 loop.close()
-
-
-def _copy_outcome(task: asyncio.Task[T], outcome: concurrent.futures.Future[T]) -> None:
-    if task.cancelled():
-        outcome.cancel()
-    elif (error := task.exception()) is not None:
-        outcome.set_exception(error)
-    else:
-        outcome.set_result(task.result())
