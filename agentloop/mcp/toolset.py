@@ -54,6 +54,8 @@ McpServersConfig = str | Mapping[str, Any]
 """A path to a JSON/YAML `mcpServers` file, or the same content as a dict."""
 
 MAX_RETRY_INTERVAL_S = 300.0
+REFRESH_WAIT_S = 5.0
+"""How long a loop waits for a tool list a server announced as changed before it plans."""
 
 _live_toolsets: weakref.WeakSet[MCPToolset] = weakref.WeakSet()
 
@@ -106,6 +108,8 @@ class MCPToolset:
         self._resource_owner: dict[str, str] = {}
         self._unavailable: dict[str, str] = {}
         self._refreshing: dict[str, bool] = {}
+        self._settled = threading.Condition()
+        self._pending_refreshes = 0
         self._discovered = False
         self._reader = self._read_resource_tool()
         self._version = 0
@@ -283,6 +287,8 @@ class MCPToolset:
             self._refreshing[server] = True
             return
         self._refreshing[server] = False
+        with self._settled:
+            self._pending_refreshes += 1
         self._pools.spawn(self._refresh(server))
 
     async def _refresh(self, server: str) -> None:
@@ -297,6 +303,21 @@ class MCPToolset:
                     return
         finally:
             self._refreshing.pop(server, None)
+            with self._settled:
+                self._pending_refreshes -= 1
+                self._settled.notify_all()
+
+    def settle(self, timeout_s: float = REFRESH_WAIT_S) -> bool:
+        """Wait until the lists servers announced as changed were fetched again (bounded).
+
+        A loop calls this before it shows the planner its tools, so a tool a server
+        added during the run (`tools/list_changed`) is offered in the very next round.
+
+        Returns:
+            Whether no refresh is pending anymore (False: the wait timed out).
+        """
+        with self._settled:
+            return self._settled.wait_for(lambda: self._pending_refreshes == 0, timeout_s)
 
     def _routed_tool(self, server: str, tool: Tool) -> BaseTool:
         read_only = bool(tool.annotations and tool.annotations.readOnlyHint)
