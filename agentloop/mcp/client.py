@@ -6,8 +6,8 @@
 - elicitation requests reach the call that is running on the server, which turns them
   into a LangGraph `interrupt(...)` a person answers;
 - roots are declared from the server's config;
-- the server's log messages go to its own Python logger, and a `tools/list_changed`
-  notification makes the toolset fetch the list again.
+- the server's log messages go to its own Python logger, and a `tools/list_changed` or
+  `resources/list_changed` notification makes the toolset fetch its lists again.
 
 The mcp SDK only declares a capability when its callback is given, so each server gets
 the callbacks its config allows.
@@ -52,6 +52,8 @@ class CallHooks:
     """Whether the tool only reads (an elicitation is attributed to a tool that writes)."""
 
 
+_LIST_CHANGED = (types.ToolListChangedNotification, types.ResourceListChangedNotification)
+
 _LOG_LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,
@@ -70,7 +72,8 @@ class ClientHandlers:
     Args:
         spec: The server.
         sampler: Returns the model that answers sampling requests (None: refuse them).
-        on_tools_changed: Called with the server's name on `tools/list_changed`.
+        on_tools_changed: Called with the server's name on `tools/list_changed` and
+            `resources/list_changed`.
         redact: Applied to the stderr lines failure reasons quote (default: the
             server's own secrets and secret-looking environment variables).
     """
@@ -126,7 +129,9 @@ class ClientHandlers:
             self.logger.debug("unreadable message from the server: %s", message)
             return
         root = getattr(message, "root", None)
-        if isinstance(root, types.ToolListChangedNotification):
+        if isinstance(
+            root, types.ToolListChangedNotification | types.ResourceListChangedNotification
+        ):
             self.on_tools_changed(self.spec.name)
 
     async def _roots(self, context: Any) -> types.ListRootsResult:

@@ -35,6 +35,7 @@ from agentloop.mcp.bridge import CallBridge
 from agentloop.mcp.client import CallHooks, ClientHandlers
 from agentloop.mcp.config import MCPServerSpec, load_mcp_config
 from agentloop.mcp.decode import DecodedResult, decode_resource
+from agentloop.mcp.listing import Listings, resource_catalog
 from agentloop.mcp.pools import SessionPools
 from agentloop.mcp.session import MCPSessionPool
 from agentloop.mcp.tools import (
@@ -53,7 +54,6 @@ logger = logging.getLogger(__name__)
 McpServersConfig = str | Mapping[str, Any]
 """A path to a JSON/YAML `mcpServers` file, or the same content as a dict."""
 
-MAX_RETRY_INTERVAL_S = 300.0
 REFRESH_WAIT_S = 5.0
 """How long a loop waits for a tool list a server announced as changed before it plans."""
 
@@ -102,17 +102,11 @@ class MCPToolset:
         self.redact = Redactor(self.secrets)
         self._pools = SessionPools(self.specs, self._pool, idle_timeout_s)
         self._discovery_lock = threading.Lock()
-        self._server_tools: dict[str, list[BaseTool]] = {}
-        self._listed: dict[str, list[str]] = {}
-        self._resource_servers: set[str] = set()
+        self._listings = Listings(
+            self.specs, self._pools, self._pool, self._routed_tool, retry_interval_s
+        )
         self._resource_owner: dict[str, str] = {}
-        self._unavailable: dict[str, str] = {}
-        self._refreshing: dict[str, bool] = {}
-        self._settled = threading.Condition()
-        self._pending_refreshes = 0
-        self._discovered = False
-        self._reader = self._read_resource_tool()
-        self._version = 0
+        self._readers: tuple[int, BaseTool] | None = None
         _live_toolsets.add(self)
 
     @property
@@ -121,7 +115,10 @@ class MCPToolset:
         return frozenset().union(*(spec.secrets for spec in self.specs))
 
     def _handlers(self, spec: MCPServerSpec) -> ClientHandlers:
-        return ClientHandlers(spec, lambda: self.model, self._tools_changed, redact=self.redact)
+        return ClientHandlers(
+            spec, lambda: self.model, lambda server: self._listings.changed(server),
+            redact=self.redact,
+        )  # fmt: skip
 
     def _pool(self, specs: Sequence[MCPServerSpec]) -> MCPSessionPool:
         return MCPSessionPool(
@@ -133,12 +130,12 @@ class MCPToolset:
     @property
     def version(self) -> int:
         """Changes whenever `tools` does."""
-        return self._version
+        return self._listings.version
 
     @property
     def unavailable(self) -> dict[str, str]:
         """Servers whose tools are missing now (they failed to start), with the reason."""
-        return dict(self._unavailable)
+        return dict(self._listings.unavailable)
 
     @property
     def tools(self) -> list[BaseTool]:
@@ -149,163 +146,16 @@ class MCPToolset:
             ConfigurationError: An allow list names a missing tool, or two servers
                 offer a tool of the same name.
         """
+        listings = self._listings
         with self._discovery_lock:
-            if not self._discovered:
+            if not listings.discovered:
                 timeout = self.startup_timeout_s * 2 + 30
                 loop = self._pools.ensure_loop()
-                asyncio.run_coroutine_threadsafe(self._discover(), loop).result(timeout)
-        tools = [tool for spec in self.specs for tool in self._server_tools.get(spec.name, [])]
-        if self._resource_servers and all(tool.name != READ_RESOURCE_TOOL for tool in tools):
-            tools.append(self._reader)
+                asyncio.run_coroutine_threadsafe(listings.discover(), loop).result(timeout)
+        tools = [tool for spec in self.specs for tool in listings.server_tools.get(spec.name, [])]
+        if listings.resource_servers and all(tool.name != READ_RESOURCE_TOOL for tool in tools):
+            tools.append(self._reader())
         return tools
-
-    async def _discover(self) -> None:
-        if self._discovered:
-            return
-        try:
-            await self._discover_all()
-        except BaseException:
-            await self._forget_started()
-            raise
-
-    async def _forget_started(self) -> None:
-        """After a failed discovery: stop every server it started, forget what it listed."""
-        await self._pools.close_started()
-        self._server_tools.clear()
-        self._listed.clear()
-        self._unavailable.clear()
-        self._resource_servers.clear()
-
-    async def _discover_all(self) -> None:
-        results = await asyncio.gather(
-            *(self._list(spec.name) for spec in self.specs), return_exceptions=True
-        )
-        fatal: list[BaseException] = []
-        for spec, result in zip(self.specs, results, strict=True):
-            if isinstance(result, ConfigurationError) or (
-                isinstance(result, BaseException) and spec.required
-            ):
-                fatal.append(result)
-            elif isinstance(result, BaseException):
-                self._mark_unavailable(spec.name, result)
-            else:
-                self._accept(spec.name, result)
-        if fatal:
-            raise fatal[0]
-        self._check_unique_names()
-        self._discovered = True
-
-    def _check_unique_names(self) -> None:
-        owners: dict[str, str] = {}
-        for spec in self.specs:
-            for tool in self._server_tools.get(spec.name, []):
-                if tool.name in owners:
-                    msg = (
-                        f"MCP servers {owners[tool.name]!r} and {spec.name!r} both offer a "
-                        f"tool named {tool.name!r}; deny it on one of them"
-                    )
-                    raise ConfigurationError(msg)
-                owners[tool.name] = spec.name
-
-    async def _list(self, server: str) -> list[Tool]:
-        """List a server's tools (and note whether it has resources)."""
-        spec = self._specs[server]
-        if spec.scope == "toolset":
-            pool = self._pools.pool_of(server, "")
-            tools = await pool.list_server_tools(server)
-            readable = await self._has_resources(pool, server)
-        else:
-            async with self._pool([spec]) as pool:
-                tools = await pool.list_server_tools(server)
-                readable = await self._has_resources(pool, server)
-        if readable:
-            self._resource_servers.add(server)
-        return tools
-
-    @staticmethod
-    async def _has_resources(pool: MCPSessionPool, server: str) -> bool:
-        try:
-            return await pool.has_resources(server)
-        except (MCPToolError, MCPTransportError) as error:
-            logger.debug("MCP server %r: cannot list its resources: %s", server, error)
-            return False
-
-    def _accept(self, server: str, tools: list[Tool]) -> None:
-        """Use a server's tool list; the version moves only when it changed."""
-        listed = [tool.model_dump_json() for tool in tools]
-        if self._listed.get(server) == listed and server in self._server_tools:
-            return
-        taken = {
-            tool.name
-            for name, others in self._server_tools.items()
-            if name != server
-            for tool in others
-        }
-        clashes = sorted(tool.name for tool in tools if tool.name in taken)
-        if clashes and self._discovered:
-            logger.error(
-                "MCP server %r: tools %s are left out: another server offers tools of the "
-                "same name",
-                server,
-                ", ".join(clashes),
-            )
-            tools = [tool for tool in tools if tool.name not in taken]
-        self._listed[server] = listed
-        self._server_tools[server] = [self._routed_tool(server, tool) for tool in tools]
-        self._version += 1
-
-    def _mark_unavailable(self, server: str, error: BaseException) -> None:
-        reason = str(error) or type(error).__name__
-        first = server not in self._unavailable
-        self._unavailable[server] = reason
-        if first:
-            logger.warning(
-                "MCP server %r is unavailable, its tools are left out for now: %s",
-                server,
-                reason,
-            )
-            self._pools.spawn(self._retry(server))
-
-    async def _retry(self, server: str) -> None:
-        """Try a server that failed to start again, with a growing interval."""
-        delay = self.retry_interval_s
-        while not self._pools.closed and server in self._unavailable:
-            await asyncio.sleep(delay)
-            try:
-                tools = await self._list(server)
-            except Exception as error:
-                self._unavailable[server] = str(error) or type(error).__name__
-                delay = min(delay * 2, MAX_RETRY_INTERVAL_S)
-                continue
-            del self._unavailable[server]
-            self._accept(server, tools)
-            logger.info("MCP server %r is available again: %d tools", server, len(tools))
-
-    def _tools_changed(self, server: str) -> None:
-        """`tools/list_changed`: fetch the server's list again (once per burst)."""
-        if self._refreshing.get(server) is not None:
-            self._refreshing[server] = True
-            return
-        self._refreshing[server] = False
-        with self._settled:
-            self._pending_refreshes += 1
-        self._pools.spawn(self._refresh(server))
-
-    async def _refresh(self, server: str) -> None:
-        try:
-            while True:
-                self._refreshing[server] = False
-                try:
-                    self._accept(server, await self._list(server))
-                except Exception as error:
-                    logger.warning("MCP server %r: cannot list its tools: %s", server, error)
-                if not self._refreshing[server]:
-                    return
-        finally:
-            self._refreshing.pop(server, None)
-            with self._settled:
-                self._pending_refreshes -= 1
-                self._settled.notify_all()
 
     def settle(self, timeout_s: float = REFRESH_WAIT_S) -> bool:
         """Wait until the lists servers announced as changed were fetched again (bounded).
@@ -316,8 +166,7 @@ class MCPToolset:
         Returns:
             Whether no refresh is pending anymore (False: the wait timed out).
         """
-        with self._settled:
-            return self._settled.wait_for(lambda: self._pending_refreshes == 0, timeout_s)
+        return self._listings.settle(timeout_s)
 
     def _routed_tool(self, server: str, tool: Tool) -> BaseTool:
         read_only = bool(tool.annotations and tool.annotations.readOnlyHint)
@@ -390,9 +239,8 @@ class MCPToolset:
                 self._pools.touch(run_id)
             for uri in decoded.resource_uris:
                 self._resource_owner[uri] = server
-            if decoded.resource_uris and server not in self._resource_servers:
-                self._resource_servers.add(server)  # `read_resource` joins the next plan
-                self._version += 1
+            if decoded.resource_uris:
+                self._listings.note_resource_server(server)
             return decoded
 
         return await self._pools.run(on_loop())
@@ -422,7 +270,7 @@ class MCPToolset:
             candidates = (
                 [owner]
                 if owner
-                else [spec.name for spec in self.specs if spec.name in self._resource_servers]
+                else [s.name for s in self.specs if s.name in self._listings.resource_servers]
             )
             failures: list[str] = []
             for candidate in candidates:
@@ -438,11 +286,21 @@ class MCPToolset:
 
         return await self._pools.run(on_loop())
 
-    def _read_resource_tool(self) -> BaseTool:
-        def read(uri: str, server: str | None, run_id: str, prefix: str) -> Any:
-            return self._read(uri, server=server, run_id=run_id, prefix=prefix)
+    def _reader(self) -> BaseTool:
+        """The `read_resource` tool, listing the servers' resources (rebuilt when they change)."""
+        version = self._listings.version
+        if self._readers is None or self._readers[0] != version:
 
-        return read_resource_tool(read)
+            def read(uri: str, server: str | None, run_id: str, prefix: str) -> Any:
+                return self._read(uri, server=server, run_id=run_id, prefix=prefix)
+
+            offers = self._listings.offers
+            for server, listing in offers.items():
+                for resource in listing.resources:
+                    self._resource_owner.setdefault(str(resource.uri), server)
+            listed = [(spec.name, offers[spec.name]) for spec in self.specs if spec.name in offers]
+            self._readers = (version, read_resource_tool(read, resource_catalog(listed)))
+        return self._readers[1]
 
     # -- lifecycle -----------------------------------------------------------------------
 
