@@ -32,6 +32,7 @@ from agentloop.redaction import Redact, Redactor
 __all__ = ["CallHooks", "ClientHandlers", "server_logger"]
 
 ProgressHook = Callable[[float, float | None, str | None], None]
+LogHook = Callable[[types.LoggingMessageNotificationParams], None]
 ElicitationHook = Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 
 
@@ -50,6 +51,8 @@ class CallHooks:
     on_elicitation: ElicitationHook | None = None
     read_only: bool = True
     """Whether the tool only reads (an elicitation is attributed to a tool that writes)."""
+    on_log: LogHook | None = None
+    """Hears the server's log messages while the call runs."""
 
 
 _LIST_CHANGED = (types.ToolListChangedNotification, types.ResourceListChangedNotification)
@@ -123,6 +126,9 @@ class ClientHandlers:
         level = _LOG_LEVELS.get(str(params.level), logging.INFO)
         source = f"{params.logger}: " if params.logger else ""
         self.logger.log(level, "%s%s", source, params.data)
+        listening = [hooks.on_log for hooks in self.in_flight.values() if hooks.on_log]
+        if listening:  # the call that started first hears it (an `mcp_log` event of its run)
+            listening[0](params)
 
     async def _message(self, message: Any) -> None:
         if isinstance(message, Exception):

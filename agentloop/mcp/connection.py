@@ -187,6 +187,7 @@ class Connection:
             async with open_session(self.spec, self.handlers, self._bad_output) as session:
                 initialized = await session.initialize()
                 self.capabilities = initialized.capabilities
+                await self._set_log_level(session)
                 self.ready.set_result(session)
                 if self.bad_output is not None:
                     self._warn_bad_output()
@@ -203,6 +204,18 @@ class Connection:
                 else:
                     reason = "stopped while starting"
                 self.ready.set_exception(MCPTransportError(self.explain(reason)))
+
+    async def _set_log_level(self, session: ClientSession) -> None:
+        """Ask the server for the configured log level (`logging/setLevel`), if it logs."""
+        level = self.spec.log_level
+        if level is None or self.capabilities is None or self.capabilities.logging is None:
+            return
+        try:
+            await session.set_logging_level(level)
+        except McpError as error:
+            logger.warning(
+                "MCP server %r refused log level %r: %s", self.spec.name, level, describe(error)
+            )
 
     @property
     def alive(self) -> bool:

@@ -9,8 +9,10 @@ by the toolset, so they work the same under `invoke` (a fresh event loop per cal
 `ainvoke`, Jupyter and LangGraph's server.
 
 A server that cannot start leaves its tools out (a log line, and a
-`mcp_server_unavailable` event at the start of each run) and is tried again in the
-background; `"required": true` makes that failure fatal instead.
+`mcp_server_unavailable` event at the start of each run, both with its last stderr
+lines) and is tried again in the background; `"required": true` makes that failure
+fatal instead. The servers' resources are listed in `read_resource`'s description;
+their prompts and argument completion are methods of the toolset.
 """
 
 from __future__ import annotations
@@ -26,24 +28,22 @@ from types import TracebackType
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from mcp.types import Tool
+from mcp.types import Completion, Prompt, Tool
 
-from agentloop.errors import ConfigurationError, MCPToolError, MCPTransportError
+from agentloop.errors import ConfigurationError
 from agentloop.mcp.bridge import CallBridge
 from agentloop.mcp.client import CallHooks, ClientHandlers
 from agentloop.mcp.config import MCPServerSpec, load_mcp_config
-from agentloop.mcp.decode import DecodedResult, decode_resource
-from agentloop.mcp.listing import Listings, resource_catalog
+from agentloop.mcp.decode import DecodedResult
+from agentloop.mcp.listing import Listings
 from agentloop.mcp.pools import SessionPools
+from agentloop.mcp.prompts import complete, completion_reference, get_prompt, list_prompts
+from agentloop.mcp.resources import Resources
 from agentloop.mcp.session import MCPSessionPool
-from agentloop.mcp.tools import (
-    READ_RESOURCE_TOOL,
-    langchain_tool,
-    read_resource_tool,
-    tool_output,
-)
+from agentloop.mcp.tools import READ_RESOURCE_TOOL, langchain_tool, tool_output
 from agentloop.redaction import Redactor
 from agentloop.tools.call_config import call_info
 
@@ -105,8 +105,7 @@ class MCPToolset:
         self._listings = Listings(
             self.specs, self._pools, self._pool, self._routed_tool, retry_interval_s
         )
-        self._resource_owner: dict[str, str] = {}
-        self._readers: tuple[int, BaseTool] | None = None
+        self._resources = Resources(self.specs, self._pools, self._listings)
         _live_toolsets.add(self)
 
     @property
@@ -154,7 +153,7 @@ class MCPToolset:
                 asyncio.run_coroutine_threadsafe(listings.discover(), loop).result(timeout)
         tools = [tool for spec in self.specs for tool in listings.server_tools.get(spec.name, [])]
         if listings.resource_servers and all(tool.name != READ_RESOURCE_TOOL for tool in tools):
-            tools.append(self._reader())
+            tools.append(self._resources.tool(self._read))
         return tools
 
     def settle(self, timeout_s: float = REFRESH_WAIT_S) -> bool:
@@ -237,10 +236,7 @@ class MCPToolset:
                 )
             finally:
                 self._pools.touch(run_id)
-            for uri in decoded.resource_uris:
-                self._resource_owner[uri] = server
-            if decoded.resource_uris:
-                self._listings.note_resource_server(server)
+            self._resources.mentioned(server, decoded.resource_uris)
             return decoded
 
         return await self._pools.run(on_loop())
@@ -259,48 +255,79 @@ class MCPToolset:
         """
         return (await self._read(uri, server=server, run_id=run_id, prefix="resource")).value
 
-    async def _read(
-        self, uri: str, *, server: str | None, run_id: str, prefix: str
-    ) -> DecodedResult:
-        async def on_loop() -> DecodedResult:
-            if server is not None and server not in self._specs:
-                msg = f"unknown MCP server {server!r}; configured: {', '.join(self._specs)}"
-                raise MCPToolError(msg, tool=READ_RESOURCE_TOOL)
-            owner = server or self._resource_owner.get(uri)
-            candidates = (
-                [owner]
-                if owner
-                else [s.name for s in self.specs if s.name in self._listings.resource_servers]
-            )
-            failures: list[str] = []
-            for candidate in candidates:
-                try:
-                    pool = self._pools.pool_of(candidate, run_id)
-                    result = await pool.read_resource(candidate, uri)
-                except (MCPToolError, MCPTransportError) as error:
-                    failures.append(f"{candidate}: {error}")
-                    continue
-                return decode_resource(result, prefix=prefix)
-            msg = f"cannot read {uri}: " + ("; ".join(failures) or "no server has resources")
-            raise MCPToolError(msg, tool=READ_RESOURCE_TOOL)
+    async def _read(self, uri: str, server: str | None, run_id: str, prefix: str) -> DecodedResult:
+        read = self._resources.read(uri, server=server, run_id=run_id, prefix=prefix)
+        return await self._pools.run(read)
+
+    # -- prompts and completion ------------------------------------------------------------
+
+    async def list_prompts(self) -> dict[str, list[Prompt]]:
+        """The prompts of each server that offers some (starting the servers as needed).
+
+        Raises:
+            MCPTransportError: A server could not be started or reached.
+        """
+
+        async def on_loop() -> dict[str, list[Prompt]]:
+            listed = {s.name: await list_prompts(self._pool_of(s.name), s.name) for s in self.specs}
+            return {server: prompts for server, prompts in listed.items() if prompts}
 
         return await self._pools.run(on_loop())
 
-    def _reader(self) -> BaseTool:
-        """The `read_resource` tool, listing the servers' resources (rebuilt when they change)."""
-        version = self._listings.version
-        if self._readers is None or self._readers[0] != version:
+    async def get_prompt(
+        self, server: str, name: str, arguments: dict[str, str] | None = None
+    ) -> list[BaseMessage]:
+        """A prompt of `server`, filled in with `arguments`, as LangChain messages.
 
-            def read(uri: str, server: str | None, run_id: str, prefix: str) -> Any:
-                return self._read(uri, server=server, run_id=run_id, prefix=prefix)
+        Raises:
+            MCPToolError: The server refused (an unknown prompt, a missing argument).
+            MCPTransportError: The server could not be started or reached.
+        """
 
-            offers = self._listings.offers
-            for server, listing in offers.items():
-                for resource in listing.resources:
-                    self._resource_owner.setdefault(str(resource.uri), server)
-            listed = [(spec.name, offers[spec.name]) for spec in self.specs if spec.name in offers]
-            self._readers = (version, read_resource_tool(read, resource_catalog(listed)))
-        return self._readers[1]
+        async def on_loop() -> list[BaseMessage]:
+            return await get_prompt(self._pool_of(server), server, name, arguments)
+
+        return await self._pools.run(on_loop())
+
+    async def complete(
+        self,
+        server: str,
+        argument: str,
+        value: str,
+        *,
+        prompt: str | None = None,
+        resource_template: str | None = None,
+        context: dict[str, str] | None = None,
+    ) -> Completion:
+        """Suggestions for an argument of a prompt or resource template (`completion/complete`).
+
+        Args:
+            server: The server's name.
+            argument: The argument's name.
+            value: What is typed so far.
+            prompt: The prompt's name (or give `resource_template`).
+            resource_template: The template's URI.
+            context: Arguments already filled in.
+
+        Raises:
+            ValueError: Neither or both of `prompt` and `resource_template` are given.
+            MCPToolError: The server refused (no completions, an unknown prompt).
+            MCPTransportError: The server could not be started or reached.
+        """
+        reference = completion_reference(prompt, resource_template)
+        asked = {"name": argument, "value": value}
+
+        async def on_loop() -> Completion:
+            return await complete(self._pool_of(server), server, reference, asked, context)
+
+        return await self._pools.run(on_loop())
+
+    def _pool_of(self, server: str) -> MCPSessionPool:
+        """The pool of a server outside a run (on the background loop)."""
+        if server not in self._specs:
+            msg = f"unknown MCP server {server!r}; configured: {', '.join(self._specs)}"
+            raise ConfigurationError(msg)
+        return self._pools.pool_of(server, "")
 
     # -- lifecycle -----------------------------------------------------------------------
 
