@@ -81,11 +81,11 @@ async def open_session(
     Args:
         spec: The server.
         handlers: Its client callbacks.
-        on_bad_output: Called with the parse error of a line that is not a message.
+        on_bad_output: Called with the parse error of a stdout line that is not a message.
     """
     connection = dict(spec.connection)
     session_kwargs = {**(connection.get("session_kwargs") or {}), **handlers.session_kwargs()}
-    if on_bad_output is not None:
+    if on_bad_output is not None and connection.get("transport") == "stdio":
         inner = session_kwargs["message_handler"]
 
         async def message_handler(message: Any) -> None:

@@ -48,7 +48,8 @@ class ServerOutput:
     """The last lines a server wrote to stderr (bounded, redacted), for failure reasons.
 
     Args:
-        logger: The server's logger; each line is logged to it at INFO as it arrives.
+        logger: The server's logger; each line is logged to it (INFO) as it arrives,
+            at DEBUG if the server's previous process ended with the same line.
         redact: Applied to each kept line.
     """
 
@@ -57,18 +58,23 @@ class ServerOutput:
         self._redact = redact or Redactor()
         self._lines: deque[str] = deque(maxlen=TAIL_LINES)
         self._lock = threading.Lock()
+        self._previous: set[str] = set()
 
     def add(self, line: str) -> None:
         """Keep one line of stderr (and log it)."""
         if not line.strip():
             return
-        self.logger.info("%s", line.rstrip())
+        kept = self._redact(_cut(line))
         with self._lock:
-            self._lines.append(self._redact(_cut(line)))
+            self._lines.append(kept)
+            repeated = kept in self._previous
+        # what the previous process said already (a start tried again): not logged twice
+        self.logger.log(logging.DEBUG if repeated else logging.INFO, "%s", line.rstrip())
 
     def clear(self) -> None:
-        """Forget earlier lines (a new process starts)."""
+        """Start over for a new process (its lines the last one wrote are logged at DEBUG)."""
         with self._lock:
+            self._previous = set(self._lines)
             self._lines.clear()
 
     @property

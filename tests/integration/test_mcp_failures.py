@@ -178,3 +178,25 @@ def test_text_on_stdout_fails_fast_and_is_quoted(
         assert "not an MCP message" in reason and repr(banner) in reason
         assert elapsed < 5, elapsed  # the startup timeout is 60 s
     assert "Failed to parse JSONRPC message" not in caplog.text
+
+
+def test_a_failing_server_is_logged_once_though_tried_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = {"field": own_server("dies_saying", MISSING_SETTING)}
+
+    def said() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.getMessage() == MISSING_SETTING]
+
+    with (
+        caplog.at_level(logging.DEBUG, logger="agentloop"),
+        MCPToolset(config, retry_interval_s=0.1) as toolset,
+    ):
+        assert toolset.tools == []
+        deadline = time.monotonic() + 30
+        while len(said()) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the start, its second try, then tries in the background
+    assert len(said()) >= 4
+    assert [r.levelno for r in said()].count(logging.INFO) == 1
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and MISSING_SETTING in warnings[0].getMessage()
