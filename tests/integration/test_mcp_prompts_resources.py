@@ -88,3 +88,22 @@ async def test_server_log_messages_become_mcp_log_events_at_the_configured_level
     assert [e["level"] for e in events] == ["error", "critical", "alert", "emergency"]
     assert events[0]["data"] == "error news" and events[0]["server"] == "logs"
     assert events[0]["tool_name"] == "chatter" and events[0]["logger"] == "chatter"
+
+
+async def test_a_resource_published_during_a_run_is_listed_in_its_next_round() -> None:
+    with MCPToolset({"dynamic": own_server("dynamic")}) as toolset:
+        planner = ScriptedChatModel(
+            [
+                plan_reply("execute", [cmd("publish", name="plan", text="step one")]),
+                plan_reply("execute", [cmd("read_resource", uri="memo://plan")]),
+                plan_reply("response"),
+            ]
+        )
+        graph = create_tool_loop(
+            planner, [], answer_model=ScriptedChatModel(["ok"]), mcp_servers=toolset
+        )
+        out = await graph.ainvoke({"user_input": "publish and read"})
+    assert "read_resource" not in prompt_tools(planner.requests[0])  # no resources yet
+    listed = prompt_tools(planner.requests[1])["read_resource"]["description"]
+    assert "memo://plan (dynamic) plan: memo plan" in listed
+    assert [r["result"] for r in out["tool_logs"]] == ["memo://plan", "step one"]

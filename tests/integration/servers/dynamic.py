@@ -1,6 +1,7 @@
 """A server that adds a tool when asked, and says so with `tools/list_changed`.
 
 After `unlock_slowly`, listing its tools takes a second (a slow server, a fast planner).
+`publish` adds a resource and says so with `resources/list_changed`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 
 import anyio
 from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.resources import TextResource
 from mcp.types import ToolAnnotations
 
 slow_listing = False
@@ -44,6 +46,15 @@ async def unlock_slowly(ctx: Context) -> str:  # type: ignore[type-arg]
     global slow_listing
     slow_listing = True
     return await unlock(ctx)
+
+
+@mcp.tool()
+async def publish(name: str, text: str, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Publish a text as the resource `memo://<name>`."""
+    uri = f"memo://{name}"
+    mcp.add_resource(TextResource(uri=uri, name=name, description=f"memo {name}", text=text))  # type: ignore[arg-type]
+    await ctx.session.send_resource_list_changed()
+    return uri
 
 
 @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True))
