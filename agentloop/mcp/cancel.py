@@ -21,7 +21,8 @@ logger = logging.getLogger(__name__)
 
 CANCEL_GRACE_S = 5.0
 """How long a cancelled request may take to end on the server (its answer, usually an
-error, says so) before it is given up locally; a retry waits for this."""
+error, says so) before it is given up locally; the same request sent again (a retry)
+waits for this, the caller does not."""
 CANCEL_REASON = "cancelled by the client: the call timed out or its run was cancelled"
 """The `reason` sent with a cancellation."""
 NOTIFY_TIMEOUT_S = 2.0

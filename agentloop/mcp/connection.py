@@ -141,6 +141,7 @@ class Connection:
         self.ready.add_done_callback(lambda f: f.cancelled() or f.exception())
         self.failure: BaseException | None = None
         self.bad_output: str | None = None
+        self._draining: dict[str, set[asyncio.Task[None]]] = {}
         """The first line the server wrote to stdout that is not a message (quoted)."""
         self.last_used = time.monotonic()
         self.task = asyncio.create_task(self._serve(), name=f"mcp-session:{spec.name}")
@@ -168,14 +169,29 @@ class Connection:
             self.bad_output,
         )
 
-    async def _cancel_on_server(
-        self, session: ClientSession, request_id: int, call: asyncio.Future[Any]
+    def _cancel_on_server(
+        self, session: ClientSession, request_id: int, call: asyncio.Future[Any], lane: str
     ) -> None:
-        """Cancel a request on the server and give it a moment to end there."""
-        if await send_cancelled(session, request_id, CANCEL_REASON):
-            await asyncio.wait(
-                {call, self.task}, timeout=CANCEL_GRACE_S, return_when=asyncio.FIRST_COMPLETED
-            )
+        """Cancel a request on the server; it drains in the background until it ended there.
+
+        The next request of the same lane waits for the drain (see `run`).
+        """
+
+        async def drain() -> None:
+            try:
+                if await send_cancelled(session, request_id, CANCEL_REASON):
+                    await asyncio.wait(
+                        {call, self.task},
+                        timeout=CANCEL_GRACE_S,
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+            finally:
+                await _settle(call)
+
+        task = asyncio.get_running_loop().create_task(drain())
+        draining = self._draining.setdefault(lane, set())
+        draining.add(task)
+        task.add_done_callback(draining.discard)
 
     def explain(self, reason: str) -> str:
         """`reason` with what the server wrote outside the protocol (stderr's last lines)."""
@@ -245,15 +261,24 @@ class Connection:
         if pending:
             self.task.cancel()
             await asyncio.wait({self.task})
+        drains = {task for tasks in self._draining.values() for task in tasks}
+        if drains:  # they end with the session; none is left pending
+            await asyncio.wait(drains)
 
-    async def run(self, send: Callable[[ClientSession], Awaitable[T]], *, what: str) -> T:
+    async def run(
+        self, send: Callable[[ClientSession], Awaitable[T]], *, what: str, lane: str = ""
+    ) -> T:
         """Send a request on this session and await it, failing fast if the session dies.
 
         Cancelled while the server runs it, the request is cancelled there too
-        (`notifications/cancelled`), and this returns (raising `CancelledError`) once the
-        server has answered or `CANCEL_GRACE_S` passed, so a retry never overlaps it.
-        `send` should send one request (a second one of it is not cancelled there).
+        (`notifications/cancelled`) and drains in the background until the server
+        answered it or `CANCEL_GRACE_S` passed; the next request of the same `lane`
+        (a retry: the same tool and arguments) is sent only then, so the two never
+        overlap on the server. `send` should send one request (a second one of it is
+        not cancelled there).
         """
+        if earlier := self._draining.get(lane):
+            await asyncio.wait(set(earlier))  # each ends within CANCEL_GRACE_S
         session = self.ready.result()
         sent: list[int] = []
 
@@ -267,15 +292,15 @@ class Connection:
             await asyncio.wait({call, self.task}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             if sent and not call.done() and self.alive:
-                await self._cancel_on_server(session, sent[0], call)
+                self._cancel_on_server(session, sent[0], call, lane)
+            else:
+                await _settle(call)
             raise
-        finally:
-            self.last_used = time.monotonic()
-            if not call.done():
-                call.cancel()
-                await asyncio.wait({call})
-            elif not call.cancelled():
-                call.exception()  # retrieved: a cancelled caller does not read it
+        except BaseException:
+            await _settle(call)
+            raise
+        self.last_used = time.monotonic()
+        await _settle(call)
         name = self.spec.name
         if call.cancelled():
             reason = describe(self.failure) if self.failure else "the session ended"
@@ -293,3 +318,12 @@ class Connection:
         except (OSError, anyio.EndOfStream) as exc:
             msg = f"MCP server {name!r} failed during {what}: {describe(exc)}"
             raise MCPTransportError(self.explain(msg)) from exc
+
+
+async def _settle(call: asyncio.Future[Any]) -> None:
+    """End a request task: cancelled if still running; its error retrieved either way."""
+    if not call.done():
+        call.cancel()
+        await asyncio.wait({call})
+    elif not call.cancelled():
+        call.exception()

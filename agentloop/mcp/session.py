@@ -8,6 +8,7 @@ stderr to its own logger (`agentloop.mcp.server.<name>`) instead of the terminal
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -171,7 +172,12 @@ class MCPSessionPool:
         await connection.close()
 
     async def request(
-        self, server: str, send: Callable[[ClientSession], Awaitable[T]], *, what: str
+        self,
+        server: str,
+        send: Callable[[ClientSession], Awaitable[T]],
+        *,
+        what: str,
+        lane: str = "",
     ) -> T:
         """Send a request on the server's session, once more on a new session if it was not sent.
 
@@ -180,6 +186,8 @@ class MCPSessionPool:
             send: Sends the request on a session (one request: a cancelled caller
                 cancels it on the server, see `Connection.run`).
             what: Names the request in error messages ("listing prompts").
+            lane: Requests of one lane wait until a cancelled one of theirs ended on
+                the server (a tool call's lane is its tool and arguments).
 
         Raises:
             MCPToolError: The server answered with an error.
@@ -188,7 +196,7 @@ class MCPSessionPool:
         for attempt in (1, 2):
             connection, _ = await self._session(server)
             try:
-                return await connection.run(send, what=what)
+                return await connection.run(send, what=what, lane=lane)
             except NotSentError as exc:
                 await self._discard(server, connection)
                 if attempt == 2:
@@ -256,6 +264,7 @@ class MCPSessionPool:
                     request, CallToolResult, progress_callback=on_progress
                 ),
                 what=f"a call to {tool!r}",
+                lane=f"{tool} {json.dumps(arguments, sort_keys=True, default=str)}",
             )
         finally:
             if handlers is not None:
