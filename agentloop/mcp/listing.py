@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -89,6 +90,7 @@ class Listings:
         self._refreshing: dict[str, bool] = {}
         self._settled = threading.Condition()
         self._pending_refreshes = 0
+        self._pending_since = 0.0
 
     # -- the first listing ---------------------------------------------------------------
 
@@ -222,6 +224,8 @@ class Listings:
             return
         self._refreshing[server] = False
         with self._settled:
+            if self._pending_refreshes == 0:
+                self._pending_since = time.monotonic()
             self._pending_refreshes += 1
         self._pools.spawn(self._refresh(server))
 
@@ -242,13 +246,18 @@ class Listings:
                 self._settled.notify_all()
 
     def settle(self, timeout_s: float) -> bool:
-        """Wait until the lists servers announced as changed were fetched again (bounded).
+        """Wait until the lists servers announced as changed were fetched again.
+
+        Bounded: at most until `timeout_s` after the pending refreshes began.
 
         Returns:
             Whether no refresh is pending anymore (False: the wait timed out).
         """
         with self._settled:
-            return self._settled.wait_for(lambda: self._pending_refreshes == 0, timeout_s)
+            # bounded from when the refreshes began: a server that never answers costs
+            # the loop one wait, not one per plan
+            left = self._pending_since + timeout_s - time.monotonic()
+            return self._settled.wait_for(lambda: self._pending_refreshes == 0, max(left, 0))
 
 
 async def _offers(pool: MCPSessionPool, server: str) -> ServerListing:
