@@ -141,8 +141,8 @@ class Connection:
         self.ready.add_done_callback(lambda f: f.cancelled() or f.exception())
         self.failure: BaseException | None = None
         self.bad_output: str | None = None
-        self._draining: dict[str, set[asyncio.Task[None]]] = {}
         """The first line the server wrote to stdout that is not a message (quoted)."""
+        self._draining: dict[str, set[asyncio.Task[None]]] = {}
         self.last_used = time.monotonic()
         self.task = asyncio.create_task(self._serve(), name=f"mcp-session:{spec.name}")
 
@@ -189,9 +189,15 @@ class Connection:
                 await _settle(call)
 
         task = asyncio.get_running_loop().create_task(drain())
-        draining = self._draining.setdefault(lane, set())
-        draining.add(task)
-        task.add_done_callback(draining.discard)
+        self._draining.setdefault(lane, set()).add(task)
+
+        def drained(done: asyncio.Task[None]) -> None:
+            draining = self._draining.get(lane, set())
+            draining.discard(done)
+            if not draining:
+                self._draining.pop(lane, None)
+
+        task.add_done_callback(drained)
 
     def explain(self, reason: str) -> str:
         """`reason` with what the server wrote outside the protocol (stderr's last lines)."""
