@@ -87,8 +87,8 @@ class SessionPools:
     async def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the background loop and await it from the caller's loop.
 
-        Cancelling the caller cancels it there too, and waits until it has ended (a
-        request it sent is cancelled on its server first), so a retry never overlaps it.
+        Cancelling the caller cancels it there too (a request it sent is cancelled on its
+        server) and waits until it has ended, so nothing of it is left running here.
         """
         loop = self.ensure_loop() if not self.closed else None
         if loop is None:
