@@ -52,7 +52,7 @@ T = TypeVar("T")
 
 CLOSE_TIMEOUT_S = 10.0
 """How long closing a session waits for it to shut down before cancelling it."""
-BAD_OUTPUT_GRACE_S = 1.0
+BAD_OUTPUT_GRACE_S = 1.5
 """How long a starting server that wrote something else than a message on stdout may
 still take to answer `initialize` (a banner line) before it counts as broken."""
 HEALTH_CHECK_TIMEOUT_S = 5.0

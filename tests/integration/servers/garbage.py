@@ -1,5 +1,5 @@
-"""A server that writes a line of text to stdout first (argv[1]); then serves (argv[2] == "serve")
-or says nothing more."""
+"""A server that writes a line of text (argv[1]) to stdout when it starts; then serves
+(argv[2] == "serve": a banner before the protocol) or says nothing more."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 import time
 
 if __name__ == "__main__":
-    print(sys.argv[1], flush=True)
     if sys.argv[2:] != ["serve"]:
+        print(sys.argv[1], flush=True)
         time.sleep(120)
         sys.exit(0)
     from mcp.server.fastmcp import FastMCP
@@ -20,4 +20,5 @@ if __name__ == "__main__":
         """Say hello."""
         return "hello"
 
+    print(sys.argv[1], flush=True)
     mcp.run()
