@@ -31,6 +31,7 @@ EventType = Literal[
     "agent_completed",
     "durability_warning",
     "mcp_server_unavailable",
+    "mcp_log",
 ]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 """Every event type the loop emits."""

@@ -125,73 +125,88 @@ def create_tool_loop(
         if isinstance(mcp_servers, MCPToolset) or mcp_servers is None
         else MCPToolset(mcp_servers)
     )
-    redact = governance.redact if governance.redact is not None else _default_redactor(toolset)
-    catalog = ToolCatalog(
-        tools,
-        toolset,
-        governance.policies,
-        redact=redact,
-        default_timeout_s=governance.default_timeout_s,
-        timeout_by_prefix=governance.timeout_by_prefix,
-        default_retry=ToolRetry.of(governance.default_retry) if governance.default_retry else None,
-    )
-    cache = governance.cache if governance.cache is not None else ResultCache()
-    runner = ToolRunner(
-        catalog,
-        cache,
-        interceptors=[RateLimitInterceptor(), CacheInterceptor(cache), *governance.interceptors],
-        mandatory_interceptors=governance.mandatory_interceptors,
-        invoker=ToolInvoker(governance.tool_threads),
-    )
-    parts = LoopParts(
-        settings=settings,
-        models=ModelProvider(model, answer_model, models.fallbacks),
-        tools=catalog,
-        runner=runner,
-        model_retry=ModelRetryPolicy.of(models.retry),
-        model_limits=models.limits,
-        prices=models.prices,
-        ledger=governance.ledger,
-        redact=redact,
-        prompts=PromptSet(prompts),
-    )
-    if toolset is not None and toolset.model is None:
-        toolset.model = parts.models.model  # answers the servers' sampling requests
-    install_log_redaction(logging.getLogger("agentloop"), parts.redact)
-    builder = StateGraph(
-        LoopState,
-        context_schema=LoopContext,
-        input_schema=InputState,
-        output_schema=OutputState,
-    )
-    builder.add_node("prepare", LoopNode("prepare", make_prepare(parts)))
-    builder.add_node("plan", make_plan(parts))
-    builder.add_node("execute", LoopNode("execute", make_execute(parts)))
-    builder.add_node(CALL_NODE, make_call_tool(parts))
-    builder.add_node("collect", LoopNode("collect", make_collect(parts)))
-    builder.add_node("answer", make_answer(parts))
-    builder.add_edge(START, "prepare")
-    builder.add_conditional_edges("prepare", Router("route_start", route_start), ["plan", "answer"])
-    builder.add_conditional_edges("plan", Router("route_plan", route_plan), ["execute", "answer"])
-    builder.add_conditional_edges(
-        "execute", Router("route_execute", route_execute), [CALL_NODE, "collect"]
-    )
-    builder.add_edge(CALL_NODE, "collect")
-    builder.add_conditional_edges(
-        "collect", Router("route_collect", route_collect), [CALL_NODE, "plan", "answer"]
-    )
-    if toolset is not None and toolset.has_run_scope:
-        builder.add_node("release_sessions", LoopNode("release_sessions", _releaser(toolset)))
-        builder.add_edge("answer", "release_sessions")
-        builder.add_edge("release_sessions", END)
-    else:
-        builder.add_edge("answer", END)
-    return builder.compile(
-        checkpointer=checkpointer,
-        name=name,
-        interrupt_before=list(interrupt_before) if interrupt_before else None,
-        interrupt_after=list(interrupt_after) if interrupt_after else None,
-    )
+    try:
+        redact = governance.redact if governance.redact is not None else _default_redactor(toolset)
+        catalog = ToolCatalog(
+            tools,
+            toolset,
+            governance.policies,
+            redact=redact,
+            default_timeout_s=governance.default_timeout_s,
+            timeout_by_prefix=governance.timeout_by_prefix,
+            default_retry=ToolRetry.of(governance.default_retry)
+            if governance.default_retry
+            else None,
+        )
+        cache = governance.cache if governance.cache is not None else ResultCache()
+        runner = ToolRunner(
+            catalog,
+            cache,
+            interceptors=[
+                RateLimitInterceptor(),
+                CacheInterceptor(cache),
+                *governance.interceptors,
+            ],
+            mandatory_interceptors=governance.mandatory_interceptors,
+            invoker=ToolInvoker(governance.tool_threads),
+        )
+        parts = LoopParts(
+            settings=settings,
+            models=ModelProvider(model, answer_model, models.fallbacks),
+            tools=catalog,
+            runner=runner,
+            model_retry=ModelRetryPolicy.of(models.retry),
+            model_limits=models.limits,
+            prices=models.prices,
+            ledger=governance.ledger,
+            redact=redact,
+            prompts=PromptSet(prompts),
+        )
+        if toolset is not None and toolset.model is None:
+            toolset.model = parts.models.model  # answers the servers' sampling requests
+        install_log_redaction(logging.getLogger("agentloop"), parts.redact)
+        builder = StateGraph(
+            LoopState,
+            context_schema=LoopContext,
+            input_schema=InputState,
+            output_schema=OutputState,
+        )
+        builder.add_node("prepare", LoopNode("prepare", make_prepare(parts)))
+        builder.add_node("plan", make_plan(parts))
+        builder.add_node("execute", LoopNode("execute", make_execute(parts)))
+        builder.add_node(CALL_NODE, make_call_tool(parts))
+        builder.add_node("collect", LoopNode("collect", make_collect(parts)))
+        builder.add_node("answer", make_answer(parts))
+        builder.add_edge(START, "prepare")
+        builder.add_conditional_edges(
+            "prepare", Router("route_start", route_start), ["plan", "answer"]
+        )
+        builder.add_conditional_edges(
+            "plan", Router("route_plan", route_plan), ["execute", "answer"]
+        )
+        builder.add_conditional_edges(
+            "execute", Router("route_execute", route_execute), [CALL_NODE, "collect"]
+        )
+        builder.add_edge(CALL_NODE, "collect")
+        builder.add_conditional_edges(
+            "collect", Router("route_collect", route_collect), [CALL_NODE, "plan", "answer"]
+        )
+        if toolset is not None and toolset.has_run_scope:
+            builder.add_node("release_sessions", LoopNode("release_sessions", _releaser(toolset)))
+            builder.add_edge("answer", "release_sessions")
+            builder.add_edge("release_sessions", END)
+        else:
+            builder.add_edge("answer", END)
+        return builder.compile(
+            checkpointer=checkpointer,
+            name=name,
+            interrupt_before=list(interrupt_before) if interrupt_before else None,
+            interrupt_after=list(interrupt_after) if interrupt_after else None,
+        )
+    except BaseException:
+        if toolset is not None and toolset is not mcp_servers:
+            toolset.close()  # the build failed: stop the servers it started
+        raise
 
 
 def _reviews_plan(interrupt_before: Sequence[str] | None) -> bool:

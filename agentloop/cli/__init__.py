@@ -197,13 +197,21 @@ def _require_some_server(toolset: MCPToolset) -> None:
         raise CliError(EXIT_SERVER, reasons)
 
 
+class _ServerLineFormatter(logging.Formatter):
+    """A server's line as `[name] line` (the server's name ends its logger's name)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"[{record.name.rsplit('.', 1)[-1]}] {record.getMessage()}"
+
+
 @contextlib.contextmanager
-def cli_logging(*, quiet: bool) -> Iterator[None]:
+def cli_logging(*, quiet: bool, verbose: bool = False) -> Iterator[None]:
     """Show the library's warnings as `agentloop: WARNING: ...` lines (only errors if quiet).
 
     Servers' stderr and log messages are logged at INFO under `agentloop.mcp.server`, so
-    they stay out of the terminal; the MCP SDK's and asyncio's own messages are held to
-    the same level. The previous logging setup is restored on exit.
+    they stay out of the terminal unless `verbose` (then as `[server] line`); the MCP
+    SDK's and asyncio's own messages are held to the same level. The previous logging
+    setup is restored on exit.
     """
     level = logging.ERROR if quiet else logging.WARNING
     handler = logging.StreamHandler(sys.stderr)
@@ -216,9 +224,20 @@ def cli_logging(*, quiet: bool) -> Iterator[None]:
     library.propagate = False
     for logger in loggers:
         logger.setLevel(level)
+    servers = logging.getLogger("agentloop.mcp.server")
+    server_handler = logging.StreamHandler(sys.stderr)
+    server_handler.setFormatter(_ServerLineFormatter())
+    saved.append((servers, servers.level))
+    servers_propagate = servers.propagate
+    if verbose:
+        servers.setLevel(logging.INFO)
+        servers.addHandler(server_handler)
+        servers.propagate = False
     try:
         yield
     finally:
+        servers.removeHandler(server_handler)
+        servers.propagate = servers_propagate
         library.removeHandler(handler)
         library.propagate = propagate
         for logger, saved_level in saved:
@@ -286,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return exit_.code if isinstance(exit_.code, int) else EXIT_OK
         progress = Progress(sys.stderr, live=sys.stderr.isatty(), enabled=not args.quiet)
         command = _run_command if args.command == "run" else _demo_command
-        with cli_logging(quiet=args.quiet):
+        with cli_logging(quiet=args.quiet, verbose=args.verbose):
             out = command(args, progress)
         _print_result(out, args)
         return run_exit_code(out)

@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument(
         "-q", "--quiet", action="store_true", help="no progress or summary on stderr"
     )
+    output.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show what the MCP servers write to stderr, and their log messages, as they run",
+    )
 
     run = commands.add_parser(
         "run",

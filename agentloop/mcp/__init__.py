@@ -2,11 +2,16 @@
 
 - `config`: reading `mcpServers` configs (`load_mcp_config`, `MCPServerSpec`);
 - `connection`: one server's session held open by a background task;
+- `cancel`: cancelling a request on the server (`notifications/cancelled`);
+- `output`: a server's stderr and stray stdout, quoted by failure reasons;
 - `session`: `MCPSessionPool`, one persistent session per server;
 - `client`: what a server may ask of the client (progress, sampling, elicitation, roots);
-- `bridge`: progress events and elicitation interrupts of one tool call;
+- `bridge`: progress, log events and elicitation interrupts of one tool call;
 - `decode`: tool results as data, media kept aside as attachments;
 - `tools`: MCP tools as LangChain tools;
+- `listing`: what each server offers now (tools, resources), kept current;
+- `resources`: reading resources, the `read_resource` tool;
+- `prompts`: prompts as LangChain messages, argument completion;
 - `toolset`: `MCPToolset`, the servers' tools on sessions shared by every run.
 """
 

@@ -4,7 +4,8 @@ The MCP sessions live on the toolset's own event loop; a tool call runs on the l
 While the call is in flight, its server may report progress or ask a person something
 (elicitation). `CallBridge` carries both across:
 
-- progress becomes a `tool_progress` event on LangGraph's custom stream;
+- progress becomes a `tool_progress` event on LangGraph's custom stream, and a log
+  message the server sends meanwhile an `mcp_log` event;
 - an elicitation becomes a LangGraph `interrupt(...)` raised in the tool's task, whose
   value holds the server's message and requested schema. The server is told "cancel"
   so its call ends, and the run pauses. Resumed with
@@ -115,10 +116,20 @@ class CallBridge:
             tuple[types.ElicitRequestParams, concurrent.futures.Future[types.ElicitResult]]
         ] = asyncio.Queue()
         self.hooks = CallHooks(
-            on_progress=self._progress, on_elicitation=self._elicit, read_only=read_only
+            on_progress=self._progress,
+            on_elicitation=self._elicit,
+            read_only=read_only,
+            on_log=self._log,
         )
 
     # -- on the session's loop -------------------------------------------------------------
+
+    def _post(self, event: str, fields: dict[str, Any]) -> None:
+        """Emit an event in the tool's task (dropped if that loop has ended meanwhile)."""
+        with contextlib.suppress(RuntimeError):  # "Event loop is closed"
+            self._loop.call_soon_threadsafe(
+                lambda: self._emit(event, **fields), context=self._context
+            )
 
     def _progress(self, progress: float, total: float | None, message: str | None) -> None:
         fields = {
@@ -129,9 +140,18 @@ class CallBridge:
             "total": total,
             "message": message,
         }
-        self._loop.call_soon_threadsafe(
-            lambda: self._emit("tool_progress", **fields), context=self._context
-        )
+        self._post("tool_progress", fields)
+
+    def _log(self, params: types.LoggingMessageNotificationParams) -> None:
+        fields = {
+            "call_id": self.call_id,
+            "tool_name": self.tool,
+            "server": self.server,
+            "level": params.level,
+            "logger": params.logger,
+            "data": params.data,
+        }
+        self._post("mcp_log", fields)
 
     async def _elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult:
         answer: concurrent.futures.Future[types.ElicitResult] = concurrent.futures.Future()
@@ -148,12 +168,12 @@ class CallBridge:
             ToolCallError: The resume value is not a valid answer.
         """
         task = asyncio.ensure_future(call)
+        question: asyncio.Future[Any] | None = None
         try:
             while True:
                 question = asyncio.ensure_future(self._questions.get())
                 await asyncio.wait({task, question}, return_when=asyncio.FIRST_COMPLETED)
                 if task.done():
-                    question.cancel()
                     return task.result()
                 params, answer = question.result()
                 try:
@@ -163,6 +183,9 @@ class CallBridge:
                     await self._finish(task)
                     raise
         finally:
+            if question is not None and not question.done():
+                question.cancel()  # a pending `get` must not outlive the call
+                await asyncio.wait({question})
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(BaseException):

@@ -6,8 +6,8 @@
 - elicitation requests reach the call that is running on the server, which turns them
   into a LangGraph `interrupt(...)` a person answers;
 - roots are declared from the server's config;
-- the server's log messages go to its own Python logger, and a `tools/list_changed`
-  notification makes the toolset fetch the list again.
+- the server's log messages go to its own Python logger, and a `tools/list_changed` or
+  `resources/list_changed` notification makes the toolset fetch its lists again.
 
 The mcp SDK only declares a capability when its callback is given, so each server gets
 the callbacks its config allows.
@@ -25,11 +25,14 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from mcp import types
 
 from agentloop.mcp.config import MCPServerSpec
+from agentloop.mcp.output import ServerOutput
 from agentloop.messages import message_text
+from agentloop.redaction import Redact, Redactor
 
 __all__ = ["CallHooks", "ClientHandlers", "server_logger"]
 
 ProgressHook = Callable[[float, float | None, str | None], None]
+LogHook = Callable[[types.LoggingMessageNotificationParams], None]
 ElicitationHook = Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 
 
@@ -48,7 +51,11 @@ class CallHooks:
     on_elicitation: ElicitationHook | None = None
     read_only: bool = True
     """Whether the tool only reads (an elicitation is attributed to a tool that writes)."""
+    on_log: LogHook | None = None
+    """Hears the server's log messages while the call runs."""
 
+
+_LIST_CHANGED = (types.ToolListChangedNotification, types.ResourceListChangedNotification)
 
 _LOG_LEVELS = {
     "debug": logging.DEBUG,
@@ -68,7 +75,10 @@ class ClientHandlers:
     Args:
         spec: The server.
         sampler: Returns the model that answers sampling requests (None: refuse them).
-        on_tools_changed: Called with the server's name on `tools/list_changed`.
+        on_tools_changed: Called with the server's name on `tools/list_changed` and
+            `resources/list_changed`.
+        redact: Applied to the stderr lines failure reasons quote (default: the
+            server's own secrets and secret-looking environment variables).
     """
 
     def __init__(
@@ -76,11 +86,15 @@ class ClientHandlers:
         spec: MCPServerSpec,
         sampler: Callable[[], BaseChatModel | None],
         on_tools_changed: Callable[[str], None],
+        *,
+        redact: Redact | None = None,
     ) -> None:
         self.spec = spec
         self.sampler = sampler
         self.on_tools_changed = on_tools_changed
         self.logger = server_logger(spec.name)
+        self.output = ServerOutput(self.logger, redact or Redactor(spec.secrets))
+        """The server's last stderr lines, quoted by failure reasons."""
         self.in_flight: dict[int, CallHooks] = {}
         self._next = 0
 
@@ -112,13 +126,18 @@ class ClientHandlers:
         level = _LOG_LEVELS.get(str(params.level), logging.INFO)
         source = f"{params.logger}: " if params.logger else ""
         self.logger.log(level, "%s%s", source, params.data)
+        listening = [hooks.on_log for hooks in self.in_flight.values() if hooks.on_log]
+        if listening:  # the call that started first hears it (an `mcp_log` event of its run)
+            listening[0](params)
 
     async def _message(self, message: Any) -> None:
         if isinstance(message, Exception):
             self.logger.debug("unreadable message from the server: %s", message)
             return
         root = getattr(message, "root", None)
-        if isinstance(root, types.ToolListChangedNotification):
+        if isinstance(
+            root, types.ToolListChangedNotification | types.ResourceListChangedNotification
+        ):
             self.on_tools_changed(self.spec.name)
 
     async def _roots(self, context: Any) -> types.ListRootsResult:

@@ -7,18 +7,21 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 import yaml
 
 from agentloop.errors import ConfigurationError
 from agentloop.tools.policy import ToolPolicy
 
-__all__ = ["INHERITED_ENV", "MCPServerSpec", "SessionScope", "load_mcp_config"]
+__all__ = ["INHERITED_ENV", "LogLevel", "MCPServerSpec", "SessionScope", "load_mcp_config"]
 
 SessionScope = Literal["toolset", "run"]
 """`toolset`: one session per server, shared by every run and thread of the toolset;
 `run`: one session per run (for servers that keep state per conversation)."""
+
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+"""The MCP log levels (RFC 5424 severities), least severe first."""
 
 INHERITED_ENV = (
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "LC_CTYPE",
@@ -60,6 +63,8 @@ class MCPServerSpec:
     """The `file://` roots declared to the server."""
     policies: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per-tool policies (`ToolPolicy` fields) that win over the tools' annotations."""
+    log_level: LogLevel | None = None
+    """The level asked of the server with `logging/setLevel` (None: the server's own)."""
 
 
 def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[MCPServerSpec]:
@@ -77,7 +82,9 @@ def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[
     loop's model answers the server's sampling requests), `elicitation` (false:
     decline them instead of asking a person), `roots` (paths declared as the
     client's roots) and `policies` (tool name -> `ToolPolicy` fields, such as
-    `{"git_log": {"timeout_s": 10}}`, winning over the tool's annotations). Other
+    `{"git_log": {"timeout_s": 10}}`, winning over the tool's annotations) and
+    `log_level` (the least severe log message the server should send, such as
+    `"warning"`, asked with `logging/setLevel`). Other
     keys are ignored, so configs written for other MCP clients load as they are.
 
     Args:
@@ -195,7 +202,18 @@ def _parse_server(
         elicitation=_flag(entry, "elicitation", True, where=where),
         roots=_roots(entry, where=where, base_dir=base_dir),
         policies=_policies(entry, where=where),
+        log_level=_log_level(entry, where=where),
     )
+
+
+def _log_level(entry: Mapping[str, Any], *, where: str) -> LogLevel | None:
+    level = entry.get("log_level")
+    if level is None:
+        return None
+    if level not in get_args(LogLevel):
+        msg = f"{where}: 'log_level' must be one of {', '.join(get_args(LogLevel))}"
+        raise ConfigurationError(msg)
+    return cast(LogLevel, level)
 
 
 def _policies(entry: Mapping[str, Any], *, where: str) -> dict[str, dict[str, Any]]:

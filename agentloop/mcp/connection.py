@@ -11,11 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import threading
 import time
-from collections.abc import AsyncIterator, Awaitable
-from typing import IO, TextIO, TypeVar, cast
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar, cast
 
 import anyio
 from langchain_mcp_adapters.sessions import Connection as AdapterConnection
@@ -26,18 +24,37 @@ from mcp.shared.exceptions import McpError
 from mcp.types import CONNECTION_CLOSED, ServerCapabilities
 
 from agentloop.errors import MCPToolError, MCPTransportError
+from agentloop.mcp.cancel import CANCEL_GRACE_S, CANCEL_REASON, next_request_id, send_cancelled
 from agentloop.mcp.client import ClientHandlers
 from agentloop.mcp.config import MCPServerSpec
+from agentloop.mcp.output import ServerLog, quote_output
 from agentloop.redaction import install_log_redaction
 
-__all__ = ["Connection", "NotSentError", "ServerLog", "describe", "open_session"]
+__all__ = ["Connection", "NotSentError", "describe", "open_session"]
 
 logger = install_log_redaction(logging.getLogger(__name__))
+
+_SDK_PARSE_FAILURE = "Failed to parse JSONRPC message from server"
+
+
+class _QuietParseFailures(logging.Filter):
+    """Drop the SDK's traceback for a stray stdout line: the session reports it, once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != _SDK_PARSE_FAILURE
+
+
+logging.getLogger("mcp.client.stdio").addFilter(_QuietParseFailures())
+
+BadOutputHook = Callable[[Exception], None]
 
 T = TypeVar("T")
 
 CLOSE_TIMEOUT_S = 10.0
 """How long closing a session waits for it to shut down before cancelling it."""
+BAD_OUTPUT_GRACE_S = 1.5
+"""How long a starting server that wrote something else than a message on stdout may
+still take to answer `initialize` (a banner line) before it counts as broken."""
 HEALTH_CHECK_TIMEOUT_S = 5.0
 """How long a ping may take before the session counts as dead."""
 
@@ -52,41 +69,31 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-class ServerLog:
-    """A pipe a stdio server's stderr goes into, read line by line into the server's logger."""
-
-    def __init__(self, logger: logging.Logger) -> None:
-        read_fd, write_fd = os.pipe()
-        self.file: TextIO = os.fdopen(write_fd, "w")
-        reader = os.fdopen(read_fd, encoding="utf-8", errors="replace")
-        threading.Thread(
-            target=self._pump, args=(reader, logger), name="agentloop-mcp-stderr", daemon=True
-        ).start()
-
-    @staticmethod
-    def _pump(reader: IO[str], logger: logging.Logger) -> None:
-        with reader:
-            for line in reader:
-                if line.strip():
-                    logger.info("%s", line.rstrip())
-
-    def close(self) -> None:
-        """Close this side of the pipe (the reader stops when the server's side closes too)."""
-        with contextlib.suppress(OSError):
-            self.file.close()
-
-
 @contextlib.asynccontextmanager
 async def open_session(
-    spec: MCPServerSpec, handlers: ClientHandlers
+    spec: MCPServerSpec, handlers: ClientHandlers, on_bad_output: BadOutputHook | None = None
 ) -> AsyncIterator[ClientSession]:
     """Open a session with the server's client callbacks.
 
     langchain-mcp-adapters opens HTTP sessions; stdio sessions are opened here because
     the adapter cannot give the process a stderr of our own (its logger, not the terminal).
+
+    Args:
+        spec: The server.
+        handlers: Its client callbacks.
+        on_bad_output: Called with the parse error of a stdout line that is not a message.
     """
     connection = dict(spec.connection)
     session_kwargs = {**(connection.get("session_kwargs") or {}), **handlers.session_kwargs()}
+    if on_bad_output is not None and connection.get("transport") == "stdio":
+        inner = session_kwargs["message_handler"]
+
+        async def message_handler(message: Any) -> None:
+            if isinstance(message, Exception):
+                on_bad_output(message)
+            await inner(message)
+
+        session_kwargs["message_handler"] = message_handler
     if connection.get("transport") != "stdio":
         connection["session_kwargs"] = session_kwargs
         async with create_session(cast(AdapterConnection, connection)) as session:
@@ -100,7 +107,7 @@ async def open_session(
         encoding=connection.get("encoding", "utf-8"),
         encoding_error_handler=connection.get("encoding_error_handler", "strict"),
     )
-    log = ServerLog(handlers.logger)
+    log = ServerLog(handlers.output)
     try:
         async with (
             stdio_client(parameters, errlog=log.file) as (read, write),
@@ -109,6 +116,8 @@ async def open_session(
             yield session
     finally:
         log.close()
+        with contextlib.suppress(Exception):  # the server has exited: read its last lines
+            await asyncio.to_thread(log.drain)
 
 
 class NotSentError(Exception):
@@ -131,23 +140,104 @@ class Connection:
         self.ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
         self.ready.add_done_callback(lambda f: f.cancelled() or f.exception())
         self.failure: BaseException | None = None
+        self.bad_output: str | None = None
+        """The first line the server wrote to stdout that is not a message (quoted)."""
+        self._draining: dict[str, set[asyncio.Task[None]]] = {}
         self.last_used = time.monotonic()
         self.task = asyncio.create_task(self._serve(), name=f"mcp-session:{spec.name}")
 
+    def _bad_output(self, error: Exception) -> None:
+        """A line on stdout that is not a message: fatal while starting, else noted."""
+        quoted = quote_output(error)
+        if self.bad_output is not None:
+            return
+        self.bad_output = quoted
+        self.handlers.output.add(f"(stdout) {quoted}")
+        if not self.ready.done():  # a banner before the answer is tolerated, briefly
+            asyncio.get_running_loop().call_later(BAD_OUTPUT_GRACE_S, self._give_up)
+            return
+        self._warn_bad_output()
+
+    def _give_up(self) -> None:
+        if not self.ready.done():
+            self.task.cancel()
+
+    def _warn_bad_output(self) -> None:
+        logger.warning(
+            "MCP server %r wrote to stdout what is not an MCP message: %s",
+            self.spec.name,
+            self.bad_output,
+        )
+
+    def _cancel_on_server(
+        self, session: ClientSession, request_id: int, call: asyncio.Future[Any], lane: str
+    ) -> None:
+        """Cancel a request on the server; it drains in the background until it ended there.
+
+        The next request of the same lane waits for the drain (see `run`).
+        """
+
+        async def drain() -> None:
+            try:
+                if await send_cancelled(session, request_id, CANCEL_REASON):
+                    await asyncio.wait(
+                        {call, self.task},
+                        timeout=CANCEL_GRACE_S,
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+            finally:
+                await _settle(call)
+
+        task = asyncio.get_running_loop().create_task(drain())
+        self._draining.setdefault(lane, set()).add(task)
+
+        def drained(done: asyncio.Task[None]) -> None:
+            draining = self._draining.get(lane, set())
+            draining.discard(done)
+            if not draining:
+                self._draining.pop(lane, None)
+
+        task.add_done_callback(drained)
+
+    def explain(self, reason: str) -> str:
+        """`reason` with what the server wrote outside the protocol (stderr's last lines)."""
+        return self.handlers.output.explain(reason)
+
     async def _serve(self) -> None:
+        self.handlers.output.clear()
         try:
-            async with open_session(self.spec, self.handlers) as session:
+            async with open_session(self.spec, self.handlers, self._bad_output) as session:
                 initialized = await session.initialize()
                 self.capabilities = initialized.capabilities
+                await self._set_log_level(session)
                 self.ready.set_result(session)
+                if self.bad_output is not None:
+                    self._warn_bad_output()
                 await self._stop.wait()
         except (Exception, asyncio.CancelledError) as exc:
             self.failure = exc
             logger.debug("MCP session %r ended: %s", self.spec.name, describe(exc))
         finally:
             if not self.ready.done():
-                reason = describe(self.failure) if self.failure else "stopped while starting"
-                self.ready.set_exception(MCPTransportError(reason))
+                if self.bad_output is not None:
+                    reason = f"it wrote to stdout what is not an MCP message: {self.bad_output}"
+                elif self.failure is not None:
+                    reason = describe(self.failure)
+                else:
+                    reason = "stopped while starting"
+                self.ready.set_exception(MCPTransportError(self.explain(reason)))
+
+    async def _set_log_level(self, session: ClientSession) -> None:
+        """Ask the server for the configured log level (`logging/setLevel`), if it logs."""
+        level = self.spec.log_level
+        if level is None or self.capabilities is None or self.capabilities.logging is None:
+            return
+        try:
+            await session.set_logging_level(level)
+        except McpError as error:
+            logger.warning(
+                "MCP server %r refused log level %r: %s", self.spec.name, level, describe(error)
+            )
 
     @property
     def alive(self) -> bool:
@@ -177,23 +267,51 @@ class Connection:
         if pending:
             self.task.cancel()
             await asyncio.wait({self.task})
+        drains = {task for tasks in self._draining.values() for task in tasks}
+        if drains:  # they end with the session; none is left pending
+            await asyncio.wait(drains)
 
-    async def run(self, request: Awaitable[T], *, what: str) -> T:
-        """Await a request on this session, failing fast if the session dies meanwhile."""
-        call = asyncio.ensure_future(request)
+    async def run(
+        self, send: Callable[[ClientSession], Awaitable[T]], *, what: str, lane: str = ""
+    ) -> T:
+        """Send a request on this session and await it, failing fast if the session dies.
+
+        Cancelled while the server runs it, the request is cancelled there too
+        (`notifications/cancelled`) and drains in the background until the server
+        answered it or `CANCEL_GRACE_S` passed; the next request of the same `lane`
+        (a retry: the same tool and arguments) is sent only then, so the two never
+        overlap on the server. `send` should send one request (a second one of it is
+        not cancelled there).
+        """
+        if earlier := self._draining.get(lane):
+            await asyncio.wait(set(earlier))  # each ends within CANCEL_GRACE_S
+        session = self.ready.result()
+        sent: list[int] = []
+
+        async def request() -> T:
+            sent.append(next_request_id(session))
+            return await send(session)
+
+        call = asyncio.ensure_future(request())
         self.last_used = time.monotonic()
         try:
             await asyncio.wait({call, self.task}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            self.last_used = time.monotonic()
-            if not call.done():
-                call.cancel()
-                await asyncio.wait({call})
+        except asyncio.CancelledError:
+            if sent and not call.done() and self.alive:
+                self._cancel_on_server(session, sent[0], call, lane)
+            else:
+                await _settle(call)
+            raise
+        except BaseException:
+            await _settle(call)
+            raise
+        self.last_used = time.monotonic()
+        await _settle(call)
         name = self.spec.name
         if call.cancelled():
             reason = describe(self.failure) if self.failure else "the session ended"
             msg = f"MCP server {name!r} stopped during {what}: {reason}"
-            raise MCPTransportError(msg)
+            raise MCPTransportError(self.explain(msg))
         try:
             return call.result()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
@@ -201,8 +319,17 @@ class Connection:
         except McpError as exc:
             if exc.error.code == CONNECTION_CLOSED:
                 msg = f"MCP server {name!r} closed the connection during {what}"
-                raise MCPTransportError(msg) from exc
+                raise MCPTransportError(self.explain(msg)) from exc
             raise MCPToolError(exc.error.message, server=name) from exc
         except (OSError, anyio.EndOfStream) as exc:
             msg = f"MCP server {name!r} failed during {what}: {describe(exc)}"
-            raise MCPTransportError(msg) from exc
+            raise MCPTransportError(self.explain(msg)) from exc
+
+
+async def _settle(call: asyncio.Future[Any]) -> None:
+    """End a request task: cancelled if still running; its error retrieved either way."""
+    if not call.done():
+        call.cancel()
+        await asyncio.wait({call})
+    elif not call.cancelled():
+        call.exception()

@@ -9,12 +9,14 @@ runs on a background event loop owned by the toolset, so sessions work the same 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
+from agentloop.errors import MCPTransportError
 from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.session import MCPSessionPool
 
@@ -49,6 +51,7 @@ class SessionPools:
         self._run_pools: dict[str, MCPSessionPool] = {}
         self._last_used: dict[str, float] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        self._calls: set[asyncio.Task[Any]] = set()
         self._reaper: asyncio.Task[None] | None = None
 
     # -- the background event loop -------------------------------------------------------
@@ -80,6 +83,51 @@ class SessionPools:
             coroutine.close()
             raise
         return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, loop))
+
+    async def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the background loop and await it from the caller's loop.
+
+        Cancelling the caller cancels it there too (a request it sent is cancelled on its
+        server) and waits until it has ended, so nothing of it is left running here.
+        """
+        loop = self.ensure_loop() if not self.closed else None
+        if loop is None:
+            coroutine.close()
+            msg = "the MCPToolset is closed"
+            raise RuntimeError(msg)
+        outcome: concurrent.futures.Future[T] = concurrent.futures.Future()
+        started: list[asyncio.Task[T]] = []
+
+        def start() -> None:
+            task = loop.create_task(coroutine)
+            started.append(task)
+            self._calls.add(task)  # cancelled if the pools close first
+            task.add_done_callback(self._calls.discard)
+            task.add_done_callback(lambda done: self._copy_outcome(done, outcome))
+
+        loop.call_soon_threadsafe(start)
+        result = asyncio.wrap_future(outcome)
+        try:
+            return await asyncio.shield(result)
+        except asyncio.CancelledError:
+            if not loop.is_closed():  # runs after `start`: callbacks run in order
+                loop.call_soon_threadsafe(lambda: started and started[0].cancel())
+                await asyncio.wait({result})
+            if result.done() and not result.cancelled():
+                result.exception()  # retrieved: the cancelled caller does not want it
+            raise
+
+    def _copy_outcome(self, task: asyncio.Task[T], outcome: concurrent.futures.Future[T]) -> None:
+        if task.cancelled():
+            if self.closed:  # not the caller's cancellation: tell it why
+                msg = "the call was stopped: the MCPToolset was closed"
+                outcome.set_exception(MCPTransportError(msg))
+            else:
+                outcome.cancel()
+        elif (error := task.exception()) is not None:
+            outcome.set_exception(error)
+        else:
+            outcome.set_result(task.result())
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         """Start a background task (from the background loop); it is cancelled on close."""
@@ -149,9 +197,19 @@ class SessionPools:
 
     # -- closing -------------------------------------------------------------------------
 
+    async def close_started(self) -> None:
+        """Close what a failed start opened (shared sessions, background retries).
+
+        The pools stay usable: the next call starts its server again.
+        """
+        await self._close_all()
+
     async def _close_all(self) -> None:
         for task in [*self._background, *([self._reaper] if self._reaper else [])]:
             task.cancel()
+        if self.closed:
+            for task in self._calls:
+                task.cancel()
         pools = [*self._run_pools.values(), *([self._shared] if self._shared else [])]
         self._run_pools.clear()
         self._shared = None

@@ -8,6 +8,7 @@ stderr to its own logger (`agentloop.mcp.server.<name>`) instead of the terminal
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -150,7 +151,8 @@ class MCPSessionPool:
                 )
             except (TimeoutError, MCPTransportError) as exc:
                 await self._discard(server, connection)
-                if isinstance(exc, MCPTransportError) and attempt < STARTUP_ATTEMPTS:
+                retry = connection.bad_output is None  # a server that writes junk stays so
+                if isinstance(exc, MCPTransportError) and retry and attempt < STARTUP_ATTEMPTS:
                     logger.debug("MCP server %r died while starting; retrying", server)
                     continue
                 reason = (
@@ -169,14 +171,32 @@ class MCPSessionPool:
             del self._connections[server]
         await connection.close()
 
-    async def _request(
-        self, server: str, send: Callable[[ClientSession], Awaitable[T]], *, what: str
+    async def request(
+        self,
+        server: str,
+        send: Callable[[ClientSession], Awaitable[T]],
+        *,
+        what: str,
+        lane: str = "",
     ) -> T:
-        """Send a request on the server's session, once more on a new session if it was not sent."""
+        """Send a request on the server's session, once more on a new session if it was not sent.
+
+        Args:
+            server: The server's name.
+            send: Sends the request on a session (one request: a cancelled caller
+                cancels it on the server, see `Connection.run`).
+            what: Names the request in error messages ("listing prompts").
+            lane: Requests of one lane wait until a cancelled one of theirs ended on
+                the server (a tool call's lane is its tool and arguments).
+
+        Raises:
+            MCPToolError: The server answered with an error.
+            MCPTransportError: The server could not be started or its connection broke.
+        """
         for attempt in (1, 2):
-            connection, session = await self._session(server)
+            connection, _ = await self._session(server)
             try:
-                return await connection.run(send(session), what=what)
+                return await connection.run(send, what=what, lane=lane)
             except NotSentError as exc:
                 await self._discard(server, connection)
                 if attempt == 2:
@@ -186,23 +206,6 @@ class MCPSessionPool:
                 await self._discard(server, connection)
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
-
-    async def has_resources(self, server: str) -> bool:
-        """Whether a server offers resources or resource templates to read."""
-        connection, _ = await self._session(server)
-        if connection.capabilities is None or connection.capabilities.resources is None:
-            return False
-        resources = await self._request(
-            server, lambda session: session.list_resources(), what="listing resources"
-        )
-        if resources.resources:
-            return True
-        templates = await self._request(
-            server,
-            lambda session: session.list_resource_templates(),
-            what="listing resource templates",
-        )
-        return bool(templates.resourceTemplates)
 
     async def capabilities(self, server: str) -> ServerCapabilities | None:
         """The capabilities a server declared (starting it if needed)."""
@@ -255,12 +258,13 @@ class MCPSessionPool:
         # may send a second request after the call: a broken pipe then would look
         # like an unsent call, and a retry would run the tool twice.
         try:
-            result = await self._request(
+            result = await self.request(
                 server,
                 lambda session: session.send_request(
                     request, CallToolResult, progress_callback=on_progress
                 ),
                 what=f"a call to {tool!r}",
+                lane=f"{tool} {json.dumps(arguments, sort_keys=True, default=str)}",
             )
         finally:
             if handlers is not None:
@@ -279,7 +283,7 @@ class MCPSessionPool:
             MCPToolError: The server refused (an unknown URI, say).
             MCPTransportError: The server could not be started or its connection broke.
         """
-        return await self._request(
+        return await self.request(
             server, lambda session: session.read_resource(AnyUrl(uri)), what=f"reading {uri}"
         )
 
@@ -332,7 +336,7 @@ class MCPSessionPool:
                 if not cursor:
                     return found
 
-        mcp_tools = await self._request(server, list_all, what="listing tools")
+        mcp_tools = await self.request(server, list_all, what="listing tools")
         spec = self._specs[server]
         offered = {t.name for t in mcp_tools}
         if spec.allow is not None and (missing := sorted(spec.allow - offered)):

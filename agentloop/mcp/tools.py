@@ -129,11 +129,12 @@ def tool_output(decoded: DecodedResult) -> tuple[str, dict[str, Any]]:
     return result_text(decoded.value), artifact
 
 
-def read_resource_tool(read: ResourceRead) -> BaseTool:
+def read_resource_tool(read: ResourceRead, catalog: str = "") -> BaseTool:
     """The built-in read-only tool that reads a resource by URI.
 
     Args:
         read: Reads the resource on the toolset's sessions.
+        catalog: The servers' resources and templates, appended to its description.
     """
 
     async def read_resource(
@@ -149,9 +150,10 @@ def read_resource_tool(read: ResourceRead) -> BaseTool:
         coroutine=read_resource,
         name=READ_RESOURCE_TOOL,
         description=(
-            "Read a resource an MCP tool result mentioned, by its URI (such as "
-            "file:///... or demo://...). `server` is only needed when several "
-            "servers could have it."
+            "Read a resource of an MCP server by its URI: one listed here, one a tool "
+            "result mentioned (such as file:///... or demo://...), or a template's URI "
+            "with its {placeholders} filled in. `server` is only needed when several "
+            "servers could have it." + (f"\n{catalog}" if catalog else "")
         ),
         response_format="content_and_artifact",
         metadata={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},

@@ -9,8 +9,10 @@ by the toolset, so they work the same under `invoke` (a fresh event loop per cal
 `ainvoke`, Jupyter and LangGraph's server.
 
 A server that cannot start leaves its tools out (a log line, and a
-`mcp_server_unavailable` event at the start of each run) and is tried again in the
-background; `"required": true` makes that failure fatal instead.
+`mcp_server_unavailable` event at the start of each run, both with its last stderr
+lines) and is tried again in the background; `"required": true` makes that failure
+fatal instead. The servers' resources are listed in `read_resource`'s description;
+their prompts and argument completion are methods of the toolset.
 """
 
 from __future__ import annotations
@@ -26,23 +28,22 @@ from types import TracebackType
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from mcp.types import Tool
+from mcp.types import Completion, Prompt, Tool
 
-from agentloop.errors import ConfigurationError, MCPToolError, MCPTransportError
+from agentloop.errors import ConfigurationError
 from agentloop.mcp.bridge import CallBridge
 from agentloop.mcp.client import CallHooks, ClientHandlers
 from agentloop.mcp.config import MCPServerSpec, load_mcp_config
-from agentloop.mcp.decode import DecodedResult, decode_resource
+from agentloop.mcp.decode import DecodedResult
+from agentloop.mcp.listing import Listings
 from agentloop.mcp.pools import SessionPools
+from agentloop.mcp.prompts import complete, completion_reference, get_prompt, list_prompts
+from agentloop.mcp.resources import Resources
 from agentloop.mcp.session import MCPSessionPool
-from agentloop.mcp.tools import (
-    READ_RESOURCE_TOOL,
-    langchain_tool,
-    read_resource_tool,
-    tool_output,
-)
+from agentloop.mcp.tools import READ_RESOURCE_TOOL, langchain_tool, tool_output
 from agentloop.redaction import Redactor
 from agentloop.tools.call_config import call_info
 
@@ -53,7 +54,8 @@ logger = logging.getLogger(__name__)
 McpServersConfig = str | Mapping[str, Any]
 """A path to a JSON/YAML `mcpServers` file, or the same content as a dict."""
 
-MAX_RETRY_INTERVAL_S = 300.0
+REFRESH_WAIT_S = 5.0
+"""How long a loop waits for a tool list a server announced as changed before it plans."""
 
 _live_toolsets: weakref.WeakSet[MCPToolset] = weakref.WeakSet()
 
@@ -100,15 +102,10 @@ class MCPToolset:
         self.redact = Redactor(self.secrets)
         self._pools = SessionPools(self.specs, self._pool, idle_timeout_s)
         self._discovery_lock = threading.Lock()
-        self._server_tools: dict[str, list[BaseTool]] = {}
-        self._listed: dict[str, list[str]] = {}
-        self._resource_servers: set[str] = set()
-        self._resource_owner: dict[str, str] = {}
-        self._unavailable: dict[str, str] = {}
-        self._refreshing: dict[str, bool] = {}
-        self._discovered = False
-        self._reader = self._read_resource_tool()
-        self._version = 0
+        self._listings = Listings(
+            self.specs, self._pools, self._pool, self._routed_tool, retry_interval_s
+        )
+        self._resources = Resources(self.specs, self._pools, self._listings)
         _live_toolsets.add(self)
 
     @property
@@ -117,7 +114,10 @@ class MCPToolset:
         return frozenset().union(*(spec.secrets for spec in self.specs))
 
     def _handlers(self, spec: MCPServerSpec) -> ClientHandlers:
-        return ClientHandlers(spec, lambda: self.model, self._tools_changed)
+        return ClientHandlers(
+            spec, lambda: self.model, lambda server: self._listings.changed(server),
+            redact=self.redact,
+        )  # fmt: skip
 
     def _pool(self, specs: Sequence[MCPServerSpec]) -> MCPSessionPool:
         return MCPSessionPool(
@@ -129,12 +129,12 @@ class MCPToolset:
     @property
     def version(self) -> int:
         """Changes whenever `tools` does."""
-        return self._version
+        return self._listings.version
 
     @property
     def unavailable(self) -> dict[str, str]:
         """Servers whose tools are missing now (they failed to start), with the reason."""
-        return dict(self._unavailable)
+        return dict(self._listings.unavailable)
 
     @property
     def tools(self) -> list[BaseTool]:
@@ -145,143 +145,27 @@ class MCPToolset:
             ConfigurationError: An allow list names a missing tool, or two servers
                 offer a tool of the same name.
         """
+        listings = self._listings
         with self._discovery_lock:
-            if not self._discovered:
+            if not listings.discovered:
                 timeout = self.startup_timeout_s * 2 + 30
                 loop = self._pools.ensure_loop()
-                asyncio.run_coroutine_threadsafe(self._discover(), loop).result(timeout)
-        tools = [tool for spec in self.specs for tool in self._server_tools.get(spec.name, [])]
-        if self._resource_servers and all(tool.name != READ_RESOURCE_TOOL for tool in tools):
-            tools.append(self._reader)
+                asyncio.run_coroutine_threadsafe(listings.discover(), loop).result(timeout)
+        tools = [tool for spec in self.specs for tool in listings.server_tools.get(spec.name, [])]
+        if listings.resource_servers and all(tool.name != READ_RESOURCE_TOOL for tool in tools):
+            tools.append(self._resources.tool(self._read))
         return tools
 
-    async def _discover(self) -> None:
-        if self._discovered:
-            return
-        results = await asyncio.gather(
-            *(self._list(spec.name) for spec in self.specs), return_exceptions=True
-        )
-        fatal: list[BaseException] = []
-        for spec, result in zip(self.specs, results, strict=True):
-            if isinstance(result, ConfigurationError) or (
-                isinstance(result, BaseException) and spec.required
-            ):
-                fatal.append(result)
-            elif isinstance(result, BaseException):
-                self._mark_unavailable(spec.name, result)
-            else:
-                self._accept(spec.name, result)
-        if fatal:
-            raise fatal[0]
-        self._check_unique_names()
-        self._discovered = True
+    def settle(self, timeout_s: float = REFRESH_WAIT_S) -> bool:
+        """Wait until the lists servers announced as changed were fetched again (bounded).
 
-    def _check_unique_names(self) -> None:
-        owners: dict[str, str] = {}
-        for spec in self.specs:
-            for tool in self._server_tools.get(spec.name, []):
-                if tool.name in owners:
-                    msg = (
-                        f"MCP servers {owners[tool.name]!r} and {spec.name!r} both offer a "
-                        f"tool named {tool.name!r}; deny it on one of them"
-                    )
-                    raise ConfigurationError(msg)
-                owners[tool.name] = spec.name
+        A loop calls this before it shows the planner its tools, so a tool a server
+        added during the run (`tools/list_changed`) is offered in the very next round.
 
-    async def _list(self, server: str) -> list[Tool]:
-        """List a server's tools (and note whether it has resources)."""
-        spec = self._specs[server]
-        if spec.scope == "toolset":
-            pool = self._pools.pool_of(server, "")
-            tools = await pool.list_server_tools(server)
-            readable = await self._has_resources(pool, server)
-        else:
-            async with self._pool([spec]) as pool:
-                tools = await pool.list_server_tools(server)
-                readable = await self._has_resources(pool, server)
-        if readable:
-            self._resource_servers.add(server)
-        return tools
-
-    @staticmethod
-    async def _has_resources(pool: MCPSessionPool, server: str) -> bool:
-        try:
-            return await pool.has_resources(server)
-        except (MCPToolError, MCPTransportError) as error:
-            logger.debug("MCP server %r: cannot list its resources: %s", server, error)
-            return False
-
-    def _accept(self, server: str, tools: list[Tool]) -> None:
-        """Use a server's tool list; the version moves only when it changed."""
-        listed = [tool.model_dump_json() for tool in tools]
-        if self._listed.get(server) == listed and server in self._server_tools:
-            return
-        taken = {
-            tool.name
-            for name, others in self._server_tools.items()
-            if name != server
-            for tool in others
-        }
-        clashes = sorted(tool.name for tool in tools if tool.name in taken)
-        if clashes and self._discovered:
-            logger.error(
-                "MCP server %r: tools %s are left out: another server offers tools of the "
-                "same name",
-                server,
-                ", ".join(clashes),
-            )
-            tools = [tool for tool in tools if tool.name not in taken]
-        self._listed[server] = listed
-        self._server_tools[server] = [self._routed_tool(server, tool) for tool in tools]
-        self._version += 1
-
-    def _mark_unavailable(self, server: str, error: BaseException) -> None:
-        reason = str(error) or type(error).__name__
-        first = server not in self._unavailable
-        self._unavailable[server] = reason
-        if first:
-            logger.warning(
-                "MCP server %r is unavailable, its tools are left out for now: %s",
-                server,
-                reason,
-            )
-            self._pools.spawn(self._retry(server))
-
-    async def _retry(self, server: str) -> None:
-        """Try a server that failed to start again, with a growing interval."""
-        delay = self.retry_interval_s
-        while not self._pools.closed and server in self._unavailable:
-            await asyncio.sleep(delay)
-            try:
-                tools = await self._list(server)
-            except Exception as error:
-                self._unavailable[server] = str(error) or type(error).__name__
-                delay = min(delay * 2, MAX_RETRY_INTERVAL_S)
-                continue
-            del self._unavailable[server]
-            self._accept(server, tools)
-            logger.info("MCP server %r is available again: %d tools", server, len(tools))
-
-    def _tools_changed(self, server: str) -> None:
-        """`tools/list_changed`: fetch the server's list again (once per burst)."""
-        if self._refreshing.get(server) is not None:
-            self._refreshing[server] = True
-            return
-        self._refreshing[server] = False
-        self._pools.spawn(self._refresh(server))
-
-    async def _refresh(self, server: str) -> None:
-        try:
-            while True:
-                self._refreshing[server] = False
-                try:
-                    self._accept(server, await self._list(server))
-                except Exception as error:
-                    logger.warning("MCP server %r: cannot list its tools: %s", server, error)
-                if not self._refreshing[server]:
-                    return
-        finally:
-            self._refreshing.pop(server, None)
+        Returns:
+            Whether no refresh is pending anymore (False: the wait timed out).
+        """
+        return self._listings.settle(timeout_s)
 
     def _routed_tool(self, server: str, tool: Tool) -> BaseTool:
         read_only = bool(tool.annotations and tool.annotations.readOnlyHint)
@@ -334,7 +218,7 @@ class MCPToolset:
         """
         return (await self._call(server, tool, arguments, run_id=run_id)).value
 
-    def _call(
+    async def _call(
         self,
         server: str,
         tool: str,
@@ -343,7 +227,7 @@ class MCPToolset:
         run_id: str = "",
         hooks: CallHooks | None = None,
         prefix: str = "",
-    ) -> asyncio.Future[DecodedResult]:
+    ) -> DecodedResult:
         async def on_loop() -> DecodedResult:
             pool = self._pools.pool_of(server, run_id)
             try:
@@ -352,14 +236,10 @@ class MCPToolset:
                 )
             finally:
                 self._pools.touch(run_id)
-            for uri in decoded.resource_uris:
-                self._resource_owner[uri] = server
-            if decoded.resource_uris and server not in self._resource_servers:
-                self._resource_servers.add(server)  # `read_resource` joins the next plan
-                self._version += 1
+            self._resources.mentioned(server, decoded.resource_uris)
             return decoded
 
-        return self._pools.submit(on_loop())
+        return await self._pools.run(on_loop())
 
     async def read_resource(self, uri: str, *, server: str | None = None, run_id: str = "") -> Any:
         """Read a resource (as text, or with placeholders for binary contents).
@@ -375,38 +255,79 @@ class MCPToolset:
         """
         return (await self._read(uri, server=server, run_id=run_id, prefix="resource")).value
 
-    def _read(
-        self, uri: str, *, server: str | None, run_id: str, prefix: str
-    ) -> asyncio.Future[DecodedResult]:
-        async def on_loop() -> DecodedResult:
-            if server is not None and server not in self._specs:
-                msg = f"unknown MCP server {server!r}; configured: {', '.join(self._specs)}"
-                raise MCPToolError(msg, tool=READ_RESOURCE_TOOL)
-            owner = server or self._resource_owner.get(uri)
-            candidates = (
-                [owner]
-                if owner
-                else [spec.name for spec in self.specs if spec.name in self._resource_servers]
-            )
-            failures: list[str] = []
-            for candidate in candidates:
-                try:
-                    pool = self._pools.pool_of(candidate, run_id)
-                    result = await pool.read_resource(candidate, uri)
-                except (MCPToolError, MCPTransportError) as error:
-                    failures.append(f"{candidate}: {error}")
-                    continue
-                return decode_resource(result, prefix=prefix)
-            msg = f"cannot read {uri}: " + ("; ".join(failures) or "no server has resources")
-            raise MCPToolError(msg, tool=READ_RESOURCE_TOOL)
+    async def _read(self, uri: str, server: str | None, run_id: str, prefix: str) -> DecodedResult:
+        read = self._resources.read(uri, server=server, run_id=run_id, prefix=prefix)
+        return await self._pools.run(read)
 
-        return self._pools.submit(on_loop())
+    # -- prompts and completion ------------------------------------------------------------
 
-    def _read_resource_tool(self) -> BaseTool:
-        def read(uri: str, server: str | None, run_id: str, prefix: str) -> Any:
-            return self._read(uri, server=server, run_id=run_id, prefix=prefix)
+    async def list_prompts(self) -> dict[str, list[Prompt]]:
+        """The prompts of each server that offers some (starting the servers as needed).
 
-        return read_resource_tool(read)
+        Raises:
+            MCPTransportError: A server could not be started or reached.
+        """
+
+        async def on_loop() -> dict[str, list[Prompt]]:
+            listed = {s.name: await list_prompts(self._pool_of(s.name), s.name) for s in self.specs}
+            return {server: prompts for server, prompts in listed.items() if prompts}
+
+        return await self._pools.run(on_loop())
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: dict[str, str] | None = None
+    ) -> list[BaseMessage]:
+        """A prompt of `server`, filled in with `arguments`, as LangChain messages.
+
+        Raises:
+            MCPToolError: The server refused (an unknown prompt, a missing argument).
+            MCPTransportError: The server could not be started or reached.
+        """
+
+        async def on_loop() -> list[BaseMessage]:
+            return await get_prompt(self._pool_of(server), server, name, arguments)
+
+        return await self._pools.run(on_loop())
+
+    async def complete(
+        self,
+        server: str,
+        argument: str,
+        value: str,
+        *,
+        prompt: str | None = None,
+        resource_template: str | None = None,
+        context: dict[str, str] | None = None,
+    ) -> Completion:
+        """Suggestions for an argument of a prompt or resource template (`completion/complete`).
+
+        Args:
+            server: The server's name.
+            argument: The argument's name.
+            value: What is typed so far.
+            prompt: The prompt's name (or give `resource_template`).
+            resource_template: The template's URI.
+            context: Arguments already filled in.
+
+        Raises:
+            ValueError: Neither or both of `prompt` and `resource_template` are given.
+            MCPToolError: The server refused (no completions, an unknown prompt).
+            MCPTransportError: The server could not be started or reached.
+        """
+        reference = completion_reference(prompt, resource_template)
+        asked = {"name": argument, "value": value}
+
+        async def on_loop() -> Completion:
+            return await complete(self._pool_of(server), server, reference, asked, context)
+
+        return await self._pools.run(on_loop())
+
+    def _pool_of(self, server: str) -> MCPSessionPool:
+        """The pool of a server outside a run (on the background loop)."""
+        if server not in self._specs:
+            msg = f"unknown MCP server {server!r}; configured: {', '.join(self._specs)}"
+            raise ConfigurationError(msg)
+        return self._pools.pool_of(server, "")
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -42,6 +42,10 @@ class ToolSource(Protocol):
         """The parts (servers) whose tools are missing now, with the reason."""
         ...
 
+    def settle(self) -> object:
+        """Wait (bounded) until announced changes of the tools have arrived."""
+        ...
+
 
 @dataclass(frozen=True)
 class _Snapshot:
@@ -90,6 +94,8 @@ class ToolCatalog:
 
     def _current(self) -> _Snapshot:
         snapshot = self._snapshot
+        if self._source is not None:
+            self._source.settle()
         if self._source is None or self._source.version == snapshot.version:
             return snapshot
         with self._lock:

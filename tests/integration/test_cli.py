@@ -345,6 +345,48 @@ def test_quiet_leaves_only_the_answer_even_with_noisy_and_dead_servers(
             assert "agentloop: WARNING: MCP server 'late' is unavailable" in captured.err
 
 
+def test_verbose_shows_server_stderr_and_unavailable_reasons(
+    scripted: Any, capfd: Any, tmp_path: Path
+) -> None:
+    config = {
+        "mcpServers": {
+            "dynamic": own_server("dynamic"),  # writes to stderr when it starts and works
+            "field": own_server("dies_saying", "missing setting FIELD_API_TOKEN"),
+        }
+    }
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    scripted(
+        plan_reply("execute", [{"tool_name": "shout", "tool_kwargs": {"text": "hi"}}]),
+        plan_reply("response"),
+        "HI",
+    )
+    code = main(["run", "--model", "fake:model", "-v", "--mcp-config", str(path), "shout"])
+    captured = capfd.readouterr()
+    assert code == 0, captured.err
+    assert captured.out == "HI\n"
+    assert "[dynamic] dynamic server starting" in captured.err
+    assert "[dynamic] shouting 'hi'" in captured.err
+    (warning,) = [line for line in captured.err.splitlines() if "'field' is unavailable" in line]
+    assert "missing setting FIELD_API_TOKEN" in captured.err.split(warning, 1)[1] or (
+        "missing setting FIELD_API_TOKEN" in warning
+    )
+
+
+def test_run_exits_3_with_the_server_stderr_when_no_server_starts(
+    scripted: Any, capfd: Any, tmp_path: Path
+) -> None:
+    config = {"mcpServers": {"field": own_server("dies_saying", "missing setting API_TOKEN")}}
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    scripted("unused")
+    code = main(["run", "--model", "fake:model", "--mcp-config", str(path), "q"])
+    captured = capfd.readouterr()
+    assert code == 3
+    (error,) = [line for line in captured.err.splitlines() if line.startswith(ERROR_PREFIX)]
+    assert "'field' could not be started" in error and "missing setting API_TOKEN" in error
+
+
 @pytest.mark.parametrize(
     ("question", "tools", "needles"),
     [

@@ -300,6 +300,24 @@ async def test_a_server_killed_between_calls_is_restarted(tmp_path: Path) -> Non
 # -- tool lists and logs -----------------------------------------------------------------------
 
 
+async def test_a_tool_added_during_a_run_is_offered_in_its_next_round(run_loop: Any) -> None:
+    with MCPToolset({"dynamic": own_server("dynamic")}) as toolset:
+        planner = ScriptedChatModel(
+            [
+                plan_reply("execute", [cmd("unlock_slowly")]),
+                plan_reply("execute", [cmd("secret")]),
+                plan_reply("response"),
+            ]
+        )
+        graph = create_tool_loop(
+            planner, [], answer_model=ScriptedChatModel(["a"]), mcp_servers=toolset
+        )
+        out = await run_loop(graph, {"user_input": "unlock, then the secret"})
+    assert "secret" not in prompt_tools(planner.requests[0])
+    assert "secret" in prompt_tools(planner.requests[1])
+    assert [r["result"] for r in out["tool_logs"]] == ["unlocked", "opened sesame"]
+
+
 async def test_the_tool_list_is_refreshed_on_list_changed(
     caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
 ) -> None:

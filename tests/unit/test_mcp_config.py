@@ -171,3 +171,12 @@ def test_bad_servers(server: Any, expected: str) -> None:
 def test_mcp_servers_must_be_a_mapping() -> None:
     with pytest.raises(ConfigurationError, match="'mcpServers' must be a mapping"):
         load_mcp_config({"mcpServers": ["a"]})
+
+
+def test_log_level() -> None:
+    (spec,) = load_mcp_config({"s": {"command": "x", "log_level": "warning"}})
+    assert spec.log_level == "warning"
+    (default,) = load_mcp_config({"s": {"command": "x"}})
+    assert default.log_level is None
+    with pytest.raises(ConfigurationError, match="'log_level' must be one of debug, info"):
+        load_mcp_config({"s": {"command": "x", "log_level": "loud"}})

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from mcp.server.fastmcp import FastMCP
 
@@ -33,6 +34,7 @@ def explode(marker_file: str) -> str:
     """Append to a file, then stop the server process mid-call."""
     with open(marker_file, "a", encoding="utf-8") as handle:
         handle.write("called\n")
+    print("plain: out of coffee, stopping", file=sys.stderr, flush=True)
     os._exit(1)
 
 
