@@ -118,7 +118,7 @@ class _CallTool:
         call, record = complete_call(self.parts.runner, call)
         if record is not None:
             return self._refused(record, scope.emit)
-        config = tool_config(self.parts, call, get_config())
+        config = tool_config(self.parts, call, get_config(), scope.context)
 
         def run() -> dict[str, Any]:
             early = self._early(call)
@@ -141,7 +141,7 @@ class _CallTool:
         call, record = complete_call(self.parts.runner, call)
         if record is not None:
             return self._refused(record, scope.emit)
-        config = tool_config(self.parts, call, get_config())
+        config = tool_config(self.parts, call, get_config(), scope.context)
 
         async def run() -> dict[str, Any]:
             early = self._early(call)

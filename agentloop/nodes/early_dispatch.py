@@ -33,6 +33,7 @@ from agentloop.planning.references import command_dependencies
 from agentloop.planning.stream import PlanStreamParser
 from agentloop.settings import RunScope
 from agentloop.state import LoopState, PreparedCall, empty_round_state
+from agentloop.tools.cache_scope import run_identity
 from agentloop.tools.call_config import CallInfo, with_call_info
 from agentloop.tools.judge import executed_queries
 
@@ -47,13 +48,16 @@ def round_label(state: LoopState) -> str:
     return f"{index}.{rollbacks}" if rollbacks else str(index)
 
 
-def tool_config(parts: LoopParts, call: PreparedCall, config: RunnableConfig) -> RunnableConfig:
-    """The config a tool is called with: the node's, naming the call it serves."""
+def tool_config(
+    parts: LoopParts, call: PreparedCall, config: RunnableConfig, context: Any
+) -> RunnableConfig:
+    """The config a tool is called with: the node's, naming the call and whom it serves."""
     info: CallInfo = {
         "run_id": call["call_id"].split(":", 1)[0],
         "call_id": call["call_id"],
         "call_key": call["call_key"],
         "loop": parts.settings.name,
+        "identity": run_identity(config, context),
     }
     return with_call_info(config, info)
 
@@ -160,7 +164,7 @@ class EarlyDispatch:
         return True
 
     def _start(self, call: PreparedCall) -> None:
-        config = tool_config(self.parts, call, self.config)
+        config = tool_config(self.parts, call, self.config, self.scope.context)
         runner, emit = self.parts.runner, self.scope.emit
         handle: asyncio.Task[Any] | concurrent.futures.Future[Any]
         if self.asynchronous:

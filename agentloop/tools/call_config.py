@@ -1,8 +1,8 @@
 """How a tool learns which call it serves: a key of the config the loop invokes it with.
 
 The loop invokes every tool with the config of its `call_tool` task plus
-`configurable["agentloop_call"] = {"run_id", "call_id", "call_key", "loop"}`. A tool (or a graph
-run inside it, such as a sub-agent) reads it with `call_info(config)`.
+`configurable["agentloop_call"] = {"run_id", "call_id", "call_key", "loop", "identity"}`.
+A tool (or a graph run inside it, such as a sub-agent) reads it with `call_info(config)`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ class CallInfo(TypedDict):
     """The call's stable identity (also its `idempotency_key`)."""
     loop: NotRequired[str]
     """The name of the loop that makes the call (for the events a tool emits)."""
+    identity: NotRequired[str]
+    """Who the run serves (`agentloop.tools.cache_scope.run_identity`)."""
 
 
 def call_info(config: RunnableConfig | None) -> CallInfo | None:

@@ -19,6 +19,7 @@ from langchain_core.tools import BaseTool
 
 from agentloop._deprecation import deprecated_alias
 from agentloop.tools.cache import ResultCache, canonical_key
+from agentloop.tools.cache_scope import scoped_key
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.policy import ResolvedPolicy
 from agentloop.tools.results import to_jsonable, truncate_result
@@ -46,6 +47,8 @@ class ToolInvocation:
     purpose: str = ""
     round_index: int = 0
     index: int = 0
+    identity: str = ""
+    """Who the call serves (`run_identity`): cached results are kept apart by it."""
     trace: list[str] = field(default_factory=list, compare=False)
     """Free-form notes interceptors leave on the call (copied into the record)."""
 
@@ -55,8 +58,9 @@ class ToolInvocation:
 
     @property
     def cache_key(self) -> str:
-        """The canonical key of this call (tool name and sorted arguments)."""
-        return canonical_key(self.tool_name, self.arguments)
+        """The cache key of this call: its identity (unless global), tool and sorted arguments."""
+        key = canonical_key(self.tool_name, self.arguments)
+        return scoped_key(key, self.identity, self.policy.cache_scope)
 
 
 Proceed = Callable[[ToolInvocation], Awaitable[ToolOutcome]]
