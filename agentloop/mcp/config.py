@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
@@ -47,7 +48,8 @@ class MCPServerSpec:
     deny: frozenset[str] = frozenset()
     """The tool names to drop; wins over `allow`."""
     secrets: frozenset[str] = frozenset()
-    """The values of the server's own `env` and `headers`, redacted wherever they appear."""
+    """The values of the server's own `env` and `headers`, and its URL's path and query
+    values, redacted wherever they appear."""
     scope: SessionScope = "toolset"
     """Who shares a session: every run (`toolset`), or each run its own (`run`)."""
     required: bool = False
@@ -178,6 +180,7 @@ def _parse_server(
     own = {
         **_string_map(entry, "env", where=where, allow_numbers=True),
         **_string_map(entry, "headers", where=where, allow_numbers=False),
+        **_url_secrets(connection.get("url")),
     }
     scope = entry.get("scope", "toolset")
     if scope not in ("toolset", "run"):
@@ -283,6 +286,19 @@ def _http_connection(entry: Mapping[str, Any], *, sse: bool, where: str) -> dict
     if headers:
         connection["headers"] = headers
     return connection
+
+
+def _url_secrets(url: Any) -> dict[str, str]:
+    """The path and query values of a server URL: they often carry a token."""
+    if not isinstance(url, str):
+        return {}
+    parts = urlsplit(url)
+    secrets = {f"path:{i}": segment for i, segment in enumerate(parts.path.split("/")) if segment}
+    if parts.path.strip("/"):
+        secrets["path"] = parts.path
+    for i, (_, value) in enumerate(parse_qsl(parts.query, keep_blank_values=False)):
+        secrets[f"query:{i}"] = value
+    return secrets
 
 
 def _string_map(

@@ -43,7 +43,7 @@ from agentloop.mcp.tools import (
     read_resource_tool,
     tool_output,
 )
-from agentloop.redaction import Redactor
+from agentloop.redaction import Redactor, install_log_redaction
 from agentloop.tools.call_config import call_info
 
 __all__ = ["READ_RESOURCE_TOOL", "MCPToolset", "McpServersConfig"]
@@ -98,6 +98,7 @@ class MCPToolset:
         self.retry_interval_s = retry_interval_s
         self.model = model
         self.redact = Redactor(self.secrets)
+        install_log_redaction(logger, self.redact)  # before any server starts and logs
         self._pools = SessionPools(self.specs, self._pool, idle_timeout_s)
         self._discovery_lock = threading.Lock()
         self._server_tools: dict[str, list[BaseTool]] = {}
