@@ -17,7 +17,7 @@ from agentloop.tools.policy import ToolPolicy
 
 __all__ = ["INHERITED_ENV", "MCPServerSpec", "SessionScope", "load_mcp_config"]
 
-SessionScope = Literal["toolset", "run"]
+SessionScope = Literal["toolset", "thread", "run"]
 """`toolset`: one session per server, shared by every run and thread of the toolset;
 `run`: one session per run (for servers that keep state per conversation)."""
 
@@ -51,7 +51,9 @@ class MCPServerSpec:
     """The values of the server's own `env` and `headers`, and its URL's path and query
     values, redacted wherever they appear."""
     scope: SessionScope = "toolset"
-    """Who shares a session: every run (`toolset`), or each run its own (`run`)."""
+    """Who shares a session: every run and thread (`toolset`: server state is shared by
+    every user), each thread its own, reused by its runs (`thread`), or each run its own
+    (`run`)."""
     required: bool = False
     """A server that cannot start makes the toolset fail, instead of leaving it out."""
     sampling: bool = False
@@ -74,7 +76,8 @@ def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[
     `transport: sse`. `allow` / `allowTools` / `include` and `deny` /
     `denyTools` / `exclude` filter its tools; `disabled: true` skips it. A
     relative `cwd` (or root) is taken from the config file's folder.
-    agentloop's own keys: `scope` (`toolset`, the default, or `run`),
+    agentloop's own keys: `scope` (`toolset`, the default: one session shared by
+    every run and user; `thread`: one per thread; or `run`),
     `required` (a server that cannot start fails the toolset), `sampling` (the
     loop's model answers the server's sampling requests), `elicitation` (false:
     decline them instead of asking a person), `roots` (paths declared as the
@@ -183,8 +186,8 @@ def _parse_server(
         **_url_secrets(connection.get("url")),
     }
     scope = entry.get("scope", "toolset")
-    if scope not in ("toolset", "run"):
-        msg = f"{where}: 'scope' must be 'toolset' or 'run', got {scope!r}"
+    if scope not in ("toolset", "thread", "run"):
+        msg = f"{where}: 'scope' must be 'toolset', 'thread' or 'run', got {scope!r}"
         raise ConfigurationError(msg)
     return MCPServerSpec(
         name,

@@ -12,7 +12,7 @@ from typing import Any, NotRequired
 from langchain_core.runnables import RunnableConfig
 from typing_extensions import TypedDict
 
-__all__ = ["CALL_CONFIG_KEY", "CallInfo", "call_info", "with_call_info"]
+__all__ = ["CALL_CONFIG_KEY", "CallInfo", "call_info", "call_thread", "with_call_info"]
 
 CALL_CONFIG_KEY = "agentloop_call"
 """The `configurable` key under which a tool finds its call."""
@@ -39,6 +39,12 @@ def call_info(config: RunnableConfig | None) -> CallInfo | None:
     if isinstance(info, dict) and isinstance(info.get("call_key"), str):
         return info  # type: ignore[return-value]
     return None
+
+
+def call_thread(config: RunnableConfig | None) -> str:
+    """Return the thread a call belongs to ("" without a checkpointer thread)."""
+    thread = ((config or {}).get("configurable") or {}).get("thread_id")
+    return str(thread) if thread is not None else ""
 
 
 def with_call_info(config: RunnableConfig, info: CallInfo) -> RunnableConfig:
