@@ -47,6 +47,7 @@ from agentloop.mcp.tools import (
     tool_output,
 )
 from agentloop.redaction import Redactor, install_log_redaction
+from agentloop.servers import OWNER_META_KEY
 from agentloop.tools.call_config import call_info, call_thread
 
 __all__ = ["READ_RESOURCE_TOOL", "MCPToolset", "McpServersConfig"]
@@ -308,6 +309,7 @@ class MCPToolset:
                     arguments,
                     run_id=info["run_id"] if info else "",
                     thread_id=call_thread(config),
+                    meta={OWNER_META_KEY: info["owner"]} if info and "owner" in info else None,
                     hooks=bridge.hooks,
                     prefix=f"{tool.name}:{position}" if position else tool.name,
                 )
@@ -356,6 +358,7 @@ class MCPToolset:
         *,
         run_id: str = "",
         thread_id: str = "",
+        meta: dict[str, Any] | None = None,
         hooks: CallHooks | None = None,
         prefix: str = "",
     ) -> asyncio.Future[DecodedResult]:
@@ -363,7 +366,7 @@ class MCPToolset:
             pool = self._pools.pool_of(server, run_id, thread_id)
             try:
                 decoded = await pool.call_tool_result(
-                    server, tool, arguments, hooks=hooks, prefix=prefix
+                    server, tool, arguments, hooks=hooks, prefix=prefix, meta=meta
                 )
             finally:
                 self._pools.touch(run_id, thread_id)

@@ -58,6 +58,7 @@ def tool_config(
         "call_key": call["call_key"],
         "loop": parts.settings.name,
         "identity": run_identity(config, context),
+        "owner": run_identity(config, context, thread=False),
     }
     return with_call_info(config, info)
 

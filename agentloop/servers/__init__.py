@@ -14,7 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_NOTES_FILE", "NOTES_FILE_ENV", "bundled_servers_config"]
+__all__ = ["DEFAULT_NOTES_FILE", "NOTES_FILE_ENV", "OWNER_META_KEY", "bundled_servers_config"]
+
+OWNER_META_KEY = "agentloop/owner"
+"""The `_meta` key of a tool call that names whom the call serves (an opaque digest of the
+run's user context, the same across that user's threads): the notes server keeps each
+owner's notes apart."""
 
 NOTES_FILE_ENV = "AGENTLOOP_NOTES_FILE"
 """The environment variable that tells the notes server where its file is (its `--file`

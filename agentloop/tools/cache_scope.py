@@ -63,7 +63,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def run_identity(config: Mapping[str, Any] | None, context: Any = None) -> str:
+def run_identity(
+    config: Mapping[str, Any] | None, context: Any = None, *, thread: bool = True
+) -> str:
     """Return a digest of who a run serves: its thread, its context, its user configuration.
 
     Values that are not JSON count by their `repr`, so two different objects never share
@@ -72,12 +74,15 @@ def run_identity(config: Mapping[str, Any] | None, context: Any = None) -> str:
     Args:
         config: The run's config (its `configurable`, thread included).
         context: The run's `context`.
+        thread: Count the thread (False: the user's identity across their threads).
 
     Returns:
         A hex digest; equal for runs of the same thread, context and configuration.
     """
-    configurable = (config or {}).get("configurable") or {}
-    identity = {"configurable": _user_configurable(configurable), "context": _plain(context)}
+    configurable = _user_configurable((config or {}).get("configurable") or {})
+    if not thread:
+        configurable.pop("thread_id", None)
+    identity = {"configurable": configurable, "context": _plain(context)}
     try:
         body = json.dumps(identity, sort_keys=True, default=repr)
     except (TypeError, ValueError, RecursionError):

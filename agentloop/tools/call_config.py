@@ -1,7 +1,7 @@
 """How a tool learns which call it serves: a key of the config the loop invokes it with.
 
 The loop invokes every tool with the config of its `call_tool` task plus
-`configurable["agentloop_call"] = {"run_id", "call_id", "call_key", "loop", "identity"}`.
+`configurable["agentloop_call"]` (`run_id`, `call_id`, `call_key`, `loop`, `identity`, `owner`).
 A tool (or a graph run inside it, such as a sub-agent) reads it with `call_info(config)`.
 """
 
@@ -30,7 +30,10 @@ class CallInfo(TypedDict):
     loop: NotRequired[str]
     """The name of the loop that makes the call (for the events a tool emits)."""
     identity: NotRequired[str]
-    """Who the run serves (`agentloop.tools.cache_scope.run_identity`)."""
+    """Who the run serves, in its thread (`agentloop.tools.cache_scope.run_identity`)."""
+    owner: NotRequired[str]
+    """Who the run serves, across threads (`run_identity(..., thread=False)`): MCP servers
+    receive it as `_meta["agentloop/owner"]` of each tool call, to keep users' data apart."""
 
 
 def call_info(config: RunnableConfig | None) -> CallInfo | None:

@@ -6,11 +6,16 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from langchain_core.messages import BaseMessage
 
-from agentloop.mcp import MCPSessionPool, MCPToolError, load_mcp_config
+from agentloop import create_tool_loop
+from agentloop.mcp import MCPSessionPool, MCPToolError, MCPToolset, load_mcp_config
 from agentloop.servers import bundled_servers_config
+from agentloop.servers.notes import MAX_BODY_CHARS
+from agentloop.testing import ScriptedChatModel, plan_reply
 
 pytestmark = pytest.mark.integration
 
@@ -54,3 +59,48 @@ async def test_hostile_expressions_do_not_stall_the_calculator(pool: MCPSessionP
     # round(7, -10**9) alone ran for minutes before: every call now ends in seconds at most
     slowest = max(seconds for _, seconds in [*hostile_results, *sum_results])
     assert slowest < 20, hostile_results
+
+
+def notes_planner(*commands: dict[str, object]) -> ScriptedChatModel:
+    """Runs `commands` in its first round, then answers (for each run of the loop)."""
+
+    def respond(messages: list[BaseMessage]) -> str:
+        if "round_index: 0" in str(messages[-1].content):
+            return str(plan_reply("execute", list(commands)))
+        return str(plan_reply("response"))
+
+    return ScriptedChatModel(responder=respond)
+
+
+def user(name: str) -> dict[str, object]:
+    return {"configurable": {"user_id": name}}
+
+
+async def test_notes_belong_to_their_owner(run_loop: Any, tmp_path: Path) -> None:
+    save = {
+        "tool_name": "save_note",
+        "tool_kwargs": {"title": "card", "body": "my card ends 1111", "idempotency_key": "k-1"},
+    }
+    listing = {"tool_name": "list_notes", "tool_kwargs": {}}
+    config = bundled_servers_config(tmp_path / "notes.jsonl")
+    with MCPToolset({"mcpServers": {"notes": config["mcpServers"]["notes"]}}) as toolset:
+        answerer = ScriptedChatModel(["ok"], repeat_last=True)
+        graph = create_tool_loop(
+            notes_planner(save, listing), mcp_servers=toolset, answer_model=answerer
+        )
+        alice = await run_loop(graph, {"user_input": "save"}, user("alice"))
+        bob = await run_loop(graph, {"user_input": "save"}, user("bob"))
+    alice_note, alice_list = alice["tool_logs"]
+    bob_note, bob_list = bob["tool_logs"]
+    assert alice_note["result"]["deduplicated"] is False
+    assert bob_note["result"]["deduplicated"] is False  # alice's key is not bob's
+    assert bob_note["result"]["id"] != alice_note["result"]["id"]
+    assert [n["id"] for n in alice_list["result"]] == [alice_note["result"]["id"]]
+    assert [n["id"] for n in bob_list["result"]] == [bob_note["result"]["id"]]
+
+
+async def test_a_note_is_bounded(pool: MCPSessionPool) -> None:
+    big = {"title": "big", "body": "x" * (MAX_BODY_CHARS + 1)}
+    with pytest.raises(MCPToolError, match="at most"):
+        await pool.call_tool("notes", "save_note", big)
+    assert await pool.call_tool("notes", "list_notes", {}) == []
