@@ -74,6 +74,13 @@ _SHORTEST_MATCH = 8
 """No literal secret, credential shape or parameter is shorter: shorter text is left alone."""
 _MEMO_MAX_CHARS = 512
 _MEMO_ENTRIES = 4096
+SHAPE_TRIGGERS = (
+    "bearer", "basic", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox",
+    "akia", "aiza", "glpat-", "eyj", "key=", "token=", "secret=", "password=", "passwd=",
+    "signature=",
+)  # fmt: skip
+"""Lower-case text without which no credential shape or parameter can match: a long text
+holding none of them (nor a literal secret) is returned without running the pattern."""
 
 
 def _base64_cores(secret: str) -> set[str]:
@@ -151,6 +158,11 @@ class Redactor:
         # One pass: a parameter's value, else a literal secret in one of its forms (longest
         # first) or a shape.
         self._pattern = re.compile(f"{PARAMETER}|" + "|".join(alternatives))
+        self._triggers: tuple[str, ...] | None = (
+            (*SHAPE_TRIGGERS, *{form.lower() for form, _ in literals})
+            if self.shapes == CREDENTIAL_SHAPES
+            else None
+        )
         self._memo: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -163,6 +175,10 @@ class Redactor:
         if len(text) < _SHORTEST_MATCH:
             return text
         if len(text) > _MEMO_MAX_CHARS:
+            if self._triggers is not None:
+                lowered = text.lower()
+                if not any(trigger in lowered for trigger in self._triggers):
+                    return text
             return self._pattern.sub(_replace, text)
         found = self._memo.get(text)
         if found is None:

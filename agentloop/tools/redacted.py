@@ -20,15 +20,32 @@ from langgraph.errors import GraphBubbleUp
 
 from agentloop.errors import ToolCallError, classify_tool_error
 from agentloop.redaction import Redact, redact_data
-from agentloop.tools.results import to_jsonable
+from agentloop.tools.results import to_jsonable, truncate_result
 
-__all__ = ["redacted_error", "redacted_output", "redacting"]
+__all__ = ["MIN_REDACTED_CHARS", "redacted_error", "redacted_output", "redacting"]
+
+MIN_REDACTED_CHARS = 1_000_000
+"""A text output longer than this (and than four times the tool's result budget) is cut
+before it is redacted, so redaction costs a bounded time; the record keeps less anyway,
+and its `truncated` flag and marker still count every character the tool returned."""
 
 
-def redacted_output(output: Any, redact: Redact) -> Any:
-    """A tool's output with secrets redacted (an object holding one becomes JSON data)."""
+def _bounded(output: Any, max_chars: int) -> Any:
+    if isinstance(output, str) and len(output) > max_chars:
+        return truncate_result(output, max_chars).value
+    if isinstance(output, tuple) and len(output) == 2 and isinstance(output[0], str):
+        return (_bounded(output[0], max_chars), output[1])  # content and artifact
+    return output
+
+
+def redacted_output(output: Any, redact: Redact, max_chars: int = MIN_REDACTED_CHARS) -> Any:
+    """A tool's output with secrets redacted (an object holding one becomes JSON data).
+
+    Text longer than `max_chars` is cut first (with the truncation marker).
+    """
     if output is None or isinstance(output, bool | int | float):
         return output
+    output = _bounded(output, max_chars)
     if isinstance(output, str | list | dict | tuple):
         return redact_data(output, redact)
     try:
@@ -82,7 +99,7 @@ def redacted_error(error: Exception, redact: Redact) -> Exception:
     return ToolCallError(classify_tool_error(error), redact(str(error)))
 
 
-def _sync(function: Callable[..., Any], redact: Redact) -> Callable[..., Any]:
+def _sync(function: Callable[..., Any], redact: Redact, max_chars: int) -> Callable[..., Any]:
     @functools.wraps(function)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -92,12 +109,12 @@ def _sync(function: Callable[..., Any], redact: Redact) -> Callable[..., Any]:
             if safe is error:
                 raise
             raise safe from None
-        return redacted_output(output, redact)
+        return redacted_output(output, redact, max_chars)
 
     return run
 
 
-def _async(function: Callable[..., Any], redact: Redact) -> Callable[..., Any]:
+def _async(function: Callable[..., Any], redact: Redact, max_chars: int) -> Callable[..., Any]:
     @functools.wraps(function)
     async def run(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -107,31 +124,34 @@ def _async(function: Callable[..., Any], redact: Redact) -> Callable[..., Any]:
             if safe is error:
                 raise
             raise safe from None
-        return redacted_output(output, redact)
+        return redacted_output(output, redact, max_chars)
 
     return run
 
 
-def redacting(tool: BaseTool, redact: Redact | None) -> BaseTool:
+def redacting(tool: BaseTool, redact: Redact | None, max_result_chars: int = 0) -> BaseTool:
     """Return a copy of `tool` whose output and exceptions are redacted before callbacks.
 
     Args:
         tool: The tool (a `StructuredTool`, a `Tool` or any `BaseTool` subclass).
         redact: The loop's redaction hook (None: the tool is returned as it is).
+        max_result_chars: The tool's result budget: text beyond four times as much (and
+            beyond `MIN_REDACTED_CHARS`) is cut before redaction.
     """
     if redact is None:
         return tool
+    cap = max(4 * max_result_chars, MIN_REDACTED_CHARS)
     if isinstance(tool, StructuredTool | Tool):
         update: dict[str, Any] = {}
         if tool.func is not None:
-            update["func"] = _sync(tool.func, redact)
+            update["func"] = _sync(tool.func, redact, cap)
         if tool.coroutine is not None:
-            update["coroutine"] = _async(tool.coroutine, redact)
+            update["coroutine"] = _async(tool.coroutine, redact, cap)
         return tool.model_copy(update=update)
     cls = type(tool)
-    methods: dict[str, Any] = {"_run": _sync(cls._run, redact)}
+    methods: dict[str, Any] = {"_run": _sync(cls._run, redact, cap)}
     if cls._arun is not BaseTool._arun:
-        methods["_arun"] = _async(cls._arun, redact)
+        methods["_arun"] = _async(cls._arun, redact, cap)
     subclass = type(cls.__name__, (cls,), methods)
     clone = tool.model_copy()
     try:

@@ -66,7 +66,7 @@ class ToolSpec:
             policy=policy,
             schema=schema,
             arguments=ArgumentSpec(schema, _pydantic_model(tool)),
-            runnable=redacting(crash_proof(tool), redact),
+            runnable=redacting(crash_proof(tool), redact, policy.max_result_chars),
             accepts_idempotency_key=isinstance(declared, dict) and IDEMPOTENCY_ARGUMENT in declared,
         )
 
