@@ -59,6 +59,9 @@ class MCPServerSpec:
     sampling: bool = False
     """Answer the server's sampling requests with the loop's model."""
     elicitation: bool = True
+    send_owner: bool = False
+    """Send whom each call serves as `_meta["agentloop/owner"]` (a digest of the run's user
+    context, stable across its threads), for a server that keeps users' data apart."""
     """Turn the server's elicitation requests into LangGraph interrupts a person answers."""
     roots: tuple[str, ...] = ()
     """The `file://` roots declared to the server."""
@@ -80,7 +83,8 @@ def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[
     every run and user; `thread`: one per thread; or `run`),
     `required` (a server that cannot start fails the toolset), `sampling` (the
     loop's model answers the server's sampling requests), `elicitation` (false:
-    decline them instead of asking a person), `roots` (paths declared as the
+    decline them instead of asking a person), `send_owner` (send whom each call
+    serves as `_meta["agentloop/owner"]`), `roots` (paths declared as the
     client's roots) and `policies` (tool name -> `ToolPolicy` fields, such as
     `{"git_log": {"timeout_s": 10}}`, winning over the tool's annotations). Other
     keys are ignored, so configs written for other MCP clients load as they are.
@@ -199,6 +203,7 @@ def _parse_server(
         required=_flag(entry, "required", False, where=where),
         sampling=_flag(entry, "sampling", False, where=where),
         elicitation=_flag(entry, "elicitation", True, where=where),
+        send_owner=_flag(entry, "send_owner", False, where=where),
         roots=_roots(entry, where=where, base_dir=base_dir),
         policies=_policies(entry, where=where),
     )

@@ -48,7 +48,7 @@ from agentloop.mcp.tools import (
 )
 from agentloop.redaction import Redactor, install_log_redaction
 from agentloop.servers import OWNER_META_KEY
-from agentloop.tools.call_config import call_info, call_thread
+from agentloop.tools.call_config import CallInfo, call_info, call_thread
 
 __all__ = ["READ_RESOURCE_TOOL", "MCPToolset", "McpServersConfig"]
 
@@ -120,6 +120,12 @@ class MCPToolset:
     def secrets(self) -> frozenset[str]:
         """The values of the servers' own `env` and `headers` (redacted by the loop)."""
         return frozenset().union(*(spec.secrets for spec in self.specs))
+
+    def _meta(self, server: str, info: CallInfo | None) -> dict[str, Any] | None:
+        """The `_meta` of a call: whom it serves, for servers configured to receive it."""
+        if info is None or "owner" not in info or not self._specs[server].send_owner:
+            return None
+        return {OWNER_META_KEY: info["owner"]}
 
     def _handlers(self, spec: MCPServerSpec) -> ClientHandlers:
         return ClientHandlers(spec, lambda: self.model, self._tools_changed)
@@ -309,7 +315,7 @@ class MCPToolset:
                     arguments,
                     run_id=info["run_id"] if info else "",
                     thread_id=call_thread(config),
-                    meta={OWNER_META_KEY: info["owner"]} if info and "owner" in info else None,
+                    meta=self._meta(server, info),
                     hooks=bridge.hooks,
                     prefix=f"{tool.name}:{position}" if position else tool.name,
                 )

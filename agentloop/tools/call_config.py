@@ -33,7 +33,7 @@ class CallInfo(TypedDict):
     """Who the run serves, in its thread (`agentloop.tools.cache_scope.run_identity`)."""
     owner: NotRequired[str]
     """Who the run serves, across threads (`run_identity(..., thread=False)`): MCP servers
-    receive it as `_meta["agentloop/owner"]` of each tool call, to keep users' data apart."""
+    configured with `"send_owner": true` receive it as `_meta["agentloop/owner"]`."""
 
 
 def call_info(config: RunnableConfig | None) -> CallInfo | None:
