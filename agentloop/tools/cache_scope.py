@@ -35,9 +35,16 @@ _RUN_KEYS = frozenset(
         "langgraph_plan",
         "langgraph_host",
         "langgraph_api_url",
+        "langsmith-trace",
+        "langsmith-metadata",
+        "langsmith-tags",
+        "langsmith-project",
+        "x-request-id",
     }
 )
-"""`configurable` keys that change from run to run or name no one (LangGraph's own)."""
+"""`configurable` keys that change from run to run and name no one (LangGraph's own and
+the LangGraph server's tracing headers). Every other key counts: one that does not name a
+user only makes runs miss each other's entries."""
 
 
 def _user_configurable(configurable: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import GovernanceOptions, ToolPolicy, ToolRetry, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.tools.cache_scope import run_identity
 
 ORDERS = {"alice": "orders of alice: card **** 1111", "bob": "orders of bob: card **** 2222"}
 
@@ -103,3 +104,24 @@ async def test_global_scope_shares_results_with_every_run(run_loop: Any) -> None
     bob = await run_loop(graph, {"user_input": "rates"}, _user("bob"))
     assert served == ["alice"]
     assert bob["tool_logs"][0]["from_cache"] is True
+
+
+def test_run_identity_counts_users_and_threads_not_per_run_keys() -> None:
+    alice = {"configurable": {"user_id": "alice", "thread_id": "t-1", "checkpoint_ns": ""}}
+    same_alice = {
+        "configurable": {
+            "user_id": "alice",
+            "thread_id": "t-1",
+            "run_id": "r-2",
+            "langgraph_request_id": "q-2",
+            "langsmith-trace": "trace-2",
+            "__pregel_task_id": "x",
+        }
+    }
+    other_thread = {"configurable": {"user_id": "alice", "thread_id": "t-2"}}
+    bob = {"configurable": {"user_id": "bob", "thread_id": "t-1"}}
+    assert run_identity(alice) == run_identity(same_alice)
+    assert len({run_identity(alice), run_identity(other_thread), run_identity(bob)}) == 3
+    assert run_identity(alice, thread=False) == run_identity(other_thread, thread=False)
+    assert run_identity(alice, {"tenant": "a"}) != run_identity(alice, {"tenant": "b"})
+    assert run_identity(alice, object()) != run_identity(alice, object())  # never shared
