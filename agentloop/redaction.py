@@ -255,7 +255,9 @@ def redact_log_record(record: logging.LogRecord) -> logging.LogRecord:
     return record
 
 
-def _redacted(name: str) -> bool:
+def _redacted(name: object) -> bool:
+    if not isinstance(name, str):  # `logging.makeLogRecord` makes records named None
+        return False
     return any(name == root or name.startswith(root + ".") for root in REDACTED_LOGGERS)
 
 

@@ -173,3 +173,13 @@ def test_server_url_path_and_query_values_are_secrets() -> None:
     redact = Redactor(spec.secrets, environ={})
     line = redact(f"HTTP Request: POST {url} 200")
     assert "tok_9f8e7d6c5b4a" not in line and "q-0123456789abcdef" not in line
+
+
+def test_a_redacted_record_can_be_copied(monkeypatch: pytest.MonkeyPatch) -> None:
+    graph = leaky_loop(monkeypatch)
+    made = logging.getLogger("agentloop.x").makeRecord(
+        "agentloop.x", logging.INFO, __file__, 1, "made with %s", (SECRET,), None
+    )
+    copied = logging.makeLogRecord(made.__dict__)  # as structlog's formatter does
+    assert made.getMessage() == copied.getMessage() == f"made with {REDACTED}"
+    del graph
