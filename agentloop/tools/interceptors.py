@@ -158,10 +158,13 @@ class AuditLog:
 
 
 class CacheInterceptor:
-    """Answer idempotent calls from the shared cache while their entry is fresh.
+    """Answer idempotent calls from the cache while their entry is fresh.
+
+    An entry only answers calls of the identity that stored it (same thread, context and
+    user configuration), unless the tool's policy says `cache_scope="global"`.
 
     Args:
-        cache: The cache shared by every run of the compiled loop.
+        cache: The cache of the compiled loop.
     """
 
     def __init__(self, cache: ResultCache) -> None:
