@@ -15,8 +15,10 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool, Tool
 from langgraph.errors import GraphBubbleUp
+from langgraph.types import Command
 
 from agentloop.errors import ToolCallError, classify_tool_error
 from agentloop.redaction import Redact, redact_data
@@ -48,6 +50,13 @@ def redacted_output(output: Any, redact: Redact, max_chars: int = MIN_REDACTED_C
     output = _bounded(output, max_chars)
     if isinstance(output, str | list | dict | tuple):
         return redact_data(output, redact)
+    if isinstance(output, ToolMessage):
+        update = {"content": redact_data(output.content, redact)}
+        return output.model_copy(
+            update={**update, "artifact": redact_data(output.artifact, redact)}
+        )
+    if isinstance(output, Command):  # a state update for the graph: its shape must stay
+        return output
     try:
         text = str(output)
     except Exception:
