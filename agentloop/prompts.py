@@ -79,20 +79,33 @@ class PromptFile:
         return self.template.substitute({key: str(value) for key, value in values.items()})
 
 
+_PROMPT_ESCAPES = str.maketrans(
+    {
+        "<": "\\u003c",
+        ">": "\\u003e",
+        "&": "\\u0026",
+        "\u0085": "\\u0085",
+        "\u2028": "\\u2028",
+        "\u2029": "\\u2029",
+    }
+)
+"""What JSON leaves as it is but a prompt could read as markup or a line break."""
+
+
 def to_prompt_json(value: Any) -> str:
-    """Serialize data for a prompt, so it cannot close the tag it is delimited by."""
+    """Quote tool-, model- or user-originated data for a prompt: the one quoting function.
+
+    The value becomes JSON (a string becomes one JSON string literal) with `<`, `>`, `&`,
+    U+0085, U+2028 and U+2029 escaped as JSON `u` escapes, so it stays valid JSON, holds no
+    line break, and can neither close the tag it is delimited by nor open a new one.
+    """
     text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
-    return text.replace("</", "<\\/")
+    return text.translate(_PROMPT_ESCAPES)
 
 
 def quote_user_text(text: str) -> str:
-    """Quote a user's text for a prompt section: one JSON string, no line breaks, no tags.
-
-    The text becomes a JSON string literal whose `<` and `>` are escaped, so it can
-    neither close the section it is in nor open a new one.
-    """
-    quoted = json.dumps(text, ensure_ascii=False)
-    return quoted.replace("<", "\\u003c").replace(">", "\\u003e")
+    """Quote a user's text for a prompt section (`to_prompt_json` of the string)."""
+    return to_prompt_json(text)
 
 
 @cache

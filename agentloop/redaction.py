@@ -6,13 +6,17 @@ the loop writes to state. The default `Redactor` replaces with `[REDACTED]`:
 
 - the values of environment variables whose names look secret (KEY, TOKEN, SECRET,
   PASSWORD, CREDENTIAL, ...), read when the loop is built;
-- values it is given, such as the `env` and `headers` of MCP server configs;
+- values it is given, such as the `env` and `headers` of MCP server configs and the
+  path and query values of their URLs;
+- each of those literal secrets also in any letter case, URL-encoded and base64-encoded
+  (standard or URL-safe, at any alignment inside a longer encoded text);
 - common credential shapes: bearer tokens, `api_key=...`-style parameters, and provider
   key prefixes (`sk-`, `ghp_`, `github_pat_`, `xox?-`, `AKIA`, `AIza`, `glpat-`, JWTs).
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import re
@@ -20,12 +24,16 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 __all__ = [
     "REDACTED",
+    "REDACTED_LOGGERS",
     "Redact",
     "Redactor",
+    "encoded_forms",
     "install_log_redaction",
+    "redact_log_record",
     "redact_data",
     "secret_env_values",
 ]
@@ -66,6 +74,43 @@ _SHORTEST_MATCH = 8
 """No literal secret, credential shape or parameter is shorter: shorter text is left alone."""
 _MEMO_MAX_CHARS = 512
 _MEMO_ENTRIES = 4096
+SHAPE_TRIGGERS = (
+    "bearer", "basic", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox",
+    "akia", "aiza", "glpat-", "eyj", "key=", "token=", "secret=", "password=", "passwd=",
+    "signature=",
+)  # fmt: skip
+"""Lower-case text without which no credential shape or parameter can match: a long text
+holding none of them (nor a literal secret) is returned without running the pattern."""
+
+
+def _base64_cores(secret: str) -> set[str]:
+    """The parts of the base64 of any text holding `secret` that depend only on it.
+
+    Base64 encodes three bytes as four characters, so the encoding of a secret inside a
+    longer text depends on its offset modulo 3; for each offset, the characters made only
+    of the secret's bits are the same whatever surrounds it.
+    """
+    data = secret.encode("utf-8")
+    cores: set[str] = set()
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + data).decode("ascii")
+        first = -(-offset * 8 // 6)
+        last = (offset + len(data)) * 8 // 6
+        core = encoded[first:last]
+        if len(core) >= MIN_SECRET_LENGTH:
+            cores.update({core, core.translate(str.maketrans("+/", "-_"))})
+    return cores
+
+
+def encoded_forms(secret: str) -> tuple[set[str], set[str]]:
+    """The forms of a literal secret to redact.
+
+    Returns:
+        The forms matched in any letter case (the secret, URL-encoded), and the base64
+        forms, matched exactly.
+    """
+    any_case = {secret, quote(secret, safe=""), quote_plus(secret)}
+    return any_case, _base64_cores(secret)
 
 
 def secret_env_values(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -98,10 +143,26 @@ class Redactor:
         }
         self.secrets = frozenset(values)
         self.shapes = tuple(shapes)
-        ordered = sorted(values, key=len, reverse=True)
-        alternatives = [*map(re.escape, ordered), *(f"(?:{shape})" for shape in self.shapes)]
-        # One pass: a parameter's value, else a literal secret (longest first) or a shape.
+        any_case: set[str] = set()
+        exact: set[str] = set()
+        for value in values:
+            folded, encoded = encoded_forms(value)
+            any_case |= folded
+            exact |= encoded
+        literals = [(form, True) for form in any_case] + [(form, False) for form in exact]
+        literals.sort(key=lambda item: len(item[0]), reverse=True)
+        alternatives = [
+            *(f"(?i:{re.escape(form)})" if fold else re.escape(form) for form, fold in literals),
+            *(f"(?:{shape})" for shape in self.shapes),
+        ]
+        # One pass: a parameter's value, else a literal secret in one of its forms (longest
+        # first) or a shape.
         self._pattern = re.compile(f"{PARAMETER}|" + "|".join(alternatives))
+        self._triggers: tuple[str, ...] | None = (
+            (*SHAPE_TRIGGERS, *{form.lower() for form, _ in literals})
+            if self.shapes == CREDENTIAL_SHAPES
+            else None
+        )
         self._memo: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -114,6 +175,10 @@ class Redactor:
         if len(text) < _SHORTEST_MATCH:
             return text
         if len(text) > _MEMO_MAX_CHARS:
+            if self._triggers is not None:
+                lowered = text.lower()
+                if not any(trigger in lowered for trigger in self._triggers):
+                    return text
             return self._pattern.sub(_replace, text)
         found = self._memo.get(text)
         if found is None:
@@ -152,37 +217,84 @@ def redact_data(value: Any, redact: Redact, _depth: int = 0) -> Any:
 
 # --- log lines -----------------------------------------------------------------------------
 
+REDACTED_LOGGERS = ("agentloop", "mcp", "httpx", "httpcore")
+"""Loggers (and their children) whose records are redacted: the library's, and those of the
+MCP SDK and its HTTP client, which log server URLs and messages."""
+
 _hooks: weakref.WeakSet[Any] = weakref.WeakSet()
 _hooks_lock = threading.Lock()
-_default: list[Redactor] = []
+_default: list[Any] = []
+_installed: list[Callable[..., logging.LogRecord]] = []
 
 
-class _LogRedaction(logging.Filter):
-    """Redacts the library's log lines with the default redactor and every loop's hook."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
+def _redact_text(text: str) -> str:
+    with _hooks_lock:
+        hooks: list[Any] = [*_default, *list(_hooks)]
+    for hook in hooks:
         try:
-            message = record.getMessage()
+            text = hook(text)
         except Exception:
-            return True
-        with _hooks_lock:
-            hooks: list[Any] = [*_default, *list(_hooks)]
-        redacted = message
-        for hook in hooks:
-            try:
-                redacted = hook(redacted)
-            except Exception:
-                continue
-        if redacted != message:
-            record.msg, record.args = redacted, None
-        return True
+            continue
+    return text
 
 
-_FILTER = _LogRedaction()
+def redact_log_record(record: logging.LogRecord) -> logging.LogRecord:
+    """Redact a record's message and exception text with every registered hook (in place)."""
+    try:
+        message = record.getMessage()
+    except Exception:
+        return record
+    redacted = _redact_text(message)
+    if redacted != message:
+        record.msg, record.args = redacted, None
+    if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
+        text = logging.Formatter().formatException(record.exc_info)
+        safe = _redact_text(text)
+        if safe != text:
+            record.exc_text = safe
+    return record
+
+
+def _redacted(name: object) -> bool:
+    if not isinstance(name, str):  # `logging.makeLogRecord` makes records named None
+        return False
+    return any(name == root or name.startswith(root + ".") for root in REDACTED_LOGGERS)
+
+
+def _install_factory() -> None:
+    """Redact each record of `REDACTED_LOGGERS` where it is made, whatever handles it.
+
+    Logger filters do not see records propagated from child loggers, and handlers may be
+    added at any time; the record factory sees every record of every logger, once.
+    """
+    if _installed and logging.getLogRecordFactory() is _installed[0]:
+        return
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        if _redacted(record.name):
+            redact_log_record(record)
+        return record
+
+    _installed[:] = [factory]
+    logging.setLogRecordFactory(factory)
 
 
 def install_log_redaction(logger: logging.Logger, hook: Any = None) -> logging.Logger:
-    """Redact a library logger's lines (and register a loop's hook for all of them)."""
+    """Redact the log records of the library, the MCP SDK and its HTTP client.
+
+    Every record of the `agentloop`, `mcp`, `httpx` and `httpcore` loggers and their
+    children is redacted when it is made (by the default `Redactor` and every hook
+    registered here), before any filter or handler sees it.
+
+    Args:
+        logger: Returned as it is (`logger = install_log_redaction(getLogger(__name__))`).
+        hook: A loop's (or an MCP toolset's) redaction hook, registered for all records.
+
+    Returns:
+        `logger`.
+    """
     with _hooks_lock:
         if not _default:
             _default.append(Redactor())
@@ -191,6 +303,5 @@ def install_log_redaction(logger: logging.Logger, hook: Any = None) -> logging.L
                 _hooks.add(hook)
             except TypeError:  # a hook that cannot be weakly referenced: keep it
                 _default.append(hook)
-    if _FILTER not in logger.filters:
-        logger.addFilter(_FILTER)
+    _install_factory()
     return logger

@@ -112,7 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--mcp-config",
         metavar="FILE",
-        help="a JSON / YAML file of mcpServers (replaces the bundled servers)",
+        help="a JSON / YAML file of mcpServers (replaces the bundled servers); a server's "
+        'default "scope": "toolset" shares its session and state between runs, '
+        '"thread" or "run" keeps them apart',
     )
     run.add_argument(
         "--max-rounds", type=_count(0), default=5, metavar="N", help="most rounds (default: 5)"

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
+from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
@@ -16,7 +17,7 @@ from agentloop.tools.policy import ToolPolicy
 
 __all__ = ["INHERITED_ENV", "LogLevel", "MCPServerSpec", "SessionScope", "load_mcp_config"]
 
-SessionScope = Literal["toolset", "run"]
+SessionScope = Literal["toolset", "thread", "run"]
 """`toolset`: one session per server, shared by every run and thread of the toolset;
 `run`: one session per run (for servers that keep state per conversation)."""
 
@@ -50,14 +51,20 @@ class MCPServerSpec:
     deny: frozenset[str] = frozenset()
     """The tool names to drop; wins over `allow`."""
     secrets: frozenset[str] = frozenset()
-    """The values of the server's own `env` and `headers`, redacted wherever they appear."""
+    """The values of the server's own `env` and `headers`, and its URL's path and query
+    values, redacted wherever they appear."""
     scope: SessionScope = "toolset"
-    """Who shares a session: every run (`toolset`), or each run its own (`run`)."""
+    """Who shares a session: every run and thread (`toolset`: server state is shared by
+    every user), each thread its own, reused by its runs (`thread`), or each run its own
+    (`run`)."""
     required: bool = False
     """A server that cannot start makes the toolset fail, instead of leaving it out."""
     sampling: bool = False
     """Answer the server's sampling requests with the loop's model."""
     elicitation: bool = True
+    send_owner: bool = False
+    """Send whom each call serves as `_meta["agentloop/owner"]` (a digest of the run's user
+    context, stable across its threads), for a server that keeps users' data apart."""
     """Turn the server's elicitation requests into LangGraph interrupts a person answers."""
     roots: tuple[str, ...] = ()
     """The `file://` roots declared to the server."""
@@ -77,10 +84,12 @@ def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[
     `transport: sse`. `allow` / `allowTools` / `include` and `deny` /
     `denyTools` / `exclude` filter its tools; `disabled: true` skips it. A
     relative `cwd` (or root) is taken from the config file's folder.
-    agentloop's own keys: `scope` (`toolset`, the default, or `run`),
+    agentloop's own keys: `scope` (`toolset`, the default: one session shared by
+    every run and user; `thread`: one per thread; or `run`),
     `required` (a server that cannot start fails the toolset), `sampling` (the
     loop's model answers the server's sampling requests), `elicitation` (false:
-    decline them instead of asking a person), `roots` (paths declared as the
+    decline them instead of asking a person), `send_owner` (send whom each call
+    serves as `_meta["agentloop/owner"]`), `roots` (paths declared as the
     client's roots) and `policies` (tool name -> `ToolPolicy` fields, such as
     `{"git_log": {"timeout_s": 10}}`, winning over the tool's annotations) and
     `log_level` (the least severe log message the server should send, such as
@@ -185,10 +194,11 @@ def _parse_server(
     own = {
         **_string_map(entry, "env", where=where, allow_numbers=True),
         **_string_map(entry, "headers", where=where, allow_numbers=False),
+        **_url_secrets(connection.get("url")),
     }
     scope = entry.get("scope", "toolset")
-    if scope not in ("toolset", "run"):
-        msg = f"{where}: 'scope' must be 'toolset' or 'run', got {scope!r}"
+    if scope not in ("toolset", "thread", "run"):
+        msg = f"{where}: 'scope' must be 'toolset', 'thread' or 'run', got {scope!r}"
         raise ConfigurationError(msg)
     return MCPServerSpec(
         name,
@@ -200,6 +210,7 @@ def _parse_server(
         required=_flag(entry, "required", False, where=where),
         sampling=_flag(entry, "sampling", False, where=where),
         elicitation=_flag(entry, "elicitation", True, where=where),
+        send_owner=_flag(entry, "send_owner", False, where=where),
         roots=_roots(entry, where=where, base_dir=base_dir),
         policies=_policies(entry, where=where),
         log_level=_log_level(entry, where=where),
@@ -301,6 +312,19 @@ def _http_connection(entry: Mapping[str, Any], *, sse: bool, where: str) -> dict
     if headers:
         connection["headers"] = headers
     return connection
+
+
+def _url_secrets(url: Any) -> dict[str, str]:
+    """The path and query values of a server URL: they often carry a token."""
+    if not isinstance(url, str):
+        return {}
+    parts = urlsplit(url)
+    secrets = {f"path:{i}": segment for i, segment in enumerate(parts.path.split("/")) if segment}
+    if parts.path.strip("/"):
+        secrets["path"] = parts.path
+    for i, (_, value) in enumerate(parse_qsl(parts.query, keep_blank_values=False)):
+        secrets[f"query:{i}"] = value
+    return secrets
 
 
 def _string_map(

@@ -1,7 +1,9 @@
 """Where a toolset's sessions live: one background event loop, a shared pool, run pools.
 
-Servers with `"scope": "toolset"` share one `MCPSessionPool`; each run gets its own pool
-for the `"scope": "run"` servers, closed when the run answers or once idle. Everything
+Servers with `"scope": "toolset"` share one `MCPSessionPool`; each thread gets its own
+pool for the `"scope": "thread"` servers, reused by the thread's runs and closed once
+idle; each run gets its own pool for the `"scope": "run"` servers (and the `"thread"`
+ones when it has no thread), closed when the run answers or once idle. Everything
 runs on a background event loop owned by the toolset, so sessions work the same under
 `invoke` (a fresh event loop per call), `ainvoke`, Jupyter and LangGraph's server.
 """
@@ -26,6 +28,14 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 PoolFactory = Callable[[Sequence[MCPServerSpec]], MCPSessionPool]
+
+
+_THREAD_PREFIX = "thread:"
+
+
+def _thread_key(thread_id: str) -> str:
+    """A thread's pool key (run ids never start with the prefix)."""
+    return f"{_THREAD_PREFIX}{thread_id}"
 
 
 class SessionPools:
@@ -137,38 +147,61 @@ class SessionPools:
 
     # -- pools ---------------------------------------------------------------------------
 
-    def pool_of(self, server: str, run_id: str) -> MCPSessionPool:
-        """The pool a call uses: the shared one, or its run's (on the background loop)."""
-        if self._specs[server].scope == "toolset":
+    def pool_of(self, server: str, run_id: str, thread_id: str = "") -> MCPSessionPool:
+        """The pool a call uses: the shared one, its thread's or its run's.
+
+        Called on the background loop.
+        """
+        scope = self._specs[server].scope
+        if scope == "toolset":
             if self._shared is None:
                 self._shared = self._make_pool(
                     [spec for spec in self._specs.values() if spec.scope == "toolset"]
                 )
             return self._shared
-        pool = self._run_pools.get(run_id)
+        key, scopes = (
+            (_thread_key(thread_id), ("thread",))
+            if scope == "thread" and thread_id
+            else (run_id, ("run", "thread"))
+        )
+        pool = self._run_pools.get(key)
         if pool is None:
-            pool = self._run_pools[run_id] = self._make_pool(
-                [spec for spec in self._specs.values() if spec.scope == "run"]
+            pool = self._run_pools[key] = self._make_pool(
+                [spec for spec in self._specs.values() if spec.scope in scopes]
             )
             if self._reaper is None or self._reaper.done():
                 self._reaper = asyncio.get_running_loop().create_task(self._reap_idle())
-        self.touch(run_id)
+        self.touch(run_id, thread_id)
         return pool
 
-    def touch(self, run_id: str) -> None:
-        """Note that a run used its pool now (it stays open while used)."""
-        if run_id in self._run_pools:
-            self._last_used[run_id] = time.monotonic()
+    def touch(self, run_id: str, thread_id: str = "") -> None:
+        """Note that a run (and its thread) used its pool now (it stays open while used)."""
+        now = time.monotonic()
+        for key in (run_id, _thread_key(thread_id) if thread_id else None):
+            if key is not None and key in self._run_pools:
+                self._last_used[key] = now
 
-    def sessions_opened(self, run_id: str | None = None) -> dict[str, int]:
-        """How many sessions each server has needed: shared ones, or a run's (`run_id`)."""
-        pool = self._shared if run_id is None else self._run_pools.get(run_id)
+    def sessions_opened(
+        self, run_id: str | None = None, *, thread_id: str | None = None
+    ) -> dict[str, int]:
+        """How many sessions each server has needed: shared ones, a run's or a thread's."""
+        if thread_id is not None:
+            pool = self._run_pools.get(_thread_key(thread_id))
+        else:
+            pool = self._shared if run_id is None else self._run_pools.get(run_id)
         return pool.sessions_opened if pool is not None else {}
 
     @property
     def open_runs(self) -> list[str]:
         """Runs whose own sessions are open."""
-        return list(self._run_pools)
+        return [key for key in self._run_pools if not key.startswith(_THREAD_PREFIX)]
+
+    @property
+    def open_threads(self) -> list[str]:
+        """Threads whose own sessions are open."""
+        return [
+            key[len(_THREAD_PREFIX) :] for key in self._run_pools if key.startswith(_THREAD_PREFIX)
+        ]
 
     def release(self, run_id: str) -> None:
         """Close a run's pool in the background."""

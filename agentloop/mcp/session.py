@@ -224,6 +224,7 @@ class MCPSessionPool:
         *,
         hooks: CallHooks | None = None,
         prefix: str = "",
+        meta: dict[str, Any] | None = None,
     ) -> DecodedResult:
         """Call one tool and decode its result.
 
@@ -237,6 +238,7 @@ class MCPSessionPool:
             arguments: The tool's arguments.
             hooks: Progress and elicitation hooks of this call.
             prefix: Starts the handles of the result's attachments.
+            meta: The request's `_meta` (such as whom the call serves).
 
         Raises:
             MCPToolError: The tool reported an error, or the server refused the call.
@@ -244,7 +246,11 @@ class MCPSessionPool:
             ConfigurationError: The server is not configured.
         """
         request = ClientRequest(
-            CallToolRequest(params=CallToolRequestParams(name=tool, arguments=arguments))
+            CallToolRequest(
+                params=CallToolRequestParams.model_validate(
+                    {"name": tool, "arguments": arguments, **({"_meta": meta} if meta else {})}
+                )
+            )
         )
         hooks = hooks or CallHooks()
         handlers = self.handlers.get(server)

@@ -3,8 +3,11 @@
 By default each server has one session per toolset (a compiled loop or an `MCPToolset`),
 shared by every run and thread: the tool list is fetched once, refreshed when the server
 announces `tools/list_changed`, and a second run's first call starts no process. A
-server configured with `"scope": "run"` gets one session per run instead, closed when
-the run answers (or once idle). The sessions live on one background event loop owned
+server configured with `"scope": "thread"` gets one session per thread, reused by the
+thread's runs (closed once idle), and one with `"scope": "run"` one session per run,
+closed when the run answers (or once idle). The default shares a server's state (a
+login, a working directory) between every user of the loop: a server that holds
+per-user state needs `thread` or `run`. The sessions live on one background event loop owned
 by the toolset, so they work the same under `invoke` (a fresh event loop per call),
 `ainvoke`, Jupyter and LangGraph's server.
 
@@ -44,8 +47,9 @@ from agentloop.mcp.prompts import complete, completion_reference, get_prompt, li
 from agentloop.mcp.resources import Resources
 from agentloop.mcp.session import MCPSessionPool
 from agentloop.mcp.tools import READ_RESOURCE_TOOL, langchain_tool, tool_output
-from agentloop.redaction import Redactor
-from agentloop.tools.call_config import call_info
+from agentloop.redaction import Redactor, install_log_redaction
+from agentloop.servers import OWNER_META_KEY
+from agentloop.tools.call_config import CallInfo, call_info, call_thread
 
 __all__ = ["READ_RESOURCE_TOOL", "MCPToolset", "McpServersConfig"]
 
@@ -100,6 +104,7 @@ class MCPToolset:
         self.retry_interval_s = retry_interval_s
         self.model = model
         self.redact = Redactor(self.secrets)
+        install_log_redaction(logger, self.redact)  # before any server starts and logs
         self._pools = SessionPools(self.specs, self._pool, idle_timeout_s)
         self._discovery_lock = threading.Lock()
         self._listings = Listings(
@@ -112,6 +117,12 @@ class MCPToolset:
     def secrets(self) -> frozenset[str]:
         """The values of the servers' own `env` and `headers` (redacted by the loop)."""
         return frozenset().union(*(spec.secrets for spec in self.specs))
+
+    def _meta(self, server: str, info: CallInfo | None) -> dict[str, Any] | None:
+        """The `_meta` of a call: whom it serves, for servers configured to receive it."""
+        if info is None or "owner" not in info or not self._specs[server].send_owner:
+            return None
+        return {OWNER_META_KEY: info["owner"]}
 
     def _handlers(self, spec: MCPServerSpec) -> ClientHandlers:
         return ClientHandlers(
@@ -187,6 +198,8 @@ class MCPToolset:
                     tool.name,
                     arguments,
                     run_id=info["run_id"] if info else "",
+                    thread_id=call_thread(config),
+                    meta=self._meta(server, info),
                     hooks=bridge.hooks,
                     prefix=f"{tool.name}:{position}" if position else tool.name,
                 )
@@ -201,7 +214,13 @@ class MCPToolset:
     # -- calls ---------------------------------------------------------------------------
 
     async def call(
-        self, server: str, tool: str, arguments: dict[str, Any], *, run_id: str = ""
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        run_id: str = "",
+        thread_id: str = "",
     ) -> Any:
         """Call a tool of `server` and return its result as data.
 
@@ -209,14 +228,17 @@ class MCPToolset:
             server: The server's name.
             tool: The tool's MCP name.
             arguments: The tool's arguments.
-            run_id: The loop run whose session to use (for `"scope": "run"` servers).
+            run_id: The loop run whose session to use (for `"scope": "run"` servers, and
+                `"thread"` ones without a thread).
+            thread_id: The thread whose session to use (for `"scope": "thread"` servers).
 
         Raises:
             MCPToolError: The tool reported an error (`isError`).
             MCPTransportError: The server died or cannot be reached; the next call
                 starts it again.
         """
-        return (await self._call(server, tool, arguments, run_id=run_id)).value
+        call = self._call(server, tool, arguments, run_id=run_id, thread_id=thread_id)
+        return (await call).value
 
     async def _call(
         self,
@@ -225,17 +247,19 @@ class MCPToolset:
         arguments: dict[str, Any],
         *,
         run_id: str = "",
+        thread_id: str = "",
+        meta: dict[str, Any] | None = None,
         hooks: CallHooks | None = None,
         prefix: str = "",
     ) -> DecodedResult:
         async def on_loop() -> DecodedResult:
-            pool = self._pools.pool_of(server, run_id)
+            pool = self._pools.pool_of(server, run_id, thread_id)
             try:
                 decoded = await pool.call_tool_result(
-                    server, tool, arguments, hooks=hooks, prefix=prefix
+                    server, tool, arguments, hooks=hooks, prefix=prefix, meta=meta
                 )
             finally:
-                self._pools.touch(run_id)
+                self._pools.touch(run_id, thread_id)
             self._resources.mentioned(server, decoded.resource_uris)
             return decoded
 
@@ -331,19 +355,26 @@ class MCPToolset:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def sessions_opened(self, run_id: str | None = None) -> dict[str, int]:
-        """How many sessions each server has needed: shared ones, or a run's (`run_id`)."""
-        return self._pools.sessions_opened(run_id)
+    def sessions_opened(
+        self, run_id: str | None = None, *, thread_id: str | None = None
+    ) -> dict[str, int]:
+        """How many sessions each server has needed: shared ones, a run's or a thread's."""
+        return self._pools.sessions_opened(run_id, thread_id=thread_id)
 
     @property
     def has_run_scope(self) -> bool:
-        """Whether some server keeps one session per run."""
-        return any(spec.scope == "run" for spec in self.specs)
+        """Whether a run may open sessions of its own (`run`; `thread` without a thread)."""
+        return any(spec.scope in ("run", "thread") for spec in self.specs)
 
     @property
     def open_runs(self) -> list[str]:
         """Runs whose own sessions are open."""
         return self._pools.open_runs
+
+    @property
+    def open_threads(self) -> list[str]:
+        """Threads whose own sessions are open (closed once idle)."""
+        return self._pools.open_threads
 
     def release(self, run_id: str) -> None:
         """Close a run's own sessions in the background (called when the run answers)."""

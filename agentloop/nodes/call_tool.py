@@ -57,7 +57,7 @@ class _CallTool:
             record = self.parts.safe_value(early.result())
         else:
             record = run_guarded(
-                self.parts, call, scope, tool_config(self.parts, call, get_config())
+                self.parts, call, scope, tool_config(self.parts, call, get_config(), scope.context)
             )
         return {"call_results": {call["call_id"]: record}}
 
@@ -70,7 +70,7 @@ class _CallTool:
         if early is not None:
             record = self.parts.safe_value(await early.aresult())
         else:
-            config = tool_config(self.parts, call, get_config())
+            config = tool_config(self.parts, call, get_config(), scope.context)
             record = await arun_guarded(self.parts, call, scope, config)
         return {"call_results": {call["call_id"]: record}}
 

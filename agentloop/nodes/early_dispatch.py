@@ -38,6 +38,7 @@ from agentloop.planning.references import command_dependencies
 from agentloop.planning.stream import PlanStreamParser
 from agentloop.settings import RunScope
 from agentloop.state import LoopState, PreparedCall, ToolExecutionRecord, empty_round_state
+from agentloop.tools.cache_scope import run_identity
 from agentloop.tools.call_config import CallInfo, with_call_info
 from agentloop.tools.freshness import reads_so_far
 from agentloop.tools.outcome import ToolOutcome
@@ -58,13 +59,17 @@ def round_label(state: LoopState) -> str:
     return f"{index}.{rollbacks}" if rollbacks else str(index)
 
 
-def tool_config(parts: LoopParts, call: PreparedCall, config: RunnableConfig) -> RunnableConfig:
-    """The config a tool is called with: the node's, naming the call it serves."""
+def tool_config(
+    parts: LoopParts, call: PreparedCall, config: RunnableConfig, context: Any
+) -> RunnableConfig:
+    """The config a tool is called with: the node's, naming the call and whom it serves."""
     info: CallInfo = {
         "run_id": call["call_id"].split(":", 1)[0],
         "call_id": call["call_id"],
         "call_key": call["call_key"],
         "loop": parts.settings.name,
+        "identity": run_identity(config, context),
+        "owner": run_identity(config, context, thread=False),
     }
     return with_call_info(config, info)
 
@@ -178,7 +183,7 @@ class EarlyDispatch:
         return True
 
     def _start(self, call: PreparedCall) -> None:
-        config = tool_config(self.parts, call, self.config)
+        config = tool_config(self.parts, call, self.config, self.scope.context)
         emit = self.scope.emit
         parts, scope = self.parts, self.scope
         handle: asyncio.Task[Any] | concurrent.futures.Future[Any]

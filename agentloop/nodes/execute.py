@@ -26,6 +26,7 @@ from agentloop.checkpoint_safe import decode_arguments
 from agentloop.durability import call_key
 from agentloop.nodes.parts import LoopParts
 from agentloop.planning.references import command_dependencies
+from agentloop.prompts import to_prompt_json
 from agentloop.settings import LoopContext
 from agentloop.state import (
     LoopState,
@@ -406,7 +407,9 @@ def make_collect(parts: LoopParts) -> Any:
             update["usage"] = sum_usage(sub_agents)
         all_flagged = bool(records) and all(record.get("flagged") for record in records)
         if all_flagged and rollbacks < scope.settings.max_consecutive_rollbacks:
-            reasons = [f"- {r['tool_name']}: {r['error']}" for r in records]
+            reasons = [
+                to_prompt_json({"tool": r["tool_name"], "error": r["error"]}) for r in records
+            ]
             emit(
                 "tool_rolled_back",
                 round_index=round_state["round_index"],

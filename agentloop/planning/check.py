@@ -202,7 +202,7 @@ def reask_message(prompts: PromptSet, problem: str, reply: str, example: str) ->
     return HumanMessage(
         prompts.render(
             "plan_reask",
-            problem=problem,
+            problem=to_prompt_json(problem),
             reply=to_prompt_json(quoted or "(nothing)"),
             plan_example=example,
         )

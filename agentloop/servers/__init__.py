@@ -14,7 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_NOTES_FILE", "NOTES_FILE_ENV", "bundled_servers_config"]
+__all__ = ["DEFAULT_NOTES_FILE", "NOTES_FILE_ENV", "OWNER_META_KEY", "bundled_servers_config"]
+
+OWNER_META_KEY = "agentloop/owner"
+"""The `_meta` key of a tool call that names whom the call serves (a digest of the run's
+user context, the same across that user's threads), sent to servers configured with
+`"send_owner": true`: the notes server keeps each owner's notes apart."""
 
 NOTES_FILE_ENV = "AGENTLOOP_NOTES_FILE"
 """The environment variable that tells the notes server where its file is (its `--file`
@@ -60,6 +65,6 @@ def bundled_servers_config(notes_file: str | os.PathLike[str] | None = None) -> 
         "mcpServers": {
             "docs": _server("docsearch"),
             "calculator": _server("calculator"),
-            "notes": _server("notes", "--file", notes_path),
+            "notes": {**_server("notes", "--file", notes_path), "send_owner": True},
         }
     }

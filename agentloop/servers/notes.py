@@ -2,8 +2,12 @@
 
 The file is `AGENTLOOP_NOTES_FILE`, or `./agentloop-notes.jsonl` when that is
 unset. Each save appends one line and syncs it to disk; a save that repeats an
-earlier `idempotency_key` returns the earlier note instead of writing again.
-Run it over stdio with `python -m agentloop.servers.notes`.
+earlier `idempotency_key` of the same owner returns the earlier note instead of
+writing again. Notes belong to the owner named by the call's
+`_meta["agentloop/owner"]` (the loop sends a digest of the run's user context):
+an owner lists, reads and deduplicates only its own notes (calls without an
+owner share one space). A title is at most 200 characters, a body at most
+100,000. Run it over stdio with `python -m agentloop.servers.notes`.
 """
 
 from __future__ import annotations
@@ -17,11 +21,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import ToolAnnotations
 from typing_extensions import TypedDict
 
-from agentloop.servers import DEFAULT_NOTES_FILE, NOTES_FILE_ENV
+from agentloop.servers import DEFAULT_NOTES_FILE, NOTES_FILE_ENV, OWNER_META_KEY
 
 _FILE_ARGUMENT = ""
 """The `--file` the server was started with ("" when none)."""
@@ -37,6 +41,9 @@ __all__ = [
     "read_note",
     "save_note",
 ]
+
+MAX_TITLE_CHARS = 200
+MAX_BODY_CHARS = 100_000
 
 mcp = FastMCP("agentloop-notes", log_level="WARNING")
 _READ_ONLY = ToolAnnotations(
@@ -84,14 +91,29 @@ def _lock(handle: IO[str]) -> None:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
 
 
-def _parse(lines: list[str]) -> list[Note]:
+def _owner(ctx: Context[Any, Any, Any] | None) -> str:
+    """Whom the call serves: `_meta["agentloop/owner"]` of the request ("" when absent)."""
+    try:
+        meta = ctx.request_context.meta if ctx is not None else None
+    except (AttributeError, ValueError, LookupError):
+        return ""
+    owner = (meta.model_extra or {}).get(OWNER_META_KEY) if meta is not None else None
+    return owner if isinstance(owner, str) else ""
+
+
+def _parse(lines: list[str], owner: str) -> list[Note]:
+    """The notes of `owner` among the lines of the file."""
     notes: list[Note] = []
     for line in lines:
         try:
             record: Any = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line torn by a crash mid-write is skipped, not fatal
-        if isinstance(record, dict) and isinstance(record.get("id"), str):
+        if (
+            isinstance(record, dict)
+            and isinstance(record.get("id"), str)
+            and record.get("owner", "") == owner
+        ):
             notes.append(
                 Note(
                     id=record["id"],
@@ -104,15 +126,17 @@ def _parse(lines: list[str]) -> list[Note]:
     return notes
 
 
-def _read_all() -> list[Note]:
+def _read_all(owner: str) -> list[Note]:
     path = notes_file()
     if not path.exists():
         return []
-    return _parse(path.read_text(encoding="utf-8").splitlines())
+    return _parse(path.read_text(encoding="utf-8").splitlines(), owner)
 
 
 @mcp.tool(annotations=_WRITES)
-def save_note(title: str, body: str, idempotency_key: str = "") -> SavedNote:
+def save_note(  # noqa: D417 - `ctx` is the server's, not shown to the model
+    title: str, body: str, idempotency_key: str = "", ctx: Context[Any, Any, Any] | None = None
+) -> SavedNote:
     """Save a note and return it with its new id.
 
     Args:
@@ -124,6 +148,10 @@ def save_note(title: str, body: str, idempotency_key: str = "") -> SavedNote:
     if not title.strip():
         msg = "title must not be empty"
         raise ValueError(msg)
+    if len(title) > MAX_TITLE_CHARS or len(body) > MAX_BODY_CHARS:
+        msg = f"a note's title is at most {MAX_TITLE_CHARS} characters, its body {MAX_BODY_CHARS}"
+        raise ValueError(msg)
+    owner = _owner(ctx)
     path = notes_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a+", encoding="utf-8") as handle:
@@ -131,7 +159,7 @@ def save_note(title: str, body: str, idempotency_key: str = "") -> SavedNote:
         handle.seek(0)
         content = handle.read()
         if idempotency_key:
-            for note in _parse(content.splitlines()):
+            for note in _parse(content.splitlines(), owner):
                 if note["idempotency_key"] == idempotency_key:
                     return SavedNote(**note, deduplicated=True)
         note = Note(
@@ -142,28 +170,32 @@ def save_note(title: str, body: str, idempotency_key: str = "") -> SavedNote:
             idempotency_key=idempotency_key,
         )
         separator = "\n" if content and not content.endswith("\n") else ""
-        handle.write(separator + json.dumps(note, ensure_ascii=False) + "\n")
+        line = json.dumps({**note, "owner": owner}, ensure_ascii=False)
+        handle.write(separator + line + "\n")
         handle.flush()
         os.fsync(handle.fileno())
     return SavedNote(**note, deduplicated=False)
 
 
 @mcp.tool(annotations=_READ_ONLY)
-def list_notes() -> list[NoteSummary]:
+def list_notes(ctx: Context[Any, Any, Any] | None = None) -> list[NoteSummary]:
     """List the saved notes, oldest first, without their bodies."""
     return [
-        NoteSummary(id=n["id"], title=n["title"], created_at=n["created_at"]) for n in _read_all()
+        NoteSummary(id=n["id"], title=n["title"], created_at=n["created_at"])
+        for n in _read_all(_owner(ctx))
     ]
 
 
 @mcp.tool(annotations=_READ_ONLY)
-def read_note(note_id: str) -> Note:
+def read_note(  # noqa: D417 - `ctx` is the server's, not shown to the model
+    note_id: str, ctx: Context[Any, Any, Any] | None = None
+) -> Note:
     """Return one saved note in full.
 
     Args:
         note_id: The `id` from `save_note` or `list_notes`.
     """
-    for note in _read_all():
+    for note in _read_all(_owner(ctx)):
         if note["id"] == note_id:
             return note
     msg = f"unknown note_id {note_id!r}"

@@ -1,8 +1,8 @@
 """How a tool learns which call it serves: a key of the config the loop invokes it with.
 
 The loop invokes every tool with the config of its `call_tool` task plus
-`configurable["agentloop_call"] = {"run_id", "call_id", "call_key", "loop"}`. A tool (or a graph
-run inside it, such as a sub-agent) reads it with `call_info(config)`.
+`configurable["agentloop_call"]` (`run_id`, `call_id`, `call_key`, `loop`, `identity`, `owner`).
+A tool (or a graph run inside it, such as a sub-agent) reads it with `call_info(config)`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, NotRequired
 from langchain_core.runnables import RunnableConfig
 from typing_extensions import TypedDict
 
-__all__ = ["CALL_CONFIG_KEY", "CallInfo", "call_info", "with_call_info"]
+__all__ = ["CALL_CONFIG_KEY", "CallInfo", "call_info", "call_thread", "with_call_info"]
 
 CALL_CONFIG_KEY = "agentloop_call"
 """The `configurable` key under which a tool finds its call."""
@@ -29,6 +29,11 @@ class CallInfo(TypedDict):
     """The call's stable identity (also its `idempotency_key`)."""
     loop: NotRequired[str]
     """The name of the loop that makes the call (for the events a tool emits)."""
+    identity: NotRequired[str]
+    """Who the run serves, in its thread (`agentloop.tools.cache_scope.run_identity`)."""
+    owner: NotRequired[str]
+    """Who the run serves, across threads (`run_identity(..., thread=False)`): MCP servers
+    configured with `"send_owner": true` receive it as `_meta["agentloop/owner"]`."""
 
 
 def call_info(config: RunnableConfig | None) -> CallInfo | None:
@@ -37,6 +42,12 @@ def call_info(config: RunnableConfig | None) -> CallInfo | None:
     if isinstance(info, dict) and isinstance(info.get("call_key"), str):
         return info  # type: ignore[return-value]
     return None
+
+
+def call_thread(config: RunnableConfig | None) -> str:
+    """Return the thread a call belongs to ("" without a checkpointer thread)."""
+    thread = ((config or {}).get("configurable") or {}).get("thread_id")
+    return str(thread) if thread is not None else ""
 
 
 def with_call_info(config: RunnableConfig, info: CallInfo) -> RunnableConfig:

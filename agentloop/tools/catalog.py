@@ -62,7 +62,8 @@ class ToolCatalog:
         source: Tools that may change (None: none).
         policies: Declared policies by tool name. A policy naming no tool is an error,
             unless the source has unavailable parts (their tools may come later).
-        redact: Applied to the planner's tool list.
+        redact: Applied to the planner's tool list, and to each tool's output and errors
+            before its callbacks see them.
         registry_options: Passed to `ToolRegistry`.
     """
 
@@ -87,7 +88,11 @@ class ToolCatalog:
         version = self._source.version if self._source is not None else 0
         dynamic = self._source.tools if self._source is not None else []
         registry = ToolRegistry(
-            [*self._fixed, *dynamic], self._policies, strict_policies=strict, **self._options
+            [*self._fixed, *dynamic],
+            self._policies,
+            strict_policies=strict,
+            redact=self._redact,
+            **self._options,
         )
         text = registry.descriptions_json
         return _Snapshot(version, registry, self._redact(text) if self._redact else text)

@@ -18,6 +18,7 @@ from typing import Any
 from langchain_core.tools import BaseTool
 
 from agentloop.tools.cache import ResultCache, canonical_key
+from agentloop.tools.cache_scope import scoped_key
 from agentloop.tools.freshness import StateTouch, state_touch
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.policy import ResolvedPolicy
@@ -46,6 +47,8 @@ class ToolInvocation:
     purpose: str = ""
     round_index: int = 0
     index: int = 0
+    identity: str = ""
+    """Who the call serves (`run_identity`): cached results are kept apart by it."""
     trace: list[str] = field(default_factory=list, compare=False)
     """Free-form notes interceptors leave on the call (copied into the record)."""
 
@@ -55,8 +58,9 @@ class ToolInvocation:
 
     @property
     def cache_key(self) -> str:
-        """The canonical key of this call (tool name and sorted arguments)."""
-        return canonical_key(self.tool_name, self.arguments)
+        """The cache key of this call: its identity (unless global), tool and sorted arguments."""
+        key = canonical_key(self.tool_name, self.arguments)
+        return scoped_key(key, self.identity, self.policy.cache_scope)
 
     @property
     def touch(self) -> StateTouch:
@@ -159,10 +163,13 @@ class AuditLog:
 
 
 class CacheInterceptor:
-    """Answer idempotent calls from the shared cache while their entry is fresh.
+    """Answer idempotent calls from the cache while their entry is fresh.
+
+    An entry only answers calls of the identity that stored it (same thread, context and
+    user configuration), unless the tool's policy says `cache_scope="global"`.
 
     Args:
-        cache: The cache shared by every run of the compiled loop.
+        cache: The cache of the compiled loop.
     """
 
     def __init__(self, cache: ResultCache) -> None:

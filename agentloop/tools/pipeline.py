@@ -23,6 +23,8 @@ from agentloop.events import Emit
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT, ATTACHMENTS_ARTIFACT
 from agentloop.tools.cache import ResultCache, canonical_key
+from agentloop.tools.cache_scope import run_identity
+from agentloop.tools.call_config import call_info
 from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.interceptors import Interceptor, ToolInvocation, run_chain
 from agentloop.tools.invoke import ToolInvoker, propagates
@@ -248,6 +250,7 @@ class ToolRunner:
             purpose=call["purpose"],
             round_index=call["round_index"],
             index=call["index"],
+            identity=_identity(config),
         )
         emit(
             "tool_started",
@@ -358,6 +361,14 @@ def emit_settled(emit: Emit, record: ToolExecutionRecord) -> None:
         success=False,
         duration_ms=0.0,
     )
+
+
+def _identity(config: RunnableConfig | None) -> str:
+    """Who the call serves: as the loop named it in the tool config, else from the config."""
+    info = call_info(config)
+    if info is not None and "identity" in info:
+        return info["identity"]
+    return run_identity(config)
 
 
 def _query_key(

@@ -11,6 +11,7 @@ from langgraph.types import RetryPolicy
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agentloop.errors import ConfigurationError, is_transient_error
+from agentloop.tools.cache_scope import CacheScope
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
@@ -122,6 +123,12 @@ class ToolPolicy(BaseModel):
         description="Keep the last good result this long and return it, marked stale with "
         "its age, when the tool fails (idempotent only; off by default).",
     )
+    cache_scope: CacheScope | None = Field(
+        default=None,
+        description="Who a cached or last good result may answer: 'identity' (default: the "
+        "same thread, context and user configuration) or 'global' (every run; only for "
+        "data that is the same for everyone).",
+    )
     stub_result: Any = Field(default=None, description="Degraded result used when all failed.")
     arg_aliases: Mapping[str, tuple[str, ...] | list[str]] | None = Field(
         default=None, description="Canonical argument name -> names the model may use instead."
@@ -180,6 +187,8 @@ class ResolvedPolicy:
     retry: ToolRetry | None = None
     cache_ttl_s: float | None = None
     stale_fallback_s: float | None = None
+    cache_scope: CacheScope = "identity"
+    """Who a cached or last good result may answer (see `agentloop.tools.cache_scope`)."""
     stub_result: Any = None
     has_stub: bool = False
     arg_aliases: Mapping[str, tuple[str, ...] | list[str]] = field(default_factory=dict)
@@ -312,6 +321,7 @@ def resolve_policy(
         retry=retry if isinstance(retry, ToolRetry) else None,
         cache_ttl_s=merged.get("cache_ttl_s"),
         stale_fallback_s=merged.get("stale_fallback_s"),
+        cache_scope=merged.get("cache_scope") or "identity",
         stub_result=merged.get("stub_result"),
         has_stub=has_stub,
         arg_aliases=dict(merged.get("arg_aliases") or {}),

@@ -54,6 +54,7 @@ class ToolRegistry:
         default_retry: Retry policy of idempotent tools that declare none.
         strict_policies: A policy for a tool that is not registered is an error (False:
             it is kept for a tool that may be registered later).
+        redact: Applied to each tool's output and errors inside its run, before callbacks.
 
     Raises:
         ConfigurationError: Duplicate names, or (strict) a policy for a tool that is not
@@ -69,6 +70,7 @@ class ToolRegistry:
         timeout_by_prefix: Mapping[str, float] | None = None,
         default_retry: ToolRetry | None = None,
         strict_policies: bool = True,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self._tools: dict[str, BaseTool] = {}
         for candidate in tools:
@@ -96,6 +98,7 @@ class ToolRegistry:
                     timeout_by_prefix=timeout_by_prefix,
                     default_retry=default_retry,
                 ),
+                redact,
             )
             for name, tool in self._tools.items()
         }

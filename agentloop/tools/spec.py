@@ -8,6 +8,7 @@ argument names, and what the planner is told about it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel
 from agentloop.tools.arguments import ArgumentSpec, ValidatedArguments, tool_json_schema
 from agentloop.tools.invoke import crash_proof
 from agentloop.tools.policy import ResolvedPolicy
+from agentloop.tools.redacted import redacting
 
 __all__ = ["IDEMPOTENCY_ARGUMENT", "ToolSpec"]
 
@@ -45,12 +47,18 @@ class ToolSpec:
     """The JSON schema of the arguments a model may send."""
     arguments: ArgumentSpec = field(repr=False)
     runnable: BaseTool = field(repr=False)
-    """What is invoked: the tool, with a coroutine that cannot crash the event loop."""
+    """What is invoked: the tool, with a coroutine that cannot crash the event loop, whose
+    output and errors are redacted before its callbacks see them."""
     accepts_idempotency_key: bool = False
 
     @classmethod
-    def compile(cls, tool: BaseTool, policy: ResolvedPolicy) -> ToolSpec:
-        """Compile a tool with its effective policy."""
+    def compile(
+        cls,
+        tool: BaseTool,
+        policy: ResolvedPolicy,
+        redact: Callable[[str], str] | None = None,
+    ) -> ToolSpec:
+        """Compile a tool with its effective policy (and the loop's redaction hook)."""
         schema = tool_json_schema(tool)
         declared = schema.get("properties")
         return cls(
@@ -58,7 +66,7 @@ class ToolSpec:
             policy=policy,
             schema=schema,
             arguments=ArgumentSpec(schema, _pydantic_model(tool)),
-            runnable=crash_proof(tool),
+            runnable=redacting(crash_proof(tool), redact, policy.max_result_chars),
             accepts_idempotency_key=isinstance(declared, dict) and IDEMPOTENCY_ARGUMENT in declared,
         )
 

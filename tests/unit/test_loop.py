@@ -335,7 +335,7 @@ async def test_an_unusable_plan_is_asked_again_then_reported(run_loop: Any) -> N
     assert out["decision"]["parse_error"] == "planner output holds no JSON object"
     assert out["status"] == "planner_failed"
     assert len(planner.requests) == 3  # the first reply and two re-asks
-    assert "could not be used: planner output holds no JSON object" in str(
+    assert 'could not be used: "planner output holds no JSON object"' in str(
         planner.requests[1][-1].content
     )
     assert answerer.requests == []  # no answer is made up from nothing

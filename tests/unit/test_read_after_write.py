@@ -164,8 +164,8 @@ async def test_the_cache_never_answers_with_data_from_before_a_write(run_loop: A
     )
     results = []
     for turn in range(4):
-        out = await run_loop(
-            graph, {"user_input": f"turn {turn}"}, {"configurable": {"thread_id": f"t{turn}"}}
+        out = await run_loop(  # one conversation: the cache serves the same user's thread
+            graph, {"user_input": f"turn {turn}"}, {"configurable": {"thread_id": "t"}}
         )
         results.append(out["tool_logs"][0])
     assert results[1]["from_cache"] is True  # nothing changed in between

@@ -1,0 +1,102 @@
+"""Whose results a cached entry may answer: the identity of the run that stored it.
+
+By default a cached or last good result only answers calls made with the same identity:
+the same thread, the same `context` and the same user keys of `configurable` (a tool
+that reads `config["configurable"]["user_id"]` never sees another user's entry). A tool
+whose results are the same for everyone declares `ToolPolicy(cache_scope="global")`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+__all__ = ["CacheScope", "run_identity", "scoped_key"]
+
+CacheScope = Literal["identity", "global"]
+"""`identity` (default): entries are kept per thread, context and user configuration;
+`global`: one entry per call for every run of the loop (for data that is the same for
+everyone)."""
+
+_RUN_KEYS = frozenset(
+    {
+        "checkpoint_id",
+        "checkpoint_ns",
+        "checkpoint_map",
+        "run_id",
+        "task_id",
+        "agentloop_call",
+        "langgraph_request_id",
+        "langgraph_version",
+        "langgraph_api_version",
+        "langgraph_plan",
+        "langgraph_host",
+        "langgraph_api_url",
+        "langsmith-trace",
+        "langsmith-metadata",
+        "langsmith-tags",
+        "langsmith-project",
+        "x-request-id",
+    }
+)
+"""`configurable` keys that change from run to run and name no one (LangGraph's own and
+the LangGraph server's tracing headers). Every other key counts: one that does not name a
+user only makes runs miss each other's entries."""
+
+
+def _user_configurable(configurable: Mapping[str, Any]) -> dict[str, Any]:
+    keys = {
+        key: value
+        for key, value in configurable.items()
+        if not key.startswith("__") and key not in _RUN_KEYS
+    }
+    if "langgraph_auth_user_id" in keys:  # the server's user object: its id says who
+        keys.pop("langgraph_auth_user", None)
+    return keys
+
+
+def _plain(value: Any) -> Any:
+    try:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {"__dataclass__": type(value).__qualname__, **dataclasses.asdict(value)}
+        model_dump = getattr(value, "model_dump", None)
+        if callable(model_dump):
+            return {"__model__": type(value).__qualname__, **model_dump()}
+    except Exception:  # an odd context counts by its repr
+        return repr(value)
+    return value
+
+
+def run_identity(
+    config: Mapping[str, Any] | None, context: Any = None, *, thread: bool = True
+) -> str:
+    """Return a digest of who a run serves: its thread, its context, its user configuration.
+
+    Values that are not JSON count by their `repr`, so two different objects never share
+    an identity (at worst, a run misses the cache).
+
+    Args:
+        config: The run's config (its `configurable`, thread included).
+        context: The run's `context`.
+        thread: Count the thread (False: the user's identity across their threads).
+
+    Returns:
+        A hex digest; equal for runs of the same thread, context and configuration.
+    """
+    configurable = _user_configurable((config or {}).get("configurable") or {})
+    if not thread:
+        configurable.pop("thread_id", None)
+    identity = {"configurable": configurable, "context": _plain(context)}
+    try:
+        body = json.dumps(identity, sort_keys=True, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        body = repr(identity)
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def scoped_key(key: str, identity: str, scope: CacheScope) -> str:
+    """Return a call's cache key within a scope (`key` itself when global)."""
+    return key if scope == "global" else f"{identity}|{key}"

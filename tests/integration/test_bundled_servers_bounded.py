@@ -1,0 +1,106 @@
+"""The bundled servers cannot be stalled or filled by one caller."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import BaseMessage
+
+from agentloop import create_tool_loop
+from agentloop.mcp import MCPSessionPool, MCPToolError, MCPToolset, load_mcp_config
+from agentloop.servers import bundled_servers_config
+from agentloop.servers.notes import MAX_BODY_CHARS
+from agentloop.testing import ScriptedChatModel, plan_reply
+
+pytestmark = pytest.mark.integration
+
+HOSTILE_EXPRESSIONS = [
+    "round(7, -10**9)",
+    "round(7, -10**7)",
+    "round(1.5, 10**9)",
+    "-" * 499 + "1",
+    "(1+" * 120 + "1" + ")" * 120,
+    "9**999*9**999*9**999",
+    "(10**999)**999",
+    "max(" + ",".join(["9**999"] * 40) + ")*9**999",
+    "sqrt(10**1000)",
+]
+
+
+@pytest.fixture
+async def pool(tmp_path: Path) -> AsyncIterator[MCPSessionPool]:
+    config = bundled_servers_config(tmp_path / "notes.jsonl")
+    async with MCPSessionPool(load_mcp_config(config)) as pool:
+        yield pool
+
+
+async def test_hostile_expressions_do_not_stall_the_calculator(pool: MCPSessionPool) -> None:
+    assert (await pool.call_tool("calculator", "calculate", {"expression": "1+1"}))["result"] == 2
+
+    async def timed(expression: str) -> tuple[str, float]:
+        started = time.perf_counter()
+        try:
+            value = await pool.call_tool("calculator", "calculate", {"expression": expression})
+            outcome = str(value["result"])
+        except MCPToolError as error:
+            outcome = f"error: {error}"
+        return outcome, time.perf_counter() - started
+
+    hostile = asyncio.gather(*(timed(expression) for expression in HOSTILE_EXPRESSIONS))
+    sums = asyncio.gather(*(timed(f"{i}+2") for i in range(5)))
+    hostile_results, sum_results = await asyncio.wait_for(asyncio.gather(hostile, sums), 60)
+    assert [outcome for outcome, _ in sum_results] == [str(i + 2) for i in range(5)]
+    assert all(outcome.startswith("error") for outcome, _ in hostile_results), hostile_results
+    # round(7, -10**9) alone ran for minutes before: every call now ends in seconds at most
+    slowest = max(seconds for _, seconds in [*hostile_results, *sum_results])
+    assert slowest < 20, hostile_results
+
+
+def notes_planner(*commands: dict[str, object]) -> ScriptedChatModel:
+    """Runs `commands` in its first round, then answers (for each run of the loop)."""
+
+    def respond(messages: list[BaseMessage]) -> str:
+        if "round_index: 0" in str(messages[-1].content):
+            return str(plan_reply("execute", list(commands)))
+        return str(plan_reply("response"))
+
+    return ScriptedChatModel(responder=respond)
+
+
+def user(name: str) -> dict[str, object]:
+    return {"configurable": {"user_id": name}}
+
+
+async def test_notes_belong_to_their_owner(run_loop: Any, tmp_path: Path) -> None:
+    save = {
+        "tool_name": "save_note",
+        "tool_kwargs": {"title": "card", "body": "my card ends 1111", "idempotency_key": "k-1"},
+    }
+    listing = {"tool_name": "list_notes", "tool_kwargs": {}}
+    config = bundled_servers_config(tmp_path / "notes.jsonl")
+    with MCPToolset({"mcpServers": {"notes": config["mcpServers"]["notes"]}}) as toolset:
+        answerer = ScriptedChatModel(["ok"], repeat_last=True)
+        graph = create_tool_loop(
+            notes_planner(save, listing), mcp_servers=toolset, answer_model=answerer
+        )
+        alice = await run_loop(graph, {"user_input": "save"}, user("alice"))
+        bob = await run_loop(graph, {"user_input": "save"}, user("bob"))
+    alice_note, alice_list = alice["tool_logs"]
+    bob_note, bob_list = bob["tool_logs"]
+    assert alice_note["result"]["deduplicated"] is False
+    assert bob_note["result"]["deduplicated"] is False  # alice's key is not bob's
+    assert bob_note["result"]["id"] != alice_note["result"]["id"]
+    assert [n["id"] for n in alice_list["result"]] == [alice_note["result"]["id"]]
+    assert [n["id"] for n in bob_list["result"]] == [bob_note["result"]["id"]]
+
+
+async def test_a_note_is_bounded(pool: MCPSessionPool) -> None:
+    big = {"title": "big", "body": "x" * (MAX_BODY_CHARS + 1)}
+    with pytest.raises(MCPToolError, match="at most"):
+        await pool.call_tool("notes", "save_note", big)
+    assert await pool.call_tool("notes", "list_notes", {}) == []

@@ -1,0 +1,75 @@
+"""`"scope": "thread"`: a stateful server's session per thread, reused by its runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agentloop import create_tool_loop
+from agentloop.mcp import MCPToolset
+from agentloop.testing import ScriptedChatModel, plan_reply
+
+pytestmark = pytest.mark.integration
+
+LOGIN_SERVER = str(Path(__file__).parent / "servers" / "login.py")
+
+
+def planner() -> ScriptedChatModel:
+    """Logs in as the user named in a "login NAME" request; asks `whoami` otherwise."""
+
+    def respond(messages: list[BaseMessage]) -> str:
+        prompt = str(messages[-1].content)
+        if "round_index: 0" not in prompt:
+            return str(plan_reply("response"))
+        request = prompt.split("<user_input>", 1)[1].split("</user_input>", 1)[0]
+        for user in ("alice", "bob"):
+            if f"login {user}" in request:
+                command = {"tool_name": "login", "tool_kwargs": {"user": user}}
+                return str(plan_reply("execute", [command]))
+        return str(plan_reply("execute", [{"tool_name": "whoami", "tool_kwargs": {}}]))
+
+    return ScriptedChatModel(responder=respond)
+
+
+def loop(scope: str) -> tuple[Any, MCPToolset]:
+    config = {"mcpServers": {"login": {"command": sys.executable, "args": [LOGIN_SERVER]}}}
+    config["mcpServers"]["login"]["scope"] = scope  # type: ignore[index]
+    toolset = MCPToolset(config)
+    graph = create_tool_loop(
+        planner(),
+        mcp_servers=toolset,
+        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        checkpointer=InMemorySaver(),
+    )
+    return graph, toolset
+
+
+def thread(name: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": name}}
+
+
+async def test_thread_scope_keeps_a_login_within_its_thread(run_loop: Any) -> None:
+    graph, toolset = loop("thread")
+    with toolset:
+        await run_loop(graph, {"user_input": "login alice"}, thread("alice-thread"))
+        bob = await run_loop(graph, {"user_input": "who am I?"}, thread("bob-thread"))
+        alice = await run_loop(graph, {"user_input": "who am I?"}, thread("alice-thread"))
+        assert bob["tool_logs"][-1]["result"] == "nobody"
+        assert alice["tool_logs"][-1]["result"] == "alice"
+        assert toolset.sessions_opened(thread_id="alice-thread") == {"login": 1}
+        assert sorted(toolset.open_threads) == ["alice-thread", "bob-thread"]
+        assert toolset.open_runs == []
+
+
+async def test_toolset_scope_shares_a_login_with_every_thread(run_loop: Any) -> None:
+    graph, toolset = loop("toolset")
+    with toolset:
+        await run_loop(graph, {"user_input": "login alice"}, thread("alice-thread"))
+        bob = await run_loop(graph, {"user_input": "who am I?"}, thread("bob-thread"))
+        assert bob["tool_logs"][-1]["result"] == "alice"  # why `thread` exists
+        assert toolset.open_threads == []

@@ -1,0 +1,127 @@
+"""Isolation between users and threads: cached and last good results answer only their owner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agentloop import GovernanceOptions, ToolPolicy, ToolRetry, create_tool_loop
+from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.tools.cache_scope import run_identity
+
+ORDERS = {"alice": "orders of alice: card **** 1111", "bob": "orders of bob: card **** 2222"}
+
+
+def _planner() -> ScriptedChatModel:
+    command = {"purpose": "", "tool_name": "get_my_orders", "tool_kwargs": {"status": "open"}}
+    return ScriptedChatModel(
+        responder=lambda messages: str(
+            plan_reply("execute", [command])
+            if "round_index: 0" in str(messages[-1].content)
+            else plan_reply("response")
+        )
+    )
+
+
+def _orders_loop(policy: ToolPolicy, **options: Any) -> tuple[Any, list[str]]:
+    served: list[str] = []
+    failing: set[str] = set()
+
+    @tool
+    def get_my_orders(status: str, config: RunnableConfig) -> str:
+        """The current user's orders."""
+        user = config["configurable"]["user_id"]
+        if user in failing:
+            raise ConnectionError("orders service unavailable")
+        served.append(user)
+        return ORDERS[user]
+
+    graph = create_tool_loop(
+        _planner(),
+        [get_my_orders],
+        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        governance=GovernanceOptions(policies={"get_my_orders": policy}),
+        **options,
+    )
+    graph.failing = failing  # type: ignore[attr-defined]
+    return graph, served
+
+
+def _user(name: str, thread: str | None = None) -> RunnableConfig:
+    configurable: dict[str, Any] = {"user_id": name}
+    if thread is not None:
+        configurable["thread_id"] = thread
+    return {"configurable": configurable}
+
+
+async def test_cached_results_never_answer_another_user(run_loop: Any) -> None:
+    graph, served = _orders_loop(ToolPolicy(read_only=True, cache_ttl_s=60))
+    alice = await run_loop(graph, {"user_input": "my orders"}, _user("alice"))
+    bob = await run_loop(graph, {"user_input": "my orders"}, _user("bob"))
+    alice_again = await run_loop(graph, {"user_input": "my orders"}, _user("alice"))
+    assert served == ["alice", "bob"]
+    assert bob["tool_logs"][0]["result"] == ORDERS["bob"]
+    assert bob["tool_logs"][0]["from_cache"] is False
+    assert "alice" not in str(bob)
+    assert alice["tool_logs"][0]["from_cache"] is False
+    assert alice_again["tool_logs"][0]["from_cache"] is True
+    assert alice_again["tool_logs"][0]["result"] == ORDERS["alice"]
+
+
+async def test_cached_results_stay_in_their_thread(run_loop: Any) -> None:
+    graph, served = _orders_loop(
+        ToolPolicy(read_only=True, cache_ttl_s=60), checkpointer=InMemorySaver()
+    )
+    await run_loop(graph, {"user_input": "my orders"}, _user("alice", "t-1"))
+    other_thread = await run_loop(graph, {"user_input": "my orders"}, _user("alice", "t-2"))
+    same_thread = await run_loop(graph, {"user_input": "again"}, _user("alice", "t-1"))
+    assert served == ["alice", "alice"]
+    assert other_thread["tool_logs"][0]["from_cache"] is False
+    assert same_thread["tool_logs"][-1]["from_cache"] is True
+
+
+async def test_stale_fallback_never_serves_another_users_result(run_loop: Any) -> None:
+    policy = ToolPolicy(read_only=True, retry=ToolRetry(max_attempts=1), stale_fallback_s=3600)
+    graph, served = _orders_loop(policy)
+    await run_loop(graph, {"user_input": "my orders"}, _user("alice"))
+    graph.failing.update({"alice", "bob"})
+    bob = await run_loop(graph, {"user_input": "my orders"}, _user("bob"))
+    alice = await run_loop(graph, {"user_input": "my orders"}, _user("alice"))
+    record = bob["tool_logs"][0]
+    assert record["success"] is False and record["fallback"] == ""
+    assert "alice" not in str(bob)
+    assert alice["tool_logs"][0]["fallback"] == "stale_cache"
+    assert alice["tool_logs"][0]["result"] == ORDERS["alice"]
+    assert served == ["alice"]
+
+
+async def test_global_scope_shares_results_with_every_run(run_loop: Any) -> None:
+    graph, served = _orders_loop(ToolPolicy(read_only=True, cache_ttl_s=60, cache_scope="global"))
+    await run_loop(graph, {"user_input": "rates"}, _user("alice"))
+    bob = await run_loop(graph, {"user_input": "rates"}, _user("bob"))
+    assert served == ["alice"]
+    assert bob["tool_logs"][0]["from_cache"] is True
+
+
+def test_run_identity_counts_users_and_threads_not_per_run_keys() -> None:
+    alice = {"configurable": {"user_id": "alice", "thread_id": "t-1", "checkpoint_ns": ""}}
+    same_alice = {
+        "configurable": {
+            "user_id": "alice",
+            "thread_id": "t-1",
+            "run_id": "r-2",
+            "langgraph_request_id": "q-2",
+            "langsmith-trace": "trace-2",
+            "__pregel_task_id": "x",
+        }
+    }
+    other_thread = {"configurable": {"user_id": "alice", "thread_id": "t-2"}}
+    bob = {"configurable": {"user_id": "bob", "thread_id": "t-1"}}
+    assert run_identity(alice) == run_identity(same_alice)
+    assert len({run_identity(alice), run_identity(other_thread), run_identity(bob)}) == 3
+    assert run_identity(alice, thread=False) == run_identity(other_thread, thread=False)
+    assert run_identity(alice, {"tenant": "a"}) != run_identity(alice, {"tenant": "b"})
+    assert run_identity(alice, object()) != run_identity(alice, object())  # never shared

@@ -1,0 +1,185 @@
+"""Secrets stay out of every sink: callbacks, astream_events, logs, encoded forms."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import Any
+from urllib.parse import quote
+from uuid import UUID
+
+import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.tools import BaseTool, tool
+from pydantic import BaseModel
+
+from agentloop import GovernanceOptions, ToolPolicy, ToolRetry, create_tool_loop
+from agentloop.mcp.config import load_mcp_config
+from agentloop.redaction import REDACTED, Redactor
+from agentloop.testing import ScriptedChatModel, plan_reply
+
+SECRET = "Horse/Battery Staple+42"
+"""Set as `BILLING_DB_PASSWORD` in the environment when the loop is built."""
+
+
+def leaky_loop(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("BILLING_DB_PASSWORD", SECRET)
+
+    @tool
+    def get_settings(section: str) -> str:
+        """Settings of a section."""
+        return f"db settings: user=billing secret {SECRET} host=db"
+
+    @tool
+    def get_balance(account: str) -> str:
+        """Balance of an account."""
+        msg = f"login to the billing database failed with {SECRET}"
+        raise ConnectionError(msg)
+
+    commands = [
+        {"tool_name": "get_settings", "tool_kwargs": {"section": "db"}},
+        {"tool_name": "get_balance", "tool_kwargs": {"account": "a-1"}},
+    ]
+    return create_tool_loop(
+        ScriptedChatModel([plan_reply("execute", commands), plan_reply("response")]),
+        [get_settings, get_balance],
+        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        governance=GovernanceOptions(
+            policies={"get_balance": ToolPolicy(retry=ToolRetry(max_attempts=1))}
+        ),
+    )
+
+
+class ToolEvents(BaseCallbackHandler):
+    """Keeps what LangChain reports about tool runs, as text."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, UUID | None]] = []
+
+    def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
+        self.seen.append(("start", str(kwargs.get("name") or serialized), kwargs["parent_run_id"]))
+
+    def on_tool_end(self, output: Any, **kwargs: Any) -> None:
+        self.seen.append(("end", repr(output), kwargs.get("parent_run_id")))
+
+    def on_tool_error(self, error: BaseException, **kwargs: Any) -> None:
+        self.seen.append(("error", f"{error!r} {error}", kwargs.get("parent_run_id")))
+
+
+async def test_callbacks_see_redacted_tool_outputs_and_errors(
+    run_loop: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = leaky_loop(monkeypatch)
+    handler = ToolEvents()
+    out = await run_loop(graph, {"user_input": "settings"}, {"callbacks": [handler]})
+    kinds = sorted(kind for kind, _, _ in handler.seen)
+    assert kinds == ["end", "error", "start", "start"]
+    assert all(parent is not None for _, _, parent in handler.seen)  # still in the run tree
+    assert SECRET not in str(handler.seen)
+    assert all(REDACTED in text for kind, text, _ in handler.seen if kind != "start")
+    balance = out["tool_logs"][1]
+    assert balance["error_type"] == "network_error"  # the redacted error keeps its type
+    assert SECRET not in str(out)
+
+
+async def test_astream_events_see_redacted_tool_outputs_and_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    graph = leaky_loop(monkeypatch)
+    tool_events = [
+        event
+        async for event in graph.astream_events({"user_input": "settings"}, version="v2")
+        if event["event"] in ("on_tool_end", "on_tool_error")
+    ]
+    assert sorted(event["event"] for event in tool_events) == ["on_tool_end", "on_tool_error"]
+    assert SECRET not in repr(tool_events)
+    assert all(REDACTED in repr(event["data"]) for event in tool_events)
+
+
+class VaultPath(BaseModel):
+    path: str
+
+
+class ReadVault(BaseTool):
+    """A tool written as a `BaseTool` subclass."""
+
+    name: str = "read_vault"
+    description: str = "Read the vault."
+    args_schema: type[BaseModel] = VaultPath
+
+    def _run(self, path: str) -> str:
+        return f"vault {path}: {SECRET}"
+
+
+async def test_base_tool_subclasses_are_redacted_before_callbacks(
+    run_loop: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VAULT_TOKEN", SECRET)
+    command = {"tool_name": "read_vault", "tool_kwargs": {"path": "db"}}
+    graph = create_tool_loop(
+        ScriptedChatModel([plan_reply("execute", [command]), plan_reply("response")]),
+        [ReadVault()],
+        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+    )
+    handler = ToolEvents()
+    out = await run_loop(graph, {"user_input": "vault"}, {"callbacks": [handler]})
+    assert [kind for kind, _, _ in handler.seen] == ["start", "end"]
+    assert SECRET not in str(handler.seen) and REDACTED in handler.seen[1][1]
+    assert out["tool_logs"][0]["result"] == f"vault db: {REDACTED}"
+
+
+def test_encoded_and_case_folded_secrets_are_redacted() -> None:
+    redact = Redactor([SECRET], environ={})
+    forms = {
+        "upper": SECRET.upper(),
+        "lower": SECRET.lower(),
+        "url": quote(SECRET, safe=""),
+        "url-lower": quote(SECRET, safe="").lower(),
+        "base64": base64.b64encode(SECRET.encode()).decode(),
+        "urlsafe": base64.urlsafe_b64encode(SECRET.encode()).decode(),
+    }
+    for offset in range(3):  # inside a longer encoded text, at each alignment
+        wrapped = ("u" * offset + f"user:{SECRET}:end").encode()
+        forms[f"basic-{offset}"] = base64.b64encode(wrapped).decode()
+    for name, form in forms.items():
+        text = f"header x-{name}: {form} ok"
+        assert redact(text) != text, name
+        core = form[4:-4]
+        assert core not in redact(text), name
+    assert redact("nothing secret here, just text") == "nothing secret here, just text"
+
+
+def test_child_and_mcp_sdk_loggers_are_redacted(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    graph = leaky_loop(monkeypatch)  # its redactor knows the secret while the loop lives
+    caplog.set_level(logging.DEBUG)
+    for name in ("agentloop.mcp.toolset", "agentloop.tools.catalog", "mcp.client.stdio", "httpx"):
+        logging.getLogger(name).warning("connecting with %s", SECRET)
+    try:
+        raise RuntimeError(SECRET)
+    except RuntimeError:
+        logging.getLogger("agentloop.mcp.pools").exception("failed")
+    assert len(caplog.records) == 5
+    assert SECRET not in caplog.text
+    assert caplog.text.count(REDACTED) == 5
+    del graph
+
+
+def test_server_url_path_and_query_values_are_secrets() -> None:
+    url = "https://mcp.example.com/t/tok_9f8e7d6c5b4a/mcp?key=q-0123456789abcdef&v=2"
+    (spec,) = load_mcp_config({"mcpServers": {"remote": {"url": url}}})
+    assert {"tok_9f8e7d6c5b4a", "q-0123456789abcdef"} <= spec.secrets
+    redact = Redactor(spec.secrets, environ={})
+    line = redact(f"HTTP Request: POST {url} 200")
+    assert "tok_9f8e7d6c5b4a" not in line and "q-0123456789abcdef" not in line
+
+
+def test_a_redacted_record_can_be_copied(monkeypatch: pytest.MonkeyPatch) -> None:
+    graph = leaky_loop(monkeypatch)
+    made = logging.getLogger("agentloop.x").makeRecord(
+        "agentloop.x", logging.INFO, __file__, 1, "made with %s", (SECRET,), None
+    )
+    copied = logging.makeLogRecord(made.__dict__)  # as structlog's formatter does
+    assert made.getMessage() == copied.getMessage() == f"made with {REDACTED}"
+    del graph
