@@ -27,7 +27,7 @@ POSTGRES_DSN = os.environ.get("AGENTLOOP_TEST_POSTGRES_DSN", "")
 def _dsn() -> str:
     reason = ""
     if not POSTGRES_DSN:
-        reason = "AGENTLOOP_TEST_POSTGRES_DSN is not set (.ci/run sets it after starting PostgreSQL)"
+        reason = "AGENTLOOP_TEST_POSTGRES_DSN is not set (.ci/run sets it when PostgreSQL runs)"
     else:
         try:
             import psycopg
@@ -69,7 +69,9 @@ def _loop(saver: Any, received: list[str]) -> Any:
         ]
     )
     answers = ScriptedChatModel(["The total\x00 is 42.", "Still 42."])
-    return create_tool_loop(planner, [get_page, save_note], answer_model=answers, checkpointer=saver)
+    return create_tool_loop(
+        planner, [get_page, save_note], answer_model=answers, checkpointer=saver
+    )
 
 
 def _check_first_run(out: dict[str, Any], received: list[str]) -> None:
