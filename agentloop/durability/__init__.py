@@ -16,6 +16,7 @@ from typing import Any
 from agentloop.durability._langgraph import Durability, current_checkpointer, current_durability
 from agentloop.durability.guard import CallGuard, Settled
 from agentloop.durability.identity import call_key, loop_namespace, run_identity
+from agentloop.durability.late import LateLedgerWriter
 from agentloop.durability.ledger import LedgerEntry, LedgerKey, MemoryLedger, SideEffectLedger
 from agentloop.durability.sql import (
     AsyncPostgresLedger,
@@ -30,6 +31,7 @@ __all__ = [
     "AsyncSqliteLedger",
     "CallGuard",
     "Durability",
+    "LateLedgerWriter",
     "LedgerEntry",
     "LedgerKey",
     "MemoryLedger",

@@ -22,6 +22,7 @@ from langgraph.runtime import Runtime
 from agentloop._sync import run_coroutine_sync
 from agentloop.durability import (
     CallGuard,
+    LateLedgerWriter,
     LedgerKey,
     Settled,
     current_checkpointer,
@@ -119,22 +120,28 @@ class _CallTool:
         if record is not None:
             return self._refused(record, scope.emit)
         config = tool_config(self.parts, call, get_config())
+        guard = self._guard(call, scope)
+        late = self._late_writer(guard)
 
         def run() -> dict[str, Any]:
             early = self._early(call)
             if early is not None:
                 return dict(self.parts.safe_value(early.result()))
-            running = self.parts.runner.run(call, scope.emit, config, prefer_sync=True)
+            running = self.parts.runner.run(
+                call, scope.emit, config, prefer_sync=True, on_late=late
+            )
             return dict(self.parts.safe_value(run_coroutine_sync(running)))
 
-        guard = self._guard(call, scope)
         if guard is None:
             return {"call_results": {call["call_id"]: run()}}
         settled = guard.before()
         if settled is not None:
             self._cancel_early(call)
             return self._settled(call, settled, scope.emit)
-        return {"call_results": {call["call_id"]: guard.run(run)}}
+        finished = guard.run(run)
+        if late is not None:
+            late.ready()
+        return {"call_results": {call["call_id"]: finished}}
 
     async def ainvoke(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         scope = self.parts.scope(runtime)
@@ -142,23 +149,32 @@ class _CallTool:
         if record is not None:
             return self._refused(record, scope.emit)
         config = tool_config(self.parts, call, get_config())
+        guard = self._guard(call, scope)
+        late = self._late_writer(guard)
 
         async def run() -> dict[str, Any]:
             early = self._early(call)
             if early is not None:
                 return dict(self.parts.safe_value(await early.aresult()))
-            return dict(
-                self.parts.safe_value(await self.parts.runner.run(call, scope.emit, config))
-            )
+            running = self.parts.runner.run(call, scope.emit, config, on_late=late)
+            return dict(self.parts.safe_value(await running))
 
-        guard = self._guard(call, scope)
         if guard is None:
             return {"call_results": {call["call_id"]: await run()}}
         settled = await guard.abefore()
         if settled is not None:
             self._cancel_early(call)
             return self._settled(call, settled, scope.emit)
-        return {"call_results": {call["call_id"]: await guard.arun(run)}}
+        finished = await guard.arun(run)
+        if late is not None:
+            late.ready()
+        return {"call_results": {call["call_id"]: finished}}
+
+    def _late_writer(self, guard: CallGuard | None) -> LateLedgerWriter | None:
+        """Where the late outcome of a call that times out as `unknown_outcome` goes."""
+        if guard is None or not guard.side_effects:
+            return None
+        return LateLedgerWriter(guard.ledger, guard.key, self.parts.safe_value)
 
     def _cancel_early(self, call: PreparedCall) -> None:
         early = self._early(call)

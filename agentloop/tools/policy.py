@@ -14,6 +14,7 @@ from agentloop.errors import ConfigurationError, is_transient_error
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
+    "DEFAULT_MAX_RESULT_ITEMS",
     "DEFAULT_TIMEOUT_S",
     "MCP_HINTS",
     "SUBAGENT_METADATA",
@@ -27,6 +28,8 @@ SUBAGENT_METADATA = "agentloop_subagent"
 """Tool metadata key marking a sub-agent (`as_tool`)."""
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESULT_CHARS = 20_000
+DEFAULT_MAX_RESULT_ITEMS = 1_000
+"""Items read from an iterator, generator or async generator a tool returns."""
 
 SAFE_PREFIXES = ("search_", "get_", "check_", "list_", "read_")
 """Name prefixes of tools that only read: concurrency-safe and idempotent."""
@@ -132,6 +135,11 @@ class ToolPolicy(BaseModel):
     max_result_chars: int | None = Field(
         default=None, gt=0, description="Longer results are truncated (default 20,000)."
     )
+    max_result_items: int | None = Field(
+        default=None,
+        gt=0,
+        description="Items read from an iterator or (async) generator result (default 1,000).",
+    )
     rate_limit_per_s: float | None = Field(
         default=None, gt=0, description="At most this many calls per second (all runs)."
     )
@@ -169,6 +177,7 @@ class ResolvedPolicy:
     dedup_keys: tuple[str, ...] | None = None
     check_result: Callable[[Any], bool | str] | None = None
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
+    max_result_items: int = DEFAULT_MAX_RESULT_ITEMS
     rate_limit_per_s: float | None = None
     resumable: bool = False
     """A call cut off by a crash is entered again instead of reported as `unknown_outcome`
@@ -294,6 +303,7 @@ def resolve_policy(
         dedup_keys=tuple(merged["dedup_keys"]) if merged.get("dedup_keys") else None,
         check_result=merged.get("check_result"),
         max_result_chars=int(merged.get("max_result_chars") or DEFAULT_MAX_RESULT_CHARS),
+        max_result_items=int(merged.get("max_result_items") or DEFAULT_MAX_RESULT_ITEMS),
         rate_limit_per_s=merged.get("rate_limit_per_s"),
         resumable=bool((tool.metadata or {}).get(SUBAGENT_METADATA)),
     )

@@ -1,8 +1,27 @@
-"""Tool results as plain JSON data (`serialize`), within a size budget (`truncate`)."""
+"""Tool results as plain JSON data (`serialize`), within a size budget (`truncate`).
+
+Iterators a tool returns are read lazily, within the call's bounds (`lazy`).
+"""
 
 from __future__ import annotations
 
-from agentloop.tools.results.serialize import CYCLE_MARKER, MAX_DEPTH, TOO_DEEP_MARKER, to_jsonable
+from agentloop.tools.results.lazy import (
+    ReadItems,
+    ReadLimits,
+    is_async_lazy,
+    is_lazy,
+    read_async_items,
+    read_items,
+)
+from agentloop.tools.results.serialize import (
+    ASYNC_ITERATOR_MARKER,
+    CYCLE_MARKER,
+    MAX_DEPTH,
+    MAX_NESTED_ITEMS,
+    TOO_DEEP_MARKER,
+    UNREAD_MARKER,
+    to_jsonable,
+)
 from agentloop.tools.results.truncate import (
     ITEMS_MARKER,
     KEYS_MARKER,
@@ -12,13 +31,22 @@ from agentloop.tools.results.truncate import (
 )
 
 __all__ = [
+    "ASYNC_ITERATOR_MARKER",
     "CYCLE_MARKER",
     "ITEMS_MARKER",
     "KEYS_MARKER",
     "MAX_DEPTH",
+    "MAX_NESTED_ITEMS",
+    "ReadItems",
+    "ReadLimits",
     "TOO_DEEP_MARKER",
     "TRUNCATION_MARKER",
     "TruncatedResult",
+    "UNREAD_MARKER",
+    "is_async_lazy",
+    "is_lazy",
+    "read_async_items",
+    "read_items",
     "to_jsonable",
     "truncate_result",
 ]
