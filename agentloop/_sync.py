@@ -17,34 +17,44 @@ LEFTOVER_GRACE_S = 1.0
 
 
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """`asyncio.run`, except that leftover tasks are waited for only `LEFTOVER_GRACE_S`.
+    """`asyncio.run`, except that tasks left running are waited for only briefly.
 
-    A tool abandoned because it ignores cancellation would otherwise hang `asyncio.run`'s
-    clean-up forever; it is dropped with its loop instead.
+    Once the coroutine returns, leftover tasks are cancelled and given `LEFTOVER_GRACE_S`
+    to stop. A task that ignores its cancellation (a tool abandoned at its timeout)
+    would hang `asyncio.run`'s clean-up forever; instead the loop runs on in a daemon
+    thread until those tasks end, then closes.
     """
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    stubborn: set[asyncio.Task[Any]] = set()
     try:
         return loop.run_until_complete(coroutine)
     finally:
         try:
-            _cancel_leftovers(loop)
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
+            stubborn = _cancel_leftovers(loop)
         finally:
             asyncio.set_event_loop(None)
-            loop.close()
+            if stubborn:
+                threading.Thread(
+                    target=_close_when_done,
+                    args=(loop, stubborn),
+                    name="agentloop-abandoned-tasks",
+                    daemon=True,
+                ).start()
+            else:
+                _close(loop)
 
 
-def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> set[asyncio.Task[Any]]:
+    """Cancel the loop's leftover tasks; return those still running after the grace."""
     leftovers = asyncio.all_tasks(loop)
     if not leftovers:
-        return
+        return set()
     for task in leftovers:
         task.cancel()
-    loop.run_until_complete(asyncio.wait(leftovers, timeout=LEFTOVER_GRACE_S))
-    for task in leftovers:
-        if task.done() and not task.cancelled() and task.exception() is not None:
+    done, pending = loop.run_until_complete(asyncio.wait(leftovers, timeout=LEFTOVER_GRACE_S))
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
             loop.call_exception_handler(
                 {
                     "message": "unhandled exception of a task cancelled at the end of a run",
@@ -52,6 +62,27 @@ def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
                     "task": task,
                 }
             )
+    return pending
+
+
+def _close_when_done(loop: asyncio.AbstractEventLoop, tasks: set[asyncio.Task[Any]]) -> None:
+    try:
+        while tasks:  # they may start more (recording their late outcome)
+            loop.run_until_complete(asyncio.wait(tasks))
+            for task in tasks:
+                if not task.cancelled():
+                    task.exception()  # retrieved: abandoned, their outcome is reported late
+            tasks = asyncio.all_tasks(loop)
+    finally:
+        _close(loop)
+
+
+def _close(loop: asyncio.AbstractEventLoop) -> None:
+    try:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        loop.close()
 
 
 def run_coroutine_sync(coroutine: Coroutine[Any, Any, T]) -> T:
