@@ -25,7 +25,9 @@ from agentloop.tools.results.serialize import (
 from agentloop.tools.results.truncate import (
     ITEMS_MARKER,
     KEYS_MARKER,
+    LARGE_TEXT_CHARS,
     TRUNCATION_MARKER,
+    UNREAD_TEXT_MARKER,
     TruncatedResult,
     truncate_result,
 )
@@ -35,6 +37,7 @@ __all__ = [
     "CYCLE_MARKER",
     "ITEMS_MARKER",
     "KEYS_MARKER",
+    "LARGE_TEXT_CHARS",
     "MAX_DEPTH",
     "MAX_NESTED_ITEMS",
     "ReadItems",
@@ -43,6 +46,7 @@ __all__ = [
     "TRUNCATION_MARKER",
     "TruncatedResult",
     "UNREAD_MARKER",
+    "UNREAD_TEXT_MARKER",
     "is_async_lazy",
     "is_lazy",
     "read_async_items",
