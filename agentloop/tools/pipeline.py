@@ -33,14 +33,7 @@ from agentloop.tools.outcome import ToolOutcome, graceful_error
 from agentloop.tools.output import bounded_json
 from agentloop.tools.spec import IDEMPOTENCY_ARGUMENT
 
-__all__ = [
-    "AGENT_USAGE_ARTIFACT",
-    "LateOutcome",
-    "PreparedCall",
-    "ToolRunner",
-    "emit_settled",
-    "make_record",
-]
+__all__ = ["AGENT_USAGE_ARTIFACT", "PreparedCall", "ToolRunner", "emit_settled", "make_record"]
 
 
 def make_record(
