@@ -24,7 +24,7 @@ def config() -> dict[str, Any]:
 async def late_entry(saver: Any, thread_id: str, call_key: str) -> dict[str, Any]:
     """Wait (bounded) for the ledger entry of a call to hold its late outcome."""
     key = LedgerKey(thread_id, "", call_key)
-    for _ in range(100):
+    for _ in range(400):
         entry = ledger_for(saver).get(key)
         if entry is not None and entry.outcome and LATE_NOTE in entry.outcome.get("notes", []):
             return entry.outcome
@@ -78,11 +78,12 @@ async def test_a_timed_out_sync_write_is_unknown_and_its_late_outcome_recorded(
 
 def test_a_timed_out_sync_sub_agent_records_its_late_outcome() -> None:
     invoiced: list[str] = []
+    release = threading.Event()
 
     @tool
     def send_invoice(customer: str) -> str:
         """Send an invoice (side effect), slowly."""
-        time.sleep(0.8)
+        release.wait(5)
         invoiced.append(customer)
         return "sent"
 
@@ -117,6 +118,7 @@ def test_a_timed_out_sync_sub_agent_records_its_late_outcome() -> None:
     out = parent.invoke({"user_input": "go"}, run_config)
     [record] = out["tool_logs"]
     assert record["error_type"] == "unknown_outcome" and invoiced == []
+    release.set()
     late = asyncio.run(
         late_entry(saver, run_config["configurable"]["thread_id"], record["call_key"])
     )
