@@ -27,8 +27,8 @@ effects: list[str] = []
 
 
 async def stubborn(what: str) -> str:
-    """Work for 3 s, ignoring every cancellation."""
-    deadline = asyncio.get_running_loop().time() + 3.0
+    """Work for 5 s, ignoring every cancellation."""
+    deadline = asyncio.get_running_loop().time() + 5.0
     while asyncio.get_running_loop().time() < deadline:
         try:
             await asyncio.sleep(0.05)
