@@ -9,38 +9,17 @@ writes into an argument reaches the tool as U+FFFD).
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from typing import Any
 
 import pytest
 from langchain_core.tools import tool
+from postgres import postgres_dsn
 
 from agentloop import create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 pytestmark = pytest.mark.integration
-
-POSTGRES_DSN = os.environ.get("AGENTLOOP_TEST_POSTGRES_DSN", "")
-
-
-def _dsn() -> str:
-    reason = ""
-    if not POSTGRES_DSN:
-        reason = "AGENTLOOP_TEST_POSTGRES_DSN is not set (.ci/run sets it when PostgreSQL runs)"
-    else:
-        try:
-            import psycopg
-
-            with psycopg.connect(POSTGRES_DSN, connect_timeout=5):
-                pass
-        except Exception as error:  # the reason is shown in the skip message
-            reason = f"PostgreSQL at AGENTLOOP_TEST_POSTGRES_DSN is not reachable: {error}"
-    if reason:
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return POSTGRES_DSN
 
 
 def _loop(saver: Any, received: list[str]) -> Any:
@@ -87,7 +66,7 @@ def test_nul_from_model_and_tools_on_postgres_sync() -> None:
     from langgraph.checkpoint.postgres import PostgresSaver
 
     received: list[str] = []
-    with PostgresSaver.from_conn_string(_dsn()) as saver:
+    with PostgresSaver.from_conn_string(postgres_dsn()) as saver:
         saver.setup()
         loop = _loop(saver, received)
         config = {"configurable": {"thread_id": uuid.uuid4().hex}}
@@ -105,7 +84,7 @@ def test_nul_from_model_and_tools_on_postgres_async() -> None:
 
     async def scenario() -> None:
         received: list[str] = []
-        async with AsyncPostgresSaver.from_conn_string(_dsn()) as saver:
+        async with AsyncPostgresSaver.from_conn_string(postgres_dsn()) as saver:
             await saver.setup()
             loop = _loop(saver, received)
             config = {"configurable": {"thread_id": uuid.uuid4().hex}}
