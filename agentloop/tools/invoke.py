@@ -28,7 +28,7 @@ from agentloop.tools.artifacts import unpack_output
 from agentloop.tools.interceptors import ToolInvocation
 from agentloop.tools.outcome import ToolOutcome, timed_out
 from agentloop.tools.output import BoundedOutput, bound_output
-from agentloop.tools.policy import ToolRetry
+from agentloop.tools.policy import ToolRetry, is_subagent
 from agentloop.tools.results import ReadLimits
 from agentloop.tools.threads import ToolThreads
 
@@ -209,8 +209,9 @@ class ToolInvoker:
         try:
             if is_async_tool(tool) and not (prefer_sync and has_sync_implementation(tool)):
                 output = await self.threads.run_task(
-                    tool.name, tool.ainvoke(payload, config), timeout_s, abandoned_task
-                )
+                    tool.name, tool.ainvoke(payload, config), timeout_s, abandoned_task,
+                    cancel=not (is_subagent(tool) and not call.policy.idempotent),
+                )  # fmt: skip
             else:
                 output = await self.threads.run(
                     tool.name, partial(_crash_proof, tool.invoke, payload, config), timeout_s,

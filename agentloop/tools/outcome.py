@@ -8,7 +8,7 @@ from typing import Any, Literal
 from langchain_core.tools import BaseTool
 
 from agentloop.errors import ErrorType, UnknownOutcomeError
-from agentloop.tools.policy import SUBAGENT_METADATA, ResolvedPolicy
+from agentloop.tools.policy import ResolvedPolicy, is_subagent
 from agentloop.tools.threads import AbandonedCall
 
 __all__ = ["ERROR_SUGGESTIONS", "ToolOutcome", "graceful_error", "timed_out"]
@@ -106,7 +106,7 @@ def timed_out(
     metadata = tool.metadata or {}
     if isinstance(error, AbandonedCall):
         why = str(error)
-    elif metadata.get(SUBAGENT_METADATA):
+    elif is_subagent(tool):
         why = f"{tool.name} did not finish within {timeout_s:g}s; the calls of the sub-agent "
         why += "may still complete"
     elif "mcp_server" in metadata:

@@ -21,6 +21,7 @@ __all__ = [
     "ResolvedPolicy",
     "ToolPolicy",
     "ToolRetry",
+    "is_subagent",
     "resolve_policy",
 ]
 
@@ -305,8 +306,13 @@ def resolve_policy(
         max_result_chars=int(merged.get("max_result_chars") or DEFAULT_MAX_RESULT_CHARS),
         max_result_items=int(merged.get("max_result_items") or DEFAULT_MAX_RESULT_ITEMS),
         rate_limit_per_s=merged.get("rate_limit_per_s"),
-        resumable=bool((tool.metadata or {}).get(SUBAGENT_METADATA)),
+        resumable=is_subagent(tool),
     )
+
+
+def is_subagent(tool: BaseTool) -> bool:
+    """Tell whether a tool is a sub-agent (`as_tool`)."""
+    return bool((tool.metadata or {}).get(SUBAGENT_METADATA))
 
 
 def _flag(merged: Mapping[str, Any], name: str, *, default: bool) -> bool:

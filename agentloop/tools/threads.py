@@ -189,12 +189,16 @@ class ToolThreads:
         coroutine: Coroutine[Any, Any, Any],
         timeout_s: float,
         on_abandoned: OnAbandoned | None = None,
+        *,
+        cancel: bool = True,
     ) -> Any:
         """Run an async tool's coroutine in a task of its own within `timeout_s`.
 
         At the timeout the task is cancelled; if it has not stopped `cancel_grace_s`
         later, it is abandoned (it runs on, and counts as hung until it ends). A task
         that returns a value within the grace period has finished: its value is returned.
+        With `cancel=False` (work better finished than cut midway, such as a sub-agent
+        with side effects, whose own calls are guarded), it is abandoned at the timeout.
 
         Raises:
             TimeoutError: It took longer and stopped when cancelled.
@@ -210,7 +214,7 @@ class ToolThreads:
         task = asyncio.ensure_future(coroutine)
         try:
             finished, _ = await asyncio.wait({task}, timeout=timeout_s)
-            if not finished:
+            if not finished and cancel:
                 task.cancel()
                 await asyncio.wait({task}, timeout=self.cancel_grace_s)
         except asyncio.CancelledError:  # the run itself is cancelled
@@ -226,10 +230,13 @@ class ToolThreads:
         hung = self._abandon_task(tool_name, task)
         if on_abandoned is not None:
             on_abandoned(tool_name, hung, self.max_abandoned)
-        msg = (
-            f"{tool_name} did not finish within {timeout_s:g}s and ignored its cancellation "
-            f"for {self.cancel_grace_s:g}s; it runs on, unattended"
-        )
+        if cancel:
+            msg = (
+                f"{tool_name} did not finish within {timeout_s:g}s and ignored its "
+                f"cancellation for {self.cancel_grace_s:g}s; it runs on, unattended"
+            )
+        else:
+            msg = f"{tool_name} did not finish within {timeout_s:g}s; it runs on, to its end"
         raise AbandonedCall(msg, task)
 
     def _abandon_task(self, tool_name: str, task: asyncio.Task[Any]) -> int:

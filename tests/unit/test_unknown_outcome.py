@@ -76,7 +76,9 @@ async def test_a_timed_out_sync_write_is_unknown_and_its_late_outcome_recorded(
     assert late["success"] and late["result"] == "paid a" and late["error_type"] == ""
 
 
-def test_a_timed_out_sync_sub_agent_records_its_late_outcome() -> None:
+async def test_a_timed_out_sub_agent_runs_to_its_end_and_records_its_late_outcome(
+    run_loop: Any,
+) -> None:
     invoiced: list[str] = []
     release = threading.Event()
 
@@ -115,12 +117,11 @@ def test_a_timed_out_sync_sub_agent_records_its_late_outcome() -> None:
         checkpointer=saver,
     )  # fmt: skip
     run_config = config()
-    out = parent.invoke({"user_input": "go"}, run_config)
+    out = await run_loop(parent, {"user_input": "go"}, run_config)
     [record] = out["tool_logs"]
     assert record["error_type"] == "unknown_outcome" and invoiced == []
+    assert "runs on" in record["error"]
     release.set()
-    late = asyncio.run(
-        late_entry(saver, run_config["configurable"]["thread_id"], record["call_key"])
-    )
+    late = await late_entry(saver, run_config["configurable"]["thread_id"], record["call_key"])
     assert invoiced == ["bob"]
     assert late["success"] and late["result"] == "invoice sent"
