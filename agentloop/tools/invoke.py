@@ -182,13 +182,16 @@ class ToolInvoker:
 
         A tool with both implementations runs its sync one when `prefer_sync` (the loop
         runs under `invoke`, whose checkpointer may be sync-only), else its async one.
+        Its output is then bounded (`bound_output`): iterators are read within the call's
+        time limit, large results converted off the event loop.
 
         Returns:
-            The tool's output and its artifact (None unless the tool returns content and
-            an artifact).
+            The tool's output (a `BoundedOutput` once bounded) and its artifact (None
+            unless the tool returns content and an artifact).
 
         Raises:
             TimeoutError: The call took longer than its timeout.
+            UnknownOutcomeError: It did, has side effects and may still take effect.
         """
         tool, timeout_s = call.tool, call.policy.timeout_s
         payload = _payload(tool, call.arguments, call.call_id)
@@ -251,7 +254,7 @@ class ToolInvoker:
 
         Args:
             call: The validated call.
-            emit: Where `tool_retry` and `tool_thread_abandoned` events go.
+            emit: Where `tool_retry`, `tool_thread_abandoned` and `tool_abandoned` go.
             config: The config the tool is invoked with.
             prefer_sync: Run a tool's sync implementation when it has both (under `invoke`).
 
