@@ -7,13 +7,15 @@ goes through `checkpoint_safe` first:
 
 - an integer beyond 64 bits becomes its decimal text (coercion turns it back into an
   integer for a tool whose schema asks for one);
-- a lone surrogate becomes U+FFFD;
+- a lone surrogate becomes U+FFFD, and so does U+0000 (NUL: PostgreSQL's JSON and
+  text types cannot hold it, and PDF or scraped text often carries it);
 - NaN and the infinities become `"NaN"`, `"Infinity"`, `"-Infinity"`;
 - anything else that is not JSON data goes through `to_jsonable` (bytes, models, sets...).
 
 The validated arguments a call carries to its task must stay exactly what the tool
-receives, so `encode_arguments` wraps big integers reversibly (`decode_arguments`
-restores them).
+receives, so `encode_arguments` wraps big integers and strings holding NUL reversibly
+(`decode_arguments` restores them). A plan is state too, though: a NUL the planner
+writes into an argument is U+FFFD before it becomes a call.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from agentloop.tools.results import to_jsonable
 
 __all__ = [
     "BIG_INT_TAG",
+    "NUL_TEXT_TAG",
     "checkpoint_safe",
     "decode_arguments",
     "encode_arguments",
@@ -41,13 +44,20 @@ TextHook = Callable[[str], str]
 BIG_INT_TAG = "__agentloop_int__"
 """The key of `{BIG_INT_TAG: "digits"}`, how `encode_arguments` carries a big integer."""
 
+NUL_TEXT_TAG = "__agentloop_nul_text__"
+"""The key of `{NUL_TEXT_TAG: [parts]}`, how `encode_arguments` carries a string holding
+NUL (its parts between the NULs)."""
+
+_NUL = "\x00"
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _MAX_DEPTH = 64
 
 
 def safe_text(text: str) -> str:
-    """Return `text` with lone surrogates replaced by U+FFFD."""
+    """Return `text` with lone surrogates and U+0000 (NUL) replaced by U+FFFD."""
+    if _NUL in text:
+        text = text.replace(_NUL, "\ufffd")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -138,13 +148,15 @@ def _float_text(value: float) -> str:
 
 
 def encode_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
-    """Make validated arguments checkpoint-safe, reversibly for big integers."""
+    """Make validated arguments checkpoint-safe, reversibly for big integers and NUL."""
     return {safe_text(key): _encode(value, 0) for key, value in arguments.items()}
 
 
 def _encode(value: Any, depth: int) -> Any:
     if type(value) is int and not _fits(value):
         return {BIG_INT_TAG: _int_text(value)}
+    if isinstance(value, str) and _NUL in value:
+        return {NUL_TEXT_TAG: [safe_text(part) for part in value.split(_NUL)]}
     if depth >= _MAX_DEPTH:
         return checkpoint_safe(value)
     if isinstance(value, dict):
@@ -169,6 +181,9 @@ def _decode(value: Any) -> Any:
                 return int(value[BIG_INT_TAG])
             except ValueError:
                 return value
+        parts = value.get(NUL_TEXT_TAG) if len(value) == 1 else None
+        if isinstance(parts, list) and all(isinstance(part, str) for part in parts):
+            return _NUL.join(parts)
         return {key: _decode(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_decode(item) for item in value]

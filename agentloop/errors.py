@@ -9,7 +9,7 @@ codes and names for providers that do not raise it yet.
 from __future__ import annotations
 
 import asyncio
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from langchain_core.exceptions import (
     ContextOverflowError,
@@ -31,6 +31,7 @@ __all__ = [
     "ModelCallTimeout",
     "PromptTemplateError",
     "ToolCallError",
+    "UnknownOutcomeError",
     "classify_tool_error",
     "is_retryable_model_error",
     "is_transient_error",
@@ -52,6 +53,7 @@ ErrorType = Literal[
     "too_many_commands",
     "reference_failed",
     "cancelled",
+    "unserializable_result",
 ]
 """Why a call failed, as its record says:
 
@@ -62,14 +64,16 @@ ErrorType = Literal[
 - `internal_error`: the tool raised an exception;
 - `tool_crashed`: the tool raised a `BaseException` that is not an `Exception`;
 - `tool_unavailable`: the tool has too many hung calls (not run);
-- `unknown_outcome`: a call with side effects may or may not have happened (not repeated);
+- `unknown_outcome`: a call with side effects may or may not have happened (not repeated):
+  its worker died, or it timed out and could not be stopped;
 - `duplicate`: the same query already ran (not run);
 - `useless_result`: the result was judged useless;
 - `too_many_commands`: beyond the per-round cap (not run);
 - `reference_failed`: an argument refers to the result of a command that failed or did
   not run (not run);
 - `cancelled`: started while its plan was streaming, then stopped because that plan was
-  rejected (only reads start early, so there is nothing to undo).
+  rejected (only reads start early, so there is nothing to undo);
+- `unserializable_result`: the tool returned an object that cannot be converted to JSON.
 """
 ERROR_TYPES: tuple[str, ...] = get_args(ErrorType)
 
@@ -114,6 +118,20 @@ class ToolCallError(AgentLoopError):
         super().__init__(message)
         self.error_type: ErrorType = error_type
         self.message = message
+
+
+class UnknownOutcomeError(ToolCallError):
+    """A call with side effects timed out and could not be stopped: it may still take effect.
+
+    Args:
+        message: What happened, and that the call must not be repeated blindly.
+        pending: Completes with the call's late result when it is known (a
+            `concurrent.futures.Future` or an `asyncio.Task`), else None.
+    """
+
+    def __init__(self, message: str, pending: Any = None) -> None:
+        super().__init__("unknown_outcome", message)
+        self.pending = pending
 
 
 class MCPToolError(ToolCallError):

@@ -19,6 +19,7 @@ EventType = Literal[
     "tool_progress",
     "tool_retry",
     "tool_thread_abandoned",
+    "tool_abandoned",
     "tool_completed",
     "tool_error",
     "tool_rolled_back",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from agentloop.durability._langgraph import Durability, current_checkpointer, current_durability
 from agentloop.durability.guard import CallGuard, Settled
 from agentloop.durability.identity import call_key, loop_namespace, run_identity
+from agentloop.durability.late import LateLedgerWriter
 from agentloop.durability.ledger import LedgerEntry, LedgerKey, MemoryLedger, SideEffectLedger
 from agentloop.durability.placement import (
     durability_gap,
@@ -33,6 +34,7 @@ __all__ = [
     "AsyncSqliteLedger",
     "CallGuard",
     "Durability",
+    "LateLedgerWriter",
     "LedgerEntry",
     "LedgerKey",
     "MemoryLedger",

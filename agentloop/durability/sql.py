@@ -68,7 +68,8 @@ def _entry(row: Any) -> LedgerEntry | None:
 
 
 def _dump(outcome: dict[str, Any]) -> str:
-    return json.dumps(outcome, ensure_ascii=False, default=str)
+    """The outcome as ASCII JSON: escapes keep NUL and surrogates out of the TEXT column."""
+    return json.dumps(outcome, default=str)
 
 
 class _SqlLedger(SideEffectLedger):

@@ -17,6 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from agentloop._sync import run_coroutine_sync
 from agentloop.durability import (
     CallGuard,
+    LateLedgerWriter,
     LedgerKey,
     Settled,
     loop_namespace,
@@ -97,32 +98,48 @@ def run_guarded(
     Returns:
         The call's record, made checkpoint-safe.
     """
+    guard = call_guard(parts, call, scope)
+    late = _late_writer(parts, guard)
 
     def run() -> dict[str, Any]:
-        running = parts.runner.run(call, scope.emit, config, prefer_sync=True)
+        running = parts.runner.run(call, scope.emit, config, prefer_sync=True, on_late=late)
         return dict(parts.safe_value(run_coroutine_sync(running)))
 
-    guard = call_guard(parts, call, scope)
     if guard is None:
         return cast(ToolExecutionRecord, run())
     settled = guard.before()
     if settled is not None:
         return cast(ToolExecutionRecord, parts.safe_value(_settled(call, settled, scope.emit)))
-    return cast(ToolExecutionRecord, guard.run(run))
+    finished = guard.run(run)
+    if late is not None:
+        late.ready()
+    return cast(ToolExecutionRecord, finished)
 
 
 async def arun_guarded(
     parts: LoopParts, call: PreparedCall, scope: RunScope, config: RunnableConfig
 ) -> ToolExecutionRecord:
     """Async `run_guarded`."""
+    guard = call_guard(parts, call, scope)
+    late = _late_writer(parts, guard)
 
     async def run() -> dict[str, Any]:
-        return dict(parts.safe_value(await parts.runner.run(call, scope.emit, config)))
+        running = parts.runner.run(call, scope.emit, config, on_late=late)
+        return dict(parts.safe_value(await running))
 
-    guard = call_guard(parts, call, scope)
     if guard is None:
         return cast(ToolExecutionRecord, await run())
     settled = await guard.abefore()
     if settled is not None:
         return cast(ToolExecutionRecord, parts.safe_value(_settled(call, settled, scope.emit)))
-    return cast(ToolExecutionRecord, await guard.arun(run))
+    finished = await guard.arun(run)
+    if late is not None:
+        late.ready()
+    return cast(ToolExecutionRecord, finished)
+
+
+def _late_writer(parts: LoopParts, guard: CallGuard | None) -> LateLedgerWriter | None:
+    """Where the late outcome of a call that timed out as `unknown_outcome` goes."""
+    if guard is None or not guard.side_effects:
+        return None
+    return LateLedgerWriter(guard.ledger, guard.key, parts.safe_value)

@@ -12,8 +12,27 @@ of a dict artifact:
 
 from __future__ import annotations
 
-__all__ = ["AGENT_USAGE_ARTIFACT", "ATTACHMENTS_ARTIFACT", "RESULT_ARTIFACT"]
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+
+__all__ = ["AGENT_USAGE_ARTIFACT", "ATTACHMENTS_ARTIFACT", "RESULT_ARTIFACT", "unpack_output"]
 
 RESULT_ARTIFACT = "agentloop_result"
 ATTACHMENTS_ARTIFACT = "agentloop_attachments"
 AGENT_USAGE_ARTIFACT = "agentloop_usage"
+
+
+def unpack_output(output: Any) -> tuple[Any, Any]:
+    """Split what a content-and-artifact tool returned into its result and its artifact.
+
+    Returns:
+        The `agentloop_result` of a dict artifact, else the message's content; and the
+        artifact. Any other output comes back as it is, with no artifact.
+    """
+    if not isinstance(output, ToolMessage):
+        return output, None
+    artifact = output.artifact
+    if isinstance(artifact, dict) and RESULT_ARTIFACT in artifact:
+        return artifact[RESULT_ARTIFACT], artifact
+    return output.content, artifact

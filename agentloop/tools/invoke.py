@@ -8,7 +8,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, Tool
 from langgraph.errors import GraphBubbleUp
@@ -25,10 +24,12 @@ from tenacity import (
 from agentloop._retry import aretry_lazily
 from agentloop.errors import ToolCallError, classify_tool_error
 from agentloop.events import Emit
-from agentloop.tools.artifacts import RESULT_ARTIFACT
+from agentloop.tools.artifacts import unpack_output
 from agentloop.tools.interceptors import ToolInvocation
-from agentloop.tools.outcome import ToolOutcome
-from agentloop.tools.policy import ToolRetry
+from agentloop.tools.outcome import ToolOutcome, timed_out
+from agentloop.tools.output import BoundedOutput, bound_output
+from agentloop.tools.policy import ToolRetry, is_subagent
+from agentloop.tools.results import ReadLimits
 from agentloop.tools.threads import ToolThreads
 
 __all__ = [
@@ -181,13 +182,16 @@ class ToolInvoker:
 
         A tool with both implementations runs its sync one when `prefer_sync` (the loop
         runs under `invoke`, whose checkpointer may be sync-only), else its async one.
+        Its output is then bounded (`bound_output`): iterators are read within the call's
+        time limit, large results converted off the event loop.
 
         Returns:
-            The tool's output and its artifact (None unless the tool returns content and
-            an artifact).
+            The tool's output (a `BoundedOutput` once bounded) and its artifact (None
+            unless the tool returns content and an artifact).
 
         Raises:
             TimeoutError: The call took longer than its timeout.
+            UnknownOutcomeError: It did, has side effects and may still take effect.
         """
         tool, timeout_s = call.tool, call.policy.timeout_s
         payload = _payload(tool, call.arguments, call.call_id)
@@ -201,28 +205,38 @@ class ToolInvoker:
                 cap=cap,
             )
 
+        def abandoned_task(tool_name: str, hung: int, cap: int) -> None:
+            emit("tool_abandoned", call_id=call.call_id, tool_name=tool_name, hung=hung, cap=cap)
+
+        deadline = asyncio.get_running_loop().time() + timeout_s
         try:
             if is_async_tool(tool) and not (prefer_sync and has_sync_implementation(tool)):
-                async with asyncio.timeout(timeout_s):
-                    output = await tool.ainvoke(payload, config)
+                output = await self.threads.run_task(
+                    tool.name, tool.ainvoke(payload, config), timeout_s, abandoned_task,
+                    cancel=not (is_subagent(tool) and not call.policy.idempotent),
+                )  # fmt: skip
             else:
                 output = await self.threads.run(
                     tool.name, partial(_crash_proof, tool.invoke, payload, config), timeout_s,
                     abandoned,
                 )  # fmt: skip
+            artifact = None
+            if payload is not call.arguments:
+                output, artifact = unpack_output(output)
+            limits = ReadLimits(
+                call.policy.max_result_items, call.policy.max_result_chars, deadline
+            )
+            output = await bound_output(
+                output, tool_name=tool.name, limits=limits, threads=self.threads,
+                on_abandoned=abandoned,
+            )  # fmt: skip
         except TimeoutError as error:
-            msg = f"{tool.name} did not finish within {timeout_s:g}s"
-            raise TimeoutError(msg) from error
+            raise timed_out(tool, call.policy, timeout_s, error) from error
         except BaseException as error:
             if propagates(error) or isinstance(error, Exception):
                 raise
             raise crashed(error) from None
-        if isinstance(output, ToolMessage) and payload is not call.arguments:
-            artifact = output.artifact
-            if isinstance(artifact, dict) and RESULT_ARTIFACT in artifact:
-                return artifact[RESULT_ARTIFACT], artifact
-            return output.content, artifact
-        return output, None
+        return output, artifact
 
     async def call_with_policy(
         self,
@@ -240,7 +254,7 @@ class ToolInvoker:
 
         Args:
             call: The validated call.
-            emit: Where `tool_retry` and `tool_thread_abandoned` events go.
+            emit: Where `tool_retry`, `tool_thread_abandoned` and `tool_abandoned` go.
             config: The config the tool is invoked with.
             prefer_sync: Run a tool's sync implementation when it has both (under `invoke`).
 
@@ -269,5 +283,14 @@ class ToolInvoker:
             if propagates(error):
                 raise
             message = str(error) or type(error).__name__
-            return ToolOutcome.failure(classify_tool_error(error), message, attempts=attempts)
+            outcome = ToolOutcome.failure(classify_tool_error(error), message, attempts=attempts)
+            return outcome.with_changes(pending=getattr(error, "pending", None))
+        if isinstance(value, BoundedOutput):
+            return ToolOutcome(
+                value=value.value,
+                attempts=attempts,
+                artifact=artifact,
+                truncated=value.truncated,
+                notes=value.notes,
+            )
         return ToolOutcome(value=value, attempts=attempts, artifact=artifact)

@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from agentloop.errors import ErrorType
+from langchain_core.tools import BaseTool
 
-__all__ = ["ERROR_SUGGESTIONS", "ToolOutcome", "graceful_error"]
+from agentloop.errors import ErrorType, UnknownOutcomeError
+from agentloop.tools.policy import ResolvedPolicy, is_subagent
+from agentloop.tools.threads import AbandonedCall
+
+__all__ = ["ERROR_SUGGESTIONS", "ToolOutcome", "graceful_error", "timed_out"]
 
 ERROR_SUGGESTIONS: dict[ErrorType, str] = {
     "timeout": "The tool took too long. Try a narrower request, or another tool.",
@@ -15,7 +19,9 @@ ERROR_SUGGESTIONS: dict[ErrorType, str] = {
     "tool_not_found": "Call one of the available tools listed in the message.",
     "network_error": "The service could not be reached. Try again later or use another source.",
     "internal_error": "The tool failed. Check the arguments or try another approach.",
-    "unknown_outcome": "The call may or may not have happened. Check before repeating it.",
+    "unknown_outcome": (
+        "The call may or may not have taken effect. Do not repeat it blindly: check first."
+    ),
     "duplicate": "This exact query already ran. Use its result instead of repeating it.",
     "useless_result": "The result did not help. Try different arguments or another tool.",
     "tool_crashed": "The tool stopped abruptly. Check the arguments or try another approach.",
@@ -23,6 +29,7 @@ ERROR_SUGGESTIONS: dict[ErrorType, str] = {
     "too_many_commands": "Plan fewer calls per round, the most important first.",
     "reference_failed": "Fix the command it refers to, or call it with values, not a reference.",
     "cancelled": "It was started for a plan that was rejected. Plan it again if it is needed.",
+    "unserializable_result": "The tool returned data that cannot be read. Try another tool.",
 }
 
 
@@ -42,6 +49,11 @@ class ToolOutcome:
     """What the tool returned beside its content (`response_format="content_and_artifact"`)."""
     stale_age_s: float | None = None
     """The age of a stale result returned because the tool failed (None otherwise)."""
+    truncated: bool = False
+    """A bound cut the result while it was read (an iterator's items, time or size)."""
+    pending: Any = None
+    """The work of a call that timed out and could not be stopped: completes with its
+    late result (a `concurrent.futures.Future` or an `asyncio.Task`), else None."""
 
     @classmethod
     def failure(cls, error_type: ErrorType, message: str, *, attempts: int = 1) -> ToolOutcome:
@@ -75,3 +87,38 @@ def graceful_error(error_type: ErrorType, tool_name: str, message: str) -> dict[
         "message": message,
         "suggestion": ERROR_SUGGESTIONS[error_type],
     }
+
+
+def timed_out(
+    tool: BaseTool, policy: ResolvedPolicy, timeout_s: float, error: TimeoutError
+) -> Exception:
+    """The error of a call that outlived its timeout.
+
+    A call with side effects whose work may still complete (its thread or task could
+    not be stopped, an MCP server or a sub-agent may finish it) is `unknown_outcome`,
+    never a clean timeout: it may have taken effect, and must not be repeated blindly.
+
+    Args:
+        tool: The tool.
+        policy: Its policy.
+        timeout_s: Its time limit.
+        error: What the timeout raised (an `AbandonedCall` when it could not be stopped).
+    """
+    metadata = tool.metadata or {}
+    if isinstance(error, AbandonedCall):
+        why = str(error)
+    elif is_subagent(tool):
+        why = f"{tool.name} did not finish within {timeout_s:g}s; the calls of the sub-agent "
+        why += "may still complete"
+    elif "mcp_server" in metadata:
+        why = f"{tool.name} did not finish within {timeout_s:g}s; its MCP server may still "
+        why += "complete it"
+    else:
+        return TimeoutError(f"{tool.name} did not finish within {timeout_s:g}s")
+    if policy.idempotent:
+        return TimeoutError(why)
+    message = (
+        f"{why}. It may still take effect: it was not repeated, and it must not be repeated "
+        "blindly; check whether it took effect first."
+    )
+    return UnknownOutcomeError(message, getattr(error, "pending", None))

@@ -19,6 +19,7 @@ from typing import Any, cast
 from langchain_core.runnables import RunnableConfig
 
 from agentloop.checkpoint_safe import decode_arguments, encode_arguments
+from agentloop.errors import ToolCallError
 from agentloop.events import Emit
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT, ATTACHMENTS_ARTIFACT
@@ -29,8 +30,9 @@ from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.interceptors import Interceptor, ToolInvocation, run_chain
 from agentloop.tools.invoke import ToolInvoker, propagates
 from agentloop.tools.judge import judge_result
+from agentloop.tools.late import LateOutcome, watch_late_outcome
 from agentloop.tools.outcome import ToolOutcome, graceful_error
-from agentloop.tools.results import to_jsonable, truncate_result
+from agentloop.tools.output import bounded_json
 from agentloop.tools.spec import IDEMPOTENCY_ARGUMENT
 
 __all__ = ["AGENT_USAGE_ARTIFACT", "PreparedCall", "ToolRunner", "emit_settled", "make_record"]
@@ -218,6 +220,7 @@ class ToolRunner:
         config: RunnableConfig | None = None,
         *,
         prefer_sync: bool = False,
+        on_late: LateOutcome | None = None,
     ) -> ToolExecutionRecord:
         """Run a prepared call: interceptors, timeout, retries, fallback, truncation, judge.
 
@@ -229,6 +232,8 @@ class ToolRunner:
             config: The config the tool is invoked with (it carries the call's identity).
             prefer_sync: Run a tool's sync implementation when it has both (under `invoke`,
                 whose checkpointer may be sync-only).
+            on_late: Given the record of a call that timed out as `unknown_outcome` and
+                finished later, when it finishes.
         """
         name = call["tool_name"]
         spec = self.tools.registry.spec(name)
@@ -280,9 +285,21 @@ class ToolRunner:
                 self.cache.invalidate(tool_call.touch)
         artifact = outcome.artifact
         duration_ms = (time.perf_counter() - started) * 1000
+        if outcome.pending is not None and on_late is not None:
+            late = on_late
+
+            def deliver(late_outcome: ToolOutcome, truncated: bool) -> None:
+                late(make_record(call, late_outcome, truncated=truncated))
+
+            watch_late_outcome(outcome.pending, name, policy.max_result_chars, deliver)
         if not outcome.success:
             outcome = self._fall_back(tool_call, outcome)
-        truncated = truncate_result(to_jsonable(outcome.value), policy.max_result_chars)
+        try:
+            truncated = bounded_json(outcome.value, policy.max_result_chars, name)
+        except ToolCallError as error:
+            failed = ToolOutcome.failure(error.error_type, error.message, attempts=outcome.attempts)
+            outcome = self._fall_back(tool_call, failed)
+            truncated = bounded_json(outcome.value, policy.max_result_chars, name)
         outcome = outcome.with_changes(value=truncated.value)
         fresh = outcome.success and not (outcome.fallback or outcome.from_cache)
         if fresh and policy.idempotent and policy.stale_fallback_s:
@@ -300,7 +317,7 @@ class ToolRunner:
             call,
             outcome,
             duration_ms=duration_ms,
-            truncated=truncated.truncated,
+            truncated=truncated.truncated or outcome.truncated,
             flagged=bool(useless),
         )
         if isinstance(artifact, dict):
@@ -326,8 +343,15 @@ class ToolRunner:
         return record
 
     def _fall_back(self, call: ToolInvocation, failure: ToolOutcome) -> ToolOutcome:
-        """The last good result (opt-in, still a failure), the declared stub, or an error."""
+        """The last good result (opt-in, still a failure), the declared stub, or an error.
+
+        A call whose outcome is unknown gets no fallback: it may have taken effect.
+        """
         reason = f"{failure.error_type}: {failure.error}"
+        if failure.error_type == "unknown_outcome":
+            return failure.with_changes(
+                value=graceful_error("unknown_outcome", call.tool_name, failure.error)
+            )
         if call.policy.idempotent and call.policy.stale_fallback_s:
             stale = self.cache.last_good(call.cache_key)
             if stale is not None:

@@ -15,6 +15,7 @@ from agentloop.tools.cache_scope import CacheScope
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
+    "DEFAULT_MAX_RESULT_ITEMS",
     "DEFAULT_TIMEOUT_S",
     "LOCAL_STATE",
     "MCP_HINTS",
@@ -22,6 +23,7 @@ __all__ = [
     "ResolvedPolicy",
     "ToolPolicy",
     "ToolRetry",
+    "is_subagent",
     "resolve_policy",
 ]
 
@@ -29,6 +31,8 @@ SUBAGENT_METADATA = "agentloop_subagent"
 """Tool metadata key marking a sub-agent (`as_tool`)."""
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RESULT_CHARS = 20_000
+DEFAULT_MAX_RESULT_ITEMS = 1_000
+"""Items read from an iterator, generator or async generator a tool returns."""
 
 LOCAL_STATE = "local"
 """The default state scope of tools that are not from an MCP server."""
@@ -143,6 +147,11 @@ class ToolPolicy(BaseModel):
     max_result_chars: int | None = Field(
         default=None, gt=0, description="Longer results are truncated (default 20,000)."
     )
+    max_result_items: int | None = Field(
+        default=None,
+        gt=0,
+        description="Items read from an iterator or (async) generator result (default 1,000).",
+    )
     rate_limit_per_s: float | None = Field(
         default=None, gt=0, description="At most this many calls per second (all runs)."
     )
@@ -195,6 +204,7 @@ class ResolvedPolicy:
     dedup_keys: tuple[str, ...] | None = None
     check_result: Callable[[Any], bool | str] | None = None
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
+    max_result_items: int = DEFAULT_MAX_RESULT_ITEMS
     rate_limit_per_s: float | None = None
     writes_state: bool = True
     """A call may change what reads of its state return: every tool not known to only
@@ -328,11 +338,12 @@ def resolve_policy(
         dedup_keys=tuple(merged["dedup_keys"]) if merged.get("dedup_keys") else None,
         check_result=merged.get("check_result"),
         max_result_chars=int(merged.get("max_result_chars") or DEFAULT_MAX_RESULT_CHARS),
+        max_result_items=int(merged.get("max_result_items") or DEFAULT_MAX_RESULT_ITEMS),
         rate_limit_per_s=merged.get("rate_limit_per_s"),
         writes_state=merged.get("read_only") is not True,
         state_scope=merged.get("state_scope") or _default_state_scope(tool),
         state_keys=tuple(merged.get("state_keys") or ()),
-        resumable=bool((tool.metadata or {}).get(SUBAGENT_METADATA)),
+        resumable=is_subagent(tool),
     )
 
 
@@ -340,6 +351,11 @@ def _default_state_scope(tool: BaseTool) -> str:
     """One state per MCP server, one for every local tool."""
     server = (tool.metadata or {}).get("mcp_server")
     return f"mcp:{server}" if server else LOCAL_STATE
+
+
+def is_subagent(tool: BaseTool) -> bool:
+    """Tell whether a tool is a sub-agent (`as_tool`)."""
+    return bool((tool.metadata or {}).get(SUBAGENT_METADATA))
 
 
 def _flag(merged: Mapping[str, Any], name: str, *, default: bool) -> bool:

@@ -22,7 +22,7 @@ from langgraph.types import Command
 
 from agentloop.errors import ToolCallError, classify_tool_error
 from agentloop.redaction import Redact, redact_data
-from agentloop.tools.results import to_jsonable, truncate_result
+from agentloop.tools.results import CutText, to_jsonable
 
 __all__ = ["MIN_REDACTED_CHARS", "redacted_error", "redacted_output", "redacting"]
 
@@ -34,7 +34,8 @@ and its `truncated` flag and marker still count every character the tool returne
 
 def _bounded(output: Any, max_chars: int) -> Any:
     if isinstance(output, str) and len(output) > max_chars:
-        return truncate_result(output, max_chars).value
+        # a plain cut, no parsing: the pipeline truncates it later, counting every character
+        return CutText(output[:max_chars], len(output))
     if isinstance(output, tuple) and len(output) == 2 and isinstance(output[0], str):
         return (_bounded(output[0], max_chars), output[1])  # content and artifact
     return output
@@ -48,8 +49,16 @@ def redacted_output(output: Any, redact: Redact, max_chars: int = MIN_REDACTED_C
     if output is None or isinstance(output, bool | int | float):
         return output
     output = _bounded(output, max_chars)
+    if isinstance(output, CutText):
+        return CutText(redact(output), output.original_chars)
+    if isinstance(output, tuple) and output and isinstance(output[0], CutText):
+        content, *rest = output  # content and artifact
+        return (CutText(redact(content), content.original_chars), *redact_data(rest, redact))
     if isinstance(output, str | list | dict | tuple):
-        return redact_data(output, redact)
+        try:
+            return redact_data(output, redact)
+        except Exception:  # unreadable data: the pipeline makes it a failed record
+            return output
     if isinstance(output, ToolMessage):
         update = {"content": redact_data(output.content, redact)}
         return output.model_copy(
@@ -63,7 +72,10 @@ def redacted_output(output: Any, redact: Redact, max_chars: int = MIN_REDACTED_C
         return output
     if redact(text) == text:
         return output
-    return redact_data(to_jsonable(output), redact)
+    try:
+        return redact_data(to_jsonable(output), redact)
+    except Exception:  # unreadable data: the pipeline makes it a failed record
+        return output
 
 
 def _chain_texts(error: BaseException) -> list[str]:

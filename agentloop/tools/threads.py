@@ -1,10 +1,14 @@
-"""Where sync tools run: daemon threads a timeout can abandon, bounded and counted.
+"""Where tools run: daemon threads and tasks a timeout can abandon, bounded and counted.
 
 A sync tool cannot be interrupted, so a call that outlives its timeout keeps its thread.
 Each call therefore gets a daemon thread of its own (an abandoned one never blocks the
 interpreter's exit, unlike the event loop's default executor), at most `max_running`
-run at once (abandoned threads no longer count), and a tool with `max_abandoned` threads
+run at once (abandoned threads no longer count), and a tool with `max_abandoned` calls
 still hung is refused until one of them returns.
+
+An async tool runs in a task of its own (`run_task`): at its timeout the task is
+cancelled, and a task that ignores the cancellation for `cancel_grace_s` is abandoned
+the same way (it runs on, counted against the same cap) so the run goes on.
 """
 
 from __future__ import annotations
@@ -13,20 +17,44 @@ import asyncio
 import concurrent.futures
 import contextvars
 import threading
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from agentloop.errors import ToolCallError
 
-__all__ = ["DEFAULT_MAX_ABANDONED", "DEFAULT_MAX_RUNNING", "ToolThreads"]
+__all__ = [
+    "DEFAULT_CANCEL_GRACE_S",
+    "DEFAULT_MAX_ABANDONED",
+    "DEFAULT_MAX_RUNNING",
+    "AbandonedCall",
+    "ToolThreads",
+]
 
 DEFAULT_MAX_RUNNING = 64
 """Sync tool calls running at once, per loop."""
 DEFAULT_MAX_ABANDONED = 4
 """Hung threads a tool may leave behind before its calls are refused."""
 
+DEFAULT_CANCEL_GRACE_S = 1.0
+"""How long a cancelled async tool may take to stop before it is abandoned."""
+
 OnAbandoned = Callable[[str, int, int], None]
-"""Called as `(tool_name, threads still hung, cap)` when a timed-out thread is abandoned."""
+"""Called as `(tool_name, calls still hung, cap)` when a timed-out call is abandoned."""
+
+
+class AbandonedCall(TimeoutError):
+    """A call outlived its timeout and could not be stopped: it runs on, unattended.
+
+    Args:
+        message: What happened.
+        pending: Completes with the call's late result (a `concurrent.futures.Future`
+            for a thread, an `asyncio.Task` for a coroutine).
+    """
+
+    def __init__(self, message: str, pending: Any) -> None:
+        super().__init__(message)
+        self.pending = pending
 
 
 class _Slot:
@@ -43,35 +71,44 @@ class ToolThreads:
     """Runs the sync tools of one loop.
 
     Args:
-        max_running: Calls running at once; more wait for a free thread.
-        max_abandoned: Hung threads per tool before its calls are refused.
+        max_running: Sync calls running at once; more wait for a free thread.
+        max_abandoned: Hung calls (threads and tasks) per tool before its calls are refused.
+        cancel_grace_s: How long a cancelled async tool may take to stop.
     """
 
     def __init__(
-        self, max_running: int = DEFAULT_MAX_RUNNING, max_abandoned: int = DEFAULT_MAX_ABANDONED
+        self,
+        max_running: int = DEFAULT_MAX_RUNNING,
+        max_abandoned: int = DEFAULT_MAX_ABANDONED,
+        cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S,
     ) -> None:
         self.max_running = max_running
         self.max_abandoned = max_abandoned
+        self.cancel_grace_s = cancel_grace_s
         self._lock = threading.Lock()
         self._running = 0
         self._abandoned: dict[str, int] = {}
 
     def abandoned(self, tool_name: str) -> int:
-        """How many threads of a tool are still hung after their timeout."""
+        """How many calls (threads and tasks) of a tool are still hung after their timeout."""
         with self._lock:
             return self._abandoned.get(tool_name, 0)
+
+    def _refuse_if_hung(self, tool_name: str) -> None:
+        """Raise `tool_unavailable` when the tool has `max_abandoned` hung calls (under lock)."""
+        hung = self._abandoned.get(tool_name, 0)
+        if hung >= self.max_abandoned:
+            msg = (
+                f"{tool_name} is refused: {hung} of its calls are still running after "
+                "their timeout; it is available again when one of them returns"
+            )
+            raise ToolCallError("tool_unavailable", msg)
 
     async def _enter(self, tool_name: str) -> None:
         delay = 0.001
         while True:
             with self._lock:
-                hung = self._abandoned.get(tool_name, 0)
-                if hung >= self.max_abandoned:
-                    msg = (
-                        f"{tool_name} is refused: {hung} of its calls are still running after "
-                        "their timeout; it is available again when one of them returns"
-                    )
-                    raise ToolCallError("tool_unavailable", msg)
+                self._refuse_if_hung(tool_name)
                 if self._running < self.max_running:
                     self._running += 1
                     return
@@ -137,8 +174,82 @@ class ToolThreads:
         try:
             async with asyncio.timeout(timeout_s):
                 return await asyncio.wrap_future(future)
-        except (TimeoutError, asyncio.CancelledError):
+        except (TimeoutError, asyncio.CancelledError) as error:
             hung = self._abandon(tool_name, slot)
             if slot.abandoned and on_abandoned is not None:
                 on_abandoned(tool_name, hung, self.max_abandoned)
+            if slot.abandoned and isinstance(error, TimeoutError):
+                msg = f"{tool_name} did not finish within {timeout_s:g}s; its thread runs on"
+                raise AbandonedCall(msg, future) from error
             raise
+
+    async def run_task(
+        self,
+        tool_name: str,
+        coroutine: Coroutine[Any, Any, Any],
+        timeout_s: float,
+        on_abandoned: OnAbandoned | None = None,
+        *,
+        cancel: bool = True,
+    ) -> Any:
+        """Run an async tool's coroutine in a task of its own within `timeout_s`.
+
+        At the timeout the task is cancelled; if it has not stopped `cancel_grace_s`
+        later, it is abandoned (it runs on, and counts as hung until it ends). A task
+        that returns a value within the grace period has finished: its value is returned.
+        With `cancel=False` (work better finished than cut midway, such as a sub-agent
+        with side effects, whose own calls are guarded), it is abandoned at the timeout.
+
+        Raises:
+            TimeoutError: It took longer and stopped when cancelled.
+            AbandonedCall: It took longer and ignored the cancellation.
+            ToolCallError: The tool has too many hung calls (`tool_unavailable`).
+        """
+        with self._lock:
+            try:
+                self._refuse_if_hung(tool_name)
+            except ToolCallError:
+                coroutine.close()
+                raise
+        task = asyncio.ensure_future(coroutine)
+        try:
+            finished, _ = await asyncio.wait({task}, timeout=timeout_s)
+            if not finished and cancel:
+                task.cancel()
+                await asyncio.wait({task}, timeout=self.cancel_grace_s)
+        except asyncio.CancelledError:  # the run itself is cancelled
+            task.cancel()
+            raise
+        if finished or (task.done() and not task.cancelled() and task.exception() is None):
+            return task.result()  # in time, or it finished its work while being cancelled
+        if task.done():
+            if not task.cancelled():
+                task.exception()  # retrieved: it stopped with an error when cancelled
+            msg = f"{tool_name} did not finish within {timeout_s:g}s"
+            raise TimeoutError(msg)
+        hung = self._abandon_task(tool_name, task)
+        if on_abandoned is not None:
+            on_abandoned(tool_name, hung, self.max_abandoned)
+        if cancel:
+            msg = (
+                f"{tool_name} did not finish within {timeout_s:g}s and ignored its "
+                f"cancellation for {self.cancel_grace_s:g}s; it runs on, unattended"
+            )
+        else:
+            msg = f"{tool_name} did not finish within {timeout_s:g}s; it runs on, to its end"
+        raise AbandonedCall(msg, task)
+
+    def _abandon_task(self, tool_name: str, task: asyncio.Task[Any]) -> int:
+        """Count a task that ignored its cancellation as hung until it ends or is dropped."""
+        slot = _Slot()
+        slot.abandoned = True
+        with self._lock:
+            self._abandoned[tool_name] = self._abandoned.get(tool_name, 0) + 1
+            hung = self._abandoned[tool_name]
+
+        def gone(*_: Any) -> None:
+            self._leave(tool_name, slot)
+
+        task.add_done_callback(gone)
+        weakref.finalize(task, gone)  # its loop closed before it ended
+        return hung

@@ -7,7 +7,15 @@ from types import ModuleType
 from typing import Any
 
 from bench.harness import Figure, Settings
-from bench.suites import growth, overhead, parallel, service, short_circuit, throughput
+from bench.suites import (
+    growth,
+    overhead,
+    parallel,
+    service,
+    short_circuit,
+    stall,
+    throughput,
+)
 
 __all__ = ["SUITES", "Suite", "Workload"]
 
@@ -22,6 +30,7 @@ _MODULES: tuple[ModuleType, ...] = (
     short_circuit,
     growth,
     throughput,
+    stall,
     service,
 )
 

@@ -52,9 +52,22 @@ def test_checkpoint_safe_values_pass_every_serializer(value: Any) -> None:
     assert checkpoint_safe(safe) == safe  # idempotent
 
 
-@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=50))
+@given(
+    st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+        max_size=50,
+    )
+)
 def test_valid_text_is_unchanged(text: str) -> None:
     assert safe_text(text) == text and checkpoint_safe(text) is text
+
+
+def test_nul_becomes_the_replacement_character() -> None:
+    assert safe_text("pdf\x00text\x00") == "pdf\ufffdtext\ufffd"
+    assert checkpoint_safe({"k\x00": ["a\x00"]}) == {"k\ufffd": ["a\ufffd"]}
+    encoded = encode_arguments({"text": "a\x00b", "nested": ["\x00"]})
+    assert "\x00" not in json.dumps(encoded, ensure_ascii=False)
+    assert decode_arguments(encoded) == {"text": "a\x00b", "nested": ["\x00"]}
 
 
 JSON_ARGUMENTS = st.dictionaries(

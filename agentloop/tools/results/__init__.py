@@ -1,24 +1,58 @@
-"""Tool results as plain JSON data (`serialize`), within a size budget (`truncate`)."""
+"""Tool results as plain JSON data (`serialize`), within a size budget (`truncate`).
+
+Iterators a tool returns are read lazily, within the call's bounds (`lazy`).
+"""
 
 from __future__ import annotations
 
-from agentloop.tools.results.serialize import CYCLE_MARKER, MAX_DEPTH, TOO_DEEP_MARKER, to_jsonable
+from agentloop.tools.results.cut_text import CutText
+from agentloop.tools.results.lazy import (
+    ReadItems,
+    ReadLimits,
+    is_async_lazy,
+    is_lazy,
+    read_async_items,
+    read_items,
+)
+from agentloop.tools.results.serialize import (
+    ASYNC_ITERATOR_MARKER,
+    CYCLE_MARKER,
+    MAX_DEPTH,
+    MAX_NESTED_ITEMS,
+    TOO_DEEP_MARKER,
+    UNREAD_MARKER,
+    to_jsonable,
+)
 from agentloop.tools.results.truncate import (
     ITEMS_MARKER,
     KEYS_MARKER,
+    LARGE_TEXT_CHARS,
     TRUNCATION_MARKER,
+    UNREAD_TEXT_MARKER,
     TruncatedResult,
     truncate_result,
 )
 
 __all__ = [
+    "ASYNC_ITERATOR_MARKER",
+    "CutText",
     "CYCLE_MARKER",
     "ITEMS_MARKER",
     "KEYS_MARKER",
+    "LARGE_TEXT_CHARS",
     "MAX_DEPTH",
+    "MAX_NESTED_ITEMS",
+    "ReadItems",
+    "ReadLimits",
     "TOO_DEEP_MARKER",
     "TRUNCATION_MARKER",
     "TruncatedResult",
+    "UNREAD_MARKER",
+    "UNREAD_TEXT_MARKER",
+    "is_async_lazy",
+    "is_lazy",
+    "read_async_items",
+    "read_items",
     "to_jsonable",
     "truncate_result",
 ]

@@ -6,16 +6,22 @@ text, and sort sets) and hands every other object to pydantic-core's
 `to_jsonable_python` (pydantic models, dataclasses, dates, UUIDs, paths, decimals...).
 LangChain messages become their content; bytes their UTF-8 text (up to 4 kB) or a size;
 NaN and infinities `"NaN"`, `"Infinity"`, `"-Infinity"`; anything pydantic-core cannot
-convert becomes its `repr`, cut to 1,000 characters. Never raises.
+convert becomes its `repr`, cut to 1,000 characters. An iterator nested in a result
+(a generator, a `range`...) is read up to `MAX_NESTED_ITEMS` items, then marked with
+`UNREAD_MARKER`; an async iterator becomes `ASYNC_ITERATOR_MARKER` (a tool's own
+result, when it is an iterator, is read by `agentloop.tools.results.lazy` within the
+call's bounds). Raises only what a broken container raises (a `Mapping` whose `items`
+fails...).
 """
 
 from __future__ import annotations
 
 import datetime
+import itertools
 import json
 import math
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from decimal import Decimal
 from enum import Enum
 from pathlib import PurePath
@@ -25,7 +31,17 @@ from uuid import UUID
 from langchain_core.messages import BaseMessage
 from pydantic_core import to_jsonable_python
 
-__all__ = ["CYCLE_MARKER", "MAX_DEPTH", "TOO_DEEP_MARKER", "to_jsonable"]
+from agentloop.tools.results.cut_text import CutText
+
+__all__ = [
+    "ASYNC_ITERATOR_MARKER",
+    "CYCLE_MARKER",
+    "MAX_DEPTH",
+    "MAX_NESTED_ITEMS",
+    "TOO_DEEP_MARKER",
+    "UNREAD_MARKER",
+    "to_jsonable",
+]
 
 CYCLE_MARKER = "<cycle>"
 """Stands in for a container that contains itself."""
@@ -33,6 +49,12 @@ TOO_DEEP_MARKER = "<too deep>"
 """Stands in for a container nested deeper than `MAX_DEPTH`."""
 MAX_DEPTH = 50
 """How deeply `to_jsonable` follows nested containers."""
+MAX_NESTED_ITEMS = 1_000
+"""Items read from an iterator nested in a result."""
+UNREAD_MARKER = "...[more items not read]"
+"""The last item of a nested iterator that had more than `MAX_NESTED_ITEMS` items."""
+ASYNC_ITERATOR_MARKER = "<async iterator: not read>"
+"""Stands in for an async iterator nested in a result."""
 
 _MAX_REPR_CHARS = 1000
 _MAX_DECODED_BYTES = 4096
@@ -43,7 +65,7 @@ _PLAIN_TYPES = frozenset({str, bool, type(None)})
 
 
 def to_jsonable(value: Any) -> Any:
-    """Convert a tool's output to plain JSON data (see the module docstring). Never raises."""
+    """Convert a tool's output to plain JSON data (see the module docstring)."""
     return _convert(value, 0, set())
 
 
@@ -71,7 +93,7 @@ def _convert_scalar(value: Any, depth: int, ancestors: set[int]) -> Any:
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, str):
-        return str(value)
+        return value if isinstance(value, CutText) else str(value)
     if isinstance(value, int):
         return _convert_int(int(value))
     if math.isfinite(value):
@@ -107,7 +129,22 @@ def _convert_object(value: Any, depth: int, ancestors: set[int]) -> Any:
         return _convert_mapping(value, depth, ancestors)
     if isinstance(value, _SEQUENCE_TYPES):
         return _convert_sequence(value, depth, ancestors)
+    if isinstance(value, Iterator | range):
+        return _convert_iterator(value, depth, ancestors)
+    if isinstance(value, AsyncIterator):
+        return ASYNC_ITERATOR_MARKER
     return _convert_other(value, depth, ancestors)
+
+
+def _convert_iterator(value: Iterator[Any] | range, depth: int, ancestors: set[int]) -> Any:
+    """Read a nested iterator up to `MAX_NESTED_ITEMS` items (never all of an endless one)."""
+    items = [
+        _convert_item(item, depth, ancestors)
+        for item in itertools.islice(value, MAX_NESTED_ITEMS + 1)
+    ]
+    if len(items) > MAX_NESTED_ITEMS:
+        items[MAX_NESTED_ITEMS:] = [UNREAD_MARKER]
+    return items
 
 
 def _convert_other(value: Any, depth: int, ancestors: set[int]) -> Any:

@@ -3,6 +3,11 @@
 `truncate_result` bounds the serialized size of a result: long strings are cut first,
 and only when that is not enough are list items and, as a last resort, dict keys
 dropped. Every cut leaves a visible marker.
+
+A string holding JSON longer than `LARGE_TEXT_CHARS` is not parsed whole: only its
+first characters (a window a few times the budget) are read, as partial JSON, and the
+result says so (`UNREAD_TEXT_MARKER`). Its cost is bounded by the budget, not by the
+string, so a 50 MB result never holds the interpreter for long.
 """
 
 from __future__ import annotations
@@ -12,9 +17,20 @@ import json
 import re
 from typing import Any
 
+from pydantic_core import from_json
+
+from agentloop.tools.results.cut_text import CutText
 from agentloop.tools.results.serialize import to_jsonable
 
-__all__ = ["ITEMS_MARKER", "KEYS_MARKER", "TRUNCATION_MARKER", "TruncatedResult", "truncate_result"]
+__all__ = [
+    "ITEMS_MARKER",
+    "KEYS_MARKER",
+    "LARGE_TEXT_CHARS",
+    "TRUNCATION_MARKER",
+    "UNREAD_TEXT_MARKER",
+    "TruncatedResult",
+    "truncate_result",
+]
 
 TRUNCATION_MARKER = "...[truncated {omitted} chars]"
 """Appended to a string that was cut."""
@@ -22,6 +38,12 @@ ITEMS_MARKER = "...[{omitted} more items truncated]"
 """The last item of a list whose tail was dropped."""
 KEYS_MARKER = "...[{omitted} more keys truncated]"
 """The value under the key `...` of a dict whose last keys were dropped."""
+UNREAD_TEXT_MARKER = "...[truncated: only the first {read} of {total} characters were read]"
+"""The last item (or the value under the key `...`) of a large JSON text read in part."""
+LARGE_TEXT_CHARS = 4_000_000
+"""JSON text longer than this is read in part (a window of its first characters)."""
+_WINDOW_PER_BUDGET = 8
+_MIN_WINDOW = 64 * 1024
 
 _ROUNDS = 4
 _MIN_VALUE_CHARS = 48
@@ -40,7 +62,8 @@ class TruncatedResult:
     truncated: bool
     """Whether anything was cut."""
     original_chars: int
-    """The size before cutting: `len` of a string, else the length of its JSON."""
+    """The size before cutting: `len` of a string, else the length of its JSON (a lower
+    bound when a list had more items than any budget could hold: those are not sized)."""
 
 
 def truncate_result(value: Any, max_chars: int = 20_000) -> TruncatedResult:
@@ -67,21 +90,35 @@ def truncate_result(value: Any, max_chars: int = 20_000) -> TruncatedResult:
     data = to_jsonable(value)
     if isinstance(data, str):
         return _truncate_text(data, limit)
+    if isinstance(data, dict | list):
+        data = _trim_long_lists(data, max(limit // 2, 1))
     size = _json_size(data)
     if size <= limit:
         return TruncatedResult(data, truncated=False, original_chars=size)
     return TruncatedResult(_shrink(data, limit, size), truncated=True, original_chars=size)
 
 
+def _length(text: str) -> int:
+    return text.original_chars if isinstance(text, CutText) else len(text)
+
+
 def _truncate_text(text: str, limit: int) -> TruncatedResult:
-    if len(text) <= limit:
-        return TruncatedResult(text, truncated=False, original_chars=len(text))
+    total = _length(text)
+    if total <= limit:
+        return TruncatedResult(str(text), truncated=False, original_chars=total)
+    if (total > LARGE_TEXT_CHARS or isinstance(text, CutText)) and _JSON_START.match(text):
+        partial = _truncate_large_json(text, limit)
+        if partial is not None:
+            return TruncatedResult(partial, truncated=True, original_chars=total)
     parsed = _parse_json_container(text)
     if parsed is not None:
         shrunk = json.dumps(_shrink(parsed, limit, _json_size(parsed)), ensure_ascii=False)
-        return TruncatedResult(shrunk, truncated=True, original_chars=len(text))
-    keep = max(0, limit - len(_cut_marker(len(text))))
-    return TruncatedResult(_cut(text, keep), truncated=True, original_chars=len(text))
+        return TruncatedResult(shrunk, truncated=True, original_chars=total)
+    keep = max(0, limit - len(_cut_marker(total)))
+    kept = _cut(str(text), keep)
+    if total > len(text):  # count what was cut before it reached here too
+        kept = kept[:keep] + _cut_marker(total - min(keep, len(text)))
+    return TruncatedResult(kept, truncated=True, original_chars=total)
 
 
 def _parse_json_container(text: str) -> Any:
@@ -93,6 +130,29 @@ def _parse_json_container(text: str) -> Any:
     except (ValueError, RecursionError):
         return None
     return to_jsonable(parsed) if isinstance(parsed, dict | list) else None
+
+
+def _truncate_large_json(text: str, limit: int) -> str | None:
+    """Cut a large JSON text from a window of its first characters (None if not JSON)."""
+    window = text[: max(_WINDOW_PER_BUDGET * limit, _MIN_WINDOW)]
+    try:
+        parsed = from_json(window, allow_partial="trailing-strings")
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict | list):
+        return None
+    marker = UNREAD_TEXT_MARKER.format(read=len(window), total=_length(text))
+    data = to_jsonable(parsed)
+    budget = max(limit - _json_size(marker) - len(_DROPPED_KEYS_KEY) - 8, 0)
+    shrunk = _shrink(data, budget, _json_size(data))
+    if isinstance(shrunk, list):
+        shrunk.append(marker)
+    else:
+        key = _DROPPED_KEYS_KEY
+        while key in shrunk:
+            key += "."
+        shrunk[key] = marker
+    return json.dumps(shrunk, ensure_ascii=False)
 
 
 def _json_size(value: Any) -> int:
@@ -123,6 +183,42 @@ def _shrink(data: Any, limit: int, size: int) -> Any:
     if isinstance(data, dict | list):
         size = _cap_long_strings(data, limit, size)
     return data if size <= limit else _fit(data, limit, size)
+
+
+# --- before sizing: drop the items no budget could hold ------------------------------
+
+
+class _TrimmedList(list):  # type: ignore[type-arg]
+    """A list whose tail was dropped before sizing: `omitted` items are not here."""
+
+    omitted = 0
+
+
+def _trim_long_lists(data: Any, max_items: int) -> Any:
+    """Cut every list longer than `max_items` (each item takes 2 characters at least).
+
+    Serializing a huge list whole to measure it would hold the interpreter for as long
+    as it takes; the dropped items are counted in the list's eventual `ITEMS_MARKER`.
+    """
+    if isinstance(data, list) and len(data) > max_items:
+        data = _trimmed(data, max_items)
+    stack = [data]
+    while stack:
+        container = stack.pop()
+        keys = container.keys() if isinstance(container, dict) else range(len(container))
+        for key in keys:
+            item = container[key]
+            if isinstance(item, list) and len(item) > max_items:
+                item = container[key] = _trimmed(item, max_items)
+            if isinstance(item, dict | list):
+                stack.append(item)
+    return data
+
+
+def _trimmed(items: list[Any], max_items: int) -> _TrimmedList:
+    kept = _TrimmedList(items[:max_items])
+    kept.omitted = len(items) - max_items + getattr(items, "omitted", 0)
+    return kept
 
 
 # --- first pass: cut the longest strings ---------------------------------------------
@@ -224,7 +320,8 @@ def _fit_string(text: str, budget: int) -> str:
 
 
 def _fit_list(items: list[Any], budget: int) -> list[Any]:
-    reserve = _json_size(ITEMS_MARKER.format(omitted=len(items))) + 2
+    dropped_before = getattr(items, "omitted", 0)
+    reserve = _json_size(ITEMS_MARKER.format(omitted=len(items) + dropped_before)) + 2
     count = _fitting_prefix(items, budget - reserve)
     kept = items[:count]
     room = budget - reserve - _json_size(kept) - 2
@@ -232,7 +329,7 @@ def _fit_list(items: list[Any], budget: int) -> list[Any]:
         partial = items[count]
         if isinstance(partial, str | list | dict):
             kept.append(_fit(partial, room))
-    omitted = len(items) - len(kept)
+    omitted = len(items) - len(kept) + dropped_before
     if omitted:
         kept.append(ITEMS_MARKER.format(omitted=omitted))
     return kept

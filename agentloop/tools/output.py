@@ -1,0 +1,177 @@
+"""Bounding what a tool returned before it is materialized, off the event loop when large.
+
+- An iterator, generator or async generator is read lazily inside the call's time limit,
+  up to its bounds (items, characters, time), and marked truncated when cut
+  (`agentloop.tools.results.lazy`). A sync iterator is read in one of the loop's tool
+  threads, an async one on the event loop.
+- A large result (a string over `LARGE_RESULT_CHARS`, a container with more than
+  `LARGE_RESULT_NODES` members or strings that long, or one holding iterators) is
+  converted to JSON data and cut to its size budget in a worker thread, so the event
+  loop, and every other run on it, goes on meanwhile.
+- A result that cannot be converted fails the call as `unserializable_result`.
+
+Anything else is returned as it is: interceptors still see the tool's own objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal
+
+from agentloop.errors import ToolCallError
+from agentloop.tools.results import (
+    ReadItems,
+    ReadLimits,
+    TruncatedResult,
+    is_async_lazy,
+    is_lazy,
+    read_async_items,
+    read_items,
+    to_jsonable,
+    truncate_result,
+)
+from agentloop.tools.threads import OnAbandoned, ToolThreads
+
+__all__ = [
+    "LARGE_RESULT_CHARS",
+    "LARGE_RESULT_NODES",
+    "BoundedOutput",
+    "bound_output",
+    "bounded_json",
+]
+
+LARGE_RESULT_CHARS = 256 * 1024
+"""Characters of text above which a result is converted off the event loop."""
+LARGE_RESULT_NODES = 10_000
+"""Members of nested containers above which a result is converted off the event loop."""
+_READ_SLACK_S = 0.5
+"""How long past the call's deadline a thread reading an iterator is waited for."""
+
+_Weight = Literal["small", "large", "lazy"]
+
+
+@dataclass(frozen=True)
+class BoundedOutput:
+    """A tool's output once bounded: JSON data within its budget."""
+
+    value: Any
+    truncated: bool = False
+    """Whether a bound cut it."""
+    notes: tuple[str, ...] = ()
+    """What the record says about how it was read."""
+
+
+def bounded_json(value: Any, max_chars: int, tool_name: str = "") -> TruncatedResult:
+    """Convert a result to JSON data within `max_chars`.
+
+    Raises:
+        ToolCallError: It cannot be converted (`unserializable_result`).
+    """
+    try:
+        return truncate_result(to_jsonable(value), max_chars)
+    except Exception as error:
+        source = f"{tool_name} returned" if tool_name else "the result is"
+        msg = (
+            f"{source} a {type(value).__name__} that cannot be converted to JSON data "
+            f"({type(error).__name__}: {error})"
+        )
+        raise ToolCallError("unserializable_result", msg) from error
+
+
+def _weight(value: Any) -> _Weight:
+    """Tell, looking at no more than `LARGE_RESULT_NODES` members, how heavy a result is."""
+    if isinstance(value, str):
+        return "large" if len(value) > LARGE_RESULT_CHARS else "small"
+    stack = [value]
+    nodes = chars = 0
+    while stack:
+        item = stack.pop()
+        nodes += 1
+        if nodes > LARGE_RESULT_NODES:
+            return "large"
+        if isinstance(item, str):
+            chars += len(item)
+            if chars > LARGE_RESULT_CHARS:
+                return "large"
+        elif isinstance(item, Iterator | AsyncIterator | range):
+            return "lazy"
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple | set | frozenset):
+            stack.extend(item)
+    return "small"
+
+
+def _convert(value: Any, max_chars: int, tool_name: str, notes: tuple[str, ...]) -> BoundedOutput:
+    result = bounded_json(value, max_chars, tool_name)
+    return BoundedOutput(result.value, result.truncated, notes)
+
+
+async def bound_output(
+    output: Any,
+    *,
+    tool_name: str,
+    limits: ReadLimits,
+    threads: ToolThreads,
+    on_abandoned: OnAbandoned | None = None,
+) -> Any:
+    """Bound a tool's output (see the module docstring).
+
+    Args:
+        output: What the tool returned.
+        tool_name: The tool, for messages and its threads.
+        limits: Items, characters and the call's deadline (the event loop's clock).
+        threads: The loop's tool threads (a sync iterator is read in one).
+        on_abandoned: Told when a thread reading an iterator is abandoned.
+
+    Returns:
+        The output unchanged when it is small plain data or an ordinary object, else a
+        `BoundedOutput`.
+
+    Raises:
+        TimeoutError: Reading a sync iterator hung past the call's deadline.
+        ToolCallError: The output cannot be converted (`unserializable_result`).
+    """
+    notes: tuple[str, ...] = ()
+    truncated = False
+    if is_async_lazy(output) or is_lazy(output):
+        read = await _read(output, tool_name, limits, threads, on_abandoned)
+        output, truncated, notes = read.items, read.truncated, (read.note,)
+    weight = _weight(output)
+    if weight == "small":
+        return BoundedOutput(output, truncated, notes) if notes else output
+    convert = partial(_convert, output, limits.max_chars, tool_name, notes)
+    if weight == "lazy":  # nested iterators: read in a tool thread, within the time left
+        bounded: BoundedOutput = await threads.run(
+            tool_name, convert, _time_left(limits) + _READ_SLACK_S, on_abandoned
+        )
+    else:
+        bounded = await asyncio.to_thread(convert)
+    return BoundedOutput(bounded.value, truncated or bounded.truncated, bounded.notes)
+
+
+async def _read(
+    output: Any,
+    tool_name: str,
+    limits: ReadLimits,
+    threads: ToolThreads,
+    on_abandoned: OnAbandoned | None,
+) -> ReadItems:
+    if is_async_lazy(output):
+        return await read_async_items(output, limits)
+    read: ReadItems = await threads.run(
+        tool_name,
+        partial(read_items, output, limits),
+        _time_left(limits) + _READ_SLACK_S,
+        on_abandoned,
+    )
+    return read
+
+
+def _time_left(limits: ReadLimits) -> float:
+    if limits.deadline is None:
+        return 3600.0
+    return max(limits.deadline - asyncio.get_running_loop().time(), 0.0)

@@ -1,0 +1,127 @@
+"""A timed-out call with side effects whose work may still complete is `unknown_outcome`,
+never a clean failure; the ledger records its late outcome when it arrives."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agentloop import GovernanceOptions, ToolPolicy, as_tool, create_tool_loop
+from agentloop.durability import LedgerKey, ledger_for
+from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.tools.late import LATE_NOTE
+
+
+def config() -> dict[str, Any]:
+    return {"configurable": {"thread_id": f"t-{time.monotonic_ns()}"}}
+
+
+async def late_entry(saver: Any, thread_id: str, call_key: str) -> dict[str, Any]:
+    """Wait (bounded) for the ledger entry of a call to hold its late outcome."""
+    key = LedgerKey(thread_id, "", call_key)
+    for _ in range(400):
+        entry = ledger_for(saver).get(key)
+        if entry is not None and entry.outcome and LATE_NOTE in entry.outcome.get("notes", []):
+            return entry.outcome
+        await asyncio.sleep(0.05)
+    entry = ledger_for(saver).get(key)
+    raise AssertionError(f"no late outcome in the ledger: {entry}")
+
+
+async def test_a_timed_out_sync_write_is_unknown_and_its_late_outcome_recorded(
+    run_loop: Any,
+) -> None:
+    paid: list[str] = []
+    release = threading.Event()
+
+    @tool
+    def send_payment(account: str) -> str:
+        """Pay an account (side effect), slowly."""
+        release.wait(5)
+        paid.append(account)
+        return f"paid {account}"
+
+    planner = ScriptedChatModel(
+        [
+            plan_reply("execute", [{"tool_name": "send_payment", "tool_kwargs": {"account": "a"}}]),
+            plan_reply("response"),
+        ]
+    )
+    saver = InMemorySaver()
+    loop = create_tool_loop(
+        planner,
+        [send_payment],
+        answer_model=ScriptedChatModel(["checked"]),
+        governance=GovernanceOptions(policies={"send_payment": ToolPolicy(timeout_s=0.2)}),
+        checkpointer=saver,
+    )
+    run_config = config()
+    out = await run_loop(loop, {"user_input": "pay a"}, run_config)
+    [record] = out["tool_logs"]
+    assert not record["success"] and record["error_type"] == "unknown_outcome"
+    assert "may still take effect" in record["error"]
+    assert "must not be repeated blindly" in record["error"]
+    assert record["result"]["suggestion"].startswith("The call may or may not have taken effect")
+    second_plan = planner.requests[1][-1].content
+    assert "must not be repeated blindly" in str(second_plan)  # the planner is told
+    assert paid == []
+    release.set()
+    late = await late_entry(saver, run_config["configurable"]["thread_id"], record["call_key"])
+    assert paid == ["a"]
+    assert late["success"] and late["result"] == "paid a" and late["error_type"] == ""
+
+
+async def test_a_timed_out_sub_agent_runs_to_its_end_and_records_its_late_outcome(
+    run_loop: Any,
+) -> None:
+    invoiced: list[str] = []
+    release = threading.Event()
+
+    @tool
+    def send_invoice(customer: str) -> str:
+        """Send an invoice (side effect), slowly."""
+        release.wait(5)
+        invoiced.append(customer)
+        return "sent"
+
+    child = create_tool_loop(
+        ScriptedChatModel(
+            responder=lambda messages: str(
+                plan_reply("execute", [{"tool_name": "send_invoice",
+                                        "tool_kwargs": {"customer": "bob"}}])
+                if "round_index: 0" in str(messages[-1].content)
+                else plan_reply("response")
+            )
+        ),
+        [send_invoice],
+        answer_model=ScriptedChatModel(responder=lambda messages: "invoice sent"),
+        governance=GovernanceOptions(policies={"send_invoice": ToolPolicy(idempotent=False)}),
+    )  # fmt: skip
+    saver = InMemorySaver()
+    parent = create_tool_loop(
+        ScriptedChatModel(
+            [
+                plan_reply("execute", [{"tool_name": "clerk",
+                                        "tool_kwargs": {"user_input": "invoice bob"}}]),
+                plan_reply("response"),
+            ]
+        ),
+        [as_tool(child, name="clerk", description="Invoices.")],
+        answer_model=ScriptedChatModel(["parent done"]),
+        governance=GovernanceOptions(policies={"clerk": ToolPolicy(timeout_s=0.3)}),
+        checkpointer=saver,
+    )  # fmt: skip
+    run_config = config()
+    out = await run_loop(parent, {"user_input": "go"}, run_config)
+    [record] = out["tool_logs"]
+    assert record["error_type"] == "unknown_outcome" and invoiced == []
+    assert "runs on" in record["error"]
+    release.set()
+    late = await late_entry(saver, run_config["configurable"]["thread_id"], record["call_key"])
+    assert invoiced == ["bob"]
+    assert late["success"] and late["result"] == "invoice sent"
