@@ -120,6 +120,7 @@ def create_tool_loop(
         history_chars=planning.history_chars,
         speculative_answer=planning.speculative_answer,
         streaming_dispatch=planning.streaming_dispatch and not _reviews_plan(interrupt_before),
+        stream_plan_tokens=planning.stream_plan_tokens,
         name=name,
     )
     toolset = (

@@ -102,6 +102,10 @@ class PlanningOptions:
         streaming_dispatch: Start a plan's concurrency-safe, idempotent calls while the
             plan is still streaming (off anyway when the loop interrupts before
             `execute`).
+        stream_plan_tokens: Stream the planner's tokens on LangGraph's `messages` stream
+            too (for debugging). Off by default: planner calls are tagged `nostream`, so
+            `messages` carries what a chat UI shows (the answer), while plan progress
+            stays on the `custom` and `events` streams.
     """
 
     keep_tool_results: int = 5
@@ -113,6 +117,7 @@ class PlanningOptions:
     history_chars: int = 6_000
     speculative_answer: bool = False
     streaming_dispatch: bool = True
+    stream_plan_tokens: bool = False
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ class LoopSettings:
     history_chars: int = 6_000
     speculative_answer: bool = False
     streaming_dispatch: bool = True
+    stream_plan_tokens: bool = False
     name: str = "tool_loop"
 
     def __post_init__(self) -> None:
@@ -62,7 +63,7 @@ class LoopSettings:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 msg = f"{name} must be an int >= 0, got {value!r}"
                 raise ConfigurationError(msg)
-        for name in ("speculative_answer", "streaming_dispatch"):
+        for name in ("speculative_answer", "streaming_dispatch", "stream_plan_tokens"):
             if not isinstance(getattr(self, name), bool):
                 msg = f"{name} must be True or False, got {getattr(self, name)!r}"
                 raise ConfigurationError(msg)

@@ -11,6 +11,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, BaseMessageChunk
 from langchain_core.runnables import Runnable
 from langgraph.config import get_config
+from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 
 from agentloop.errors import ConfigurationError, ModelBehaviorError, model_error_message
@@ -31,13 +32,14 @@ from agentloop.planning.check import (
 from agentloop.planning.normalize import unparseable_decision
 from agentloop.planning.prompt import PLAN_TOOL, PLAN_TOOL_STRICT, build_plan_messages
 from agentloop.planning.reader import PlanRead
-from agentloop.settings import LoopContext, RunScope
+from agentloop.settings import LoopContext, LoopSettings, RunScope
 from agentloop.state import LoopState, PlanDecision, empty_round_state
 from agentloop.usage import sum_usage, usage_entry
 
 __all__ = ["PLAN_TAGS", "make_plan"]
 
 PLAN_TAGS = ["agentloop:plan"]
+"""Tags of every planner call (plus LangGraph's `nostream` unless planner tokens stream)."""
 
 
 def _bind_plan_tool(model: BaseChatModel) -> Runnable[Any, Any]:
@@ -60,9 +62,11 @@ def _takes_strict(model: BaseChatModel) -> bool:
     return "strict" in parameters
 
 
-def _runnable(model: BaseChatModel, tool_mode: bool) -> Runnable[Any, Any]:
-    bound = _bind_plan_tool(model) if tool_mode else model
-    return bound.with_config(tags=PLAN_TAGS, run_name="plan")
+def _runnable(model: BaseChatModel, settings: LoopSettings) -> Runnable[Any, Any]:
+    """The planner call: tagged so LangGraph's `messages` stream leaves it out by default."""
+    bound = _bind_plan_tool(model) if settings.plan_mode == "tool" else model
+    tags = PLAN_TAGS if settings.stream_plan_tokens else [*PLAN_TAGS, TAG_NOSTREAM]
+    return bound.with_config(tags=tags, run_name="plan")
 
 
 def plan_chunk_size(chunk: BaseMessageChunk) -> int:
@@ -290,7 +294,7 @@ class _Plan:
             read, bounded = PlanRead.start(model, tool_mode), self._bounded()
             attempts.fresh_dispatch()
             request = attempts.messages
-            chunks = bounded.iterate(lambda: _runnable(model, tool_mode).stream(request))
+            chunks = bounded.iterate(lambda: _runnable(model, attempts.scope.settings).stream(request))
             try:
                 for chunk in chunks:
                     if read.feed(chunk):
@@ -322,7 +326,7 @@ class _Plan:
         async def attempt(model: BaseChatModel) -> PlanRead:
             read, bounded = PlanRead.start(model, tool_mode), self._bounded()
             attempts.fresh_dispatch()
-            chunks = bounded.aiterate(_runnable(model, tool_mode).astream(attempts.messages))
+            chunks = bounded.aiterate(_runnable(model, attempts.scope.settings).astream(attempts.messages))
             try:
                 async for chunk in chunks:
                     if read.feed(chunk):
