@@ -293,8 +293,8 @@ class _Plan:
         def attempt(model: BaseChatModel) -> PlanRead:
             read, bounded = PlanRead.start(model, tool_mode), self._bounded()
             attempts.fresh_dispatch()
-            request = attempts.messages
-            chunks = bounded.iterate(lambda: _runnable(model, attempts.scope.settings).stream(request))
+            request, runnable = attempts.messages, _runnable(model, attempts.scope.settings)
+            chunks = bounded.iterate(lambda: runnable.stream(request))
             try:
                 for chunk in chunks:
                     if read.feed(chunk):
@@ -326,7 +326,8 @@ class _Plan:
         async def attempt(model: BaseChatModel) -> PlanRead:
             read, bounded = PlanRead.start(model, tool_mode), self._bounded()
             attempts.fresh_dispatch()
-            chunks = bounded.aiterate(_runnable(model, attempts.scope.settings).astream(attempts.messages))
+            runnable = _runnable(model, attempts.scope.settings)
+            chunks = bounded.aiterate(runnable.astream(attempts.messages))
             try:
                 async for chunk in chunks:
                     if read.feed(chunk):

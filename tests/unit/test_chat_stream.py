@@ -34,9 +34,7 @@ def _loop(**options: Any) -> Any:
 async def _messages(graph: Any, entry: str) -> list[tuple[Any, dict[str, Any]]]:
     payload = {"user_input": "what is 2+3?"}
     if entry == "stream":
-        return await asyncio.to_thread(
-            lambda: list(graph.stream(payload, stream_mode="messages"))
-        )
+        return await asyncio.to_thread(lambda: list(graph.stream(payload, stream_mode="messages")))
     return [item async for item in graph.astream(payload, stream_mode="messages")]
 
 
@@ -44,9 +42,7 @@ async def _messages(graph: Any, entry: str) -> list[tuple[Any, dict[str, Any]]]:
 async def test_messages_stream_has_the_answer_and_no_plan_json(entry: str) -> None:
     items = await _messages(_loop(), entry)
     nodes = {metadata["langgraph_node"] for _, metadata in items}
-    text = "".join(
-        chunk.content for chunk, _ in items if isinstance(chunk, AIMessageChunk)
-    )
+    text = "".join(chunk.content for chunk, _ in items if isinstance(chunk, AIMessageChunk))
     assert "plan" not in nodes
     assert "next_action" not in text
     assert "The sum is 5." in text
