@@ -9,6 +9,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
 
 from agentloop.mcp.toolset import McpServersConfig, MCPToolset
 from agentloop.model_calls import ModelRetryPolicy
@@ -58,7 +59,9 @@ def create_tool_loop(
     governance: GovernanceOptions | None = None,
     planning: PlanningOptions | None = None,
     models: ModelOptions | None = None,
+    context_schema: type[Any] | None = None,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
+    store: BaseStore | None = None,
     name: str = "tool_loop",
     interrupt_before: Sequence[str] | None = None,
     interrupt_after: Sequence[str] | None = None,
@@ -89,7 +92,16 @@ def create_tool_loop(
         planning: How rounds are planned and bounded (`PlanningOptions`).
         models: How models are called (`ModelOptions`: fallbacks, retries, limits,
             prices).
+        context_schema: The app's run context type (a dataclass, TypedDict or pydantic
+            model), as in `create_agent`: `loop.invoke(input, context=MyContext(...))`
+            reaches tools through `ToolRuntime.context`, and Studio shows it as a form.
+            The loop's own per-run settings then go in
+            `config["configurable"]["agentloop"]` (a `LoopContext`). Default: `LoopContext`
+            is the context.
         checkpointer: A LangGraph checkpointer (none for `langgraph dev`).
+        store: A LangGraph store (`InMemoryStore`...), which tools read through
+            `ToolRuntime.store` or an `InjectedStore` argument (none for `langgraph dev`,
+            which brings its own).
         name: The compiled graph's name.
         interrupt_before: Nodes to interrupt before (e.g. `["execute"]`, needs a checkpointer).
         interrupt_after: Nodes to interrupt after.
@@ -163,7 +175,7 @@ def create_tool_loop(
     install_log_redaction(logging.getLogger("agentloop"), parts.redact)
     builder = StateGraph(
         LoopState,
-        context_schema=LoopContext,
+        context_schema=context_schema or LoopContext,
         input_schema=InputState,
         output_schema=OutputState,
     )
@@ -191,6 +203,7 @@ def create_tool_loop(
         builder.add_edge("answer", END)
     return builder.compile(
         checkpointer=checkpointer,
+        store=store,
         name=name,
         interrupt_before=list(interrupt_before) if interrupt_before else None,
         interrupt_after=list(interrupt_after) if interrupt_after else None,

@@ -172,7 +172,7 @@ def answer_prompt(parts: LoopParts, state: LoopState, scope: RunScope) -> Answer
     """Build the answer request for the run's state (the answer node's, and a speculative one)."""
     round_state = state.get("round_state") or empty_round_state()
     action_results = to_action_results(round_state["done_plans"])
-    answerers = parts.models.answerers(scope.context)
+    answerers = parts.models.answerers(scope.loop)
     media = media_blocks(round_state["done_plans"], answerers[0])
     settings = scope.settings
     messages = build_answer_messages(

@@ -84,7 +84,7 @@ class _CallTool:
             side_effects=not policy.idempotent,
             resumable=policy.resumable,
             timeout_s=policy.timeout_s,
-            reexecute=bool(getattr(scope.context, "reexecute", False)),
+            reexecute=bool(scope.loop is not None and scope.loop.reexecute),
         )
 
     def _settled(self, call: PreparedCall, settled: Settled, emit: Emit) -> dict[str, Any]:

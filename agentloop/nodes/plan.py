@@ -182,7 +182,7 @@ class _Plan:
         )
         dispatch = EarlyDispatch(self.parts, state, scope, get_config(), asynchronous=asynchronous)
         attempts = _Attempts(
-            scope, self.parts.models.planners(scope.context), messages, example, dispatch
+            scope, self.parts.models.planners(scope.loop), messages, example, dispatch
         )
         if settings.speculative_answer:
             attempts.speculative = self._speculate(state, scope, asynchronous=asynchronous)

@@ -46,6 +46,8 @@ class ToolInvocation:
     purpose: str = ""
     round_index: int = 0
     index: int = 0
+    as_tool_call: bool = False
+    """Invoke the tool with a full `ToolCall`, as `ToolNode` does (it takes injected arguments)."""
     trace: list[str] = field(default_factory=list, compare=False)
     """Free-form notes interceptors leave on the call (copied into the record)."""
 

@@ -22,6 +22,7 @@ ERROR_SUGGESTIONS: dict[ErrorType, str] = {
     "tool_unavailable": "The tool is busy with earlier calls that hung. Use another tool.",
     "too_many_commands": "Plan fewer calls per round, the most important first.",
     "reference_failed": "Fix the command it refers to, or call it with values, not a reference.",
+    "unsupported_result": "The tool cannot be used by this loop. Use another tool.",
 }
 
 

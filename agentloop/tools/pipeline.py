@@ -24,12 +24,13 @@ from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT, ATTACHMENTS_ARTIFACT
 from agentloop.tools.cache import ResultCache, canonical_key
 from agentloop.tools.catalog import ToolCatalog
+from agentloop.tools.injected import refuse_command
 from agentloop.tools.interceptors import Interceptor, ToolInvocation, run_chain
 from agentloop.tools.invoke import ToolInvoker, propagates
 from agentloop.tools.judge import judge_result
 from agentloop.tools.outcome import ToolOutcome, graceful_error
 from agentloop.tools.results import to_jsonable, truncate_result
-from agentloop.tools.spec import IDEMPOTENCY_ARGUMENT
+from agentloop.tools.spec import IDEMPOTENCY_ARGUMENT, ToolSpec
 
 __all__ = ["AGENT_USAGE_ARTIFACT", "PreparedCall", "ToolRunner", "emit_settled", "make_record"]
 
@@ -257,9 +258,16 @@ class ToolRunner:
         started = time.perf_counter()
 
         async def terminal(current: ToolInvocation) -> ToolOutcome:
-            return await self.invoker.call_with_policy(
+            if spec.injected:
+                try:
+                    current = self._inject(current, spec, config)
+                except (KeyError, ValueError) as error:
+                    message = f"cannot supply the injected arguments of {name}: {error!r}"
+                    return ToolOutcome.failure("internal_error", message)
+            outcome = await self.invoker.call_with_policy(
                 current, emit, config, prefer_sync=prefer_sync
             )
+            return refuse_command(outcome, name)
 
         try:
             outcome = await run_chain(tool_call, self.chain, terminal)
@@ -311,6 +319,15 @@ class ToolRunner:
             emit("tool_error", error=record["error"], error_type=outcome.error_type, **fields)
             emit("tool_completed", **fields)
         return record
+
+    def _inject(
+        self, call: ToolInvocation, spec: ToolSpec, config: RunnableConfig | None
+    ) -> ToolInvocation:
+        """The call with its injected arguments filled in, invoked as a `ToolCall`."""
+        arguments = spec.injected.fill(
+            call.arguments, config, tool_call_id=call.call_id, tools=self.tools.registry.tools
+        )
+        return call.override(arguments=arguments, as_tool_call=True)
 
     def _fall_back(self, call: ToolInvocation, failure: ToolOutcome) -> ToolOutcome:
         """The last good result (opt-in, still a failure), the declared stub, or an error."""

@@ -15,6 +15,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
 from agentloop.tools.arguments import ArgumentSpec, ValidatedArguments, tool_json_schema
+from agentloop.tools.injected import InjectedArguments
 from agentloop.tools.invoke import crash_proof
 from agentloop.tools.policy import ResolvedPolicy
 
@@ -34,6 +35,17 @@ def _pydantic_model(tool: BaseTool) -> type[BaseModel] | None:
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
+def _without(schema: dict[str, Any], names: frozenset[str]) -> dict[str, Any]:
+    """The schema without injected arguments (LangChain leaves out all but a bare `runtime`)."""
+    declared = schema.get("properties")
+    if not names or not isinstance(declared, dict) or not names & set(declared):
+        return schema
+    trimmed = {**schema, "properties": {k: v for k, v in declared.items() if k not in names}}
+    if isinstance(schema.get("required"), list):
+        trimmed["required"] = [name for name in schema["required"] if name not in names]
+    return trimmed
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """One registered tool and everything compiled from it."""
@@ -47,11 +59,14 @@ class ToolSpec:
     runnable: BaseTool = field(repr=False)
     """What is invoked: the tool, with a coroutine that cannot crash the event loop."""
     accepts_idempotency_key: bool = False
+    injected: InjectedArguments = field(default_factory=InjectedArguments)
+    """The arguments the loop fills in (`ToolRuntime`, `InjectedState`...), never the planner."""
 
     @classmethod
     def compile(cls, tool: BaseTool, policy: ResolvedPolicy) -> ToolSpec:
         """Compile a tool with its effective policy."""
-        schema = tool_json_schema(tool)
+        injected = InjectedArguments.of(tool)
+        schema = _without(tool_json_schema(tool), injected.names)
         declared = schema.get("properties")
         return cls(
             tool=tool,
@@ -60,6 +75,7 @@ class ToolSpec:
             arguments=ArgumentSpec(schema, _pydantic_model(tool)),
             runnable=crash_proof(tool),
             accepts_idempotency_key=isinstance(declared, dict) and IDEMPOTENCY_ARGUMENT in declared,
+            injected=injected,
         )
 
     @property
@@ -73,8 +89,9 @@ class ToolSpec:
         Returns:
             The validated arguments, and the notes on renamed arguments.
         """
-        repaired, renames = self.arguments.repair(kwargs, self.policy.arg_aliases)
-        return self.arguments.validate(repaired), renames
+        planned, ignored = self.injected.strip(kwargs) if self.injected else (kwargs, [])
+        repaired, renames = self.arguments.repair(planned, self.policy.arg_aliases)
+        return self.arguments.validate(repaired), [*ignored, *renames]
 
     def description(self) -> dict[str, Any]:
         """What the planner is told about the tool."""
