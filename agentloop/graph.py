@@ -6,6 +6,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from langchain_core.messages import SystemMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -35,6 +36,7 @@ from agentloop.prompts import PromptSet, PromptSource
 from agentloop.redaction import Redactor, install_log_redaction
 from agentloop.settings import LoopContext, LoopSettings, PlanMode
 from agentloop.state import InputState, LoopState, OutputState
+from agentloop.system_prompt import app_instructions
 from agentloop.tools.cache import ResultCache
 from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.interceptors import CacheInterceptor, RateLimitInterceptor
@@ -52,8 +54,8 @@ def create_tool_loop(
     *,
     answer_model: ModelLike | None = None,
     mcp_servers: McpServersConfig | MCPToolset | None = None,
+    system_prompt: str | SystemMessage | None = None,
     max_rounds: int = 5,
-    concurrency: int | None = None,
     plan_mode: PlanMode = "json",
     prompts: Mapping[str, PromptSource] | None = None,
     governance: GovernanceOptions | None = None,
@@ -79,8 +81,10 @@ def create_tool_loop(
             `allow`/`deny` tool lists), or an `MCPToolset`. Their sessions are shared
             by every run of the loop; a server that fails to start is left out (and
             tried again later) unless its config says `"required": true`.
+        system_prompt: The app's instructions (text, or a `SystemMessage` whose content
+            blocks are kept, cache markers included), as in `create_agent`: both the planner
+            and the answer model see them first, before the loop's own rules.
         max_rounds: Most executed rounds; the planner is not called once it is reached.
-        concurrency: Most tool calls running at once (None: no limit).
         plan_mode: `"json"` (the plan as message text: any chat model) or `"tool"`
             (native structured output through tool calling).
         prompts: Templates that replace the shipped ones, by name (`plan_system`,
@@ -88,7 +92,7 @@ def create_tool_loop(
             `answer_results`): the text, or a file path. Checked now: a template that uses
             a `$name` it may not is a `ConfigurationError` (`PROMPT_VARIABLES` lists them).
         governance: How tools may be called (`GovernanceOptions`: policies,
-            interceptors, timeouts, retries, cache, threads, redaction, ledger).
+            interceptors, timeouts, retries, concurrency, cache, threads, redaction, ledger).
         planning: How rounds are planned and bounded (`PlanningOptions`).
         models: How models are called (`ModelOptions`: fallbacks, retries, limits,
             prices).
@@ -121,7 +125,7 @@ def create_tool_loop(
     governance, planning, models = group_flat_options(deprecated, governance, planning, models)
     settings = LoopSettings(
         max_rounds=max_rounds,
-        concurrency=concurrency,
+        concurrency=governance.concurrency,
         plan_mode=plan_mode,
         keep_tool_results=planning.keep_tool_results,
         max_consecutive_rollbacks=planning.max_consecutive_rollbacks,
@@ -169,6 +173,7 @@ def create_tool_loop(
         ledger=governance.ledger,
         redact=redact,
         prompts=PromptSet(prompts),
+        system_prompt=app_instructions(system_prompt),
     )
     if toolset is not None and toolset.model is None:
         toolset.model = parts.models.model  # answers the servers' sampling requests

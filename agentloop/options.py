@@ -54,6 +54,7 @@ class GovernanceOptions:
             servers' `env` and `headers`, and credential shapes).
         ledger: Where calls are claimed and their outcomes kept (default: with the
             checkpointer: its database for SQLite and PostgreSQL, memory otherwise).
+        concurrency: Most tool calls running at once (None: no limit).
     """
 
     policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
@@ -66,6 +67,7 @@ class GovernanceOptions:
     tool_threads: ToolThreads | None = None
     redact: Redact | None = None
     ledger: SideEffectLedger | None = None
+    concurrency: int | None = None
 
     def __post_init__(self) -> None:
         """Reject values that cannot work."""

@@ -22,6 +22,7 @@ from agentloop.planning.prompt import conversation_text, default_prompts
 from agentloop.prompts import PromptSet, quote_user_text, to_prompt_json
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
+from agentloop.system_prompt import with_app_instructions
 from agentloop.usage import message_usage, sum_usage, usage_entry
 
 __all__ = [
@@ -187,6 +188,7 @@ def answer_prompt(parts: LoopParts, state: LoopState, scope: RunScope) -> Answer
         ),
         prompts=parts.prompts,
     )
+    messages = with_app_instructions(messages, parts.system_prompt)
     return AnswerPrompt(list(answerers), messages, action_results, len(media) // 2)
 
 

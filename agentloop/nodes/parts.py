@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import SystemMessage
 from langgraph.runtime import Runtime
 
 from agentloop.checkpoint_safe import checkpoint_safe, safe_update
@@ -46,6 +47,8 @@ class LoopParts:
     """Applied to every string the loop writes to state, events and prompts."""
     prompts: PromptSet = field(default_factory=PromptSet)
     """The loop's prompt templates (the shipped ones, or the user's)."""
+    system_prompt: SystemMessage | None = None
+    """The app's instructions, which come first in every planner and answer request."""
     inflight: InFlight = field(default_factory=InFlight)
     """Calls and answers started ahead of the node that uses them."""
 

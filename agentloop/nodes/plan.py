@@ -34,6 +34,7 @@ from agentloop.planning.prompt import PLAN_TOOL, PLAN_TOOL_STRICT, build_plan_me
 from agentloop.planning.reader import PlanRead
 from agentloop.settings import LoopContext, LoopSettings, RunScope
 from agentloop.state import LoopState, PlanDecision, empty_round_state
+from agentloop.system_prompt import with_app_instructions
 from agentloop.usage import sum_usage, usage_entry
 
 __all__ = ["PLAN_TAGS", "make_plan"]
@@ -175,6 +176,7 @@ class _Plan:
             reference_example=with_reference,
             prompts=self.parts.prompts,
         )
+        messages = with_app_instructions(messages, self.parts.system_prompt)
         scope.emit(
             "round_started",
             round_index=round_state["round_index"],

@@ -15,7 +15,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
-from agentloop import ConfigurationError, ModelOptions, create_tool_loop
+from agentloop import ConfigurationError, GovernanceOptions, ModelOptions, create_tool_loop
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -193,7 +193,7 @@ async def test_concurrency_limit(run_loop: Any) -> None:
     graph, _, _ = loop_with(
         [plan_reply("execute", [cmd("get_item", n=i) for i in range(6)]), plan_reply("response")],
         [get_item],
-        concurrency=2,
+        governance=GovernanceOptions(concurrency=2),
     )
     out = await run_loop(graph, {"user_input": "go"})
     assert peak == 2
