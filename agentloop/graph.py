@@ -34,7 +34,7 @@ from agentloop.nodes import (
 from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions, group_flat_options
 from agentloop.prompts import PromptSet, PromptSource
 from agentloop.redaction import Redactor, install_log_redaction
-from agentloop.settings import LoopContext, LoopSettings, PlanMode
+from agentloop.settings import LoopContext, LoopSettings
 from agentloop.state import InputState, LoopState, OutputState
 from agentloop.system_prompt import app_instructions
 from agentloop.tools.cache import ResultCache
@@ -56,7 +56,6 @@ def create_tool_loop(
     mcp_servers: McpServersConfig | MCPToolset | None = None,
     system_prompt: str | SystemMessage | None = None,
     max_rounds: int = 5,
-    plan_mode: PlanMode = "json",
     prompts: Mapping[str, PromptSource] | None = None,
     governance: GovernanceOptions | None = None,
     planning: PlanningOptions | None = None,
@@ -85,8 +84,6 @@ def create_tool_loop(
             blocks are kept, cache markers included), as in `create_agent`: both the planner
             and the answer model see them first, before the loop's own rules.
         max_rounds: Most executed rounds; the planner is not called once it is reached.
-        plan_mode: `"json"` (the plan as message text: any chat model) or `"tool"`
-            (native structured output through tool calling).
         prompts: Templates that replace the shipped ones, by name (`plan_system`,
             `plan_user`, `plan_reask`, `rollback_note`, `answer_system`, `answer_user`,
             `answer_results`): the text, or a file path. Checked now: a template that uses
@@ -126,7 +123,7 @@ def create_tool_loop(
     settings = LoopSettings(
         max_rounds=max_rounds,
         concurrency=governance.concurrency,
-        plan_mode=plan_mode,
+        plan_mode=planning.plan_mode,
         keep_tool_results=planning.keep_tool_results,
         max_consecutive_rollbacks=planning.max_consecutive_rollbacks,
         max_commands_per_round=planning.max_commands_per_round,

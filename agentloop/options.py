@@ -25,6 +25,7 @@ from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelLike
 from agentloop.redaction import Redact
+from agentloop.settings import PlanMode
 from agentloop.tools.cache import ResultCache
 from agentloop.tools.interceptors import Interceptor
 from agentloop.tools.policy import DEFAULT_TIMEOUT_S, ToolPolicy, ToolRetry
@@ -83,6 +84,8 @@ class PlanningOptions:
     """How rounds are planned and bounded.
 
     Attributes:
+        plan_mode: `"json"` (the plan as message text: any chat model) or `"tool"`
+            (native structured output through tool calling).
         keep_tool_results: Of the results earlier prompts showed, the planner sees at
             least this many latest in full again; older ones are omitted in blocks of
             this size, so the prompt's history only grows at its end between two blocks
@@ -110,6 +113,7 @@ class PlanningOptions:
             stays on the `custom` and `events` streams.
     """
 
+    plan_mode: PlanMode = "json"
     keep_tool_results: int = 5
     max_consecutive_rollbacks: int = 5
     max_commands_per_round: int = 64
@@ -151,7 +155,8 @@ _FLAT: dict[str, tuple[str, str]] = {
     **{
         item.name: ("planning", item.name)
         for item in fields(PlanningOptions)
-        if item.name in ("keep_tool_results", "max_consecutive_rollbacks", "max_commands_per_round")
+        if item.name
+        in ("plan_mode", "keep_tool_results", "max_consecutive_rollbacks", "max_commands_per_round")
     },
     "fallback_models": ("models", "fallbacks"),
     "model_retry": ("models", "retry"),

@@ -164,7 +164,7 @@ def _notes_file() -> Path:
 def _run_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
     from agentloop.graph import create_tool_loop
     from agentloop.mcp import MCPToolset, load_mcp_config
-    from agentloop.options import GovernanceOptions
+    from agentloop.options import GovernanceOptions, PlanningOptions
     from agentloop.servers import bundled_servers_config
 
     name = args.model or os.environ.get(MODEL_ENV, "").strip()
@@ -182,7 +182,7 @@ def _run_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]
                 mcp_servers=toolset,
                 max_rounds=args.max_rounds,
                 governance=GovernanceOptions(concurrency=args.concurrency),
-                plan_mode=args.plan_mode,
+                planning=PlanningOptions(plan_mode=args.plan_mode),
             )
         _require_some_server(toolset)
         return asyncio.run(_stream(graph, " ".join(args.question), progress))

@@ -235,7 +235,9 @@ async def test_a_tool_mode_planner_that_keeps_failing_is_bounded(run_loop: Any) 
     junk = plan_reply("execute", [{"tool_name": "no_such_tool", "tool_kwargs": {}}])
     planner = ScriptedChatModel(responder=lambda _messages: junk)
     answerer = ScriptedChatModel(["never"])
-    graph = create_tool_loop(planner, [get_weather], answer_model=answerer, plan_mode="tool")
+    graph = create_tool_loop(
+        planner, [get_weather], answer_model=answerer, planning=PlanningOptions(plan_mode="tool")
+    )
     out = await run_loop(graph, {"user_input": "hi"})
     assert len(planner.requests) == 3  # the first plan and two re-asks (the default)
     assert out["status"] == "planner_failed"
@@ -276,7 +278,8 @@ async def test_tool_mode_asks_for_strict_output_where_the_model_offers_it(run_lo
                                                "execution_commands": []}}])  # fmt: skip
     model = StrictToolModel([plan, done, "Paris: rain."])
     out = await run_loop(
-        create_tool_loop(model, [get_weather], plan_mode="tool"), {"user_input": "?"}
+        create_tool_loop(model, [get_weather], planning=PlanningOptions(plan_mode="tool")),
+        {"user_input": "?"},
     )
     assert out["round_state"]["done_plans"][0]["result"] == "Paris: rain, 11 C"
     tools, choice, strict = model.__dict__["bindings"][0]

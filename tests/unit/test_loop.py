@@ -15,7 +15,13 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
-from agentloop import ConfigurationError, GovernanceOptions, ModelOptions, create_tool_loop
+from agentloop import (
+    ConfigurationError,
+    GovernanceOptions,
+    ModelOptions,
+    PlanningOptions,
+    create_tool_loop,
+)
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -312,7 +318,7 @@ async def test_tool_plan_mode_with_streamed_tool_calls(run_loop: Any) -> None:
             plan_reply("response", as_tool_call=True),
         ],
         [add],
-        plan_mode="tool",
+        planning=PlanningOptions(plan_mode="tool"),
     )
     out = await run_loop(graph, {"user_input": "sum"})
     assert out["round_state"]["done_plans"][0]["result"] == 11
@@ -321,7 +327,7 @@ async def test_tool_plan_mode_with_streamed_tool_calls(run_loop: Any) -> None:
 
 async def test_tool_plan_mode_short_circuits(run_loop: Any) -> None:
     reply = plan_reply("response", [cmd("add", "y" * 300, a=1, b=1)] * 5, as_tool_call=True)
-    graph, planner, _ = loop_with([reply], [add], plan_mode="tool")
+    graph, planner, _ = loop_with([reply], [add], planning=PlanningOptions(plan_mode="tool"))
     out = await run_loop(graph, {"user_input": "hi"})
     assert out["round_state"]["round_index"] == 0
     assert planner.chunks_emitted < 10

@@ -80,3 +80,8 @@ def test_flat_concurrency_moved_to_governance_options() -> None:
     create_tool_loop(
         ScriptedChatModel([]), [tram_length], governance=GovernanceOptions(concurrency=2)
     )
+
+
+def test_flat_plan_mode_moved_to_planning_options() -> None:
+    with pytest.warns(DeprecationWarning, match=r"PlanningOptions\(plan_mode=...\)"):
+        create_tool_loop(ScriptedChatModel([]), [tram_length], plan_mode="tool")
