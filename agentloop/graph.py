@@ -36,6 +36,7 @@ from agentloop.prompts import PromptSet, PromptSource
 from agentloop.redaction import Redactor, install_log_redaction
 from agentloop.settings import LoopContext, LoopSettings
 from agentloop.state import InputState, LoopState, OutputState
+from agentloop.structured import StructuredOutput
 from agentloop.system_prompt import app_instructions
 from agentloop.tools.cache import ResultCache
 from agentloop.tools.catalog import ToolCatalog
@@ -60,6 +61,7 @@ def create_tool_loop(
     governance: GovernanceOptions | None = None,
     planning: PlanningOptions | None = None,
     models: ModelOptions | None = None,
+    response_format: Any = None,
     context_schema: type[Any] | None = None,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     store: BaseStore | None = None,
@@ -93,6 +95,12 @@ def create_tool_loop(
         planning: How rounds are planned and bounded (`PlanningOptions`).
         models: How models are called (`ModelOptions`: fallbacks, retries, limits,
             prices).
+        response_format: A typed result beside the text answer, as in `create_agent`: a
+            pydantic model, dataclass, TypedDict or JSON schema (native structured output
+            where the answer model has it, a tool call otherwise), or a `ToolStrategy` /
+            `ProviderStrategy`. The output's `structured_response` holds it; a reply that
+            does not validate is asked again once, then `status` is
+            `structured_response_failed`.
         context_schema: The app's run context type (a dataclass, TypedDict or pydantic
             model), as in `create_agent`: `loop.invoke(input, context=MyContext(...))`
             reaches tools through `ToolRuntime.context`, and Studio shows it as a form.
@@ -171,6 +179,7 @@ def create_tool_loop(
         redact=redact,
         prompts=PromptSet(prompts),
         system_prompt=app_instructions(system_prompt),
+        structured=StructuredOutput(response_format) if response_format is not None else None,
     )
     if toolset is not None and toolset.model is None:
         toolset.model = parts.models.model  # answers the servers' sampling requests

@@ -22,6 +22,7 @@ from agentloop.planning.prompt import conversation_text, default_prompts
 from agentloop.prompts import PromptSet, quote_user_text, to_prompt_json
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
+from agentloop.structured import StructuredResult
 from agentloop.system_prompt import with_app_instructions
 from agentloop.usage import message_usage, sum_usage, usage_entry
 
@@ -304,6 +305,14 @@ class _Answer:
 
     def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         call = self._request(state, runtime)
+        update = self._answered(state, call)
+        structured = self.parts.structured
+        if structured is None or not _structurable(update):
+            return update
+        models, messages, retry = call.arguments[:3]
+        return self._structured(update, structured.ask(models, messages, update["answer"], retry))
+
+    def _answered(self, state: LoopState, call: _AnswerCall) -> dict[str, Any]:
         if call.unplanned:
             return self._update(state, call, None)
         if call.speculative is not None:
@@ -318,6 +327,15 @@ class _Answer:
 
     async def ainvoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         call = self._request(state, runtime)
+        update = await self._aanswered(state, call)
+        structured = self.parts.structured
+        if structured is None or not _structurable(update):
+            return update
+        models, messages, retry = call.arguments[:3]
+        result = await structured.aask(models, messages, update["answer"], retry)
+        return self._structured(update, result)
+
+    async def _aanswered(self, state: LoopState, call: _AnswerCall) -> dict[str, Any]:
         if call.unplanned:
             return self._update(state, call, None)
         if call.speculative is not None:
@@ -329,6 +347,26 @@ class _Answer:
         except ModelBehaviorError as error:
             return self._update(state, call, None, error)
         return self._update(state, call, answer)
+
+    def _structured(self, update: dict[str, Any], result: StructuredResult) -> dict[str, Any]:
+        """The answer's update with the typed result, or the status that says it failed."""
+        update = {**update, "structured_response": result.value}
+        if result.error:
+            update["status"] = "structured_response_failed"
+            update["status_reason"] = self.parts.safe_value(result.error)
+        entries = [update.get("usage") or {}]
+        for reply in result.replies:
+            tokens_in, tokens_out = message_usage([reply])
+            name = str((reply.response_metadata or {}).get("model_name") or "")
+            entry = usage_entry(name, tokens_in, tokens_out, self.parts.prices)
+            entries.append({self.parts.settings.name: entry})
+        update["usage"] = sum_usage(entries)
+        return update
+
+
+def _structurable(update: dict[str, Any]) -> bool:
+    """Whether the run has a model's answer to give as a typed result."""
+    return update["status"] in ("ok", "answer_cut") and bool(update["answer"])
 
 
 def make_answer(parts: LoopParts) -> LoopNode:

@@ -17,6 +17,7 @@ from agentloop.models import ModelProvider
 from agentloop.prompts import PromptSet
 from agentloop.redaction import Redact
 from agentloop.settings import LoopSettings, RunScope
+from agentloop.structured import StructuredOutput
 from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.registry import ToolRegistry
@@ -47,6 +48,8 @@ class LoopParts:
     """Applied to every string the loop writes to state, events and prompts."""
     prompts: PromptSet = field(default_factory=PromptSet)
     """The loop's prompt templates (the shipped ones, or the user's)."""
+    structured: StructuredOutput | None = None
+    """The loop's `response_format`, compiled."""
     system_prompt: SystemMessage | None = None
     """The app's instructions, which come first in every planner and answer request."""
     inflight: InFlight = field(default_factory=InFlight)
