@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import SystemMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
 from agentloop.mcp.toolset import McpServersConfig, MCPToolset
+from agentloop.middleware import LoopMiddleware
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.models import ModelLike, ModelProvider
 from agentloop.nodes import (
@@ -40,7 +43,7 @@ from agentloop.structured import StructuredOutput
 from agentloop.system_prompt import app_instructions
 from agentloop.tools.cache import ResultCache
 from agentloop.tools.catalog import ToolCatalog
-from agentloop.tools.interceptors import CacheInterceptor, RateLimitInterceptor
+from agentloop.tools.interceptors import CacheInterceptor, Interceptor, RateLimitInterceptor
 from agentloop.tools.invoke import ToolInvoker
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.policy import ToolRetry
@@ -56,6 +59,7 @@ def create_tool_loop(
     answer_model: ModelLike | None = None,
     mcp_servers: McpServersConfig | MCPToolset | None = None,
     system_prompt: str | SystemMessage | None = None,
+    middleware: Sequence[AgentMiddleware[Any, Any, Any]] = (),
     max_rounds: int = 5,
     prompts: Mapping[str, PromptSource] | None = None,
     governance: GovernanceOptions | None = None,
@@ -76,6 +80,11 @@ def create_tool_loop(
         model: The planner (and default answer) model: a LangChain chat model or an
             `init_chat_model` string such as `"openai:gpt-4.1-mini"`.
         tools: LangChain tools or plain functions.
+        middleware: LangChain `AgentMiddleware` (and `@wrap_model_call` /
+            `@wrap_tool_call` functions), first outermost: `wrap_model_call` wraps every
+            planner and answer call, `wrap_tool_call` every governed call inside the
+            ledger's guard; middleware `tools` are added. `before_*` / `after_*` hooks
+            are a `ConfigurationError` (see `agentloop.middleware`).
         answer_model: The model of the final answer (default: `model`).
         mcp_servers: MCP servers whose tools join `tools`: a JSON/YAML file path or an
             `mcpServers` dict (stdio `command/args/env/cwd` or HTTP `url`, with
@@ -150,8 +159,9 @@ def create_tool_loop(
         else MCPToolset(mcp_servers)
     )
     redact = governance.redact if governance.redact is not None else _default_redactor(toolset)
+    wrappers = LoopMiddleware(middleware)
     catalog = ToolCatalog(
-        tools,
+        [*tools, *wrappers.tools],
         toolset,
         governance.policies,
         redact=redact,
@@ -166,6 +176,7 @@ def create_tool_loop(
         interceptors=[RateLimitInterceptor(), CacheInterceptor(cache), *governance.interceptors],
         mandatory_interceptors=governance.mandatory_interceptors,
         invoker=ToolInvoker(governance.tool_threads),
+        wrap_call=_tool_wrapper(wrappers, catalog),
     )
     parts = LoopParts(
         settings=settings,
@@ -179,6 +190,7 @@ def create_tool_loop(
         redact=redact,
         prompts=PromptSet(prompts),
         system_prompt=app_instructions(system_prompt),
+        middleware=wrappers if wrappers.models else None,
         structured=StructuredOutput(response_format) if response_format is not None else None,
     )
     if toolset is not None and toolset.model is None:
@@ -219,6 +231,15 @@ def create_tool_loop(
         interrupt_before=list(interrupt_before) if interrupt_before else None,
         interrupt_after=list(interrupt_after) if interrupt_after else None,
     )
+
+
+def _tool_wrapper(
+    wrappers: LoopMiddleware, catalog: ToolCatalog
+) -> Callable[[RunnableConfig | None], Interceptor] | None:
+    """The app's `wrap_tool_call` middleware as the layer of a call (None: there is none)."""
+    if not wrappers.tool_calls:
+        return None
+    return lambda config: wrappers.tool_layer(config, catalog.registry.tools)
 
 
 def _reviews_plan(interrupt_before: Sequence[str] | None) -> bool:

@@ -14,8 +14,9 @@ from langgraph.runtime import Runtime
 
 from agentloop.errors import ModelBehaviorError
 from agentloop.messages import conversation_turns, message_text
-from agentloop.model_calls import Answer, ainvoke_answer, invoke_answer
+from agentloop.model_calls import Answer
 from agentloop.nodes._runnable import LoopNode
+from agentloop.nodes.answer_call import acall_answerer, call_answerer
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.prompt import conversation_text, default_prompts
@@ -305,14 +306,16 @@ class _Answer:
 
     def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         call = self._request(state, runtime)
-        update = self._answered(state, call)
+        update = self._answered(state, call, runtime)
         structured = self.parts.structured
         if structured is None or not _structurable(update):
             return update
         models, messages, retry = call.arguments[:3]
         return self._structured(update, structured.ask(models, messages, update["answer"], retry))
 
-    def _answered(self, state: LoopState, call: _AnswerCall) -> dict[str, Any]:
+    def _answered(
+        self, state: LoopState, call: _AnswerCall, runtime: Runtime[Any]
+    ) -> dict[str, Any]:
         if call.unplanned:
             return self._update(state, call, None)
         if call.speculative is not None:
@@ -320,14 +323,14 @@ class _Answer:
             if adopted is not None:
                 return self._update(state, call, adopted)
         try:
-            answer = invoke_answer(*call.arguments)
+            answer = call_answerer(self.parts, state, runtime, call.arguments)
         except ModelBehaviorError as error:
             return self._update(state, call, None, error)
         return self._update(state, call, answer)
 
     async def ainvoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         call = self._request(state, runtime)
-        update = await self._aanswered(state, call)
+        update = await self._aanswered(state, call, runtime)
         structured = self.parts.structured
         if structured is None or not _structurable(update):
             return update
@@ -335,7 +338,9 @@ class _Answer:
         result = await structured.aask(models, messages, update["answer"], retry)
         return self._structured(update, result)
 
-    async def _aanswered(self, state: LoopState, call: _AnswerCall) -> dict[str, Any]:
+    async def _aanswered(
+        self, state: LoopState, call: _AnswerCall, runtime: Runtime[Any]
+    ) -> dict[str, Any]:
         if call.unplanned:
             return self._update(state, call, None)
         if call.speculative is not None:
@@ -343,7 +348,7 @@ class _Answer:
             if adopted is not None:
                 return self._update(state, call, adopted)
         try:
-            answer = await ainvoke_answer(*call.arguments)
+            answer = await acall_answerer(self.parts, state, runtime, call.arguments)
         except ModelBehaviorError as error:
             return self._update(state, call, None, error)
         return self._update(state, call, answer)

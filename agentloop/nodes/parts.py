@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 from agentloop.checkpoint_safe import checkpoint_safe, safe_update
 from agentloop.durability import SideEffectLedger
 from agentloop.inflight import InFlight
+from agentloop.middleware import LoopMiddleware
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelProvider
@@ -50,6 +51,8 @@ class LoopParts:
     """The loop's prompt templates (the shipped ones, or the user's)."""
     structured: StructuredOutput | None = None
     """The loop's `response_format`, compiled."""
+    middleware: LoopMiddleware | None = None
+    """The app's `wrap_model_call` middleware (None: there is none)."""
     system_prompt: SystemMessage | None = None
     """The app's instructions, which come first in every planner and answer request."""
     inflight: InFlight = field(default_factory=InFlight)

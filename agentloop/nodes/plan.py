@@ -16,12 +16,12 @@ from langgraph.runtime import Runtime
 
 from agentloop.errors import ConfigurationError, ModelBehaviorError, model_error_message
 from agentloop.messages import conversation_turns, message_text
-from agentloop.model_calls import arun_with_retries, run_with_retries
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.answer import answer_prompt
 from agentloop.nodes.early_dispatch import EarlyDispatch
 from agentloop.nodes.parts import LoopParts
+from agentloop.nodes.plan_call import acall_planner, call_planner
 from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.check import (
     plan_example,
@@ -292,10 +292,10 @@ class _Plan:
         attempts = self._request(state, runtime, asynchronous=False)
         tool_mode = attempts.scope.settings.plan_mode == "tool"
 
-        def attempt(model: BaseChatModel) -> PlanRead:
+        def attempt(model: BaseChatModel, request: list[BaseMessage]) -> PlanRead:
             read, bounded = PlanRead.start(model, tool_mode), self._bounded()
             attempts.fresh_dispatch()
-            request, runnable = attempts.messages, _runnable(model, attempts.scope.settings)
+            runnable = _runnable(model, attempts.scope.settings)
             chunks = bounded.iterate(lambda: runnable.stream(request))
             try:
                 for chunk in chunks:
@@ -310,7 +310,7 @@ class _Plan:
         read: PlanRead | None = None
         while self._calls_left(state, attempts) > 0:
             try:
-                read = run_with_retries(attempts.models, attempt, self.parts.model_retry)
+                read = call_planner(self.parts, state, runtime, attempts.messages, attempt)
             except ModelBehaviorError as error:
                 return self._finish(state, attempts, None, error)
             attempts.count(read)
@@ -325,11 +325,11 @@ class _Plan:
         attempts = self._request(state, runtime, asynchronous=True)
         tool_mode = attempts.scope.settings.plan_mode == "tool"
 
-        async def attempt(model: BaseChatModel) -> PlanRead:
+        async def attempt(model: BaseChatModel, request: list[BaseMessage]) -> PlanRead:
             read, bounded = PlanRead.start(model, tool_mode), self._bounded()
             attempts.fresh_dispatch()
             runnable = _runnable(model, attempts.scope.settings)
-            chunks = bounded.aiterate(runnable.astream(attempts.messages))
+            chunks = bounded.aiterate(runnable.astream(request))
             try:
                 async for chunk in chunks:
                     if read.feed(chunk):
@@ -343,7 +343,7 @@ class _Plan:
         read: PlanRead | None = None
         while self._calls_left(state, attempts) > 0:
             try:
-                read = await arun_with_retries(attempts.models, attempt, self.parts.model_retry)
+                read = await acall_planner(self.parts, state, runtime, attempts.messages, attempt)
             except ModelBehaviorError as error:
                 return self._finish(state, attempts, None, error)
             attempts.count(read)

@@ -28,7 +28,7 @@ from langgraph.types import Command
 
 from agentloop.tools.outcome import ToolOutcome
 
-__all__ = ["COMMAND_RESULT", "InjectedArguments", "refuse_command"]
+__all__ = ["COMMAND_RESULT", "InjectedArguments", "refuse_command", "tool_runtime"]
 
 _CONFIG_KEY_RUNTIME = "__pregel_runtime"
 _CONFIG_KEY_READ = "__pregel_read"
@@ -103,7 +103,7 @@ class InjectedArguments:
             KeyError: The tool needs a state key the loop's state does not have.
         """
         runtime = _runtime_of(config)
-        state = _state_of(config) if self.state or self.runtime else {}
+        state = _state_of(config) if self.state else {}
         values: dict[str, Any] = {}
         for name, key in self.state.items():
             if key is None:
@@ -119,18 +119,32 @@ class InjectedArguments:
                 raise ValueError(msg)
             values[self.store] = store
         if self.runtime:
-            values[self.runtime] = ToolRuntime(
-                state=state,
-                context=runtime.context if runtime is not None else None,
-                config=config or {},
-                stream_writer=runtime.stream_writer if runtime is not None else _no_writer,
-                tool_call_id=tool_call_id,
-                store=store,
-                tools=tools,
-                execution_info=runtime.execution_info if runtime is not None else None,
-                server_info=runtime.server_info if runtime is not None else None,
+            values[self.runtime] = tool_runtime(
+                config, tool_call_id=tool_call_id, tools=tools, state=state or None
             )
         return {**arguments, **values}
+
+
+def tool_runtime(
+    config: RunnableConfig | None,
+    *,
+    tool_call_id: str,
+    tools: list[BaseTool],
+    state: dict[str, Any] | None = None,
+) -> ToolRuntime[Any, Any]:
+    """The `ToolRuntime` of a call, from the config of the task that makes it."""
+    runtime = _runtime_of(config)
+    return ToolRuntime(
+        state=_state_of(config) if state is None else state,
+        context=runtime.context if runtime is not None else None,
+        config=config or {},
+        stream_writer=runtime.stream_writer if runtime is not None else _no_writer,
+        tool_call_id=tool_call_id,
+        store=runtime.store if runtime is not None else None,
+        tools=tools,
+        execution_info=runtime.execution_info if runtime is not None else None,
+        server_info=runtime.server_info if runtime is not None else None,
+    )
 
 
 def refuse_command(outcome: ToolOutcome, tool_name: str) -> ToolOutcome:

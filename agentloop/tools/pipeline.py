@@ -13,7 +13,7 @@ round starts (`defer`) and validated in its call task, once they are known (`val
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -84,6 +84,9 @@ class ToolRunner:
         cache: Results shared by every run of the loop.
         interceptors: Optional interceptors (may short-circuit), outermost first.
         mandatory_interceptors: Always run, around the optional ones.
+        wrap_call: Builds, from the config of a call, a layer that runs between the
+            mandatory interceptors and the optional ones (the app's `wrap_tool_call`
+            middleware).
         invoker: Calls the tools (default: one with its own pool of sync-tool threads).
     """
 
@@ -94,10 +97,13 @@ class ToolRunner:
         interceptors: Sequence[Interceptor] = (),
         mandatory_interceptors: Sequence[Interceptor] = (),
         invoker: ToolInvoker | None = None,
+        wrap_call: Callable[[RunnableConfig | None], Interceptor] | None = None,
     ) -> None:
         self.tools = tools
         self.cache = cache
         self.chain: list[Interceptor] = [*mandatory_interceptors, *interceptors]
+        self._mandatory = len(mandatory_interceptors)
+        self._wrap_call = wrap_call
         self.invoker = invoker or ToolInvoker()
 
     # -- first half: when the round starts ---------------------------------------------
@@ -270,7 +276,7 @@ class ToolRunner:
             return refuse_command(outcome, name)
 
         try:
-            outcome = await run_chain(tool_call, self.chain, terminal)
+            outcome = await run_chain(tool_call, self._chain(config), terminal)
         except BaseException as error:
             if propagates(error):
                 raise
@@ -319,6 +325,13 @@ class ToolRunner:
             emit("tool_error", error=record["error"], error_type=outcome.error_type, **fields)
             emit("tool_completed", **fields)
         return record
+
+    def _chain(self, config: RunnableConfig | None) -> list[Interceptor]:
+        """The interceptors of a call, with the app's middleware layer in its place."""
+        if self._wrap_call is None:
+            return self.chain
+        mandatory, optional = self.chain[: self._mandatory], self.chain[self._mandatory :]
+        return [*mandatory, self._wrap_call(config), *optional]
 
     def _inject(
         self, call: ToolInvocation, spec: ToolSpec, config: RunnableConfig | None

@@ -1,0 +1,68 @@
+"""One answer call: retries and fallbacks, through the app's `wrap_model_call` middleware."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.runtime import Runtime
+
+from agentloop.model_calls import Answer, ainvoke_answer, invoke_answer
+from agentloop.nodes.parts import LoopParts
+from agentloop.state import LoopState
+
+__all__ = ["acall_answerer", "call_answerer"]
+
+
+def _reply_of(answer: Answer) -> AIMessage:
+    return cast(AIMessage, answer.message)
+
+
+def _answer_of(message: AIMessage, model: BaseChatModel) -> Answer:
+    return Answer(message)
+
+
+def call_answerer(
+    parts: LoopParts, state: LoopState, runtime: Runtime[Any], arguments: Sequence[Any]
+) -> Answer:
+    """Ask the answer model (then its fallbacks), through any `wrap_model_call` middleware.
+
+    Args:
+        parts: The loop's parts.
+        state: The loop's state.
+        runtime: The answer node's runtime.
+        arguments: `invoke_answer`'s arguments (models and messages first).
+
+    Raises:
+        ModelBehaviorError: Every model failed (or a middleware did).
+    """
+    middleware = parts.middleware
+    if middleware is None:
+        return invoke_answer(*arguments)
+    models, messages, *rest = arguments
+
+    def call(model: BaseChatModel, sent: list[BaseMessage]) -> Answer:
+        return invoke_answer([model, *models[1:]], sent, *rest)
+
+    return middleware.call_model(
+        "answer", models, messages, call, _reply_of, _answer_of, state=state, runtime=runtime
+    )
+
+
+async def acall_answerer(
+    parts: LoopParts, state: LoopState, runtime: Runtime[Any], arguments: Sequence[Any]
+) -> Answer:
+    """Async `call_answerer`."""
+    middleware = parts.middleware
+    if middleware is None:
+        return await ainvoke_answer(*arguments)
+    models, messages, *rest = arguments
+
+    async def call(model: BaseChatModel, sent: list[BaseMessage]) -> Answer:
+        return await ainvoke_answer([model, *models[1:]], sent, *rest)
+
+    return await middleware.acall_model(
+        "answer", models, messages, call, _reply_of, _answer_of, state=state, runtime=runtime
+    )
