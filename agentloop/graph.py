@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -35,7 +35,7 @@ from agentloop.nodes import (
     route_start,
 )
 from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions, group_flat_options
-from agentloop.prompts import PromptSet, PromptSource
+from agentloop.prompts import PromptSet
 from agentloop.redaction import Redactor, install_log_redaction
 from agentloop.settings import LoopContext, LoopSettings
 from agentloop.state import InputState, LoopState, OutputState
@@ -61,7 +61,6 @@ def create_tool_loop(
     system_prompt: str | SystemMessage | None = None,
     middleware: Sequence[AgentMiddleware[Any, Any, Any]] = (),
     max_rounds: int = 5,
-    prompts: Mapping[str, PromptSource] | None = None,
     governance: GovernanceOptions | None = None,
     planning: PlanningOptions | None = None,
     models: ModelOptions | None = None,
@@ -95,13 +94,10 @@ def create_tool_loop(
             blocks are kept, cache markers included), as in `create_agent`: both the planner
             and the answer model see them first, before the loop's own rules.
         max_rounds: Most executed rounds; the planner is not called once it is reached.
-        prompts: Templates that replace the shipped ones, by name (`plan_system`,
-            `plan_user`, `plan_reask`, `rollback_note`, `answer_system`, `answer_user`,
-            `answer_results`): the text, or a file path. Checked now: a template that uses
-            a `$name` it may not is a `ConfigurationError` (`PROMPT_VARIABLES` lists them).
         governance: How tools may be called (`GovernanceOptions`: policies,
             interceptors, timeouts, retries, concurrency, cache, threads, redaction, ledger).
-        planning: How rounds are planned and bounded (`PlanningOptions`).
+        planning: How rounds are planned and bounded, and the prompt templates
+            (`PlanningOptions`).
         models: How models are called (`ModelOptions`: fallbacks, retries, limits,
             prices).
         response_format: A typed result beside the text answer, as in `create_agent`: a
@@ -188,7 +184,7 @@ def create_tool_loop(
         prices=models.prices,
         ledger=governance.ledger,
         redact=redact,
-        prompts=PromptSet(prompts),
+        prompts=PromptSet(planning.prompts),
         system_prompt=app_instructions(system_prompt),
         middleware=wrappers if wrappers.models else None,
         structured=StructuredOutput(response_format) if response_format is not None else None,

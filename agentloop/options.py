@@ -24,6 +24,7 @@ from agentloop.errors import ConfigurationError
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelLike
+from agentloop.prompts import PromptSource
 from agentloop.redaction import Redact
 from agentloop.settings import PlanMode
 from agentloop.tools.cache import ResultCache
@@ -86,6 +87,11 @@ class PlanningOptions:
     Attributes:
         plan_mode: `"json"` (the plan as message text: any chat model) or `"tool"`
             (native structured output through tool calling).
+        prompts: Templates that replace the shipped ones, by name (`plan_system`,
+            `plan_user`, `plan_reask`, `rollback_note`, `answer_system`, `answer_user`,
+            `answer_results`): the text, or a file path. Checked when the loop is built:
+            a template that uses a `$name` it may not is a `ConfigurationError`
+            (`PROMPT_VARIABLES` lists them).
         keep_tool_results: Of the results earlier prompts showed, the planner sees at
             least this many latest in full again; older ones are omitted in blocks of
             this size, so the prompt's history only grows at its end between two blocks
@@ -114,6 +120,7 @@ class PlanningOptions:
     """
 
     plan_mode: PlanMode = "json"
+    prompts: Mapping[str, PromptSource] | None = None
     keep_tool_results: int = 5
     max_consecutive_rollbacks: int = 5
     max_commands_per_round: int = 64
@@ -150,13 +157,20 @@ class ModelOptions:
         object.__setattr__(self, "retry", ModelRetryPolicy.of(self.retry))
 
 
+_FLAT_PLANNING = (
+    "plan_mode",
+    "prompts",
+    "keep_tool_results",
+    "max_consecutive_rollbacks",
+    "max_commands_per_round",
+)
+"""The `PlanningOptions` fields `create_tool_loop` used to take flat."""
 _FLAT: dict[str, tuple[str, str]] = {
     **{item.name: ("governance", item.name) for item in fields(GovernanceOptions)},
     **{
         item.name: ("planning", item.name)
         for item in fields(PlanningOptions)
-        if item.name
-        in ("plan_mode", "keep_tool_results", "max_consecutive_rollbacks", "max_commands_per_round")
+        if item.name in _FLAT_PLANNING
     },
     "fallback_models": ("models", "fallbacks"),
     "model_retry": ("models", "retry"),

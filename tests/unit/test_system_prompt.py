@@ -85,3 +85,8 @@ def test_flat_concurrency_moved_to_governance_options() -> None:
 def test_flat_plan_mode_moved_to_planning_options() -> None:
     with pytest.warns(DeprecationWarning, match=r"PlanningOptions\(plan_mode=...\)"):
         create_tool_loop(ScriptedChatModel([]), [tram_length], plan_mode="tool")
+
+
+def test_flat_prompts_moved_to_planning_options() -> None:
+    with pytest.warns(DeprecationWarning, match=r"PlanningOptions\(prompts=...\)"):
+        create_tool_loop(ScriptedChatModel([]), [tram_length], prompts={"answer_system": "Hi."})
