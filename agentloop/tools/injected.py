@@ -28,7 +28,7 @@ from langgraph.types import Command
 
 from agentloop.tools.outcome import ToolOutcome
 
-__all__ = ["COMMAND_RESULT", "InjectedArguments", "refuse_command", "tool_runtime"]
+__all__ = ["COMMAND_RESULT", "InjectedArguments", "refuse_command", "run_context", "tool_runtime"]
 
 _CONFIG_KEY_RUNTIME = "__pregel_runtime"
 _CONFIG_KEY_READ = "__pregel_read"
@@ -145,6 +145,12 @@ def tool_runtime(
         execution_info=runtime.execution_info if runtime is not None else None,
         server_info=runtime.server_info if runtime is not None else None,
     )
+
+
+def run_context(config: RunnableConfig | None) -> Any:
+    """The run's context (`invoke(..., context=...)`), from the config of a task."""
+    runtime = _runtime_of(config)
+    return runtime.context if runtime is not None else None
 
 
 def refuse_command(outcome: ToolOutcome, tool_name: str) -> ToolOutcome:

@@ -46,6 +46,8 @@ class ToolInvocation:
     purpose: str = ""
     round_index: int = 0
     index: int = 0
+    context: Any = field(default=None, compare=False)
+    """The run's context (`graph.invoke(..., context=...)`: the app's, with `context_schema`)."""
     as_tool_call: bool = False
     """Invoke the tool with a full `ToolCall`, as `ToolNode` does (it takes injected arguments)."""
     trace: list[str] = field(default_factory=list, compare=False)

@@ -24,7 +24,7 @@ from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT, ATTACHMENTS_ARTIFACT
 from agentloop.tools.cache import ResultCache, canonical_key
 from agentloop.tools.catalog import ToolCatalog
-from agentloop.tools.injected import refuse_command
+from agentloop.tools.injected import refuse_command, run_context
 from agentloop.tools.interceptors import Interceptor, ToolInvocation, run_chain
 from agentloop.tools.invoke import ToolInvoker, propagates
 from agentloop.tools.judge import judge_result
@@ -253,6 +253,7 @@ class ToolRunner:
             purpose=call["purpose"],
             round_index=call["round_index"],
             index=call["index"],
+            context=run_context(config),
         )
         emit(
             "tool_started",

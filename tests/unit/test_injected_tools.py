@@ -19,7 +19,7 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 
-from agentloop import LoopContext, create_tool_loop
+from agentloop import GovernanceOptions, LoopContext, create_tool_loop
 from agentloop.durability import call_key
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -185,6 +185,24 @@ async def test_a_tool_returning_a_command_gets_a_failed_record(run_loop: Any) ->
     assert record["error_type"] == "unsupported_result"
     assert "Command" in record["error"]
     assert out["answer"] == "done"  # the Command's update was not applied
+
+
+async def test_interceptors_read_the_apps_context(run_loop: Any) -> None:
+    seen: list[Any] = []
+
+    async def per_user(call: Any, proceed: Any) -> Any:
+        seen.append(call.context)
+        return await proceed(call)
+
+    graph, _ = _loop(
+        [{"tool_name": "favourite", "tool_kwargs": {"topic": "tea"}}],
+        [favourite],
+        context_schema=UserContext,
+        store=InMemoryStore(),
+        governance=GovernanceOptions(interceptors=[per_user]),
+    )
+    await run_loop(graph, {"user_input": "tea?"}, context=UserContext("u9"))
+    assert seen == [UserContext("u9")]
 
 
 async def test_loop_settings_ride_in_the_config_beside_the_apps_context(run_loop: Any) -> None:
