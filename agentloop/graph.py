@@ -133,6 +133,7 @@ def create_tool_loop(
         MCPTransportError: A `required` MCP server could not be started.
     """
     governance, planning, models = group_flat_options(deprecated, governance, planning, models)
+    wrappers = LoopMiddleware(middleware)
     settings = LoopSettings(
         max_rounds=max_rounds,
         concurrency=governance.concurrency,
@@ -144,7 +145,8 @@ def create_tool_loop(
         max_plan_calls=planning.max_plan_calls,
         history_turns=planning.history_turns,
         history_chars=planning.history_chars,
-        speculative_answer=planning.speculative_answer,
+        # a speculative answer would not go through the app's wrap_model_call middleware
+        speculative_answer=planning.speculative_answer and not wrappers.models,
         streaming_dispatch=planning.streaming_dispatch and not _reviews_plan(interrupt_before),
         stream_plan_tokens=planning.stream_plan_tokens,
         name=name,
@@ -155,7 +157,6 @@ def create_tool_loop(
         else MCPToolset(mcp_servers)
     )
     redact = governance.redact if governance.redact is not None else _default_redactor(toolset)
-    wrappers = LoopMiddleware(middleware)
     catalog = ToolCatalog(
         [*tools, *wrappers.tools],
         toolset,

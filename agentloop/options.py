@@ -109,7 +109,8 @@ class PlanningOptions:
         history_chars: Most characters of those turns.
         speculative_answer: Start the answer call alongside each planner call, so a
             plan that says `response` costs no extra wait; the answer is cancelled as
-            soon as the plan says `execute` (its tokens still count in `usage`).
+            soon as the plan says `execute` (its tokens still count in `usage`). Off
+            with `wrap_model_call` middleware, which every answer call goes through.
         streaming_dispatch: Start a plan's concurrency-safe, idempotent calls while the
             plan is still streaming (off anyway when the loop interrupts before
             `execute`).

@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentloop import ConfigurationError, GovernanceOptions, create_tool_loop
+from agentloop import ConfigurationError, GovernanceOptions, PlanningOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 deleted: list[str] = []
@@ -145,6 +145,29 @@ async def test_wrap_model_call_wraps_every_planner_and_answer_call(run_loop: Any
     out = await run_loop(graph, {"user_input": "read a.txt"})
     assert out["answer"] == "fine"
     assert seen == [("plan", "House rules."), ("plan", "House rules."), ("answer", "House rules.")]
+
+
+async def test_model_middleware_sees_the_answer_even_with_speculative_answers(
+    run_loop: Any,
+) -> None:
+    calls: list[str] = []
+
+    @wrap_model_call
+    async def count(request: ModelRequest, handler: Any) -> Any:
+        """Count the calls by kind."""
+        calls.append(request.state["agentloop_model_call"])
+        return await handler(request)
+
+    graph = create_tool_loop(
+        ScriptedChatModel([plan_reply("response")]),
+        [read_file],
+        answer_model=ScriptedChatModel(["hi"]),
+        middleware=[count],
+        planning=PlanningOptions(speculative_answer=True),
+    )
+    out = await run_loop(graph, {"user_input": "hello"})
+    assert out["answer"] == "hi"
+    assert calls == ["plan", "answer"]
 
 
 async def test_a_reply_written_by_middleware_is_used(run_loop: Any) -> None:
