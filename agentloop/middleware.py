@@ -4,10 +4,11 @@
 `@wrap_model_call` / `@wrap_tool_call` decorator forms, with `create_agent`'s ordering
 (the first in the list is the outermost):
 
-- `wrap_model_call` / `awrap_model_call` wrap every planner call and every answer call.
-  The `ModelRequest` carries the model, the system message, the messages, the tools
-  (the plan tool in `plan_mode="tool"`), the loop's state with `agentloop_model_call`
-  set to `"plan"` or `"answer"`, and the node's `Runtime`. The handler runs the loop's
+- `wrap_model_call` / `awrap_model_call` wrap every planner call, every answer call and
+  every `response_format` call. The `ModelRequest` carries the model, the system message,
+  the messages, the tools (the plan tool in `plan_mode="tool"`), the loop's state with
+  `agentloop_model_call` set to `"plan"`, `"answer"` or `"structured_response"`, and the
+  node's `Runtime`. The handler runs the loop's
   own call with its retries and `ModelOptions` fallbacks, on the request's model, system
   message and messages; a changed `tools`, `tool_choice` or `model_settings` is not
   applied. A reply the middleware makes itself (without the handler) is read like one
@@ -55,9 +56,10 @@ from agentloop.tools.outcome import ToolOutcome
 __all__ = ["MODEL_CALL_KEY", "REFUSED_HOOKS", "LoopMiddleware", "ModelCall"]
 
 T = TypeVar("T")
-ModelCall = Literal["plan", "answer"]
+ModelCall = Literal["plan", "answer", "structured_response"]
 MODEL_CALL_KEY = "agentloop_model_call"
-"""The key of the `ModelRequest.state` that says which call it is (`"plan"`, `"answer"`)."""
+"""The key of the `ModelRequest.state` that says which call it is: `"plan"`, `"answer"`, or
+`"structured_response"` (the `response_format` call that follows the answer)."""
 REFUSED_HOOKS = ("before_agent", "after_agent", "before_model", "after_model")
 """The hooks a tool loop does not run (their async twins neither)."""
 _INSTEAD = (

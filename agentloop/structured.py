@@ -12,9 +12,10 @@ back once with the error; if the second one fails too, the run ends with status
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents.factory import _supports_provider_strategy
 from langchain.agents.structured_output import (
@@ -28,9 +29,13 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import Runnable
 from langgraph.constants import TAG_NOSTREAM
+from langgraph.runtime import Runtime
 
 from agentloop.errors import ConfigurationError, ModelBehaviorError
 from agentloop.model_calls import ModelRetryPolicy, arun_with_retries, run_with_retries
+
+if TYPE_CHECKING:
+    from agentloop.middleware import LoopMiddleware
 
 __all__ = [
     "STRUCTURED_ASK",
@@ -50,6 +55,13 @@ STRUCTURED_RETRY = "That result is not valid: {error}\nGive the structured resul
 """What a reply that did not validate is answered with (once)."""
 
 Strategy = ToolStrategy[Any] | ProviderStrategy[Any]
+Wrapped = tuple["LoopMiddleware", Mapping[str, Any], Runtime[Any]]
+"""The app's middleware, the loop's state and the node's runtime."""
+
+
+def _reply_of(result: tuple[Strategy, Any]) -> AIMessage:
+    reply = result[1]
+    return reply if isinstance(reply, AIMessage) else AIMessage(str(reply))
 
 
 @dataclass
@@ -162,17 +174,42 @@ class StructuredOutput:
         messages: Sequence[BaseMessage],
         answer: str,
         retry: ModelRetryPolicy,
+        through: Wrapped | None = None,
     ) -> StructuredResult:
-        """Ask for the result after the text answer (re-asked once with the error)."""
+        """Ask for the result after the text answer (re-asked once with the error).
+
+        Args:
+            models: The answer model, then its fallbacks.
+            messages: The answer's request.
+            answer: The text answer.
+            retry: How model calls are retried.
+            through: The app's `wrap_model_call` middleware, with the state and runtime
+                (None: none).
+        """
         result, request = StructuredResult(), self._request(messages, answer)
+
+        def call(model: BaseChatModel, sent: list[BaseMessage]) -> tuple[Strategy, Any]:
+            strategy = self.strategy(model)
+            return strategy, self._bound(model, strategy).invoke(sent)
+
         for _ in range(2):
-
-            def attempt(model: BaseChatModel, sent: list[BaseMessage] = request) -> Any:
-                strategy = self.strategy(model)
-                return strategy, self._bound(model, strategy).invoke(sent)
-
             try:
-                strategy, reply = run_with_retries(models, attempt, retry)
+                if through is None:
+                    strategy, reply = run_with_retries(models, partial(call, sent=request), retry)
+                else:
+                    middleware, state, runtime = through
+                    strategy, reply = middleware.call_model(
+                        "structured_response",
+                        models,
+                        request,
+                        lambda model, sent: run_with_retries(
+                            [model, *models[1:]], lambda chosen: call(chosen, sent), retry
+                        ),
+                        _reply_of,
+                        self._written,
+                        state=state,
+                        runtime=runtime,
+                    )
             except ModelBehaviorError as error:
                 result.error = str(error)
                 return result
@@ -187,17 +224,35 @@ class StructuredOutput:
         messages: Sequence[BaseMessage],
         answer: str,
         retry: ModelRetryPolicy,
+        through: Wrapped | None = None,
     ) -> StructuredResult:
         """Async `ask`."""
         result, request = StructuredResult(), self._request(messages, answer)
+
+        async def call(model: BaseChatModel, sent: list[BaseMessage]) -> tuple[Strategy, Any]:
+            strategy = self.strategy(model)
+            return strategy, await self._bound(model, strategy).ainvoke(sent)
+
         for _ in range(2):
-
-            async def attempt(model: BaseChatModel, sent: list[BaseMessage] = request) -> Any:
-                strategy = self.strategy(model)
-                return strategy, await self._bound(model, strategy).ainvoke(sent)
-
             try:
-                strategy, reply = await arun_with_retries(models, attempt, retry)
+                if through is None:
+                    strategy, reply = await arun_with_retries(
+                        models, partial(call, sent=request), retry
+                    )
+                else:
+                    middleware, state, runtime = through
+                    strategy, reply = await middleware.acall_model(
+                        "structured_response",
+                        models,
+                        request,
+                        lambda model, sent: arun_with_retries(
+                            [model, *models[1:]], lambda chosen: call(chosen, sent), retry
+                        ),
+                        _reply_of,
+                        self._written,
+                        state=state,
+                        runtime=runtime,
+                    )
             except ModelBehaviorError as error:
                 result.error = str(error)
                 return result
@@ -205,6 +260,10 @@ class StructuredOutput:
                 return result
             request = [*request, *self._retry(reply, result.error)]
         return result
+
+    def _written(self, reply: AIMessage, model: BaseChatModel) -> tuple[Strategy, Any]:
+        """A reply a middleware wrote itself, read with the first model's strategy."""
+        return self.strategy(model), reply
 
     def _settle(self, result: StructuredResult, reply: Any, strategy: Strategy) -> bool:
         """Record a reply; True when it holds a valid result."""

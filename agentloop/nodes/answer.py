@@ -23,7 +23,7 @@ from agentloop.planning.prompt import conversation_text, default_prompts
 from agentloop.prompts import PromptSet, quote_user_text, to_prompt_json
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
-from agentloop.structured import StructuredResult
+from agentloop.structured import StructuredResult, Wrapped
 from agentloop.system_prompt import with_app_instructions
 from agentloop.usage import message_usage, sum_usage, usage_entry
 
@@ -311,7 +311,9 @@ class _Answer:
         if structured is None or not _structurable(update):
             return update
         models, messages, retry = call.arguments[:3]
-        return self._structured(update, structured.ask(models, messages, update["answer"], retry))
+        through = _through(self.parts, state, runtime)
+        result = structured.ask(models, messages, update["answer"], retry, through)
+        return self._structured(update, result)
 
     def _answered(
         self, state: LoopState, call: _AnswerCall, runtime: Runtime[Any]
@@ -335,7 +337,8 @@ class _Answer:
         if structured is None or not _structurable(update):
             return update
         models, messages, retry = call.arguments[:3]
-        result = await structured.aask(models, messages, update["answer"], retry)
+        through = _through(self.parts, state, runtime)
+        result = await structured.aask(models, messages, update["answer"], retry, through)
         return self._structured(update, result)
 
     async def _aanswered(
@@ -367,6 +370,11 @@ class _Answer:
             entries.append({self.parts.settings.name: entry})
         update["usage"] = sum_usage(entries)
         return update
+
+
+def _through(parts: LoopParts, state: LoopState, runtime: Runtime[Any]) -> Wrapped | None:
+    """The app's model middleware, with what a structured-result request carries."""
+    return (parts.middleware, state, runtime) if parts.middleware is not None else None
 
 
 def _structurable(update: dict[str, Any]) -> bool:

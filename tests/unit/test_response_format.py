@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from langchain.agents.middleware import ModelFallbackMiddleware
 from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
 from langchain_core.messages import AIMessage, ToolCall
 from langchain_core.tools import tool
@@ -157,3 +158,22 @@ async def test_the_structured_call_is_not_on_the_messages_stream() -> None:
     ]
     text = "".join(str(chunk.content) for chunk in chunks)
     assert ANSWER in text and "length_km" not in text
+
+
+async def test_the_structured_call_goes_through_model_middleware(run_loop: Any) -> None:
+    backup = ScriptedChatModel([json.dumps({"length_km": 21, "lines": 2})], profile=NATIVE)
+    planner = ScriptedChatModel(
+        [plan_reply("execute", [{"tool_name": "network_length"}]), plan_reply("response")]
+    )
+    answerer = ScriptedChatModel([ANSWER, ValueError("structured output is down")])
+    graph = create_tool_loop(
+        planner,
+        [network_length],
+        answer_model=answerer,
+        response_format=TramFacts,
+        middleware=[ModelFallbackMiddleware(backup)],
+    )
+    out = await run_loop(graph, {"user_input": "How long?"})
+    assert out["answer"] == ANSWER
+    assert out["structured_response"] == TramFacts(length_km=21, lines=2)
+    assert backup.request_options[0]["response_format"]["json_schema"]["name"] == "TramFacts"
