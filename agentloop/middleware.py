@@ -8,11 +8,11 @@
   every `response_format` call. The `ModelRequest` carries the model, the system message,
   the messages, the tools (the plan tool in `plan_mode="tool"`), the loop's state with
   `agentloop_model_call` set to `"plan"`, `"answer"` or `"structured_response"`, and the
-  node's `Runtime`. The handler runs the loop's
-  own call with its retries and `ModelOptions` fallbacks, on the request's model, system
-  message and messages; a changed `tools`, `tool_choice` or `model_settings` is not
-  applied. A reply the middleware makes itself (without the handler) is read like one
-  from the model.
+  node's `Runtime`. The handler runs the loop's own call with its retries and
+  `ModelOptions` fallbacks, on the request's model, system message and messages, with
+  its `model_settings` bound to the model (provider options such as prompt-cache
+  markers); a changed `tools` or `tool_choice` is not applied. A reply the middleware
+  makes itself (without the handler) is read like one from the model.
 - `wrap_tool_call` / `awrap_tool_call` wrap every governed call, after its arguments
   are validated and inside the side-effect ledger's guard (so a call the ledger has
   settled never reaches them, and whatever they do counts as the call's one outcome),
@@ -163,7 +163,7 @@ class LoopMiddleware:
         which: ModelCall,
         models: Sequence[BaseChatModel],
         messages: Sequence[BaseMessage],
-        call: Callable[[BaseChatModel, list[BaseMessage]], T],
+        call: Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], T],
         reply_of: Callable[[T], AIMessage],
         result_of: Callable[[AIMessage, BaseChatModel], T],
         *,
@@ -177,7 +177,9 @@ class LoopMiddleware:
             which: The planner's call or the answer's.
             models: The model, then its fallbacks.
             messages: The request, system message first.
-            call: The loop's call (with its retries) of a model with messages.
+            call: The loop's call (with its retries) of a model with messages and the
+                request's `model_settings` (bound to the model: provider options such as
+                prompt-cache markers).
             reply_of: The reply a result carries.
             result_of: A result made of a reply the middleware wrote itself.
             state: The loop's state.
@@ -187,7 +189,7 @@ class LoopMiddleware:
         produced: dict[int, T] = {}
 
         def innermost(request: ModelRequest[Any]) -> ModelResponse[Any]:
-            result = call(request.model, self._sent(request))
+            result = call(request.model, self._sent(request), dict(request.model_settings))
             reply = reply_of(result)
             produced[id(reply)] = result
             return ModelResponse(result=[reply])
@@ -207,7 +209,7 @@ class LoopMiddleware:
         which: ModelCall,
         models: Sequence[BaseChatModel],
         messages: Sequence[BaseMessage],
-        call: Callable[[BaseChatModel, list[BaseMessage]], Awaitable[T]],
+        call: Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], Awaitable[T]],
         reply_of: Callable[[T], AIMessage],
         result_of: Callable[[AIMessage, BaseChatModel], T],
         *,
@@ -219,7 +221,7 @@ class LoopMiddleware:
         produced: dict[int, T] = {}
 
         async def innermost(request: ModelRequest[Any]) -> ModelResponse[Any]:
-            result = await call(request.model, self._sent(request))
+            result = await call(request.model, self._sent(request), dict(request.model_settings))
             reply = reply_of(result)
             produced[id(reply)] = result
             return ModelResponse(result=[reply])

@@ -130,13 +130,16 @@ class StructuredOutput:
         assert self.tools is not None
         return self.tools
 
-    def _bound(self, model: BaseChatModel, strategy: Strategy) -> Runnable[Any, Any]:
+    def _bound(
+        self, model: BaseChatModel, strategy: Strategy, options: dict[str, Any] | None = None
+    ) -> Runnable[Any, Any]:
         if isinstance(strategy, ProviderStrategy):
             bound: Runnable[Any, Any] = model.bind(**strategy.to_model_kwargs())
         else:
             tools = [binding.tool for binding in self.bindings.values()]
             bound = model.bind_tools(tools, tool_choice="any")
-        return bound.with_config(tags=STRUCTURED_TAGS, run_name="structured_response")
+        configured = bound.with_config(tags=STRUCTURED_TAGS, run_name="structured_response")
+        return configured.bind(**options) if options else configured
 
     def _parse(self, reply: AIMessage, strategy: Strategy) -> Any:
         """The validated result of a reply.
@@ -188,9 +191,11 @@ class StructuredOutput:
         """
         result, request = StructuredResult(), self._request(messages, answer)
 
-        def call(model: BaseChatModel, sent: list[BaseMessage]) -> tuple[Strategy, Any]:
+        def call(
+            model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any] | None = None
+        ) -> tuple[Strategy, Any]:
             strategy = self.strategy(model)
-            return strategy, self._bound(model, strategy).invoke(sent)
+            return strategy, self._bound(model, strategy, options).invoke(sent)
 
         for _ in range(2):
             try:
@@ -202,8 +207,8 @@ class StructuredOutput:
                         "structured_response",
                         models,
                         request,
-                        lambda model, sent: run_with_retries(
-                            [model, *models[1:]], lambda chosen: call(chosen, sent), retry
+                        lambda model, sent, options: run_with_retries(
+                            [model, *models[1:]], lambda chosen: call(chosen, sent, options), retry
                         ),
                         _reply_of,
                         self._written,
@@ -229,9 +234,11 @@ class StructuredOutput:
         """Async `ask`."""
         result, request = StructuredResult(), self._request(messages, answer)
 
-        async def call(model: BaseChatModel, sent: list[BaseMessage]) -> tuple[Strategy, Any]:
+        async def call(
+            model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any] | None = None
+        ) -> tuple[Strategy, Any]:
             strategy = self.strategy(model)
-            return strategy, await self._bound(model, strategy).ainvoke(sent)
+            return strategy, await self._bound(model, strategy, options).ainvoke(sent)
 
         for _ in range(2):
             try:
@@ -245,8 +252,8 @@ class StructuredOutput:
                         "structured_response",
                         models,
                         request,
-                        lambda model, sent: arun_with_retries(
-                            [model, *models[1:]], lambda chosen: call(chosen, sent), retry
+                        lambda model, sent, options: arun_with_retries(
+                            [model, *models[1:]], lambda chosen: call(chosen, sent, options), retry
                         ),
                         _reply_of,
                         self._written,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
 from agentloop.model_calls import Answer, ainvoke_answer, invoke_answer
@@ -14,6 +15,16 @@ from agentloop.nodes.parts import LoopParts
 from agentloop.state import LoopState
 
 __all__ = ["acall_answerer", "call_answerer"]
+
+
+Configure = Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]]
+
+
+def _with(configure: Configure, options: dict[str, Any]) -> Configure:
+    """`configure`, then the request's model settings bound to the model."""
+    if not options:
+        return configure
+    return lambda runnable: configure(runnable).bind(**options)
 
 
 def _reply_of(answer: Answer) -> AIMessage:
@@ -41,10 +52,11 @@ def call_answerer(
     middleware = parts.middleware
     if middleware is None:
         return invoke_answer(*arguments)
-    models, messages, *rest = arguments
+    models, messages, retry, limits, text_of, configure = arguments
 
-    def call(model: BaseChatModel, sent: list[BaseMessage]) -> Answer:
-        return invoke_answer([model, *models[1:]], sent, *rest)
+    def call(model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any]) -> Answer:
+        chosen = [model, *models[1:]]
+        return invoke_answer(chosen, sent, retry, limits, text_of, _with(configure, options))
 
     return middleware.call_model(
         "answer", models, messages, call, _reply_of, _answer_of, state=state, runtime=runtime
@@ -58,10 +70,13 @@ async def acall_answerer(
     middleware = parts.middleware
     if middleware is None:
         return await ainvoke_answer(*arguments)
-    models, messages, *rest = arguments
+    models, messages, retry, limits, text_of, configure = arguments
 
-    async def call(model: BaseChatModel, sent: list[BaseMessage]) -> Answer:
-        return await ainvoke_answer([model, *models[1:]], sent, *rest)
+    async def call(
+        model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any]
+    ) -> Answer:
+        chosen = [model, *models[1:]]
+        return await ainvoke_answer(chosen, sent, retry, limits, text_of, _with(configure, options))
 
     return await middleware.acall_model(
         "answer", models, messages, call, _reply_of, _answer_of, state=state, runtime=runtime

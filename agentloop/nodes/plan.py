@@ -63,11 +63,14 @@ def _takes_strict(model: BaseChatModel) -> bool:
     return "strict" in parameters
 
 
-def _runnable(model: BaseChatModel, settings: LoopSettings) -> Runnable[Any, Any]:
+def _runnable(
+    model: BaseChatModel, settings: LoopSettings, options: dict[str, Any]
+) -> Runnable[Any, Any]:
     """The planner call: tagged so LangGraph's `messages` stream leaves it out by default."""
     bound = _bind_plan_tool(model) if settings.plan_mode == "tool" else model
     tags = PLAN_TAGS if settings.stream_plan_tokens else [*PLAN_TAGS, TAG_NOSTREAM]
-    return bound.with_config(tags=tags, run_name="plan")
+    configured = bound.with_config(tags=tags, run_name="plan")
+    return configured.bind(**options) if options else configured
 
 
 def plan_chunk_size(chunk: BaseMessageChunk) -> int:
@@ -292,10 +295,12 @@ class _Plan:
         attempts = self._request(state, runtime, asynchronous=False)
         tool_mode = attempts.scope.settings.plan_mode == "tool"
 
-        def attempt(model: BaseChatModel, request: list[BaseMessage]) -> PlanRead:
+        def attempt(
+            model: BaseChatModel, request: list[BaseMessage], options: dict[str, Any]
+        ) -> PlanRead:
             read, bounded = PlanRead.start(model, tool_mode), self._bounded()
             attempts.fresh_dispatch()
-            runnable = _runnable(model, attempts.scope.settings)
+            runnable = _runnable(model, attempts.scope.settings, options)
             chunks = bounded.iterate(lambda: runnable.stream(request))
             try:
                 for chunk in chunks:
@@ -325,10 +330,12 @@ class _Plan:
         attempts = self._request(state, runtime, asynchronous=True)
         tool_mode = attempts.scope.settings.plan_mode == "tool"
 
-        async def attempt(model: BaseChatModel, request: list[BaseMessage]) -> PlanRead:
+        async def attempt(
+            model: BaseChatModel, request: list[BaseMessage], options: dict[str, Any]
+        ) -> PlanRead:
             read, bounded = PlanRead.start(model, tool_mode), self._bounded()
             attempts.fresh_dispatch()
-            runnable = _runnable(model, attempts.scope.settings)
+            runnable = _runnable(model, attempts.scope.settings, options)
             chunks = bounded.aiterate(runnable.astream(request))
             try:
                 async for chunk in chunks:

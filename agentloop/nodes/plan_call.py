@@ -18,8 +18,8 @@ from agentloop.state import LoopState
 
 __all__ = ["acall_planner", "call_planner"]
 
-Attempt = Callable[[BaseChatModel, list[BaseMessage]], PlanRead]
-AsyncAttempt = Callable[[BaseChatModel, list[BaseMessage]], Awaitable[PlanRead]]
+Attempt = Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], PlanRead]
+AsyncAttempt = Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], Awaitable[PlanRead]]
 
 
 def call_planner(
@@ -36,7 +36,7 @@ def call_planner(
         state: The loop's state.
         runtime: The plan node's runtime.
         messages: The planner's request.
-        attempt: One streamed call of a model with a request.
+        attempt: One streamed call of a model with a request and model settings.
 
     Raises:
         ModelBehaviorError: Every model failed (or a middleware did).
@@ -45,14 +45,14 @@ def call_planner(
     models, retry = parts.models.planners(scope.loop), parts.model_retry
     middleware = parts.middleware
     if middleware is None:
-        return run_with_retries(models, lambda model: attempt(model, messages), retry)
+        return run_with_retries(models, lambda model: attempt(model, messages, {}), retry)
     tool_mode = scope.settings.plan_mode == "tool"
     return middleware.call_model(
         "plan",
         models,
         messages,
-        lambda model, sent: run_with_retries(
-            [model, *models[1:]], lambda chosen: attempt(chosen, sent), retry
+        lambda model, sent, options: run_with_retries(
+            [model, *models[1:]], lambda chosen: attempt(chosen, sent, options), retry
         ),
         PlanRead.as_message,
         partial(_read_of, tool_mode=tool_mode),
@@ -74,14 +74,14 @@ async def acall_planner(
     models, retry = parts.models.planners(scope.loop), parts.model_retry
     middleware = parts.middleware
     if middleware is None:
-        return await arun_with_retries(models, lambda model: attempt(model, messages), retry)
+        return await arun_with_retries(models, lambda model: attempt(model, messages, {}), retry)
     tool_mode = scope.settings.plan_mode == "tool"
     return await middleware.acall_model(
         "plan",
         models,
         messages,
-        lambda model, sent: arun_with_retries(
-            [model, *models[1:]], lambda chosen: attempt(chosen, sent), retry
+        lambda model, sent, options: arun_with_retries(
+            [model, *models[1:]], lambda chosen: attempt(chosen, sent, options), retry
         ),
         PlanRead.as_message,
         partial(_read_of, tool_mode=tool_mode),

@@ -170,6 +170,22 @@ async def test_model_middleware_sees_the_answer_even_with_speculative_answers(
     assert calls == ["plan", "answer"]
 
 
+async def test_model_settings_reach_the_model_like_prompt_cache_markers(run_loop: Any) -> None:
+    @wrap_model_call
+    def cache_marker(request: ModelRequest, handler: Any) -> Any:
+        """Ask the provider to cache the prompt (as provider caching middleware does)."""
+        settings = {**request.model_settings, "cache_control": {"type": "ephemeral"}}
+        return handler(request.override(model_settings=settings))
+
+    planner = ScriptedChatModel(_plans(_call("read_file", path="a.txt")))
+    answerer = ScriptedChatModel(["done"])
+    graph = create_tool_loop(planner, [read_file], answer_model=answerer, middleware=[cache_marker])
+    await run_loop(graph, {"user_input": "read"})
+    marker = {"type": "ephemeral"}
+    assert [options.get("cache_control") for options in planner.request_options] == [marker] * 2
+    assert answerer.request_options[0]["cache_control"] == marker
+
+
 async def test_a_reply_written_by_middleware_is_used(run_loop: Any) -> None:
     @wrap_model_call
     async def canned(request: ModelRequest, handler: Any) -> Any:
