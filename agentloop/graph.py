@@ -79,11 +79,6 @@ def create_tool_loop(
         model: The planner (and default answer) model: a LangChain chat model or an
             `init_chat_model` string such as `"openai:gpt-4.1-mini"`.
         tools: LangChain tools or plain functions.
-        middleware: LangChain `AgentMiddleware` (and `@wrap_model_call` /
-            `@wrap_tool_call` functions), first outermost: `wrap_model_call` wraps every
-            planner and answer call, `wrap_tool_call` every governed call inside the
-            ledger's guard; middleware `tools` are added. `before_*` / `after_*` hooks
-            are a `ConfigurationError` (see `agentloop.middleware`).
         answer_model: The model of the final answer (default: `model`).
         mcp_servers: MCP servers whose tools join `tools`: a JSON/YAML file path or an
             `mcpServers` dict (stdio `command/args/env/cwd` or HTTP `url`, with
@@ -93,6 +88,11 @@ def create_tool_loop(
         system_prompt: The app's instructions (text, or a `SystemMessage` whose content
             blocks are kept, cache markers included), as in `create_agent`: both the planner
             and the answer model see them first, before the loop's own rules.
+        middleware: LangChain `AgentMiddleware` (and `@wrap_model_call` /
+            `@wrap_tool_call` functions), first outermost: `wrap_model_call` wraps every
+            planner, answer and `response_format` call, `wrap_tool_call` every governed
+            call inside the ledger's guard; middleware `tools` are added. `before_*` /
+            `after_*` hooks are a `ConfigurationError` (see `agentloop.middleware`).
         max_rounds: Most executed rounds; the planner is not called once it is reached.
         governance: How tools may be called (`GovernanceOptions`: policies,
             interceptors, timeouts, retries, concurrency, cache, threads, redaction, ledger).

@@ -308,8 +308,10 @@ class _Answer:
         call = self._request(state, runtime)
         update = self._answered(state, call, runtime)
         structured = self.parts.structured
-        if structured is None or not _structurable(update):
+        if structured is None:
             return update
+        if not _structurable(update):
+            return {**update, "structured_response": None}
         models, messages, retry = call.arguments[:3]
         through = _through(self.parts, state, runtime)
         result = structured.ask(models, messages, update["answer"], retry, through)
@@ -334,8 +336,10 @@ class _Answer:
         call = self._request(state, runtime)
         update = await self._aanswered(state, call, runtime)
         structured = self.parts.structured
-        if structured is None or not _structurable(update):
+        if structured is None:
             return update
+        if not _structurable(update):
+            return {**update, "structured_response": None}
         models, messages, retry = call.arguments[:3]
         through = _through(self.parts, state, runtime)
         result = await structured.aask(models, messages, update["answer"], retry, through)

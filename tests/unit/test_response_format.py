@@ -11,6 +11,7 @@ from langchain.agents.middleware import ModelFallbackMiddleware
 from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
 from langchain_core.messages import AIMessage, ToolCall
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
@@ -177,3 +178,20 @@ async def test_the_structured_call_goes_through_model_middleware(run_loop: Any) 
     assert out["answer"] == ANSWER
     assert out["structured_response"] == TramFacts(length_km=21, lines=2)
     assert backup.request_options[0]["response_format"]["json_schema"]["name"] == "TramFacts"
+
+
+async def test_a_later_run_without_an_answer_leaves_no_stale_result(run_loop: Any) -> None:
+    planner = ScriptedChatModel([plan_reply("response")], repeat_last=True)
+    answerer = ScriptedChatModel(
+        [ANSWER, json.dumps({"length_km": 21, "lines": 2}), ValueError("answer model is down")],
+        profile=NATIVE,
+    )
+    graph = create_tool_loop(
+        planner, [], answer_model=answerer, response_format=TramFacts, checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": f"stale-{run_loop.entry}"}}
+    first = await run_loop(graph, {"user_input": "How long?"}, config)
+    assert first["structured_response"] == TramFacts(length_km=21, lines=2)
+    second = await run_loop(graph, {"user_input": "And how wide?"}, config)
+    assert second["status"] == "answer_failed"
+    assert second["structured_response"] is None
