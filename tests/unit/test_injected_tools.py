@@ -261,3 +261,39 @@ def test_contract_the_private_config_keys_still_hold_the_runtime_and_state() -> 
     builder.add_edge(START, "node")
     graph = builder.compile(store=InMemoryStore())
     assert graph.invoke({"question": "q"}, context=UserContext("u2"))["seen"] == "q:u2"
+
+
+@tool
+def get_profile(
+    field: str,
+    runtime: ToolRuntime[UserContext],
+    call_ref: Annotated[str, InjectedToolCallId],
+    request: Annotated[str, InjectedState("user_input")],
+) -> str:
+    """Read a field of the user's profile."""
+    return f"{runtime.context.user_id}:{field}:{call_ref}:{request}"
+
+
+async def test_calls_started_while_the_plan_streams_get_their_injected_arguments() -> None:
+    planner = ScriptedChatModel(
+        [
+            plan_reply("execute", [{"tool_name": "get_profile", "tool_kwargs": {"field": "name"}}]),
+            plan_reply("response"),
+        ],
+        chunk_size=5,
+    )
+    graph = create_tool_loop(
+        planner, [get_profile], answer_model=ScriptedChatModel(["ok"]), context_schema=UserContext
+    )
+    events: list[dict[str, Any]] = []
+    final: dict[str, Any] = {}
+    async for mode, item in graph.astream(
+        {"user_input": "who am I?"}, stream_mode=["custom", "values"], context=UserContext("u5")
+    ):
+        if mode == "custom":
+            events.append(item)
+        else:
+            final = item
+    assert "tool_dispatched" in [event["type"] for event in events]
+    [record] = final["tool_logs"]
+    assert record["result"] == f"u5:name:{record['call_id']}:who am I?"
