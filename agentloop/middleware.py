@@ -63,9 +63,18 @@ MODEL_CALL_KEY = "agentloop_model_call"
 REFUSED_HOOKS = ("before_agent", "after_agent", "before_model", "after_model")
 """The hooks a tool loop does not run (their async twins neither)."""
 _INSTEAD = (
-    "use wrap_model_call / wrap_tool_call middleware, GovernanceOptions (interceptors, "
+    "wrap_model_call / wrap_tool_call middleware, GovernanceOptions (interceptors, "
     "policies, timeouts) or PlanningOptions (max_commands_per_round, max_plan_calls)"
 )
+_INSTEAD_OF = {
+    "ToolCallLimitMiddleware": "PlanningOptions(max_commands_per_round=...), max_rounds, or "
+    "a wrap_tool_call middleware that counts calls",
+    "ModelCallLimitMiddleware": "PlanningOptions(max_plan_calls=...) and max_rounds",
+    "PIIMiddleware": "GovernanceOptions(redact=...)",
+    "HumanInTheLoopMiddleware": "interrupt_before=['execute'] (review and edit the plan)",
+    "SummarizationMiddleware": "PlanningOptions(history_turns=..., history_chars=...)",
+}
+"""What does the job of the best-known middleware that relies on refused hooks."""
 
 
 def _overrides(middleware: AgentMiddleware[Any, Any, Any], hook: str) -> bool:
@@ -115,9 +124,10 @@ class LoopMiddleware:
                 raise ConfigurationError(msg)
             for hook in REFUSED_HOOKS:
                 if _overrides(item, hook) or _overrides(item, f"a{hook}"):
+                    instead = _INSTEAD_OF.get(type(item).__name__, _INSTEAD)
                     msg = (
                         f"middleware {item.name!r} has a {hook} hook, which a tool loop does "
-                        f"not run (its state is not create_agent's messages); {_INSTEAD}"
+                        f"not run (its state is not create_agent's messages); use {instead}"
                     )
                     raise ConfigurationError(msg)
         self.models = [m for m in middleware if self._wraps(m, "wrap_model_call")]

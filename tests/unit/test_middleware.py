@@ -235,6 +235,19 @@ def test_hooks_the_loop_does_not_run_are_refused_at_build() -> None:
             ScriptedChatModel([]), [read_file], middleware=[ToolCallLimitMiddleware(run_limit=1)]
         )
     assert "max_commands_per_round" in str(refused.value)
+
+    @wrap_model_call
+    def fine(request: ModelRequest, handler: Any) -> Any:
+        """Wraps only."""
+        return handler(request)
+
+    class Trims(AgentMiddleware):
+        def before_model(self, state: Any, runtime: Any) -> Any:
+            return None
+
+    with pytest.raises(ConfigurationError, match="'Trims' has a before_model hook") as refused:
+        create_tool_loop(ScriptedChatModel([]), [read_file], middleware=[fine, Trims()])
+    assert "wrap_model_call / wrap_tool_call middleware" in str(refused.value)
     with pytest.raises(ConfigurationError, match="AgentMiddleware"):
         create_tool_loop(ScriptedChatModel([]), [read_file], middleware=[object()])  # type: ignore[list-item]
 
