@@ -297,3 +297,19 @@ async def test_calls_started_while_the_plan_streams_get_their_injected_arguments
     assert "tool_dispatched" in [event["type"] for event in events]
     [record] = final["tool_logs"]
     assert record["result"] == f"u5:name:{record['call_id']}:who am I?"
+
+
+@tool
+def call_details(runtime: ToolRuntime) -> str:
+    """Report the call this runtime describes."""
+    info = runtime.config["configurable"]["agentloop_call"]
+    names = ",".join(sorted(tool.name for tool in runtime.tools))
+    return f"{runtime.tool_call_id}|{info['call_id']}|{names}|{runtime.state['user_input']}"
+
+
+async def test_tool_runtime_carries_the_calls_config_tools_and_state(run_loop: Any) -> None:
+    graph, _ = _loop([{"tool_name": "call_details"}], [call_details, favourite])
+    out = await run_loop(graph, {"user_input": "details"})
+    [record] = _records(out)
+    call_id = record["call_id"]
+    assert record["result"] == f"{call_id}|{call_id}|call_details,favourite|details"
