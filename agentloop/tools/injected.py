@@ -26,6 +26,7 @@ from langgraph.prebuilt.tool_node import ToolRuntime, _get_all_injected_args
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from agentloop.tools.interceptors import ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
 
 __all__ = ["COMMAND_RESULT", "InjectedArguments", "refuse_command", "run_context", "tool_runtime"]
@@ -87,6 +88,18 @@ class InjectedArguments:
             f"{name}: supplied by the loop, the planner's value was ignored" for name in dropped
         ]
         return {key: value for key, value in kwargs.items() if key not in self.names}, notes
+
+    def into(
+        self, call: ToolInvocation, config: RunnableConfig | None, tools: list[BaseTool]
+    ) -> ToolInvocation:
+        """The call with its injected arguments filled in, invoked as a `ToolCall`.
+
+        Raises:
+            ValueError: The tool needs a store and the graph has none.
+            KeyError: The tool needs a state key the loop's state does not have.
+        """
+        arguments = self.fill(call.arguments, config, tool_call_id=call.call_id, tools=tools)
+        return call.override(arguments=arguments, as_tool_call=True)
 
     def fill(
         self,

@@ -30,7 +30,7 @@ from agentloop.tools.invoke import ToolInvoker, propagates
 from agentloop.tools.judge import judge_result
 from agentloop.tools.outcome import ToolOutcome, graceful_error
 from agentloop.tools.results import to_jsonable, truncate_result
-from agentloop.tools.spec import IDEMPOTENCY_ARGUMENT, ToolSpec
+from agentloop.tools.spec import IDEMPOTENCY_ARGUMENT
 
 __all__ = ["AGENT_USAGE_ARTIFACT", "PreparedCall", "ToolRunner", "emit_settled", "make_record"]
 
@@ -267,7 +267,7 @@ class ToolRunner:
         async def terminal(current: ToolInvocation) -> ToolOutcome:
             if spec.injected:
                 try:
-                    current = self._inject(current, spec, config)
+                    current = spec.injected.into(current, config, self.tools.registry.tools)
                 except (KeyError, ValueError) as error:
                     message = f"cannot supply the injected arguments of {name}: {error!r}"
                     return ToolOutcome.failure("internal_error", message)
@@ -333,15 +333,6 @@ class ToolRunner:
             return self.chain
         mandatory, optional = self.chain[: self._mandatory], self.chain[self._mandatory :]
         return [*mandatory, self._wrap_call(config), *optional]
-
-    def _inject(
-        self, call: ToolInvocation, spec: ToolSpec, config: RunnableConfig | None
-    ) -> ToolInvocation:
-        """The call with its injected arguments filled in, invoked as a `ToolCall`."""
-        arguments = spec.injected.fill(
-            call.arguments, config, tool_call_id=call.call_id, tools=self.tools.registry.tools
-        )
-        return call.override(arguments=arguments, as_tool_call=True)
 
     def _fall_back(self, call: ToolInvocation, failure: ToolOutcome) -> ToolOutcome:
         """The last good result (opt-in, still a failure), the declared stub, or an error."""
