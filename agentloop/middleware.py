@@ -18,9 +18,11 @@
   settled never reaches them, and whatever they do counts as the call's one outcome),
   between the mandatory interceptors and the optional ones (the cache and rate limiter
   included). The `ToolCallRequest` has the call as a `ToolCall`, the tool, the loop's
-  state and a `ToolRuntime`; the handler's `ToolMessage` has `status="error"` when the
-  call failed. A `ToolMessage` returned without calling the handler becomes the call's
-  record (failed when its status is `"error"`).
+  state and a `ToolRuntime`. The handler returns the result as a `ToolMessage`, or raises
+  `ToolCallFailed` when the call failed (after the loop's own retries), as a tool's error
+  propagates in `create_agent`; so `ToolRetryMiddleware` retries it, and one that reaches
+  the loop becomes the call's record. A `ToolMessage` returned without calling the
+  handler becomes the call's record (failed when its status is `"error"`).
 - `before_agent`, `after_agent`, `before_model` and `after_model` hooks are refused when
   the loop is built (`ConfigurationError`): they read and write `create_agent`'s
   message state, which a tool loop does not have.
@@ -48,12 +50,17 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from agentloop._sync import run_coroutine_sync
-from agentloop.errors import ConfigurationError, ModelBehaviorError, model_error_message
+from agentloop.errors import (
+    ConfigurationError,
+    ModelBehaviorError,
+    ToolCallError,
+    model_error_message,
+)
 from agentloop.tools.injected import COMMAND_RESULT, tool_runtime
 from agentloop.tools.interceptors import Interceptor, Proceed, ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
 
-__all__ = ["MODEL_CALL_KEY", "REFUSED_HOOKS", "LoopMiddleware", "ModelCall"]
+__all__ = ["MODEL_CALL_KEY", "REFUSED_HOOKS", "LoopMiddleware", "ModelCall", "ToolCallFailed"]
 
 T = TypeVar("T")
 ModelCall = Literal["plan", "answer", "structured_response"]
@@ -303,6 +310,8 @@ class LoopMiddleware:
 
             async def innermost(inner: ToolCallRequest) -> ToolMessage | Command[Any]:
                 outcome = await proceed(call.override(arguments=dict(inner.tool_call["args"])))
+                if not outcome.success:
+                    raise ToolCallFailed(outcome)
                 message = _as_message(outcome, call)
                 outcomes[id(message)] = outcome
                 return message
@@ -310,12 +319,27 @@ class LoopMiddleware:
             handler: Callable[[ToolCallRequest], Awaitable[Any]] = innermost
             for middleware in reversed(self.tool_calls):
                 handler = _tool_layer(middleware, handler)
-            result = await handler(request)
+            try:
+                result = await handler(request)
+            except ToolCallFailed as failed:
+                return failed.outcome
             if id(result) in outcomes:
                 return outcomes[id(result)]
             return _outcome_of(result, call.tool_name)
 
         return layer
+
+
+class ToolCallFailed(ToolCallError):
+    """What the handler of a `wrap_tool_call` raises when the call failed.
+
+    As in `create_agent`, where a tool's error propagates through the middleware, so
+    `ToolRetryMiddleware` retries it; one that reaches the loop becomes the call's record.
+    """
+
+    def __init__(self, outcome: ToolOutcome) -> None:
+        super().__init__(outcome.error_type or "internal_error", outcome.error)
+        self.outcome = outcome
 
 
 def _tool_layer(
@@ -346,12 +370,9 @@ def _on_loop(loop: asyncio.AbstractEventLoop, awaitable: Awaitable[T]) -> T:
 
 
 def _as_message(outcome: ToolOutcome, call: ToolInvocation) -> ToolMessage:
-    """The `ToolMessage` a middleware sees for a call's outcome."""
-    content = outcome.value if outcome.success else (outcome.error or str(outcome.value))
-    if not isinstance(content, str | list):
-        content = str(content)
-    status: Literal["success", "error"] = "success" if outcome.success else "error"
-    return ToolMessage(content, tool_call_id=call.call_id, name=call.tool_name, status=status)
+    """The `ToolMessage` a middleware sees for a call's result."""
+    content = outcome.value if isinstance(outcome.value, str | list) else str(outcome.value)
+    return ToolMessage(content, tool_call_id=call.call_id, name=call.tool_name)
 
 
 def _outcome_of(result: Any, tool_name: str) -> ToolOutcome:

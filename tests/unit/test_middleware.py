@@ -10,6 +10,7 @@ from langchain.agents.middleware import (
     ModelFallbackMiddleware,
     ModelRequest,
     ToolCallLimitMiddleware,
+    ToolRetryMiddleware,
     wrap_model_call,
     wrap_tool_call,
 )
@@ -97,6 +98,54 @@ async def test_wrap_tool_call_blocks_one_call_and_lets_another_through(run_loop:
     assert not delete["success"]
     assert delete["error"] == "deleting files is not allowed"
     assert deleted == []
+
+
+async def test_tool_retry_middleware_retries_a_failing_tool(run_loop: Any) -> None:
+    attempts: list[str] = []
+
+    @tool
+    def send_report(to: str) -> str:
+        """Send the report (fails twice, then works)."""
+        attempts.append(to)
+        if len(attempts) < 3:
+            raise ConnectionError("mail server busy")
+        return f"sent to {to}"
+
+    retry = ToolRetryMiddleware(max_retries=2, initial_delay=0.0, jitter=False)
+    graph = create_tool_loop(
+        ScriptedChatModel(_plans(_call("send_report", to="ops"))),
+        [send_report],
+        answer_model=ScriptedChatModel(["sent"]),
+        middleware=[retry],
+    )
+    out = await run_loop(graph, {"user_input": "send it"})
+    [record] = out["tool_logs"]
+    assert record["success"] and record["result"] == "sent to ops"
+    assert attempts == ["ops", "ops", "ops"]  # not idempotent: only the middleware retried
+
+
+async def test_a_failure_no_middleware_handles_keeps_its_record(run_loop: Any) -> None:
+    @tool
+    def send_report(to: str) -> str:
+        """Send the report (always times out)."""
+        raise TimeoutError("mail server did not answer")
+
+    @wrap_tool_call
+    async def passthrough(request: Any, handler: Any) -> Any:
+        """Let everything through."""
+        return await handler(request)
+
+    graph = create_tool_loop(
+        ScriptedChatModel(_plans(_call("send_report", to="ops"))),
+        [send_report],
+        answer_model=ScriptedChatModel(["not sent"]),
+        middleware=[passthrough],
+    )
+    out = await run_loop(graph, {"user_input": "send it"})
+    [record] = out["tool_logs"]
+    assert not record["success"]
+    assert record["error_type"] == "timeout"
+    assert record["error"].startswith("send_report did not finish")
 
 
 async def test_wrap_tool_call_sees_the_call_the_tool_and_a_tool_runtime(run_loop: Any) -> None:
