@@ -12,7 +12,8 @@
   `ModelOptions` fallbacks, on the request's model, system message and messages, with
   its `model_settings` bound to the model (provider options such as prompt-cache
   markers); a changed `tools` or `tool_choice` is not applied. A reply the middleware
-  makes itself (without the handler) is read like one from the model.
+  makes itself (without the handler) is read like one from the model; a `Command` it
+  returns fails the call (the loop's state is its own).
 - `wrap_tool_call` / `awrap_tool_call` wrap every governed call, after its arguments
   are validated and inside the side-effect ledger's guard (so a call the ledger has
   settled never reaches them, and whatever they do counts as the call's one outcome),
@@ -92,6 +93,9 @@ def _normalized(result: Any) -> ModelResponse[Any]:
     if isinstance(result, AIMessage):
         return ModelResponse(result=[result])
     if isinstance(result, ExtendedModelResponse):
+        if result.command is not None:
+            msg = "wrap_model_call returned a Command; a tool loop does not apply Command updates"
+            raise TypeError(msg)
         return result.model_response
     if isinstance(result, ModelResponse):
         return result

@@ -14,9 +14,11 @@ from langchain.agents.middleware import (
     wrap_model_call,
     wrap_tool_call,
 )
+from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 
 from agentloop import ConfigurationError, GovernanceOptions, PlanningOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -233,6 +235,23 @@ async def test_model_settings_reach_the_model_like_prompt_cache_markers(run_loop
     marker = {"type": "ephemeral"}
     assert [options.get("cache_control") for options in planner.request_options] == [marker] * 2
     assert answerer.request_options[0]["cache_control"] == marker
+
+
+async def test_a_command_from_wrap_model_call_fails_the_plan_clearly(run_loop: Any) -> None:
+    @wrap_model_call
+    def commanding(request: ModelRequest, handler: Any) -> Any:
+        """Try to update the state from a model call."""
+        return ExtendedModelResponse(model_response=handler(request), command=Command(update={}))
+
+    graph = create_tool_loop(
+        ScriptedChatModel(_plans()),
+        [read_file],
+        answer_model=ScriptedChatModel(["x"]),
+        middleware=[commanding],
+    )
+    out = await run_loop(graph, {"user_input": "hi"})
+    assert out["status"] == "planner_failed"
+    assert "does not apply Command updates" in out["status_reason"]
 
 
 async def test_a_reply_written_by_middleware_is_used(run_loop: Any) -> None:
