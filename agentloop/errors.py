@@ -54,6 +54,7 @@ ErrorType = Literal[
     "reference_failed",
     "cancelled",
     "unserializable_result",
+    "unsupported_result",
 ]
 """Why a call failed, as its record says:
 
@@ -73,7 +74,9 @@ ErrorType = Literal[
   not run (not run);
 - `cancelled`: started while its plan was streaming, then stopped because that plan was
   rejected (only reads start early, so there is nothing to undo);
-- `unserializable_result`: the tool returned an object that cannot be converted to JSON.
+- `unserializable_result`: the tool returned an object that cannot be converted to JSON;
+- `unsupported_result`: the tool returned something the loop does not apply (a LangGraph
+  `Command`).
 """
 ERROR_TYPES: tuple[str, ...] = get_args(ErrorType)
 

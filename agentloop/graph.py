@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import SystemMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.store.base import BaseStore
 
 from agentloop.mcp.toolset import McpServersConfig, MCPToolset
+from agentloop.middleware import LoopMiddleware
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.models import ModelLike, ModelProvider
 from agentloop.nodes import (
@@ -30,13 +35,15 @@ from agentloop.nodes import (
     route_start,
 )
 from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions
-from agentloop.prompts import PromptSet, PromptSource
+from agentloop.prompts import PromptSet
 from agentloop.redaction import Redactor, install_log_redaction
-from agentloop.settings import LoopContext, LoopSettings, PlanMode
+from agentloop.settings import LoopContext, LoopSettings
 from agentloop.state import InputState, LoopState, OutputState
+from agentloop.structured import StructuredOutput
+from agentloop.system_prompt import app_instructions
 from agentloop.tools.cache import ResultCache
 from agentloop.tools.catalog import ToolCatalog
-from agentloop.tools.interceptors import CacheInterceptor, RateLimitInterceptor
+from agentloop.tools.interceptors import CacheInterceptor, Interceptor, RateLimitInterceptor
 from agentloop.tools.invoke import ToolInvoker
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.policy import ToolRetry
@@ -51,14 +58,16 @@ def create_tool_loop(
     *,
     answer_model: ModelLike | None = None,
     mcp_servers: McpServersConfig | MCPToolset | None = None,
+    system_prompt: str | SystemMessage | None = None,
+    middleware: Sequence[AgentMiddleware[Any, Any, Any]] = (),
     max_rounds: int = 5,
-    concurrency: int | None = None,
-    plan_mode: PlanMode = "json",
-    prompts: Mapping[str, PromptSource] | None = None,
     governance: GovernanceOptions | None = None,
     planning: PlanningOptions | None = None,
     models: ModelOptions | None = None,
+    response_format: Any = None,
+    context_schema: type[Any] | None = None,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
+    store: BaseStore | None = None,
     name: str = "tool_loop",
     interrupt_before: Sequence[str] | None = None,
     interrupt_after: Sequence[str] | None = None,
@@ -75,20 +84,37 @@ def create_tool_loop(
             `allow`/`deny` tool lists), or an `MCPToolset`. Their sessions are shared
             by every run of the loop; a server that fails to start is left out (and
             tried again later) unless its config says `"required": true`.
+        system_prompt: The app's instructions (text, or a `SystemMessage` whose content
+            blocks are kept, cache markers included), as in `create_agent`: both the planner
+            and the answer model see them first, before the loop's own rules.
+        middleware: LangChain `AgentMiddleware` (and `@wrap_model_call` /
+            `@wrap_tool_call` functions), first outermost: `wrap_model_call` wraps every
+            planner, answer and `response_format` call, `wrap_tool_call` every governed
+            call inside the ledger's guard; middleware `tools` are added. `before_*` /
+            `after_*` hooks are a `ConfigurationError` (see `agentloop.middleware`).
         max_rounds: Most executed rounds; the planner is not called once it is reached.
-        concurrency: Most tool calls running at once (None: no limit).
-        plan_mode: `"json"` (the plan as message text: any chat model) or `"tool"`
-            (native structured output through tool calling).
-        prompts: Templates that replace the shipped ones, by name (`plan_system`,
-            `plan_user`, `plan_reask`, `rollback_note`, `answer_system`, `answer_user`,
-            `answer_results`): the text, or a file path. Checked now: a template that uses
-            a `$name` it may not is a `ConfigurationError` (`PROMPT_VARIABLES` lists them).
         governance: How tools may be called (`GovernanceOptions`: policies,
-            interceptors, timeouts, retries, cache, threads, redaction, ledger).
-        planning: How rounds are planned and bounded (`PlanningOptions`).
+            interceptors, timeouts, retries, concurrency, cache, threads, redaction, ledger).
+        planning: How rounds are planned and bounded, and the prompt templates
+            (`PlanningOptions`).
         models: How models are called (`ModelOptions`: fallbacks, retries, limits,
             prices).
+        response_format: A typed result beside the text answer, as in `create_agent`: a
+            pydantic model, dataclass, TypedDict or JSON schema (native structured output
+            where the answer model has it, a tool call otherwise), or a `ToolStrategy` /
+            `ProviderStrategy`. The output's `structured_response` holds it; a reply that
+            does not validate is asked again once, then `status` is
+            `structured_response_failed`.
+        context_schema: The app's run context type (a dataclass, TypedDict or pydantic
+            model), as in `create_agent`: `loop.invoke(input, context=MyContext(...))`
+            reaches tools through `ToolRuntime.context`, and Studio shows it as a form.
+            The loop's own per-run settings then go in
+            `config["configurable"]["agentloop"]` (a `LoopContext`). Default: `LoopContext`
+            is the context.
         checkpointer: A LangGraph checkpointer (none for `langgraph dev`).
+        store: A LangGraph store (`InMemoryStore`...), which tools read through
+            `ToolRuntime.store` or an `InjectedStore` argument (none for `langgraph dev`,
+            which brings its own).
         name: The compiled graph's name.
         interrupt_before: Nodes to interrupt before (e.g. `["execute"]`, needs a checkpointer).
         interrupt_after: Nodes to interrupt after.
@@ -105,10 +131,11 @@ def create_tool_loop(
     governance = governance or GovernanceOptions()
     planning = planning or PlanningOptions()
     models = models or ModelOptions()
+    wrappers = LoopMiddleware(middleware)
     settings = LoopSettings(
         max_rounds=max_rounds,
-        concurrency=concurrency,
-        plan_mode=plan_mode,
+        concurrency=governance.concurrency,
+        plan_mode=planning.plan_mode,
         keep_tool_results=planning.keep_tool_results,
         max_consecutive_rollbacks=planning.max_consecutive_rollbacks,
         max_commands_per_round=planning.max_commands_per_round,
@@ -116,8 +143,10 @@ def create_tool_loop(
         max_plan_calls=planning.max_plan_calls,
         history_turns=planning.history_turns,
         history_chars=planning.history_chars,
-        speculative_answer=planning.speculative_answer,
+        # a speculative answer would not go through the app's wrap_model_call middleware
+        speculative_answer=planning.speculative_answer and not wrappers.models,
         streaming_dispatch=planning.streaming_dispatch and not _reviews_plan(interrupt_before),
+        stream_plan_tokens=planning.stream_plan_tokens,
         name=name,
     )
     toolset = (
@@ -128,7 +157,7 @@ def create_tool_loop(
     try:
         redact = governance.redact if governance.redact is not None else _default_redactor(toolset)
         catalog = ToolCatalog(
-            tools,
+            [*tools, *wrappers.tools],
             toolset,
             governance.policies,
             redact=redact,
@@ -149,6 +178,7 @@ def create_tool_loop(
             ],
             mandatory_interceptors=governance.mandatory_interceptors,
             invoker=ToolInvoker(governance.tool_threads),
+            wrap_call=_tool_wrapper(wrappers, catalog),
         )
         parts = LoopParts(
             settings=settings,
@@ -160,14 +190,17 @@ def create_tool_loop(
             prices=models.prices,
             ledger=governance.ledger,
             redact=redact,
-            prompts=PromptSet(prompts),
+            prompts=PromptSet(planning.prompts),
+            system_prompt=app_instructions(system_prompt),
+            middleware=wrappers if wrappers.models else None,
+            structured=StructuredOutput(response_format) if response_format is not None else None,
         )
         if toolset is not None and toolset.model is None:
             toolset.model = parts.models.model  # answers the servers' sampling requests
         install_log_redaction(logging.getLogger("agentloop"), parts.redact)
         builder = StateGraph(
             LoopState,
-            context_schema=LoopContext,
+            context_schema=context_schema or LoopContext,
             input_schema=InputState,
             output_schema=OutputState,
         )
@@ -199,6 +232,7 @@ def create_tool_loop(
             builder.add_edge("answer", END)
         return builder.compile(
             checkpointer=checkpointer,
+            store=store,
             name=name,
             interrupt_before=list(interrupt_before) if interrupt_before else None,
             interrupt_after=list(interrupt_after) if interrupt_after else None,
@@ -207,6 +241,15 @@ def create_tool_loop(
         if toolset is not None and toolset is not mcp_servers:
             toolset.close()  # the build failed: stop the servers it started
         raise
+
+
+def _tool_wrapper(
+    wrappers: LoopMiddleware, catalog: ToolCatalog
+) -> Callable[[RunnableConfig | None], Interceptor] | None:
+    """The app's `wrap_tool_call` middleware as the layer of a call (None: there is none)."""
+    if not wrappers.tool_calls:
+        return None
+    return lambda config: wrappers.tool_layer(config, catalog.registry.tools)
 
 
 def _reviews_plan(interrupt_before: Sequence[str] | None) -> bool:

@@ -22,7 +22,9 @@ from agentloop.errors import ConfigurationError
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelLike
+from agentloop.prompts import PromptSource
 from agentloop.redaction import Redact
+from agentloop.settings import PlanMode
 from agentloop.tools.cache import ResultCache
 from agentloop.tools.interceptors import Interceptor
 from agentloop.tools.policy import DEFAULT_TIMEOUT_S, ToolPolicy, ToolRetry
@@ -54,6 +56,7 @@ class GovernanceOptions:
             checkpointer: its database for SQLite and PostgreSQL, the server's
             PostgreSQL or store under the LangGraph server, memory otherwise; see
             `agentloop.durability.placement`).
+        concurrency: Most tool calls running at once (None: no limit).
     """
 
     policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
@@ -66,6 +69,7 @@ class GovernanceOptions:
     tool_threads: ToolThreads | None = None
     redact: Redact | None = None
     ledger: SideEffectLedger | None = None
+    concurrency: int | None = None
 
     def __post_init__(self) -> None:
         """Reject values that cannot work."""
@@ -81,6 +85,13 @@ class PlanningOptions:
     """How rounds are planned and bounded.
 
     Attributes:
+        plan_mode: `"json"` (the plan as message text: any chat model) or `"tool"`
+            (native structured output through tool calling).
+        prompts: Templates that replace the shipped ones, by name (`plan_system`,
+            `plan_user`, `plan_reask`, `rollback_note`, `answer_system`, `answer_user`,
+            `answer_results`): the text, or a file path. Checked when the loop is built:
+            a template that uses a `$name` it may not is a `ConfigurationError`
+            (`PROMPT_VARIABLES` lists them).
         keep_tool_results: Of the results earlier prompts showed, the planner sees at
             least this many latest in full again; older ones are omitted in blocks of
             this size, so the prompt's history only grows at its end between two blocks
@@ -98,12 +109,19 @@ class PlanningOptions:
         history_chars: Most characters of those turns.
         speculative_answer: Start the answer call alongside each planner call, so a
             plan that says `response` costs no extra wait; the answer is cancelled as
-            soon as the plan says `execute` (its tokens still count in `usage`).
+            soon as the plan says `execute` (its tokens still count in `usage`). Off
+            with `wrap_model_call` middleware, which every answer call goes through.
         streaming_dispatch: Start a plan's concurrency-safe, idempotent calls while the
             plan is still streaming (off anyway when the loop interrupts before
             `execute`).
+        stream_plan_tokens: Stream the planner's tokens on LangGraph's `messages` stream
+            too (for debugging). Off by default: planner calls are tagged `nostream`, so
+            `messages` carries what a chat UI shows (the answer), while plan progress
+            stays on the `custom` and `events` streams.
     """
 
+    plan_mode: PlanMode = "json"
+    prompts: Mapping[str, PromptSource] | None = None
     keep_tool_results: int = 5
     max_consecutive_rollbacks: int = 5
     max_commands_per_round: int = 64
@@ -113,6 +131,7 @@ class PlanningOptions:
     history_chars: int = 6_000
     speculative_answer: bool = False
     streaming_dispatch: bool = True
+    stream_plan_tokens: bool = False
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Templates use `$name` placeholders (`string.Template`), so JSON braces need no escaping.
 Rendering fails on a missing variable and on an unknown one, so a typo never reaches a
 model. `PromptSet` holds one loop's templates: the shipped ones, with any of them
-replaced by text or a file (`create_tool_loop(prompts=...)`), checked when the loop is
+replaced by text or a file (`PlanningOptions(prompts=...)`), checked when the loop is
 built against the variables each template may use.
 """
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal
+
+from langgraph.config import get_config
 
 from agentloop.errors import ConfigurationError
 from agentloop.events import Emit, make_emitter
@@ -13,7 +15,10 @@ if TYPE_CHECKING:
     from langgraph.runtime import ExecutionInfo, Runtime
     from langgraph.store.base import BaseStore
 
-__all__ = ["LoopContext", "LoopSettings", "PlanMode", "RunScope"]
+__all__ = ["LOOP_CONFIG_KEY", "LoopContext", "LoopSettings", "PlanMode", "RunScope", "loop_context"]
+
+LOOP_CONFIG_KEY = "agentloop"
+"""The `configurable` key of a run's `LoopContext` when the graph's context is the app's own."""
 
 PlanMode = Literal["json", "tool"]
 
@@ -34,6 +39,7 @@ class LoopSettings:
     history_chars: int = 6_000
     speculative_answer: bool = False
     streaming_dispatch: bool = True
+    stream_plan_tokens: bool = False
     name: str = "tool_loop"
 
     def __post_init__(self) -> None:
@@ -63,7 +69,7 @@ class LoopSettings:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 msg = f"{name} must be an int >= 0, got {value!r}"
                 raise ConfigurationError(msg)
-        for name in ("speculative_answer", "streaming_dispatch"):
+        for name in ("speculative_answer", "streaming_dispatch", "stream_plan_tokens"):
             if not isinstance(getattr(self, name), bool):
                 msg = f"{name} must be True or False, got {getattr(self, name)!r}"
                 raise ConfigurationError(msg)
@@ -100,7 +106,14 @@ _SETTING_NAMES = frozenset({"max_rounds", "concurrency", "plan_mode", "keep_tool
 
 @dataclass
 class LoopContext:
-    """Per-run settings (LangGraph `context`); a field left as None keeps the loop's value."""
+    """Per-run settings of the loop itself; a field left as None keeps the loop's value.
+
+    Without `context_schema=`, it is the graph's context:
+    `loop.invoke(input, context=LoopContext(max_rounds=2))`. With an app's own context
+    schema, it goes in the config instead, out of the app's way:
+    `loop.invoke(input, {"configurable": {"agentloop": LoopContext(max_rounds=2)}},
+    context=MyContext(...))` (a dict of the same fields works too).
+    """
 
     model: str | None = field(
         default=None,
@@ -132,18 +145,41 @@ class LoopContext:
     )
 
 
+def loop_context(context: Any, config: Mapping[str, Any] | None) -> LoopContext | None:
+    """The run's `LoopContext`: the graph's context, or the config's `agentloop` entry.
+
+    Raises:
+        ConfigurationError: The config's entry is neither a `LoopContext` nor a mapping of
+            its fields.
+    """
+    if isinstance(context, LoopContext):
+        return context
+    given = ((config or {}).get("configurable") or {}).get(LOOP_CONFIG_KEY)
+    if given is None or isinstance(given, LoopContext):
+        return given
+    names = {item.name for item in fields(LoopContext)}
+    if not isinstance(given, Mapping) or not set(given) <= names:
+        msg = (
+            f"configurable[{LOOP_CONFIG_KEY!r}] must be a LoopContext or a dict of its "
+            f"fields {sorted(names)}, got {given!r}"
+        )
+        raise ConfigurationError(msg)
+    return LoopContext(**given)
+
+
 @dataclass(frozen=True)
 class RunScope:
     """What a node knows about the run it serves, built from LangGraph's `Runtime`.
 
     Attributes:
-        settings: The loop's settings with the run's `context` applied.
+        settings: The loop's settings with the run's `LoopContext` applied.
         emit: Sends progress events to the run's `custom` stream.
-        context: The run's `context` object (a `LoopContext`, a parent graph's context
-            when the loop is a subgraph, or None).
+        context: The run's `context` object (the app's, a `LoopContext`, a parent graph's
+            context when the loop is a subgraph, or None).
         execution: LangGraph's execution info of the current task (thread, namespace).
         store: The store LangGraph gives the run (`runtime.store`: the app's, or the
             LangGraph server's), or None.
+        loop: The run's `LoopContext` (see `loop_context`), or None.
     """
 
     settings: LoopSettings
@@ -151,18 +187,25 @@ class RunScope:
     context: Any = None
     execution: ExecutionInfo | None = None
     store: BaseStore | None = None
+    loop: LoopContext | None = None
 
     @classmethod
     def of(
         cls, settings: LoopSettings, runtime: Runtime[Any], redact: Callable[[str], str] | None
     ) -> RunScope:
         """Build the scope of a node call from the loop's settings and the runtime."""
+        try:
+            config: Mapping[str, Any] | None = get_config()
+        except RuntimeError:  # outside a graph run
+            config = None
+        loop = loop_context(runtime.context, config)
         return cls(
-            settings=settings.with_context(runtime.context),
+            settings=settings.with_context(loop),
             emit=make_emitter(runtime.stream_writer, loop_name=settings.name, redact=redact),
             context=runtime.context,
             execution=runtime.execution_info,
             store=runtime.store,
+            loop=loop,
         )
 
     @property

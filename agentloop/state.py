@@ -38,13 +38,17 @@ __all__ = [
 ]
 
 NextAction = Literal["execute", "response"]
-RunStatus = Literal["running", "ok", "planner_failed", "answer_failed", "answer_cut"]
+RunStatus = Literal[
+    "running", "ok", "planner_failed", "answer_failed", "answer_cut", "structured_response_failed"
+]
 """How a run ended, for code to read (never parse the answer's text):
 
 - `ok`: the answer was produced;
 - `planner_failed`: the planner model failed, or its plan could not be used;
 - `answer_failed`: the answer model failed (the answer says why);
 - `answer_cut`: the answer hit the output size cap and was cut;
+- `structured_response_failed`: with `response_format`, the answer model gave no valid
+  typed result, even when asked again with the error (the text answer stands);
 - `running`: the run has not answered yet (an interrupted thread).
 """
 
@@ -350,6 +354,8 @@ class OutputState(TypedDict, total=False):
     """Rounds that were rolled back because every command was flagged."""
     usage: Annotated[dict[str, dict[str, Any]], reduce_usage]
     """Tokens in and out, model calls and cost, per agent (this loop and its sub-agents)."""
+    structured_response: Any
+    """The typed result, with `response_format` (as `create_agent` returns it)."""
     status: RunStatus
     """How the run ended (see `RunStatus`)."""
     status_reason: str

@@ -118,6 +118,7 @@ class ScriptedChatModel(BaseChatModel):
     _request_count: int = PrivateAttr(default=0)
     _chunks_emitted: int = PrivateAttr(default=0)
     _bound_tools: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+    _options: list[dict[str, Any]] = PrivateAttr(default_factory=list)
 
     def __init__(self, replies: Sequence[Reply] = (), **kwargs: Any) -> None:
         kwargs["replies"] = list(replies)
@@ -148,6 +149,15 @@ class ScriptedChatModel(BaseChatModel):
         """How many chunks consumers have pulled from streams so far."""
         with self._lock:
             return self._chunks_emitted
+
+    @property
+    def request_options(self) -> list[dict[str, Any]]:
+        """The options of every request beside its messages, as a provider receives them.
+
+        For example `tools`, `tool_choice` or `response_format`.
+        """
+        with self._lock:
+            return [dict(options) for options in self._options]
 
     @property
     def bound_tools(self) -> list[dict[str, Any]]:
@@ -186,7 +196,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        message = self._next_reply(messages)
+        message = self._next_reply(messages, kwargs)
         delay = self.chunk_delay_s * len(_pieces(message, self.chunk_size))
         if delay > 0:
             time.sleep(delay)
@@ -199,7 +209,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        message = self._next_reply(messages)
+        message = self._next_reply(messages, kwargs)
         delay = self.chunk_delay_s * len(_pieces(message, self.chunk_size))
         if delay > 0:
             await asyncio.sleep(delay)
@@ -212,7 +222,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        message = self._next_reply(messages)
+        message = self._next_reply(messages, kwargs)
         for chunk in _chunks(message, self.chunk_size):
             if self.chunk_delay_s > 0:
                 time.sleep(self.chunk_delay_s)
@@ -228,7 +238,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        message = self._next_reply(messages)
+        message = self._next_reply(messages, kwargs)
         for chunk in _chunks(message, self.chunk_size):
             # Sleeping even for 0 s lets concurrent streams interleave.
             await asyncio.sleep(self.chunk_delay_s)
@@ -241,13 +251,16 @@ class ScriptedChatModel(BaseChatModel):
         with self._lock:
             self._chunks_emitted += 1
 
-    def _next_reply(self, messages: list[BaseMessage]) -> AIMessage:
+    def _next_reply(
+        self, messages: list[BaseMessage], options: Mapping[str, Any] | None = None
+    ) -> AIMessage:
         """Record the request, take its reply from the script and complete it."""
         with self._lock:
             number = self._request_count
             self._request_count += 1
             if self.keep_requests:
                 self._requests.append(list(messages))
+                self._options.append(dict(options or {}))
             entry: Any
             if number < len(self.replies):
                 entry = self.replies[number]

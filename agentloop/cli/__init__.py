@@ -164,6 +164,7 @@ def _notes_file() -> Path:
 def _run_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
     from agentloop.graph import create_tool_loop
     from agentloop.mcp import MCPToolset, load_mcp_config
+    from agentloop.options import GovernanceOptions, PlanningOptions
     from agentloop.servers import bundled_servers_config
 
     name = args.model or os.environ.get(MODEL_ENV, "").strip()
@@ -180,8 +181,8 @@ def _run_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]
                 [],
                 mcp_servers=toolset,
                 max_rounds=args.max_rounds,
-                concurrency=args.concurrency,
-                plan_mode=args.plan_mode,
+                governance=GovernanceOptions(concurrency=args.concurrency),
+                planning=PlanningOptions(plan_mode=args.plan_mode),
             )
         _require_some_server(toolset)
         return asyncio.run(_stream(graph, " ".join(args.question), progress))

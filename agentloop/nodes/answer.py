@@ -14,14 +14,17 @@ from langgraph.runtime import Runtime
 
 from agentloop.errors import ModelBehaviorError
 from agentloop.messages import conversation_turns, message_text
-from agentloop.model_calls import Answer, ainvoke_answer, invoke_answer
+from agentloop.model_calls import Answer
 from agentloop.nodes._runnable import LoopNode
+from agentloop.nodes.answer_call import acall_answerer, call_answerer
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.prompt import conversation_text, default_prompts
 from agentloop.prompts import PromptSet, quote_user_text, to_prompt_json
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
+from agentloop.structured import StructuredResult, Wrapped
+from agentloop.system_prompt import with_app_instructions
 from agentloop.usage import message_usage, sum_usage, usage_entry
 
 __all__ = [
@@ -172,7 +175,7 @@ def answer_prompt(parts: LoopParts, state: LoopState, scope: RunScope) -> Answer
     """Build the answer request for the run's state (the answer node's, and a speculative one)."""
     round_state = state.get("round_state") or empty_round_state()
     action_results = to_action_results(round_state["done_plans"])
-    answerers = parts.models.answerers(scope.context)
+    answerers = parts.models.answerers(scope.loop)
     media = media_blocks(round_state["done_plans"], answerers[0])
     settings = scope.settings
     messages = build_answer_messages(
@@ -187,6 +190,7 @@ def answer_prompt(parts: LoopParts, state: LoopState, scope: RunScope) -> Answer
         ),
         prompts=parts.prompts,
     )
+    messages = with_app_instructions(messages, parts.system_prompt)
     return AnswerPrompt(list(answerers), messages, action_results, len(media) // 2)
 
 
@@ -308,6 +312,20 @@ class _Answer:
 
     def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         call = self._request(state, runtime)
+        update = self._answered(state, call, runtime)
+        structured = self.parts.structured
+        if structured is None:
+            return update
+        if not _structurable(update):
+            return {**update, "structured_response": None}
+        models, messages, retry = call.arguments[:3]
+        through = _through(self.parts, state, runtime)
+        result = structured.ask(models, messages, update["answer"], retry, through)
+        return self._structured(update, result)
+
+    def _answered(
+        self, state: LoopState, call: _AnswerCall, runtime: Runtime[Any]
+    ) -> dict[str, Any]:
         if call.unplanned:
             return self._update(state, call, None)
         if call.speculative is not None:
@@ -315,13 +333,27 @@ class _Answer:
             if adopted is not None:
                 return self._update(state, call, adopted)
         try:
-            answer = invoke_answer(*call.arguments)
+            answer = call_answerer(self.parts, state, runtime, call.arguments)
         except ModelBehaviorError as error:
             return self._update(state, call, None, error)
         return self._update(state, call, answer)
 
     async def ainvoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         call = self._request(state, runtime)
+        update = await self._aanswered(state, call, runtime)
+        structured = self.parts.structured
+        if structured is None:
+            return update
+        if not _structurable(update):
+            return {**update, "structured_response": None}
+        models, messages, retry = call.arguments[:3]
+        through = _through(self.parts, state, runtime)
+        result = await structured.aask(models, messages, update["answer"], retry, through)
+        return self._structured(update, result)
+
+    async def _aanswered(
+        self, state: LoopState, call: _AnswerCall, runtime: Runtime[Any]
+    ) -> dict[str, Any]:
         if call.unplanned:
             return self._update(state, call, None)
         if call.speculative is not None:
@@ -329,10 +361,35 @@ class _Answer:
             if adopted is not None:
                 return self._update(state, call, adopted)
         try:
-            answer = await ainvoke_answer(*call.arguments)
+            answer = await acall_answerer(self.parts, state, runtime, call.arguments)
         except ModelBehaviorError as error:
             return self._update(state, call, None, error)
         return self._update(state, call, answer)
+
+    def _structured(self, update: dict[str, Any], result: StructuredResult) -> dict[str, Any]:
+        """The answer's update with the typed result, or the status that says it failed."""
+        update = {**update, "structured_response": result.value}
+        if result.error:
+            update["status"] = "structured_response_failed"
+            update["status_reason"] = self.parts.safe_value(result.error)
+        entries = [update.get("usage") or {}]
+        for reply in result.replies:
+            tokens_in, tokens_out = message_usage([reply])
+            name = str((reply.response_metadata or {}).get("model_name") or "")
+            entry = usage_entry(name, tokens_in, tokens_out, self.parts.prices)
+            entries.append({self.parts.settings.name: entry})
+        update["usage"] = sum_usage(entries)
+        return update
+
+
+def _through(parts: LoopParts, state: LoopState, runtime: Runtime[Any]) -> Wrapped | None:
+    """The app's model middleware, with what a structured-result request carries."""
+    return (parts.middleware, state, runtime) if parts.middleware is not None else None
+
+
+def _structurable(update: dict[str, Any]) -> bool:
+    """Whether the run has a model's answer to give as a typed result."""
+    return update["status"] in ("ok", "answer_cut") and bool(update["answer"])
 
 
 def make_answer(parts: LoopParts) -> LoopNode:

@@ -52,7 +52,7 @@ def call_guard(parts: LoopParts, call: PreparedCall, scope: RunScope) -> CallGua
         side_effects=not policy.idempotent,
         resumable=policy.resumable,
         timeout_s=policy.timeout_s,
-        reexecute=bool(getattr(scope.context, "reexecute", False)),
+        reexecute=bool(scope.loop is not None and scope.loop.reexecute),
     )
 
 

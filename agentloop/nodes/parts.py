@@ -5,17 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import SystemMessage
 from langgraph.runtime import Runtime
 
 from agentloop.checkpoint_safe import checkpoint_safe, safe_update
 from agentloop.durability import SideEffectLedger
 from agentloop.inflight import InFlight
+from agentloop.middleware import LoopMiddleware
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelProvider
 from agentloop.prompts import PromptSet
 from agentloop.redaction import Redact
 from agentloop.settings import LoopSettings, RunScope
+from agentloop.structured import StructuredOutput
 from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.registry import ToolRegistry
@@ -46,6 +49,12 @@ class LoopParts:
     """Applied to every string the loop writes to state, events and prompts."""
     prompts: PromptSet = field(default_factory=PromptSet)
     """The loop's prompt templates (the shipped ones, or the user's)."""
+    structured: StructuredOutput | None = None
+    """The loop's `response_format`, compiled."""
+    middleware: LoopMiddleware | None = None
+    """The app's `wrap_model_call` middleware (None: there is none)."""
+    system_prompt: SystemMessage | None = None
+    """The app's instructions, which come first in every planner and answer request."""
     inflight: InFlight = field(default_factory=InFlight)
     """Calls and answers started ahead of the node that uses them."""
 

@@ -11,16 +11,17 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, BaseMessageChunk
 from langchain_core.runnables import Runnable
 from langgraph.config import get_config
+from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 
 from agentloop.errors import ConfigurationError, ModelBehaviorError, model_error_message
 from agentloop.messages import conversation_turns, message_text
-from agentloop.model_calls import arun_with_retries, run_with_retries
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.answer import answer_prompt
 from agentloop.nodes.early_dispatch import EarlyDispatch
 from agentloop.nodes.parts import LoopParts
+from agentloop.nodes.plan_call import acall_planner, call_planner
 from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.check import (
     plan_example,
@@ -31,13 +32,15 @@ from agentloop.planning.check import (
 from agentloop.planning.normalize import unparseable_decision
 from agentloop.planning.prompt import PLAN_TOOL, PLAN_TOOL_STRICT, build_plan_messages
 from agentloop.planning.reader import PlanRead
-from agentloop.settings import LoopContext, RunScope
+from agentloop.settings import LoopContext, LoopSettings, RunScope
 from agentloop.state import LoopState, PlanDecision, empty_round_state
+from agentloop.system_prompt import with_app_instructions
 from agentloop.usage import sum_usage, usage_entry
 
 __all__ = ["PLAN_TAGS", "make_plan"]
 
 PLAN_TAGS = ["agentloop:plan"]
+"""Tags of every planner call (plus LangGraph's `nostream` unless planner tokens stream)."""
 
 
 def _bind_plan_tool(model: BaseChatModel) -> Runnable[Any, Any]:
@@ -60,9 +63,14 @@ def _takes_strict(model: BaseChatModel) -> bool:
     return "strict" in parameters
 
 
-def _runnable(model: BaseChatModel, tool_mode: bool) -> Runnable[Any, Any]:
-    bound = _bind_plan_tool(model) if tool_mode else model
-    return bound.with_config(tags=PLAN_TAGS, run_name="plan")
+def _runnable(
+    model: BaseChatModel, settings: LoopSettings, options: dict[str, Any]
+) -> Runnable[Any, Any]:
+    """The planner call: tagged so LangGraph's `messages` stream leaves it out by default."""
+    bound = _bind_plan_tool(model) if settings.plan_mode == "tool" else model
+    tags = PLAN_TAGS if settings.stream_plan_tokens else [*PLAN_TAGS, TAG_NOSTREAM]
+    configured = bound.with_config(tags=tags, run_name="plan")
+    return configured.bind(**options) if options else configured
 
 
 def plan_chunk_size(chunk: BaseMessageChunk) -> int:
@@ -171,6 +179,7 @@ class _Plan:
             reference_example=with_reference,
             prompts=self.parts.prompts,
         )
+        messages = with_app_instructions(messages, self.parts.system_prompt)
         scope.emit(
             "round_started",
             round_index=round_state["round_index"],
@@ -178,7 +187,7 @@ class _Plan:
         )
         dispatch = EarlyDispatch(self.parts, state, scope, get_config(), asynchronous=asynchronous)
         attempts = _Attempts(
-            scope, self.parts.models.planners(scope.context), messages, example, dispatch
+            scope, self.parts.models.planners(scope.loop), messages, example, dispatch
         )
         if settings.speculative_answer:
             attempts.speculative = self._speculate(state, scope, asynchronous=asynchronous)
@@ -288,11 +297,13 @@ class _Plan:
         attempts = self._request(state, runtime, asynchronous=False)
         tool_mode = attempts.scope.settings.plan_mode == "tool"
 
-        def attempt(model: BaseChatModel) -> PlanRead:
+        def attempt(
+            model: BaseChatModel, request: list[BaseMessage], options: dict[str, Any]
+        ) -> PlanRead:
             read, bounded = PlanRead.start(model, tool_mode), self._bounded()
             attempts.fresh_dispatch()
-            request = attempts.messages
-            chunks = bounded.iterate(lambda: _runnable(model, tool_mode).stream(request))
+            runnable = _runnable(model, attempts.scope.settings, options)
+            chunks = bounded.iterate(lambda: runnable.stream(request))
             try:
                 for chunk in chunks:
                     if read.feed(chunk):
@@ -306,7 +317,7 @@ class _Plan:
         read: PlanRead | None = None
         while self._calls_left(state, attempts) > 0:
             try:
-                read = run_with_retries(attempts.models, attempt, self.parts.model_retry)
+                read = call_planner(self.parts, state, runtime, attempts.messages, attempt)
             except ModelBehaviorError as error:
                 return self._finish(state, attempts, None, error)
             attempts.count(read)
@@ -321,10 +332,13 @@ class _Plan:
         attempts = self._request(state, runtime, asynchronous=True)
         tool_mode = attempts.scope.settings.plan_mode == "tool"
 
-        async def attempt(model: BaseChatModel) -> PlanRead:
+        async def attempt(
+            model: BaseChatModel, request: list[BaseMessage], options: dict[str, Any]
+        ) -> PlanRead:
             read, bounded = PlanRead.start(model, tool_mode), self._bounded()
             attempts.fresh_dispatch()
-            chunks = bounded.aiterate(_runnable(model, tool_mode).astream(attempts.messages))
+            runnable = _runnable(model, attempts.scope.settings, options)
+            chunks = bounded.aiterate(runnable.astream(request))
             try:
                 async for chunk in chunks:
                     if read.feed(chunk):
@@ -338,7 +352,7 @@ class _Plan:
         read: PlanRead | None = None
         while self._calls_left(state, attempts) > 0:
             try:
-                read = await arun_with_retries(attempts.models, attempt, self.parts.model_retry)
+                read = await acall_planner(self.parts, state, runtime, attempts.messages, attempt)
             except ModelBehaviorError as error:
                 return self._finish(state, attempts, None, error)
             attempts.count(read)

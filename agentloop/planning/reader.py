@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessageChunk
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessageChunk
+from langchain_core.messages.tool import tool_call_chunk
 
 from agentloop.messages import message_text
 from agentloop.models import model_name
@@ -76,6 +78,23 @@ class PlanRead:
     def start(cls, model: BaseChatModel, tool_mode: bool) -> PlanRead:
         """Start reading a reply of `model`."""
         return cls(PlanReader(tool_mode), model_name(model))
+
+    @classmethod
+    def of_message(cls, message: AIMessage, model: BaseChatModel, tool_mode: bool) -> PlanRead:
+        """Read a whole reply at once (one that middleware wrote, not the model)."""
+        read = cls.start(model, tool_mode)
+        chunks = [
+            tool_call_chunk(
+                name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=index
+            )
+            for index, call in enumerate(message.tool_calls)
+        ]
+        read.feed(AIMessageChunk(content=message.content, tool_call_chunks=chunks))
+        return read
+
+    def as_message(self) -> AIMessage:
+        """The reply as a message, for middleware (the plan's JSON as its text)."""
+        return AIMessage(self.reader.parser.text or self.reader.text_parser.text)
 
     def feed(self, chunk: BaseMessageChunk) -> bool:
         """Consume one chunk; return True once the plan says `response`."""

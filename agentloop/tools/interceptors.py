@@ -49,6 +49,10 @@ class ToolInvocation:
     index: int = 0
     identity: str = ""
     """Who the call serves (`run_identity`): cached results are kept apart by it."""
+    context: Any = field(default=None, compare=False)
+    """The run's context (`graph.invoke(..., context=...)`: the app's, with `context_schema`)."""
+    as_tool_call: bool = False
+    """Invoke the tool with a full `ToolCall`, as `ToolNode` does (it takes injected arguments)."""
     trace: list[str] = field(default_factory=list, compare=False)
     """Free-form notes interceptors leave on the call (copied into the record)."""
 

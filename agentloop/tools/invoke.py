@@ -56,9 +56,10 @@ def has_sync_implementation(tool: BaseTool) -> bool:
     return not is_async_tool(tool)
 
 
-def _payload(tool: BaseTool, arguments: dict[str, Any], call_id: str) -> Any:
-    """What the tool is invoked with: its arguments, or a tool call when it has an artifact."""
-    if tool.response_format == "content_and_artifact":
+def _payload(call: ToolInvocation) -> Any:
+    """What the tool is invoked with: its arguments, or a tool call (artifact, injection)."""
+    tool, arguments, call_id = call.tool, call.arguments, call.call_id
+    if tool.response_format == "content_and_artifact" or call.as_tool_call:
         return {"name": tool.name, "args": arguments, "id": call_id, "type": "tool_call"}
     return arguments
 
@@ -194,7 +195,7 @@ class ToolInvoker:
             UnknownOutcomeError: It did, has side effects and may still take effect.
         """
         tool, timeout_s = call.tool, call.policy.timeout_s
-        payload = _payload(tool, call.arguments, call.call_id)
+        payload = _payload(call)
 
         def abandoned(tool_name: str, hung: int, cap: int) -> None:
             emit(

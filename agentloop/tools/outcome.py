@@ -30,6 +30,7 @@ ERROR_SUGGESTIONS: dict[ErrorType, str] = {
     "reference_failed": "Fix the command it refers to, or call it with values, not a reference.",
     "cancelled": "It was started for a plan that was rejected. Plan it again if it is needed.",
     "unserializable_result": "The tool returned data that cannot be read. Try another tool.",
+    "unsupported_result": "The tool cannot be used by this loop. Use another tool.",
 }
 
 

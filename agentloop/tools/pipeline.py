@@ -13,7 +13,7 @@ round starts (`defer`) and validated in its call task, once they are known (`val
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -27,6 +27,7 @@ from agentloop.tools.cache import ResultCache, canonical_key
 from agentloop.tools.cache_scope import run_identity
 from agentloop.tools.call_config import call_info
 from agentloop.tools.catalog import ToolCatalog
+from agentloop.tools.injected import refuse_command, run_context
 from agentloop.tools.interceptors import Interceptor, ToolInvocation, run_chain
 from agentloop.tools.invoke import ToolInvoker, propagates
 from agentloop.tools.judge import judge_result
@@ -89,6 +90,9 @@ class ToolRunner:
         cache: Results shared by every run of the loop.
         interceptors: Optional interceptors (may short-circuit), outermost first.
         mandatory_interceptors: Always run, around the optional ones.
+        wrap_call: Builds, from the config of a call, a layer that runs between the
+            mandatory interceptors and the optional ones (the app's `wrap_tool_call`
+            middleware).
         invoker: Calls the tools (default: one with its own pool of sync-tool threads).
     """
 
@@ -99,10 +103,13 @@ class ToolRunner:
         interceptors: Sequence[Interceptor] = (),
         mandatory_interceptors: Sequence[Interceptor] = (),
         invoker: ToolInvoker | None = None,
+        wrap_call: Callable[[RunnableConfig | None], Interceptor] | None = None,
     ) -> None:
         self.tools = tools
         self.cache = cache
         self.chain: list[Interceptor] = [*mandatory_interceptors, *interceptors]
+        self._mandatory = len(mandatory_interceptors)
+        self._wrap_call = wrap_call
         self.invoker = invoker or ToolInvoker()
 
     # -- first half: when the round starts ---------------------------------------------
@@ -256,6 +263,7 @@ class ToolRunner:
             round_index=call["round_index"],
             index=call["index"],
             identity=_identity(config),
+            context=run_context(config),
         )
         emit(
             "tool_started",
@@ -267,15 +275,22 @@ class ToolRunner:
         started = time.perf_counter()
 
         async def terminal(current: ToolInvocation) -> ToolOutcome:
-            return await self.invoker.call_with_policy(
+            if spec.injected:
+                try:
+                    current = spec.injected.into(current, config, self.tools.registry.tools)
+                except (KeyError, ValueError) as error:
+                    message = f"cannot supply the injected arguments of {name}: {error!r}"
+                    return ToolOutcome.failure("internal_error", message)
+            outcome = await self.invoker.call_with_policy(
                 current, emit, config, prefer_sync=prefer_sync
             )
+            return refuse_command(outcome, name)
 
         writes = policy.writes_state
         if writes:  # what earlier reads of this state said may change from now on
             self.cache.invalidate(tool_call.touch)
         try:
-            outcome = await run_chain(tool_call, self.chain, terminal)
+            outcome = await run_chain(tool_call, self._chain(config), terminal)
         except BaseException as error:
             if propagates(error):
                 raise
@@ -341,6 +356,13 @@ class ToolRunner:
             emit("tool_error", error=record["error"], error_type=outcome.error_type, **fields)
             emit("tool_completed", **fields)
         return record
+
+    def _chain(self, config: RunnableConfig | None) -> list[Interceptor]:
+        """The interceptors of a call, with the app's middleware layer in its place."""
+        if self._wrap_call is None:
+            return self.chain
+        mandatory, optional = self.chain[: self._mandatory], self.chain[self._mandatory :]
+        return [*mandatory, self._wrap_call(config), *optional]
 
     def _fall_back(self, call: ToolInvocation, failure: ToolOutcome) -> ToolOutcome:
         """The last good result (opt-in, still a failure), the declared stub, or an error.

@@ -16,6 +16,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
 from agentloop.tools.arguments import ArgumentSpec, ValidatedArguments, tool_json_schema
+from agentloop.tools.injected import InjectedArguments
 from agentloop.tools.invoke import crash_proof
 from agentloop.tools.policy import ResolvedPolicy
 from agentloop.tools.redacted import redacting
@@ -36,6 +37,17 @@ def _pydantic_model(tool: BaseTool) -> type[BaseModel] | None:
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
+def _without(schema: dict[str, Any], names: frozenset[str]) -> dict[str, Any]:
+    """The schema without injected arguments (LangChain leaves out all but a bare `runtime`)."""
+    declared = schema.get("properties")
+    if not names or not isinstance(declared, dict) or not names & set(declared):
+        return schema
+    trimmed = {**schema, "properties": {k: v for k, v in declared.items() if k not in names}}
+    if isinstance(schema.get("required"), list):
+        trimmed["required"] = [name for name in schema["required"] if name not in names]
+    return trimmed
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """One registered tool and everything compiled from it."""
@@ -50,6 +62,8 @@ class ToolSpec:
     """What is invoked: the tool, with a coroutine that cannot crash the event loop, whose
     output and errors are redacted before its callbacks see them."""
     accepts_idempotency_key: bool = False
+    injected: InjectedArguments = field(default_factory=InjectedArguments)
+    """The arguments the loop fills in (`ToolRuntime`, `InjectedState`...), never the planner."""
 
     @classmethod
     def compile(
@@ -59,7 +73,8 @@ class ToolSpec:
         redact: Callable[[str], str] | None = None,
     ) -> ToolSpec:
         """Compile a tool with its effective policy (and the loop's redaction hook)."""
-        schema = tool_json_schema(tool)
+        injected = InjectedArguments.of(tool)
+        schema = _without(tool_json_schema(tool), injected.names)
         declared = schema.get("properties")
         return cls(
             tool=tool,
@@ -68,6 +83,7 @@ class ToolSpec:
             arguments=ArgumentSpec(schema, _pydantic_model(tool)),
             runnable=redacting(crash_proof(tool), redact, policy.max_result_chars),
             accepts_idempotency_key=isinstance(declared, dict) and IDEMPOTENCY_ARGUMENT in declared,
+            injected=injected,
         )
 
     @property
@@ -81,8 +97,9 @@ class ToolSpec:
         Returns:
             The validated arguments, and the notes on renamed arguments.
         """
-        repaired, renames = self.arguments.repair(kwargs, self.policy.arg_aliases)
-        return self.arguments.validate(repaired), renames
+        planned, ignored = self.injected.strip(kwargs) if self.injected else (kwargs, [])
+        repaired, renames = self.arguments.repair(planned, self.policy.arg_aliases)
+        return self.arguments.validate(repaired), [*ignored, *renames]
 
     def description(self) -> dict[str, Any]:
         """What the planner is told about the tool."""

@@ -472,3 +472,29 @@ def test_governance(executed: Callable[[str], Executed]) -> None:
         "second: from_cache=True attempts=0 result='lantern: 3.20 EUR'",
         "calls of the tool: 1",
     ]
+
+
+def test_create_agent(executed: Callable[[str], Executed]) -> None:
+    run = executed("06_create_agent.ipynb")
+    assert_draws_the_loop(run.shown("nb06-03", MERMAID))
+
+    # the tool read the app's context and the store; the call id was injected
+    assert run.lines("nb06-05")[:2] == [
+        "last_order({'shop': 'tea'}) -> 3 boxes of sencha",
+        "receipt_number({'shop': 'tea'}) -> tea-1",
+    ]
+    assert run.field("nb06-05", "answer") == "Your last order was 3 boxes of sencha."
+    assert run.field("nb06-05", "structured_response") == "Order(item='sencha', quantity=3)"
+    assert run.field("nb06-05", "status") == "ok"
+
+    # injected arguments are hidden from the planner; the app's prompt comes first
+    assert run.field("nb06-07", "planner sees 'shop'") == "True"
+    assert run.field("nb06-07", "planner sees 'runtime'") == "False"
+    assert run.field("nb06-07", "planner sees 'call_id'") == "False"
+    app_prompt = "You are the tea shop's order desk. Be brief."
+    assert run.field("nb06-07", "planner's system message starts") == app_prompt
+    assert run.field("nb06-07", "answer's system message starts") == app_prompt
+
+    # the messages stream: the request and the answer, no plan
+    assert run.field("nb06-09", "nodes on the messages stream") == "['answer', 'prepare']"
+    assert run.field("nb06-09", "streamed answer") == "Your last order was 3 boxes of sencha."

@@ -175,3 +175,26 @@ async def test_studio_sub_agent_graph(server: str) -> None:
     state = await client.threads.get_state(thread["thread_id"])
     assert "10.5" in state["values"]["answer"]
     assert set(state["values"]["usage"]) == {"coordinator", "researcher"}
+
+
+async def test_studio_messages_stream_shows_the_answer_not_the_plan(server: str) -> None:
+    from langgraph_sdk import get_client
+
+    client = get_client(url=server)
+    thread = await client.threads.create()
+    texts: list[str] = []
+    nodes: set[str] = set()
+    async for part in client.runs.stream(
+        thread["thread_id"],
+        "tool_loop",
+        input={"user_input": "How long is the Lumen Bay tram network, and how many km per line?"},
+        stream_mode="messages-tuple",
+    ):
+        if part.event == "messages":
+            message, metadata = part.data
+            nodes.add(metadata.get("langgraph_node", ""))
+            texts.append(str(message.get("content", "")))
+    streamed = "".join(texts)
+    assert "10.5" in streamed
+    assert "next_action" not in streamed and "execution_commands" not in streamed
+    assert "plan" not in nodes

@@ -112,7 +112,10 @@ def test_the_conversation_character_budget_cuts_the_oldest_text() -> None:
     assert conversation_turns(messages, max_turns=0, max_chars=100) == []
 
 
-# --- prompts= ------------------------------------------------------------------------------
+# --- PlanningOptions(prompts=) ------------------------------------------------------------
+
+
+TERSE = "Plan tersely. At most $max_rounds rounds. Shape: $plan_example"
 
 
 async def test_a_prompt_given_as_text_replaces_the_shipped_one(run_loop: Any) -> None:
@@ -120,7 +123,7 @@ async def test_a_prompt_given_as_text_replaces_the_shipped_one(run_loop: Any) ->
     graph = create_tool_loop(
         planner,
         [get_weather],
-        prompts={"plan_system": "Plan tersely. At most $max_rounds rounds. Shape: $plan_example"},
+        planning=PlanningOptions(prompts={"plan_system": TERSE}),
     )
     await run_loop(graph, {"user_input": "hi"})
     system = str(planner.requests[0][0].content)
@@ -136,7 +139,7 @@ async def test_a_prompt_file_replaces_the_shipped_one(run_loop: Any, tmp_path: P
         ScriptedChatModel([plan_reply("response")]),
         [get_weather],
         answer_model=answerer,
-        prompts={"answer_system": str(template)},
+        planning=PlanningOptions(prompts={"answer_system": str(template)}),
     )
     await run_loop(graph, {"user_input": "hi"})
     assert answerer.requests[0][0].content == "Answer like a pirate."
@@ -156,7 +159,8 @@ def test_a_bad_prompt_is_refused_when_the_loop_is_built(
     prompts: dict[str, str], message: str
 ) -> None:
     with pytest.raises(ConfigurationError, match=message):
-        create_tool_loop(ScriptedChatModel([]), [get_weather], prompts=prompts)
+        planning = PlanningOptions(prompts=prompts)
+        create_tool_loop(ScriptedChatModel([]), [get_weather], planning=planning)
 
 
 # --- the plan prompt's example -------------------------------------------------------------
@@ -235,7 +239,9 @@ async def test_a_tool_mode_planner_that_keeps_failing_is_bounded(run_loop: Any) 
     junk = plan_reply("execute", [{"tool_name": "no_such_tool", "tool_kwargs": {}}])
     planner = ScriptedChatModel(responder=lambda _messages: junk)
     answerer = ScriptedChatModel(["never"])
-    graph = create_tool_loop(planner, [get_weather], answer_model=answerer, plan_mode="tool")
+    graph = create_tool_loop(
+        planner, [get_weather], answer_model=answerer, planning=PlanningOptions(plan_mode="tool")
+    )
     out = await run_loop(graph, {"user_input": "hi"})
     assert len(planner.requests) == 3  # the first plan and two re-asks (the default)
     assert out["status"] == "planner_failed"
@@ -276,7 +282,8 @@ async def test_tool_mode_asks_for_strict_output_where_the_model_offers_it(run_lo
                                                "execution_commands": []}}])  # fmt: skip
     model = StrictToolModel([plan, done, "Paris: rain."])
     out = await run_loop(
-        create_tool_loop(model, [get_weather], plan_mode="tool"), {"user_input": "?"}
+        create_tool_loop(model, [get_weather], planning=PlanningOptions(plan_mode="tool")),
+        {"user_input": "?"},
     )
     assert out["round_state"]["done_plans"][0]["result"] == "Paris: rain, 11 C"
     tools, choice, strict = model.__dict__["bindings"][0]

@@ -692,7 +692,7 @@ def test_bad_configuration_is_rejected_clearly() -> None:
     with pytest.raises(ConfigurationError, match="max_rounds"):
         create_tool_loop(model, [get_a], max_rounds=-1)
     with pytest.raises(ConfigurationError, match="plan_mode"):
-        create_tool_loop(model, [get_a], plan_mode="xml")  # type: ignore[arg-type]
+        create_tool_loop(model, [get_a], planning=PlanningOptions(plan_mode="xml"))  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="unique"):
         create_tool_loop(model, [get_a, get_a])
     with pytest.raises(ValueError):

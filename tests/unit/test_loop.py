@@ -15,7 +15,12 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
-from agentloop import ModelOptions, create_tool_loop
+from agentloop import (
+    GovernanceOptions,
+    ModelOptions,
+    PlanningOptions,
+    create_tool_loop,
+)
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -193,7 +198,7 @@ async def test_concurrency_limit(run_loop: Any) -> None:
     graph, _, _ = loop_with(
         [plan_reply("execute", [cmd("get_item", n=i) for i in range(6)]), plan_reply("response")],
         [get_item],
-        concurrency=2,
+        governance=GovernanceOptions(concurrency=2),
     )
     out = await run_loop(graph, {"user_input": "go"})
     assert peak == 2
@@ -312,7 +317,7 @@ async def test_tool_plan_mode_with_streamed_tool_calls(run_loop: Any) -> None:
             plan_reply("response", as_tool_call=True),
         ],
         [add],
-        plan_mode="tool",
+        planning=PlanningOptions(plan_mode="tool"),
     )
     out = await run_loop(graph, {"user_input": "sum"})
     assert out["round_state"]["done_plans"][0]["result"] == 11
@@ -321,7 +326,7 @@ async def test_tool_plan_mode_with_streamed_tool_calls(run_loop: Any) -> None:
 
 async def test_tool_plan_mode_short_circuits(run_loop: Any) -> None:
     reply = plan_reply("response", [cmd("add", "y" * 300, a=1, b=1)] * 5, as_tool_call=True)
-    graph, planner, _ = loop_with([reply], [add], plan_mode="tool")
+    graph, planner, _ = loop_with([reply], [add], planning=PlanningOptions(plan_mode="tool"))
     out = await run_loop(graph, {"user_input": "hi"})
     assert out["round_state"]["round_index"] == 0
     assert planner.chunks_emitted < 10

@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
 
-from agentloop import create_tool_loop
+from agentloop import PlanningOptions, create_tool_loop
 from agentloop.prompts import PROMPT_VARIABLES, to_prompt_json
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -107,7 +107,9 @@ async def test_every_template_variable_quotes_hostile_text(run_loop: Any) -> Non
         planner,
         tools,
         answer_model=answerer,
-        prompts={name: every_variable_template(name) for name in PROMPT_VARIABLES},
+        planning=PlanningOptions(
+            prompts={name: every_variable_template(name) for name in PROMPT_VARIABLES}
+        ),
     )
     payload = {
         "messages": [

@@ -1,0 +1,392 @@
+"""LangChain `AgentMiddleware` in a tool loop: model calls and tool calls, wrapped.
+
+`create_tool_loop(middleware=[...])` takes LangChain 1.x middleware objects and the
+`@wrap_model_call` / `@wrap_tool_call` decorator forms, with `create_agent`'s ordering
+(the first in the list is the outermost):
+
+- `wrap_model_call` / `awrap_model_call` wrap every planner call, every answer call and
+  every `response_format` call. The `ModelRequest` carries the model, the system message,
+  the messages, the tools (the plan tool in `plan_mode="tool"`), the loop's state with
+  `agentloop_model_call` set to `"plan"`, `"answer"` or `"structured_response"`, and the
+  node's `Runtime`. The handler runs the loop's own call with its retries and
+  `ModelOptions` fallbacks, on the request's model, system message and messages, with
+  its `model_settings` bound to the model (provider options such as prompt-cache
+  markers); a changed `tools` or `tool_choice` is not applied. A reply the middleware
+  makes itself (without the handler) is read like one from the model; a `Command` it
+  returns fails the call (the loop's state is its own).
+- `wrap_tool_call` / `awrap_tool_call` wrap every governed call, after its arguments
+  are validated and inside the side-effect ledger's guard (so a call the ledger has
+  settled never reaches them, and whatever they do counts as the call's one outcome),
+  between the mandatory interceptors and the optional ones (the cache and rate limiter
+  included). The `ToolCallRequest` has the call as a `ToolCall`, the tool, the loop's
+  state and a `ToolRuntime`. The handler returns the result as a `ToolMessage`, or raises
+  `ToolCallFailed` when the call failed (after the loop's own retries), as a tool's error
+  propagates in `create_agent`; so `ToolRetryMiddleware` retries it, and one that reaches
+  the loop becomes the call's record. A `ToolMessage` returned without calling the
+  handler becomes the call's record (failed when its status is `"error"`).
+- `before_agent`, `after_agent`, `before_model` and `after_model` hooks are refused when
+  the loop is built (`ConfigurationError`): they read and write `create_agent`'s
+  message state, which a tool loop does not have.
+- Middleware `tools` join the loop's tools.
+
+A middleware with only the sync hook also runs under `ainvoke` (in a worker thread), and
+one with only the async hook under `invoke`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import ExtendedModelResponse
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from agentloop._sync import run_coroutine_sync
+from agentloop.errors import (
+    ConfigurationError,
+    ModelBehaviorError,
+    ToolCallError,
+    model_error_message,
+)
+from agentloop.tools.injected import COMMAND_RESULT, tool_runtime
+from agentloop.tools.interceptors import Interceptor, Proceed, ToolInvocation
+from agentloop.tools.outcome import ToolOutcome
+
+__all__ = ["MODEL_CALL_KEY", "REFUSED_HOOKS", "LoopMiddleware", "ModelCall", "ToolCallFailed"]
+
+T = TypeVar("T")
+ModelCall = Literal["plan", "answer", "structured_response"]
+MODEL_CALL_KEY = "agentloop_model_call"
+"""The key of the `ModelRequest.state` that says which call it is: `"plan"`, `"answer"`, or
+`"structured_response"` (the `response_format` call that follows the answer)."""
+REFUSED_HOOKS = ("before_agent", "after_agent", "before_model", "after_model")
+"""The hooks a tool loop does not run (their async twins neither)."""
+_INSTEAD = (
+    "wrap_model_call / wrap_tool_call middleware, GovernanceOptions (interceptors, "
+    "policies, timeouts) or PlanningOptions (max_commands_per_round, max_plan_calls)"
+)
+_INSTEAD_OF = {
+    "ToolCallLimitMiddleware": "PlanningOptions(max_commands_per_round=...), max_rounds, or "
+    "a wrap_tool_call middleware that counts calls",
+    "ModelCallLimitMiddleware": "PlanningOptions(max_plan_calls=...) and max_rounds",
+    "PIIMiddleware": "GovernanceOptions(redact=...)",
+    "HumanInTheLoopMiddleware": "interrupt_before=['execute'] (review and edit the plan)",
+    "SummarizationMiddleware": "PlanningOptions(history_turns=..., history_chars=...)",
+}
+"""What does the job of the best-known middleware that relies on refused hooks."""
+
+
+def _overrides(middleware: AgentMiddleware[Any, Any, Any], hook: str) -> bool:
+    return getattr(type(middleware), hook, None) is not getattr(AgentMiddleware, hook, None)
+
+
+def _normalized(result: Any) -> ModelResponse[Any]:
+    if isinstance(result, AIMessage):
+        return ModelResponse(result=[result])
+    if isinstance(result, ExtendedModelResponse):
+        if result.command is not None:
+            msg = "wrap_model_call returned a Command; a tool loop does not apply Command updates"
+            raise TypeError(msg)
+        return result.model_response
+    if isinstance(result, ModelResponse):
+        return result
+    msg = f"wrap_model_call returned {type(result).__name__}, not a ModelResponse or AIMessage"
+    raise TypeError(msg)
+
+
+def _failed(error: Exception) -> Exception:
+    """What a failed wrapped model call raises: the loop's error, or an interrupt as it is."""
+    if isinstance(error, ModelBehaviorError | GraphBubbleUp):
+        return error
+    return ModelBehaviorError(model_error_message(error))
+
+
+def _reply(response: ModelResponse[Any]) -> AIMessage:
+    for message in reversed(response.result):
+        if isinstance(message, AIMessage):
+            return message
+    msg = "wrap_model_call returned no AIMessage"
+    raise TypeError(msg)
+
+
+class LoopMiddleware:
+    """The app's middleware, checked once and split by what it wraps.
+
+    Args:
+        middleware: `AgentMiddleware` objects (decorated functions are such objects).
+
+    Raises:
+        ConfigurationError: Not middleware, or a hook the loop does not run.
+    """
+
+    def __init__(self, middleware: Sequence[AgentMiddleware[Any, Any, Any]]) -> None:
+        for item in middleware:
+            if not isinstance(item, AgentMiddleware):
+                msg = f"middleware must be AgentMiddleware objects, got {type(item).__name__}"
+                raise ConfigurationError(msg)
+            for hook in REFUSED_HOOKS:
+                if _overrides(item, hook) or _overrides(item, f"a{hook}"):
+                    instead = _INSTEAD_OF.get(type(item).__name__, _INSTEAD)
+                    msg = (
+                        f"middleware {item.name!r} has a {hook} hook, which a tool loop does "
+                        f"not run (its state is not create_agent's messages); use {instead}"
+                    )
+                    raise ConfigurationError(msg)
+        self.models = [m for m in middleware if self._wraps(m, "wrap_model_call")]
+        self.tool_calls = [m for m in middleware if self._wraps(m, "wrap_tool_call")]
+        self.tools: list[BaseTool] = [
+            tool for m in middleware for tool in getattr(m, "tools", None) or ()
+        ]
+
+    @staticmethod
+    def _wraps(middleware: AgentMiddleware[Any, Any, Any], hook: str) -> bool:
+        return _overrides(middleware, hook) or _overrides(middleware, f"a{hook}")
+
+    # -- model calls ---------------------------------------------------------------------
+
+    def _request(
+        self,
+        which: ModelCall,
+        model: BaseChatModel,
+        messages: Sequence[BaseMessage],
+        state: Mapping[str, Any],
+        runtime: Runtime[Any],
+        tools: Sequence[dict[str, Any]],
+    ) -> ModelRequest[Any]:
+        system, rest = None, list(messages)
+        if rest and isinstance(rest[0], SystemMessage):
+            system, rest = rest[0], rest[1:]
+        return ModelRequest(
+            model=model,
+            messages=rest,  # type: ignore[arg-type]
+            system_message=system,
+            tools=list(tools),
+            state={**state, MODEL_CALL_KEY: which},  # type: ignore[arg-type]
+            runtime=runtime,
+        )
+
+    @staticmethod
+    def _sent(request: ModelRequest[Any]) -> list[BaseMessage]:
+        system = [request.system_message] if request.system_message is not None else []
+        return [*system, *request.messages]
+
+    def call_model(
+        self,
+        which: ModelCall,
+        models: Sequence[BaseChatModel],
+        messages: Sequence[BaseMessage],
+        call: Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], T],
+        reply_of: Callable[[T], AIMessage],
+        result_of: Callable[[AIMessage, BaseChatModel], T],
+        *,
+        state: Mapping[str, Any],
+        runtime: Runtime[Any],
+        tools: Sequence[dict[str, Any]] = (),
+    ) -> T:
+        """Make a model call through every `wrap_model_call` (sync).
+
+        Args:
+            which: The planner's call or the answer's.
+            models: The model, then its fallbacks.
+            messages: The request, system message first.
+            call: The loop's call (with its retries) of a model with messages and the
+                request's `model_settings` (bound to the model: provider options such as
+                prompt-cache markers).
+            reply_of: The reply a result carries.
+            result_of: A result made of a reply the middleware wrote itself.
+            state: The loop's state.
+            runtime: The node's runtime.
+            tools: What the model is bound to.
+        """
+        produced: dict[int, T] = {}
+
+        def innermost(request: ModelRequest[Any]) -> ModelResponse[Any]:
+            result = call(request.model, self._sent(request), dict(request.model_settings))
+            reply = reply_of(result)
+            produced[id(reply)] = result
+            return ModelResponse(result=[reply])
+
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]] = innermost
+        for middleware in reversed(self.models):
+            handler = self._model_layer(middleware, handler)
+        request = self._request(which, models[0], messages, state, runtime, tools)
+        try:
+            reply = _reply(handler(request))
+        except Exception as error:
+            raise _failed(error) from error
+        return produced[id(reply)] if id(reply) in produced else result_of(reply, models[0])
+
+    async def acall_model(
+        self,
+        which: ModelCall,
+        models: Sequence[BaseChatModel],
+        messages: Sequence[BaseMessage],
+        call: Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], Awaitable[T]],
+        reply_of: Callable[[T], AIMessage],
+        result_of: Callable[[AIMessage, BaseChatModel], T],
+        *,
+        state: Mapping[str, Any],
+        runtime: Runtime[Any],
+        tools: Sequence[dict[str, Any]] = (),
+    ) -> T:
+        """Async `call_model`, through every `awrap_model_call`."""
+        produced: dict[int, T] = {}
+
+        async def innermost(request: ModelRequest[Any]) -> ModelResponse[Any]:
+            result = await call(request.model, self._sent(request), dict(request.model_settings))
+            reply = reply_of(result)
+            produced[id(reply)] = result
+            return ModelResponse(result=[reply])
+
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]] = innermost
+        for middleware in reversed(self.models):
+            handler = self._amodel_layer(middleware, handler)
+        request = self._request(which, models[0], messages, state, runtime, tools)
+        try:
+            reply = _reply(await handler(request))
+        except Exception as error:
+            raise _failed(error) from error
+        return produced[id(reply)] if id(reply) in produced else result_of(reply, models[0])
+
+    @staticmethod
+    def _model_layer(
+        middleware: AgentMiddleware[Any, Any, Any],
+        inner: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> Callable[[ModelRequest[Any]], ModelResponse[Any]]:
+        if _overrides(middleware, "wrap_model_call"):
+            return lambda request: _normalized(middleware.wrap_model_call(request, inner))
+
+        async def ainner(request: ModelRequest[Any]) -> ModelResponse[Any]:
+            return await asyncio.to_thread(inner, request)
+
+        def bridged(request: ModelRequest[Any]) -> ModelResponse[Any]:
+            return _normalized(run_coroutine_sync(middleware.awrap_model_call(request, ainner)))
+
+        return bridged
+
+    @staticmethod
+    def _amodel_layer(
+        middleware: AgentMiddleware[Any, Any, Any],
+        inner: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]:
+        if _overrides(middleware, "awrap_model_call"):
+
+            async def wrapped(request: ModelRequest[Any]) -> ModelResponse[Any]:
+                return _normalized(await middleware.awrap_model_call(request, inner))
+
+            return wrapped
+
+        async def bridged(request: ModelRequest[Any]) -> ModelResponse[Any]:
+            loop = asyncio.get_running_loop()
+
+            def sync_inner(inner_request: ModelRequest[Any]) -> ModelResponse[Any]:
+                return _on_loop(loop, inner(inner_request))
+
+            result = await asyncio.to_thread(middleware.wrap_model_call, request, sync_inner)
+            return _normalized(result)
+
+        return bridged
+
+    # -- tool calls ----------------------------------------------------------------------
+
+    def tool_layer(self, config: RunnableConfig | None, tools: list[BaseTool]) -> Interceptor:
+        """The interceptor that runs a call through every `wrap_tool_call`."""
+
+        async def layer(call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
+            runtime = tool_runtime(config, tool_call_id=call.call_id, tools=tools)
+            tool_call = {"name": call.tool_name, "args": call.arguments, "id": call.call_id}
+            request = ToolCallRequest(
+                tool_call=tool_call,  # type: ignore[arg-type]
+                tool=call.tool,
+                state=runtime.state,
+                runtime=runtime,
+            )
+            outcomes: dict[int, ToolOutcome] = {}
+
+            async def innermost(inner: ToolCallRequest) -> ToolMessage | Command[Any]:
+                outcome = await proceed(call.override(arguments=dict(inner.tool_call["args"])))
+                if not outcome.success:
+                    raise ToolCallFailed(outcome)
+                message = _as_message(outcome, call)
+                outcomes[id(message)] = outcome
+                return message
+
+            handler: Callable[[ToolCallRequest], Awaitable[Any]] = innermost
+            for middleware in reversed(self.tool_calls):
+                handler = _tool_layer(middleware, handler)
+            try:
+                result = await handler(request)
+            except ToolCallFailed as failed:
+                return failed.outcome
+            if id(result) in outcomes:
+                return outcomes[id(result)]
+            return _outcome_of(result, call.tool_name)
+
+        return layer
+
+
+class ToolCallFailed(ToolCallError):
+    """What the handler of a `wrap_tool_call` raises when the call failed.
+
+    As in `create_agent`, where a tool's error propagates through the middleware, so
+    `ToolRetryMiddleware` retries it; one that reaches the loop becomes the call's record.
+    """
+
+    def __init__(self, outcome: ToolOutcome) -> None:
+        super().__init__(outcome.error_type or "internal_error", outcome.error)
+        self.outcome = outcome
+
+
+def _tool_layer(
+    middleware: AgentMiddleware[Any, Any, Any],
+    inner: Callable[[ToolCallRequest], Awaitable[Any]],
+) -> Callable[[ToolCallRequest], Awaitable[Any]]:
+    if _overrides(middleware, "awrap_tool_call"):
+        return lambda request: middleware.awrap_tool_call(request, inner)
+
+    async def bridged(request: ToolCallRequest) -> Any:
+        loop = asyncio.get_running_loop()
+
+        def sync_inner(inner_request: ToolCallRequest) -> Any:
+            return _on_loop(loop, inner(inner_request))
+
+        return await asyncio.to_thread(middleware.wrap_tool_call, request, sync_inner)
+
+    return bridged
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, awaitable: Awaitable[T]) -> T:
+    """Wait, from a worker thread, for an awaitable run on the event loop."""
+
+    async def run() -> T:
+        return await awaitable
+
+    return asyncio.run_coroutine_threadsafe(run(), loop).result()
+
+
+def _as_message(outcome: ToolOutcome, call: ToolInvocation) -> ToolMessage:
+    """The `ToolMessage` a middleware sees for a call's result."""
+    content = outcome.value if isinstance(outcome.value, str | list) else str(outcome.value)
+    return ToolMessage(content, tool_call_id=call.call_id, name=call.tool_name)
+
+
+def _outcome_of(result: Any, tool_name: str) -> ToolOutcome:
+    """The outcome of a call a middleware answered itself."""
+    if isinstance(result, ToolMessage):
+        if result.status == "error":
+            return ToolOutcome.failure("internal_error", str(result.content), attempts=0)
+        return ToolOutcome(value=result.content, attempts=0)
+    if isinstance(result, Command):
+        failed = ToolOutcome.failure("unsupported_result", COMMAND_RESULT.format(tool=tool_name))
+        return failed.with_changes(attempts=0)
+    msg = f"wrap_tool_call returned {type(result).__name__}, not a ToolMessage"
+    return ToolOutcome.failure("internal_error", msg, attempts=0)

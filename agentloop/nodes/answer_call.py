@@ -1,0 +1,83 @@
+"""One answer call: retries and fallbacks, through the app's `wrap_model_call` middleware."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import Runnable
+from langgraph.runtime import Runtime
+
+from agentloop.model_calls import Answer, ainvoke_answer, invoke_answer
+from agentloop.nodes.parts import LoopParts
+from agentloop.state import LoopState
+
+__all__ = ["acall_answerer", "call_answerer"]
+
+
+Configure = Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]]
+
+
+def _with(configure: Configure, options: dict[str, Any]) -> Configure:
+    """`configure`, then the request's model settings bound to the model."""
+    if not options:
+        return configure
+    return lambda runnable: configure(runnable).bind(**options)
+
+
+def _reply_of(answer: Answer) -> AIMessage:
+    return cast(AIMessage, answer.message)
+
+
+def _answer_of(message: AIMessage, model: BaseChatModel) -> Answer:
+    return Answer(message)
+
+
+def call_answerer(
+    parts: LoopParts, state: LoopState, runtime: Runtime[Any], arguments: Sequence[Any]
+) -> Answer:
+    """Ask the answer model (then its fallbacks), through any `wrap_model_call` middleware.
+
+    Args:
+        parts: The loop's parts.
+        state: The loop's state.
+        runtime: The answer node's runtime.
+        arguments: `invoke_answer`'s arguments (models and messages first).
+
+    Raises:
+        ModelBehaviorError: Every model failed (or a middleware did).
+    """
+    middleware = parts.middleware
+    if middleware is None:
+        return invoke_answer(*arguments)
+    models, messages, retry, limits, text_of, configure = arguments
+
+    def call(model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any]) -> Answer:
+        chosen = [model, *models[1:]]
+        return invoke_answer(chosen, sent, retry, limits, text_of, _with(configure, options))
+
+    return middleware.call_model(
+        "answer", models, messages, call, _reply_of, _answer_of, state=state, runtime=runtime
+    )
+
+
+async def acall_answerer(
+    parts: LoopParts, state: LoopState, runtime: Runtime[Any], arguments: Sequence[Any]
+) -> Answer:
+    """Async `call_answerer`."""
+    middleware = parts.middleware
+    if middleware is None:
+        return await ainvoke_answer(*arguments)
+    models, messages, retry, limits, text_of, configure = arguments
+
+    async def call(
+        model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any]
+    ) -> Answer:
+        chosen = [model, *models[1:]]
+        return await ainvoke_answer(chosen, sent, retry, limits, text_of, _with(configure, options))
+
+    return await middleware.acall_model(
+        "answer", models, messages, call, _reply_of, _answer_of, state=state, runtime=runtime
+    )

@@ -1,0 +1,96 @@
+"""One planner call: retries and fallbacks, through the app's `wrap_model_call` middleware."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.runtime import Runtime
+
+from agentloop.model_calls import arun_with_retries, run_with_retries
+from agentloop.nodes.parts import LoopParts
+from agentloop.planning.prompt import PLAN_TOOL
+from agentloop.planning.reader import PlanRead
+from agentloop.state import LoopState
+
+__all__ = ["acall_planner", "call_planner"]
+
+Attempt = Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], PlanRead]
+AsyncAttempt = Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], Awaitable[PlanRead]]
+
+
+def call_planner(
+    parts: LoopParts,
+    state: LoopState,
+    runtime: Runtime[Any],
+    messages: list[BaseMessage],
+    attempt: Attempt,
+) -> PlanRead:
+    """Ask the planner (then its fallbacks), through any `wrap_model_call` middleware.
+
+    Args:
+        parts: The loop's parts.
+        state: The loop's state.
+        runtime: The plan node's runtime.
+        messages: The planner's request.
+        attempt: One streamed call of a model with a request and model settings.
+
+    Raises:
+        ModelBehaviorError: Every model failed (or a middleware did).
+    """
+    scope = parts.scope(runtime)
+    models, retry = parts.models.planners(scope.loop), parts.model_retry
+    middleware = parts.middleware
+    if middleware is None:
+        return run_with_retries(models, lambda model: attempt(model, messages, {}), retry)
+    tool_mode = scope.settings.plan_mode == "tool"
+    return middleware.call_model(
+        "plan",
+        models,
+        messages,
+        lambda model, sent, options: run_with_retries(
+            [model, *models[1:]], lambda chosen: attempt(chosen, sent, options), retry
+        ),
+        PlanRead.as_message,
+        partial(_read_of, tool_mode=tool_mode),
+        state=state,
+        runtime=runtime,
+        tools=[PLAN_TOOL] if tool_mode else [],
+    )
+
+
+async def acall_planner(
+    parts: LoopParts,
+    state: LoopState,
+    runtime: Runtime[Any],
+    messages: list[BaseMessage],
+    attempt: AsyncAttempt,
+) -> PlanRead:
+    """Async `call_planner`."""
+    scope = parts.scope(runtime)
+    models, retry = parts.models.planners(scope.loop), parts.model_retry
+    middleware = parts.middleware
+    if middleware is None:
+        return await arun_with_retries(models, lambda model: attempt(model, messages, {}), retry)
+    tool_mode = scope.settings.plan_mode == "tool"
+    return await middleware.acall_model(
+        "plan",
+        models,
+        messages,
+        lambda model, sent, options: arun_with_retries(
+            [model, *models[1:]], lambda chosen: attempt(chosen, sent, options), retry
+        ),
+        PlanRead.as_message,
+        partial(_read_of, tool_mode=tool_mode),
+        state=state,
+        runtime=runtime,
+        tools=[PLAN_TOOL] if tool_mode else [],
+    )
+
+
+def _read_of(message: AIMessage, model: BaseChatModel, *, tool_mode: bool) -> PlanRead:
+    """A plan reply a middleware wrote itself, read like one from the model."""
+    return PlanRead.of_message(message, model, tool_mode)

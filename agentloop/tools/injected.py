@@ -1,0 +1,199 @@
+"""Tool arguments the loop supplies, never the planner, exactly as LangGraph's `ToolNode` does.
+
+A tool may declare `runtime: ToolRuntime` (context, store, state, config, stream writer,
+tool call id), `Annotated[str, InjectedToolCallId]`, `Annotated[..., InjectedState]` (the
+loop's state) or `InjectedState("key")` (one key of it), `Annotated[..., InjectedStore()]`
+and any other `InjectedToolArg`. Such arguments are found once per tool
+(`InjectedArguments.of`, LangGraph's own analysis), left out of what the planner sees
+(LangChain's `tool_call_schema` drops them), dropped from what it sends (`strip`), so they
+never reach validation, the cache key or the call's ledger identity, and filled in right
+before the tool is invoked (`fill`), as a full `ToolCall` like `ToolNode` invokes it.
+
+LangGraph offers no public way to reach the running task's `Runtime` and state from the
+config a tool is invoked with; `_runtime_of` and `_state_of` read the two private config
+keys `ToolNode` itself uses, here and nowhere else (a contract test guards them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.prebuilt.tool_node import ToolRuntime, _get_all_injected_args
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from agentloop.tools.interceptors import ToolInvocation
+from agentloop.tools.outcome import ToolOutcome
+
+__all__ = ["COMMAND_RESULT", "InjectedArguments", "refuse_command", "run_context", "tool_runtime"]
+
+_CONFIG_KEY_RUNTIME = "__pregel_runtime"
+_CONFIG_KEY_READ = "__pregel_read"
+
+COMMAND_RESULT = (
+    "{tool} returned a LangGraph Command; the tool loop does not apply Command updates "
+    "(its state is the loop's own). Return the result as a value instead."
+)
+"""The error of a call whose tool returned a `Command`."""
+
+
+@dataclass(frozen=True)
+class InjectedArguments:
+    """The injected arguments of one tool, found once when the loop is built."""
+
+    state: Mapping[str, str | None] = field(default_factory=dict)
+    """Arguments that receive the loop's state (None) or one key of it."""
+    store: str | None = None
+    """The argument that receives the graph's store."""
+    runtime: str | None = None
+    """The argument that receives a `ToolRuntime`."""
+    names: frozenset[str] = frozenset()
+    """Every injected argument: never the planner's to send."""
+    optional_state: frozenset[str] = frozenset()
+    """State arguments with a default, left out when their key is missing."""
+
+    @classmethod
+    def of(cls, tool: BaseTool) -> InjectedArguments:
+        """Find a tool's injected arguments the way `ToolNode` does."""
+        try:
+            found = _get_all_injected_args(tool)
+        except Exception:  # a signature LangGraph cannot read has nothing to inject
+            return cls()
+        names = set(found.all_injected_keys) | set(found.state)
+        names |= {name for name in (found.store, found.runtime) if name}
+        return cls(
+            state=dict(found.state),
+            store=found.store,
+            runtime=found.runtime,
+            names=frozenset(names),
+            optional_state=frozenset(found._optional_state_args),
+        )
+
+    def __bool__(self) -> bool:
+        """Whether the tool has any injected argument."""
+        return bool(self.names)
+
+    def strip(self, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """Drop what the planner sent for injected arguments (as `ToolNode` does).
+
+        Returns:
+            The remaining arguments, and one note per argument dropped.
+        """
+        dropped = sorted(name for name in kwargs if name in self.names)
+        notes = [
+            f"{name}: supplied by the loop, the planner's value was ignored" for name in dropped
+        ]
+        return {key: value for key, value in kwargs.items() if key not in self.names}, notes
+
+    def into(
+        self, call: ToolInvocation, config: RunnableConfig | None, tools: list[BaseTool]
+    ) -> ToolInvocation:
+        """The call with its injected arguments filled in, invoked as a `ToolCall`.
+
+        Raises:
+            ValueError: The tool needs a store and the graph has none.
+            KeyError: The tool needs a state key the loop's state does not have.
+        """
+        arguments = self.fill(call.arguments, config, tool_call_id=call.call_id, tools=tools)
+        return call.override(arguments=arguments, as_tool_call=True)
+
+    def fill(
+        self,
+        arguments: Mapping[str, Any],
+        config: RunnableConfig | None,
+        *,
+        tool_call_id: str,
+        tools: list[BaseTool],
+    ) -> dict[str, Any]:
+        """Return the arguments with the injected ones filled in from the running task.
+
+        Raises:
+            ValueError: The tool needs a store and the graph has none.
+            KeyError: The tool needs a state key the loop's state does not have.
+        """
+        runtime = _runtime_of(config)
+        state = _state_of(config) if self.state else {}
+        values: dict[str, Any] = {}
+        for name, key in self.state.items():
+            if key is None:
+                values[name] = state
+            elif key in state:
+                values[name] = state[key]
+            elif name not in self.optional_state:
+                raise KeyError(key)
+        store = runtime.store if runtime is not None else None
+        if self.store:
+            if store is None:
+                msg = "the tool reads InjectedStore: pass store= to create_tool_loop"
+                raise ValueError(msg)
+            values[self.store] = store
+        if self.runtime:
+            values[self.runtime] = tool_runtime(
+                config, tool_call_id=tool_call_id, tools=tools, state=state or None
+            )
+        return {**arguments, **values}
+
+
+def tool_runtime(
+    config: RunnableConfig | None,
+    *,
+    tool_call_id: str,
+    tools: list[BaseTool],
+    state: dict[str, Any] | None = None,
+) -> ToolRuntime[Any, Any]:
+    """The `ToolRuntime` of a call, from the config of the task that makes it."""
+    runtime = _runtime_of(config)
+    return ToolRuntime(
+        state=_state_of(config) if state is None else state,
+        context=runtime.context if runtime is not None else None,
+        config=config or {},
+        stream_writer=runtime.stream_writer if runtime is not None else _no_writer,
+        tool_call_id=tool_call_id,
+        store=runtime.store if runtime is not None else None,
+        tools=tools,
+        execution_info=runtime.execution_info if runtime is not None else None,
+        server_info=runtime.server_info if runtime is not None else None,
+    )
+
+
+def run_context(config: RunnableConfig | None) -> Any:
+    """The run's context (`invoke(..., context=...)`), from the config of a task."""
+    runtime = _runtime_of(config)
+    return runtime.context if runtime is not None else None
+
+
+def refuse_command(outcome: ToolOutcome, tool_name: str) -> ToolOutcome:
+    """A tool that returned a `Command` failed: the loop does not apply Command updates."""
+    value = outcome.value
+    if isinstance(value, Command) or (
+        isinstance(value, list | tuple) and value and all(isinstance(v, Command) for v in value)
+    ):
+        failed = ToolOutcome.failure(
+            "unsupported_result", COMMAND_RESULT.format(tool=tool_name), attempts=outcome.attempts
+        )
+        return failed.with_changes(value=None)
+    return outcome
+
+
+def _no_writer(chunk: Any) -> None:
+    """The stream writer outside a graph: drops what it is given."""
+
+
+def _runtime_of(config: RunnableConfig | None) -> Runtime[Any] | None:
+    """LangGraph's `Runtime` of the task whose config this is (what `get_runtime` reads)."""
+    runtime = ((config or {}).get("configurable") or {}).get(_CONFIG_KEY_RUNTIME)
+    return runtime if isinstance(runtime, Runtime) else None
+
+
+def _state_of(config: RunnableConfig | None) -> dict[str, Any]:
+    """The graph's state as the task sees it, read from its channels as `ToolNode` does."""
+    read = ((config or {}).get("configurable") or {}).get(_CONFIG_KEY_READ)
+    arguments: tuple[Any, ...] = getattr(read, "args", ())
+    if read is None or len(arguments) < 2:
+        return {}
+    state = read(list(arguments[1]), True)
+    return dict(state) if isinstance(state, Mapping) else {}

@@ -1,0 +1,59 @@
+"""The `messages` stream carries what a chat UI shows: the answer, not the planner's JSON."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessageChunk
+from langchain_core.tools import tool
+
+from agentloop import PlanningOptions, create_tool_loop
+from agentloop.testing import ScriptedChatModel, plan_reply
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def _loop(**options: Any) -> Any:
+    planner = ScriptedChatModel(
+        [
+            plan_reply("execute", [{"tool_name": "add", "tool_kwargs": {"a": 2, "b": 3}}]),
+            plan_reply("response"),
+        ],
+        chunk_size=6,
+    )
+    answerer = ScriptedChatModel(["The sum is 5."], chunk_size=4)
+    return create_tool_loop(planner, [add], answer_model=answerer, **options)
+
+
+async def _messages(graph: Any, entry: str) -> list[tuple[Any, dict[str, Any]]]:
+    payload = {"user_input": "what is 2+3?"}
+    if entry == "stream":
+        return await asyncio.to_thread(lambda: list(graph.stream(payload, stream_mode="messages")))
+    return [item async for item in graph.astream(payload, stream_mode="messages")]
+
+
+@pytest.mark.parametrize("entry", ["stream", "astream"])
+async def test_messages_stream_has_the_answer_and_no_plan_json(entry: str) -> None:
+    items = await _messages(_loop(), entry)
+    nodes = {metadata["langgraph_node"] for _, metadata in items}
+    text = "".join(chunk.content for chunk, _ in items if isinstance(chunk, AIMessageChunk))
+    assert "plan" not in nodes
+    assert "next_action" not in text
+    assert "The sum is 5." in text
+    assert nodes == {"prepare", "answer"}  # the request as a human message, then the answer
+
+
+@pytest.mark.parametrize("entry", ["stream", "astream"])
+async def test_planner_tokens_stream_when_asked(entry: str) -> None:
+    items = await _messages(_loop(planning=PlanningOptions(stream_plan_tokens=True)), entry)
+    plan_text = "".join(
+        chunk.content for chunk, metadata in items if metadata["langgraph_node"] == "plan"
+    )
+    assert '"next_action": "execute"' in plan_text
+    assert '"next_action": "response"' in plan_text
