@@ -109,7 +109,7 @@ class Progress:
             self.line(f"round {self.round}: planning{again}...")
         elif kind == "plan_decided":
             self.phase = "executing" if event.get("command_count") else "planned"
-            if event.get("parse_error"):
+            if event.get("parse_error") and event.get("chunks"):  # a reply, but unusable
                 self.line(f"  planner: {shorten(str(event['parse_error']), 200)}")
         elif kind == "tool_started":
             call_id = str(event.get("call_id", ""))
@@ -142,9 +142,7 @@ class Progress:
             self.phase = "answering"
             self.line("answering...")
         elif kind == "answer_completed":
-            self.phase = "done"
-            if event.get("error"):
-                self.line(f"  answer failed: {shorten(str(event['error']), 200)}")
+            self.phase = "done"  # a failed answer is the command's error line
 
 
 def _how(event: Mapping[str, Any]) -> str:

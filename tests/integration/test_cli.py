@@ -125,6 +125,7 @@ def test_python_dash_m_agentloop(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert "exit codes:" in done.stdout
     assert "130  interrupted" in done.stdout
+    assert "4    the model stayed unavailable" in done.stdout
 
 
 def test_run_without_a_model(tmp_path: Path) -> None:
@@ -280,14 +281,44 @@ def test_run_exits_1_when_every_tool_call_fails(scripted: Any, capfd: Any) -> No
     assert "  ERR calculate: " in captured.err
 
 
-def test_run_exits_1_when_the_model_fails(scripted: Any, capfd: Any) -> None:
+def test_a_model_failure_is_one_error_line_and_no_answer(scripted: Any, capfd: Any) -> None:
     failure = PermissionError("401 invalid api key")
     scripted(failure, failure, failure, failure, failure, failure)
-    code = main(["run", "--model", "fake:model", "--quiet", "hello"])
+    code = main(["run", "--model", "fake:model", "hello"])
     captured = capfd.readouterr()
-    assert code == 1
-    assert captured.out.startswith("I could not answer: planner model failed")
-    assert captured.err == ""
+    assert code == 2
+    assert captured.out == ""
+    error_lines = [line for line in captured.err.splitlines() if line.startswith(ERROR_PREFIX)]
+    assert error_lines == [
+        f"{ERROR_PREFIX}planner model failed: the model failed (401 invalid api key)"
+    ]
+    assert captured.err.count("401 invalid api key") == 1
+    assert "Traceback" not in captured.err
+
+
+def test_version(tmp_path: Path) -> None:
+    done = cli("--version", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"agentloop {agentloop.__version__}\n"
+
+
+def test_an_unexpected_error_is_one_line_unless_verbose(
+    monkeypatch: pytest.MonkeyPatch, capfd: Any
+) -> None:
+    def broken(name: str) -> Any:
+        raise RuntimeError("something\nbroke")
+
+    monkeypatch.setattr(agentloop.cli, "resolve_model", broken)
+    assert main(["run", "--model", "fake:model", "q"]) == 1
+    err = capfd.readouterr().err
+    assert err.strip().splitlines()[-1] == (
+        f"{ERROR_PREFIX}RuntimeError: something broke (run with --verbose for the traceback)"
+    )
+    assert "Traceback" not in err
+    assert main(["run", "--model", "fake:model", "-v", "q"]) == 1
+    err = capfd.readouterr().err
+    assert "Traceback (most recent call last)" in err
+    assert err.strip().splitlines()[-1] == f"{ERROR_PREFIX}RuntimeError: something broke"
 
 
 def test_run_exits_3_when_a_server_cannot_start(scripted: Any, capfd: Any, tmp_path: Path) -> None:
