@@ -86,25 +86,43 @@ def test_demo_prints_the_answer_and_progress(tmp_path: Path) -> None:
     assert "round 1: planning..." in done.stderr
     assert '  -> calculate({"expression":"42 / 4"}) ...' in done.stderr
     assert any(line.startswith("  ok calculate ") for line in done.stderr.splitlines())
-    assert "\r" not in done.stderr
-    assert "2 rounds, 4 calls, 0 failed" in done.stderr
+    assert "\r" not in done.stderr and "\x1b" not in done.stderr
+    assert "2 rounds, 2 calls, 0 failed" in done.stderr
 
 
 def test_demo_json_is_one_document_on_stdout(tmp_path: Path) -> None:
     done = cli("demo", "--json", tmp_path=tmp_path)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
-    assert set(document) >= {"answer", "rounds", "records", "action_results"}
+    assert set(document) >= {"answer", "rounds", "records", "action_results", "error"}
     assert document["rounds"] == 2
+    assert document["error"] is None
     assert "10.5" in document["answer"]
-    assert [r["tool_name"] for r in document["records"]] == [
-        "search_documents",
-        "get_weather",
-        "calculate",
-        "save_note",
-    ]
+    # the question's own lookups only: no weather, no note it did not ask for
+    assert [r["tool_name"] for r in document["records"]] == ["search_documents", "calculate"]
     assert all(r["success"] for r in document["records"])
     assert document["action_results"]["Compute km per line"]["result"] == 10.5
+
+
+def test_demo_keeps_a_note_only_when_asked(tmp_path: Path) -> None:
+    question = "How long is the Lumen Bay tram network, and how many km per line? Keep a note."
+    done = cli("demo", "--json", question, tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    records = json.loads(done.stdout)["records"]
+    assert [r["tool_name"] for r in records] == ["search_documents", "calculate", "save_note"]
+    assert records[-1]["kwargs"]["title"] == "Lumen Bay trams"
+    assert records[-1]["kwargs"]["body"] == "42 kilometers of track, 4 lines"
+
+
+def test_python_dash_m_agentloop_demo_has_real_help(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agentloop.demo", "--help"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: agentloop demo [-h]")
+    assert "--json" in done.stdout and "exit codes:" in done.stdout
+    assert done.stderr == ""
 
 
 def test_demo_quiet_writes_only_the_answer(tmp_path: Path) -> None:
@@ -386,7 +404,7 @@ def test_quiet_leaves_only_the_answer_even_with_noisy_and_dead_servers(
         ),
         (
             "How many containers did the harbor handle per berth?",
-            ["search_documents", "read_document", "calculate", "save_note"],
+            ["search_documents", "read_document", "calculate"],
             ["1.27 million containers", "14 deep-water berths", "1270000 / 14 = about 90714.2857"],
         ),
         ("What's the weather like in Lumen Bay?", ["get_weather"], ["clear, 18 °C in Lumen Bay"]),
