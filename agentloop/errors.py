@@ -50,6 +50,7 @@ ErrorType = Literal[
     "useless_result",
     "too_many_commands",
     "reference_failed",
+    "refused",
 ]
 """Why a call failed, as its record says:
 
@@ -65,7 +66,9 @@ ErrorType = Literal[
 - `useless_result`: the result was judged useless;
 - `too_many_commands`: beyond the per-round cap (not run);
 - `reference_failed`: an argument refers to the result of a command that failed or did
-  not run (not run).
+  not run (not run);
+- `refused`: an interceptor refused the call (not run), e.g. with
+  `ToolOutcome.refused("refused", call.tool_name, "deleting is disabled")`.
 """
 ERROR_TYPES: tuple[str, ...] = get_args(ErrorType)
 

@@ -22,6 +22,7 @@ ERROR_SUGGESTIONS: dict[ErrorType, str] = {
     "tool_unavailable": "The tool is busy with earlier calls that hung. Use another tool.",
     "too_many_commands": "Plan fewer calls per round, the most important first.",
     "reference_failed": "Fix the command it refers to, or call it with values, not a reference.",
+    "refused": "This app does not allow the call. Do not repeat it; answer without it.",
 }
 
 

@@ -283,16 +283,16 @@ def test_step_through(executed: Callable[[str], Executed]) -> None:
     assert run.field("nb02-03", "next") == "('execute',)"
     assert run.field("nb02-03", "rounds done") == "0"
     planned = [line for line in run.lines("nb02-03") if line.startswith("- ")]
-    assert [line.split("(")[0] for line in planned] == ["- search_facts", "- get_weather"]
+    assert [line.split("(")[0] for line in planned] == ["- search_facts"]  # nothing unrelated
 
     # resumed: round 1 ran, and it stops before round 2
     assert run.field("nb02-05", "next") == "('execute',)"
     assert run.field("nb02-05", "rounds done") == "1"
-    assert run.lines("nb02-05")[2].startswith("- calculate({'expression': '37.5 / 4'}): ")
+    assert run.lines("nb02-05")[2].startswith("- calculate({'expression': '42 / 4'}): ")
 
     # the edited plan ran, and the run finished
     assert run.lines("nb02-07")[:2] == [
-        "calculate({'expression': '37.5 * 1000 / 4'}) -> 9375.0",
+        "calculate({'expression': '42 * 1000 / 4'}) -> 10500.0",
         "next: ()",
     ]
 
@@ -306,20 +306,20 @@ def test_step_through(executed: Callable[[str], Executed]) -> None:
 
     # replay from the checkpoint before round 2: the original plan
     checkpoint = run.field("nb02-11", "checkpoint")
-    assert run.field("nb02-11", "its plan") == "{'expression': '37.5 / 4'}"
-    assert run.field("nb02-11", "replayed round 2") == "9.375"
+    assert run.field("nb02-11", "its plan") == "{'expression': '42 / 4'}"
+    assert run.field("nb02-11", "replayed round 2") == "10.5"
     assert run.field("nb02-11", "rounds done") == "2"
 
     # fork from the same checkpoint, with another plan; the thread now ends there
     assert run.field("nb02-13", "the fork's parent") == checkpoint
-    assert run.field("nb02-13", "forked round 2") == "7.5"
+    assert run.field("nb02-13", "forked round 2") == "8.4"
     assert run.field("nb02-13", "the thread's latest answer is the fork's") == "True"
 
     # round 1 ran once for all three branches
     branches = dict(line.split(" ", 1) for line in run.lines("nb02-15"))
     assert set(branches) == {"edited", "replayed", "forked"}
     call_ids = [ast.literal_eval(ids) for ids in branches.values()]
-    assert len(call_ids[0]) == 2
+    assert len(call_ids[0]) == 1
     assert call_ids[0] == call_ids[1] == call_ids[2]
 
 
@@ -335,7 +335,7 @@ def test_compose(executed: Callable[[str], Executed]) -> None:
     assert run.lines("nb03-05") == ["Hello! Ask me about Lumen Bay."]
     assert run.stdout("nb03-07") == (
         "human: How long is each tram line?\n"
-        "ai: The 4 tram lines share 37.5 km of track: about 9.4 km per line.\n"
+        "ai: The 4 tram lines share 42 km of track: 10.5 km per line.\n"
         "\n"
         "— Lumen Bay city desk\n"
     )
@@ -351,7 +351,7 @@ def test_compose(executed: Callable[[str], Executed]) -> None:
     assert summary["rounds"] == 1
     assert summary["tool_calls"] == 2
     assert run.field("nb03-11", "sub-agent answer, the tool result") == (
-        "4 lines, 37.5 km of track: 9.375 km per line."
+        "4 lines, 42 km of track: 10.5 km per line."
     )
 
     # usage per agent, the sub-agent's rolled up into the parent's
@@ -460,10 +460,13 @@ def test_governance(executed: Callable[[str], Executed]) -> None:
     assert run.field("nb05-11", "invalid").startswith("success=False invalid_arguments - ")
     assert run.field("nb05-11", "pages the tool read") == "[3]"
 
-    # a mandatory audit log sees the call an optional interceptor refused
-    audited = [line.split()[0] for line in run.lines("nb05-13")[:2]]
-    assert audited == ["get_note", "delete_note"]
-    assert run.field("nb05-13", "delete_note result") == "refused: deleting is disabled in this app"
+    # a mandatory audit log sees the call an optional interceptor refused, as refused
+    audited = [line.split() for line in run.lines("nb05-13")[:2]]
+    assert [line[0] for line in audited] == ["get_note", "delete_note"]
+    assert audited[0][-1] == "success=True"
+    assert audited[1][-2:] == ["success=False", "refused"]
+    assert run.field("nb05-13", "delete_note record") == "False refused"
+    assert run.field("nb05-13", "delete_note error") == "deleting is disabled in this app"
     assert "audited" in ast.literal_eval(run.field("nb05-13", "delete_note notes"))
 
     # caching across runs of one compiled loop
