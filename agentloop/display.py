@@ -5,8 +5,8 @@ its rounds and calls: in Jupyter through `_repr_html_`, in IPython and terminals
 `_repr_pretty_` / `str()`, and as plain data through `rows()` (one dict per call, ready
 for `pandas.DataFrame`). Every piece of tool output is escaped in the HTML.
 
-`show_graph(loop)` draws a compiled graph as a Mermaid diagram, rendered by the front
-end itself (no network access), with the Mermaid source as its text form.
+`show_graph(loop)` draws a compiled graph as a picture, offline (see `agentloop.diagram`),
+with the Mermaid source as its text form.
 
 Example:
     ```python
@@ -21,10 +21,9 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from langgraph.pregel import Pregel
+from agentloop.diagram import MermaidDiagram, show_graph
 
 __all__ = ["MermaidDiagram", "RunReport", "compact_json", "report", "shorten", "show_graph"]
 
@@ -296,56 +295,3 @@ def _html_row(row: Mapping[str, Any]) -> str:
 def report(state: Mapping[str, Any]) -> RunReport:
     """Return the `RunReport` of a finished run's final state."""
     return RunReport(state)
-
-
-_MERMAID_MIME_TYPE = "text/vnd.mermaid"
-"""The MIME type of Mermaid source, which JupyterLab (4.1 and later) draws as a diagram."""
-
-
-class MermaidDiagram:
-    """A Mermaid diagram that notebook front ends draw themselves, offline.
-
-    Jupyter shows the richest form its front end can render: JupyterLab 4.1+ and
-    Notebook 7.1+ draw `text/vnd.mermaid` as a picture; other front ends and terminals
-    show the `text/plain` form, the Mermaid source, which GitHub, VS Code or
-    mermaid.live render.
-
-    Args:
-        source: The Mermaid source, e.g. `graph.get_graph().draw_mermaid()`.
-    """
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        """The Mermaid source of the diagram."""
-
-    def __str__(self) -> str:
-        return self.source
-
-    def __repr__(self) -> str:
-        lines = self.source.count("\n") + 1
-        return f"<MermaidDiagram of {lines} lines>"
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        """Give Jupyter the diagram and its text form."""
-        return {_MERMAID_MIME_TYPE: self.source, "text/plain": self.source}
-
-
-def show_graph(graph: Pregel[Any, Any, Any, Any], *, xray: bool | int = False) -> MermaidDiagram:
-    """Draw a compiled graph as a Mermaid diagram, without any network access.
-
-    Args:
-        graph: A compiled graph, such as the one `create_tool_loop` returns, or any app
-            built with `StateGraph(...).compile()`.
-        xray: Draw the nodes of subgraphs inside the nodes that run them: `True` for
-            every level, or how many levels deep.
-
-    Returns:
-        A diagram that renders as the last expression of a notebook cell (or through
-        `IPython.display.display`); `str()` gives its Mermaid source.
-
-    Example:
-        ```python
-        show_graph(create_tool_loop(model, tools))
-        ```
-    """
-    return MermaidDiagram(graph.get_graph(xray=xray).draw_mermaid())

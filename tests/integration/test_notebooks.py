@@ -7,8 +7,11 @@ its cells, its diagrams, its reports), so what the notebooks teach is what is ch
 from __future__ import annotations
 
 import ast
+import base64
 import json
+import os
 import re
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,6 +40,8 @@ class Executed:
 
     name: str
     outputs: dict[str, list[Any]]
+    notebook: Any
+    """The executed notebook (nbformat), outputs included."""
 
     def _outputs(self, cell_id: str) -> list[Any]:
         assert cell_id in self.outputs, f"{self.name} has no code cell {cell_id}"
@@ -156,6 +161,7 @@ def executed(
                         for cell in notebook.cells
                         if cell.cell_type == "code"
                     },
+                    notebook,
                 )
         result = runs[name]
         if isinstance(result, Exception):
@@ -220,6 +226,32 @@ def test_notebook_shows_each_graph_as_a_diagram(
         mermaid = run.shown(cell_id, MERMAID)
         assert "graph TD;" in mermaid
         assert run.shown(cell_id, "text/plain") == mermaid  # the text fallback
+        if has_graphviz():
+            assert "<svg" in run.shown(cell_id, "image/svg+xml")  # a picture everywhere
+            assert run.shown(cell_id, "image/png")
+
+
+def has_graphviz() -> bool:
+    """Whether `dot` is installed; CI installs it (`.ci/run`), so there it must be."""
+    return shutil.which("dot") is not None or bool(os.environ.get("CI"))
+
+
+def test_an_html_export_shows_the_graph_as_a_picture(
+    executed: Callable[[str], Executed],
+) -> None:
+    if not has_graphviz():
+        pytest.skip("Graphviz's `dot` is not installed (apt-get install graphviz)")
+    from nbconvert import HTMLExporter
+
+    run = executed("01_quickstart.ipynb")
+    page, _ = HTMLExporter().from_notebook_node(run.notebook)
+    # nbconvert shows no text/vnd.mermaid: the graph is there as the SVG picture, embedded
+    pictures = [
+        base64.b64decode(data).decode()
+        for data in re.findall(r'src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', page)
+    ]
+    drawn = [svg for svg in pictures if all(f">{node}</text>" in svg for node in LOOP_NODES)]
+    assert len(drawn) == 1, f"{len(pictures)} SVG pictures, none of the loop"
 
 
 # -- what each notebook shows ----------------------------------------------------------
