@@ -19,9 +19,16 @@ Example:
 from __future__ import annotations
 
 import html
+import io
 import json
 from collections.abc import Mapping
 from typing import Any
+
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.markdown import Markdown
+from rich.table import Table
+from rich.text import Text
 
 from agentloop.diagram import MermaidDiagram, show_graph
 
@@ -35,6 +42,14 @@ _TEXT_ARGUMENTS_CHARS = 40
 _TEXT_DETAIL_CHARS = 60
 
 _COLUMNS = ("round", "#", "tool", "arguments", "ok", "ms", "attempts", "flags", "result / error")
+_NUMERIC_COLUMNS = {0, 1, 5, 6}
+_SHRINKING_COLUMNS = {3, 8}
+_QUIET_COLUMNS = {6: "1", 7: ""}
+"""Columns a terminal leaves out when every row holds this (one attempt, no flags)."""
+
+
+def _says_something(column: int, cells: list[list[str]]) -> bool:
+    return any(line[column] != _QUIET_COLUMNS[column] for line in cells)
 
 _STYLE = (
     "<style>"
@@ -177,23 +192,63 @@ class RunReport:
             shorten(detail, _TEXT_DETAIL_CHARS),
         ]
 
+    def table(self, width: int | None = None) -> Table | None:
+        """Return the calls as a `rich` table (None when no call ran).
+
+        Args:
+            width: The width to fit (a terminal's); the arguments and results are cut
+                to fit it, the other columns keep their width. None: no limit.
+        """
+        rows = self.rows()
+        if not rows:
+            return None
+        cells = [self._text_cells(row) for row in rows]
+        widths = [
+            max(len(name), *(len(line[column]) for line in cells))
+            for column, name in enumerate(_COLUMNS)
+        ]
+        shown = list(range(len(_COLUMNS)))
+        if width is not None:  # a terminal: leave out what says nothing, fit the rest
+            shown = [c for c in shown if c not in _QUIET_COLUMNS or _says_something(c, cells)]
+            # each column has a space of padding either side, and a one-space divider
+            fixed = sum(widths[c] + 3 for c in shown if c not in _SHRINKING_COLUMNS)
+            room = max(width - fixed - 2 * 3, 24)
+            widths[3] = min(widths[3], max(room // 3, 12))
+            widths[8] = min(widths[8], max(room - widths[3], 12))
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        for column in shown:
+            table.add_column(
+                _COLUMNS[column],
+                justify="right" if column in _NUMERIC_COLUMNS else "left",
+                no_wrap=True,
+                overflow="ellipsis",
+                width=widths[column],
+            )
+        for row, line in zip(rows, cells, strict=True):
+            styled: list[str | Text] = list(line)
+            styled[4] = Text(line[4], style="green" if row["success"] else "bold red")
+            table.add_row(*(styled[column] for column in shown))
+        return table
+
     def table_text(self) -> str:
         """Return the calls as an aligned plain-text table ("" when no call ran)."""
-        rows = [self._text_cells(row) for row in self.rows()]
-        if not rows:
-            return ""
-        table = [list(_COLUMNS), *rows]
-        widths = [max(len(line[column]) for line in table) for column in range(len(_COLUMNS))]
-        numeric = {0, 1, 5, 6}
-        lines = []
-        for line in table:
-            cells = [
-                cell.rjust(width) if column in numeric else cell.ljust(width)
-                for column, (cell, width) in enumerate(zip(line, widths, strict=True))
-            ]
-            lines.append("  ".join(cells).rstrip())
-        lines.insert(1, "  ".join("-" * width for width in widths))
-        return "\n".join(lines)
+        table = self.table()
+        return "" if table is None else _plain(table)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """Show the run with `rich` (`rich.print(report(out))`), fitted to the console."""
+        yield self.rich_view(width=options.max_width)
+
+    def rich_view(self, *, include_answer: bool = True, width: int | None = None) -> Group:
+        """Return the header, the table of calls, rollbacks and the answer as Markdown."""
+        parts: list[Any] = [Text(self.summary(), style="bold")]
+        table = self.table(width)
+        if table is not None:
+            parts.append(table)
+        parts.extend(Text(self._rollback_line(r), style="yellow") for r in self.rollbacks)
+        if include_answer:
+            parts.append(Markdown(self.answer))
+        return Group(*parts)
 
     def to_text(self, *, include_answer: bool = True) -> str:
         """Return the header, the table of calls, rollbacks and (optionally) the answer."""
@@ -264,6 +319,14 @@ class RunReport:
         parts.append(f"<div><b>Answer:</b><pre>{html.escape(self.answer)}</pre></div>")
         parts.append("</div>")
         return "".join(parts)
+
+
+def _plain(renderable: RenderableType) -> str:
+    """Render for a log or a pipe: no colour, no wrapping, no trailing spaces."""
+    buffer = io.StringIO()
+    Console(file=buffer, width=10_000, color_system=None, legacy_windows=False).print(renderable)
+    lines = [line.rstrip() for line in buffer.getvalue().splitlines()]
+    return "\n".join(lines).strip("\n")
 
 
 def _html_cell(text: str, limit: int) -> str:

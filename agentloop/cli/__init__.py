@@ -13,10 +13,12 @@ calculator, notes); `--mcp-config` replaces them with the servers of an `mcpServ
 JSON / YAML file. `demo` runs the demo loop on the question (rule-based local planner,
 bundled servers): no API key, no network.
 
-While the loop runs, its progress goes to stderr: a live status line on a terminal, one
-line per event otherwise. The answer goes to stdout; with `--json`, stdout holds one
-JSON document instead: `{"question", "answer", "rounds", "records", "action_results",
-"rollbacks", "status", "status_reason", "error"}`.
+While the loop runs, its progress goes to stderr (with `rich`): on a terminal, a live view
+of the round and the calls in flight above coloured event lines, the answer streamed as
+Markdown and the run report as a table; piped or redirected, one plain line per event
+and the plain answer. `NO_COLOR` turns colour off. The answer goes to stdout; with
+`--json`, stdout holds one JSON document instead: `{"question", "answer", "rounds",
+"records", "action_results", "rollbacks", "status", "status_reason", "error"}`.
 
 An error is one `agentloop: error: ...` line on stderr (with its traceback under
 `--verbose`), and stdout stays empty (or holds the `--json` document, with `error` set).
@@ -61,7 +63,7 @@ from agentloop.cli.parser import (
     build_parser,
 )
 from agentloop.cli.progress import Progress
-from agentloop.display import RunReport
+from agentloop.cli.screen import Screen
 from agentloop.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -102,31 +104,6 @@ def run_exit_code(state: Mapping[str, Any]) -> int:
     if records and not any(record.get("success") for record in records):
         return EXIT_FAILED
     return EXIT_OK
-
-
-async def _stream(
-    graph: Any, question: str, progress: Progress, failures: ModelFailures
-) -> dict[str, Any]:
-    final: dict[str, Any] = {}
-    ticker = asyncio.create_task(progress.tick()) if progress.live else None
-    try:
-        async for mode, chunk in graph.astream(
-            {"user_input": question},
-            {"callbacks": [failures]},
-            stream_mode=["custom", "values"],
-        ):
-            if mode == "values":
-                final = chunk
-                progress.values(chunk)
-            elif isinstance(chunk, Mapping):
-                progress.event(chunk)
-    finally:
-        if ticker is not None:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
-        progress.close()
-    return final
 
 
 def _leaves(error: BaseException) -> list[BaseException]:
@@ -181,7 +158,7 @@ def _notes_file() -> Path:
 
 
 def _run_command(
-    args: argparse.Namespace, progress: Progress, failures: ModelFailures
+    args: argparse.Namespace, screen: Screen, failures: ModelFailures
 ) -> dict[str, Any]:
     from agentloop.graph import create_tool_loop
     from agentloop.mcp import MCPToolset, load_mcp_config
@@ -194,7 +171,8 @@ def _run_command(
     model = resolve_model(name)
     toolset = MCPToolset(specs)
     try:
-        progress.line(f"starting MCP servers: {', '.join(s.name for s in specs) or 'none'}")
+        names = ", ".join(spec.name for spec in specs) or "none"
+        screen.progress.line(f"starting MCP servers: {names}")
         with _starting_servers():
             graph = create_tool_loop(
                 model,
@@ -205,7 +183,7 @@ def _run_command(
                 plan_mode=args.plan_mode,
             )
         _require_some_server(toolset)
-        return asyncio.run(_stream(graph, " ".join(args.question), progress, failures))
+        return asyncio.run(screen.stream(graph, " ".join(args.question), [failures]))
     finally:
         toolset.close()
 
@@ -247,7 +225,7 @@ def cli_logging(*, quiet: bool) -> Iterator[None]:
 
 
 def _demo_command(
-    args: argparse.Namespace, progress: Progress, failures: ModelFailures
+    args: argparse.Namespace, screen: Screen, failures: ModelFailures
 ) -> dict[str, Any]:
     from agentloop.demo import DEMO_QUESTION, build_demo_loop, demo_notes_file
     from agentloop.mcp import MCPToolset
@@ -255,11 +233,11 @@ def _demo_command(
 
     toolset = MCPToolset(bundled_servers_config(demo_notes_file()))
     try:
-        progress.line("starting the bundled MCP servers: docs, calculator, notes")
+        screen.progress.line("starting the bundled MCP servers: docs, calculator, notes")
         with _starting_servers():
             graph = build_demo_loop(mcp_servers=toolset)
         question = " ".join(args.question) or DEMO_QUESTION
-        return asyncio.run(_stream(graph, question, progress, failures))
+        return asyncio.run(screen.stream(graph, question, [failures]))
     finally:
         toolset.close()
 
@@ -280,29 +258,28 @@ def _json_document(out: Mapping[str, Any], error: str | None) -> str:
 
 
 def _print_result(
-    out: Mapping[str, Any], args: argparse.Namespace, failure: ModelFailure | None
+    out: Mapping[str, Any], args: argparse.Namespace, failure: ModelFailure | None, screen: Screen
 ) -> None:
     """Write the answer (or the JSON document) on stdout; nothing but JSON on failure."""
+    screen.close()
     if args.json:
         sys.stdout.write(_json_document(out, failure.message if failure else None))
+        sys.stdout.flush()
     elif failure is None:
-        if not args.quiet:
-            sys.stderr.write("\n" + RunReport(out).to_text(include_answer=False) + "\n\n")
-            sys.stderr.flush()
-        sys.stdout.write(str(out.get("answer", "")) + "\n")
-    sys.stdout.flush()
+        screen.report(out)
+        screen.answer.show(str(out.get("answer", "")))
 
 
 def _error(
     code: int,
     message: str,
-    progress: Progress | None,
+    screen: Screen | None,
     error: BaseException | None = None,
     *,
     verbose: bool = False,
 ) -> int:
-    if progress is not None:
-        progress.close()  # the live status line, if any, makes way for the error
+    if screen is not None:
+        screen.close()  # the live views, if any, make way for the error
     if verbose and error is not None:
         sys.stderr.write("".join(traceback.format_exception(error)))
     sys.stderr.write(f"{_ERROR_PREFIX}{message}\n")
@@ -319,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit code (see the module docstring).
     """
-    progress: Progress | None = None
+    screen: Screen | None = None
     verbose = False
     try:
         try:
@@ -327,35 +304,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as exit_:  # --help, --version
             return exit_.code if isinstance(exit_.code, int) else EXIT_OK
         verbose = args.verbose
-        progress = Progress(sys.stderr, live=sys.stderr.isatty(), enabled=not args.quiet)
+        screen = Screen.open(quiet=args.quiet, stream_answer=not args.json)
         command = _run_command if args.command == "run" else _demo_command
         failures = ModelFailures()
         with cli_logging(quiet=args.quiet):
-            out = command(args, progress, failures)
+            out = command(args, screen, failures)
         failure = failures.failure(out)
-        _print_result(out, args, failure)
+        _print_result(out, args, failure, screen)
         if failure is not None:
-            return _error(failure.code, failure.message, progress, failure.error, verbose=verbose)
+            return _error(failure.code, failure.message, screen, failure.error, verbose=verbose)
         return run_exit_code(out)
     except KeyboardInterrupt:
-        return _error(EXIT_INTERRUPTED, "interrupted", progress)
+        return _error(EXIT_INTERRUPTED, "interrupted", screen)
     except BaseExceptionGroup as group:
         if not any(isinstance(leaf, KeyboardInterrupt) for leaf in _leaves(group)):
-            return _unexpected(group, progress, verbose)
-        return _error(EXIT_INTERRUPTED, "interrupted", progress)
+            return _unexpected(group, screen, verbose)
+        return _error(EXIT_INTERRUPTED, "interrupted", screen)
     except CliError as error:
-        return _error(error.code, error.message, progress, error, verbose=verbose)
+        return _error(error.code, error.message, screen, error, verbose=verbose)
     except ConfigurationError as error:
-        return _error(EXIT_USAGE, _one_line(error), progress, error, verbose=verbose)
+        return _error(EXIT_USAGE, _one_line(error), screen, error, verbose=verbose)
     except Exception as error:
-        return _unexpected(error, progress, verbose)
+        return _unexpected(error, screen, verbose)
 
 
-def _unexpected(error: BaseException, progress: Progress | None, verbose: bool) -> int:
+def _unexpected(error: BaseException, screen: Screen | None, verbose: bool) -> int:
     """Report an error the command has no words for: one line, the traceback with -v."""
     hint = "" if verbose else " (run with --verbose for the traceback)"
     message = f"{type(error).__name__}: {_one_line(error)}{hint}"
-    return _error(EXIT_FAILED, message, progress, error, verbose=verbose)
+    return _error(EXIT_FAILED, message, screen, error, verbose=verbose)
 
 
 if __name__ == "__main__":
