@@ -43,7 +43,8 @@ _TEXT_DETAIL_CHARS = 60
 
 _COLUMNS = ("round", "#", "tool", "arguments", "ok", "ms", "attempts", "flags", "result / error")
 _NUMERIC_COLUMNS = {0, 1, 5, 6}
-_SHRINKING_COLUMNS = {3, 8}
+_SHRINKING_COLUMNS = {3: 2, 7: 1, 8: 3}
+"""The columns cut to fit a terminal (arguments, flags, result), with their sixths of it."""
 _QUIET_COLUMNS = {6: "1", 7: ""}
 """Columns a terminal leaves out when every row holds this (one attempt, no flags)."""
 
@@ -211,10 +212,12 @@ class RunReport:
         if width is not None:  # a terminal: leave out what says nothing, fit the rest
             shown = [c for c in shown if c not in _QUIET_COLUMNS or _says_something(c, cells)]
             # each column has a space of padding either side, and a one-space divider
+            shrinking = [c for c in shown if c in _SHRINKING_COLUMNS]
             fixed = sum(widths[c] + 3 for c in shown if c not in _SHRINKING_COLUMNS)
-            room = max(width - fixed - 2 * 3, 24)
-            widths[3] = min(widths[3], max(room // 3, 12))
-            widths[8] = min(widths[8], max(room - widths[3], 12))
+            room = width - fixed - 3 * len(shrinking)
+            for column in shrinking:  # each takes its share of the room, at least 6
+                share = max(room * _SHRINKING_COLUMNS[column] // 6, 6)
+                widths[column] = min(widths[column], share)
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
         for column in shown:
             table.add_column(

@@ -82,7 +82,7 @@ class Screen:
         view = RunReport(out)
         console.print()
         if console.is_terminal:
-            console.print(view.rich_view(include_answer=False))
+            console.print(view.rich_view(include_answer=False, width=console.width))
         else:
             console.print(view.to_text(include_answer=False), soft_wrap=True, markup=False)
         console.print()
