@@ -44,7 +44,7 @@ _TEXT_DETAIL_CHARS = 60
 _COLUMNS = ("round", "#", "tool", "arguments", "ok", "ms", "attempts", "flags", "result / error")
 _NUMERIC_COLUMNS = {0, 1, 5, 6}
 _SHRINKING_COLUMNS = {3: 2, 7: 1, 8: 3}
-"""The columns cut to fit a terminal (arguments, flags, result), with their sixths of it."""
+"""The columns cut to fit a terminal (arguments, flags, result), with their shares of it."""
 _QUIET_COLUMNS = {6: "1", 7: ""}
 """Columns a terminal leaves out when every row holds this (one attempt, no flags)."""
 
@@ -215,8 +215,9 @@ class RunReport:
             shrinking = [c for c in shown if c in _SHRINKING_COLUMNS]
             fixed = sum(widths[c] + 3 for c in shown if c not in _SHRINKING_COLUMNS)
             room = width - fixed - 3 * len(shrinking)
+            weights = sum(_SHRINKING_COLUMNS[column] for column in shrinking)
             for column in shrinking:  # each takes its share of the room, at least 6
-                share = max(room * _SHRINKING_COLUMNS[column] // 6, 6)
+                share = max(room * _SHRINKING_COLUMNS[column] // max(weights, 1), 6)
                 widths[column] = min(widths[column], share)
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
         for column in shown:
