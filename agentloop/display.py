@@ -328,7 +328,9 @@ class RunReport:
 def _plain(renderable: RenderableType) -> str:
     """Render for a log or a pipe: no colour, no wrapping, no trailing spaces."""
     buffer = io.StringIO()
-    Console(file=buffer, width=10_000, color_system=None, legacy_windows=False).print(renderable)
+    Console(
+        file=buffer, width=10_000, color_system=None, legacy_windows=False, force_jupyter=False
+    ).print(renderable)
     lines = [line.rstrip() for line in buffer.getvalue().splitlines()]
     return "\n".join(lines).strip("\n")
 
