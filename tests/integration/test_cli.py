@@ -29,6 +29,15 @@ from agentloop.testing import ScriptedChatModel, plan_reply
 pytestmark = pytest.mark.integration
 
 ERROR_PREFIX = "agentloop: error: "
+FORCED_TERMINAL = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+"""What would make `rich` treat a pipe as a terminal."""
+NOT_INHERITED = ("AGENTLOOP_MODEL", *FORCED_TERMINAL)
+
+
+@pytest.fixture(autouse=True)
+def _output_is_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in FORCED_TERMINAL:
+        monkeypatch.delenv(name, raising=False)
 
 
 def agentloop_command() -> list[str]:
@@ -39,7 +48,7 @@ def agentloop_command() -> list[str]:
 
 
 def cli(*args: str, tmp_path: Path, env: dict[str, str] | None = None) -> Any:
-    environment = {k: v for k, v in os.environ.items() if k != "AGENTLOOP_MODEL"}
+    environment = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
     environment.update(env or {})
     return subprocess.run(
         [*agentloop_command(), *args],
@@ -53,7 +62,7 @@ def cli(*args: str, tmp_path: Path, env: dict[str, str] | None = None) -> Any:
 
 
 def module(*args: str, tmp_path: Path) -> Any:
-    environment = {k: v for k, v in os.environ.items() if k != "AGENTLOOP_MODEL"}
+    environment = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
     return subprocess.run(
         [sys.executable, "-m", "agentloop.cli", *args],
         capture_output=True,

@@ -83,7 +83,12 @@ def refused_url() -> str:
 
 
 def run(url: str, tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    forced_terminal = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("OPENAI_") and k not in forced_terminal
+    }
     environment.pop("AGENTLOOP_MODEL", None)
     environment.update(OPENAI_BASE_URL=url, OPENAI_API_KEY="sk-test-not-a-real-key")
     started = time.monotonic()

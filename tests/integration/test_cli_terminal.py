@@ -26,7 +26,7 @@ def text_of(screen: str) -> str:
 
 def on_a_terminal(tmp_path: Path, **env: str) -> tuple[int, str]:
     """Run `agentloop demo` with stdout and stderr on one pseudo-terminal; return its screen."""
-    environment = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "CI")}
+    environment = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     environment.update(TERM="xterm-256color", COLUMNS="110", LINES="40", **env)
     leader, follower = pty.openpty()
     process = subprocess.Popen(
