@@ -11,11 +11,9 @@ from rich.live import Live
 from rich.markdown import Markdown
 
 from agentloop.messages import message_text
+from agentloop.nodes.answer import ANSWER_TAGS
 
-__all__ = ["ANSWER_TAG", "AnswerView", "is_answer_token"]
-
-ANSWER_TAG = "agentloop:answer"
-"""The tag the loop puts on its answer model's calls."""
+__all__ = ["AnswerView", "is_answer_token"]
 
 
 def is_answer_token(message: Any, metadata: Mapping[str, Any]) -> bool:
@@ -26,7 +24,7 @@ def is_answer_token(message: Any, metadata: Mapping[str, Any]) -> bool:
     """
     return (
         isinstance(message, AIMessageChunk)
-        and ANSWER_TAG in (metadata.get("tags") or ())
+        and ANSWER_TAGS[0] in (metadata.get("tags") or ())
         and "|" not in str(metadata.get("langgraph_checkpoint_ns", ""))
     )
 

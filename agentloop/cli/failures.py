@@ -29,6 +29,8 @@ from langchain_core.exceptions import (
 from agentloop.cli.parser import EXIT_FAILED, EXIT_MODEL_UNAVAILABLE, EXIT_USAGE
 from agentloop.display import shorten
 from agentloop.errors import is_retryable_model_error, status_code
+from agentloop.nodes.answer import ANSWER_TAGS
+from agentloop.nodes.plan import PLAN_TAGS
 
 __all__ = ["ModelFailure", "ModelFailures", "describe_model_error"]
 
@@ -97,17 +99,23 @@ class ModelFailure:
     error: BaseException | None
 
 
+_ROLE_TAGS = {"planner": PLAN_TAGS[0], "answer": ANSWER_TAGS[0]}
+"""The tags the loop puts on its planner's and its answer model's calls."""
+
+
 class ModelFailures(BaseCallbackHandler):
     """A callback that keeps every error a chat model raised during a run."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.errors: list[BaseException] = []
-        """The errors, in the order they happened (retried attempts included)."""
+        self.errors: list[tuple[BaseException, tuple[str, ...]]] = []
+        """The errors and the tags of their calls, in order (retried attempts included)."""
 
-    def on_llm_error(self, error: BaseException, **kwargs: Any) -> None:
+    def on_llm_error(
+        self, error: BaseException, *, tags: list[str] | None = None, **kwargs: Any
+    ) -> None:
         """Keep the error a chat model raised."""
-        self.errors.append(error)
+        self.errors.append((error, tuple(tags or ())))
 
     def failure(self, state: Mapping[str, Any]) -> ModelFailure | None:
         """Return the run's model failure, or None when no model failed it.
@@ -120,16 +128,16 @@ class ModelFailures(BaseCallbackHandler):
         if status not in ("planner_failed", "answer_failed"):
             return None
         which = "planner" if status == "planner_failed" else "answer"
-        if not self.errors:
+        errors = [error for error, tags in self.errors if _ROLE_TAGS[which] in tags]
+        if not errors:
             if status == "answer_failed":
                 reason = " ".join(str(state.get("status_reason") or "").split())
                 return ModelFailure(EXIT_FAILED, f"the answer model failed: {reason}", None)
             return None  # the planner answered, but its plan could not be used
-        error = self.errors[-1]
+        error = errors[-1]
         transient, line = describe_model_error(error)
         if transient:
-            attempts = len(self.errors)
-            tries = f" after {attempts} attempts" if attempts > 1 else ""
+            tries = f" after {len(errors)} attempts" if len(errors) > 1 else ""
             return ModelFailure(
                 EXIT_MODEL_UNAVAILABLE, f"{which} model failed{tries}: {line}", error
             )
