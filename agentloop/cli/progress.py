@@ -14,12 +14,19 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import Progress as LiveProgress
-from rich.progress import SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import ProgressColumn, SpinnerColumn, Task, TaskID, TextColumn
 from rich.text import Text
 
 from agentloop.display import compact_json, shorten
 
 __all__ = ["Progress"]
+
+
+class _Seconds(ProgressColumn):
+    """How long a task has run, in tenths of a second ("1.4s")."""
+
+    def render(self, task: Task) -> Text:
+        return Text(f"{task.elapsed or 0.0:.1f}s", style="dim")
 
 
 class Progress:
@@ -51,7 +58,7 @@ class Progress:
         self._display = LiveProgress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
-            TimeElapsedColumn(),
+            _Seconds(),
             console=self.console,
             transient=True,
         )
@@ -61,8 +68,10 @@ class Progress:
     def line(self, text: str, style: str = "") -> None:
         """Write one event line (above the live display on a terminal)."""
         if self.enabled:
-            self.console.print(Text(text, style=style), soft_wrap=True)
             self._update_status()
+            if self._display is not None:
+                self._display.refresh()  # the live view shows the state the line reports
+            self.console.print(Text(text, style=style), soft_wrap=True)
 
     def status_text(self) -> str:
         """Return the status: round and phase."""
@@ -123,8 +132,8 @@ class Progress:
             self._update_status()
         elif kind == "tool_started":
             label = f"{tool}({self._arguments(event, tool)})"
-            self.line(f"  -> {label} ...", "cyan")
             self._call_started(call_id, label)
+            self.line(f"  -> {label} ...", "cyan")
         elif kind == "tool_retry":
             error = shorten(str(event.get("error", "")), 120)
             self.line(
