@@ -27,7 +27,8 @@ model, a request the model rejects) stops the run at once.
 
 Exit codes:
     0: success.
-    1: the run finished, but every tool call failed (`status`).
+    1: the run finished, but every tool call failed or no plan was usable (`status`); or
+       an unexpected error.
     2: usage or configuration error (no model or an unknown one, a model that rejects
        the credentials, permissions or request, a bad MCP config file).
     3: an MCP server could not be started or reached.

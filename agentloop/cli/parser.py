@@ -14,7 +14,8 @@ __all__ = ["EXIT_CODES_HELP", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_MODEL_UNA
 EXIT_OK = 0
 """The run succeeded."""
 EXIT_FAILED = 1
-"""The run finished, but every tool call failed (see `status`)."""
+"""The run finished, but every tool call failed or no plan was usable (see `status`); or an
+unexpected error."""
 EXIT_USAGE = 2
 """Usage or configuration error: a missing, unknown or misconfigured model (rejected
 credentials or permissions, no such model, a request it rejects), a bad MCP config file."""
@@ -31,7 +32,7 @@ MODEL_ENV = "AGENTLOOP_MODEL"
 EXIT_CODES_HELP = """\
 exit codes:
   0    success
-  1    the run finished, but every tool call failed
+  1    the run finished, but every tool call failed or no plan was usable
   2    usage or configuration error (no model, an unknown model or one that rejects
        the credentials, permissions or request; a bad MCP config file)
   3    an MCP server could not be started or reached
