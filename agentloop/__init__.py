@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentloop.display import report, show_graph
     from agentloop.durability import SideEffectLedger
     from agentloop.errors import (
         AgentLoopError,
@@ -84,6 +85,9 @@ __all__ = [
     "RunStatus",
     "ToolCommand",
     "ToolExecutionRecord",
+    # showing a loop and a run
+    "report",
+    "show_graph",
     # pure helpers
     "normalize_plan_decision",
     "to_action_results",
@@ -111,6 +115,8 @@ _EXPORTS: dict[str, str] = {
     "ModelLimits": "agentloop.model_stream",
     "ModelRetryPolicy": "agentloop.model_calls",
     "as_tool": "agentloop.subagents",
+    "report": "agentloop.display",
+    "show_graph": "agentloop.display",
     "AuditLog": "agentloop.tools.interceptors",
     "Interceptor": "agentloop.tools.interceptors",
     "ToolInvocation": "agentloop.tools.interceptors",

@@ -5,8 +5,8 @@ its rounds and calls: in Jupyter through `_repr_html_`, in IPython and terminals
 `_repr_pretty_` / `str()`, and as plain data through `rows()` (one dict per call, ready
 for `pandas.DataFrame`). Every piece of tool output is escaped in the HTML.
 
-`show_graph(loop)` draws a compiled graph as a Mermaid diagram, rendered by the front
-end itself (no network access), with the Mermaid source as its text form.
+`show_graph(loop)` draws a compiled graph as a picture, offline (see `agentloop.diagram`),
+with the Mermaid source as its text form.
 
 Example:
     ```python
@@ -19,12 +19,18 @@ Example:
 from __future__ import annotations
 
 import html
+import io
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from langgraph.pregel import Pregel
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.markdown import Markdown
+from rich.table import Table
+from rich.text import Text
+
+from agentloop.diagram import MermaidDiagram, show_graph
 
 __all__ = ["MermaidDiagram", "RunReport", "compact_json", "report", "shorten", "show_graph"]
 
@@ -36,6 +42,15 @@ _TEXT_ARGUMENTS_CHARS = 40
 _TEXT_DETAIL_CHARS = 60
 
 _COLUMNS = ("round", "#", "tool", "arguments", "ok", "ms", "attempts", "flags", "result / error")
+_NUMERIC_COLUMNS = {0, 1, 5, 6}
+_SHRINKING_COLUMNS = {3: 2, 7: 1, 8: 3}
+"""The columns cut to fit a terminal (arguments, flags, result), with their shares of it."""
+_QUIET_COLUMNS = {6: "1", 7: ""}
+"""Columns a terminal leaves out when every row holds this (one attempt, no flags)."""
+
+
+def _says_something(column: int, cells: list[list[str]]) -> bool:
+    return any(line[column] != _QUIET_COLUMNS[column] for line in cells)
 
 _STYLE = (
     "<style>"
@@ -178,23 +193,66 @@ class RunReport:
             shorten(detail, _TEXT_DETAIL_CHARS),
         ]
 
+    def table(self, width: int | None = None) -> Table | None:
+        """Return the calls as a `rich` table (None when no call ran).
+
+        Args:
+            width: The width to fit (a terminal's); the arguments and results are cut
+                to fit it, the other columns keep their width. None: no limit.
+        """
+        rows = self.rows()
+        if not rows:
+            return None
+        cells = [self._text_cells(row) for row in rows]
+        widths = [
+            max(len(name), *(len(line[column]) for line in cells))
+            for column, name in enumerate(_COLUMNS)
+        ]
+        shown = list(range(len(_COLUMNS)))
+        if width is not None:  # a terminal: leave out what says nothing, fit the rest
+            shown = [c for c in shown if c not in _QUIET_COLUMNS or _says_something(c, cells)]
+            # each column has a space of padding either side, and a one-space divider
+            shrinking = [c for c in shown if c in _SHRINKING_COLUMNS]
+            fixed = sum(widths[c] + 3 for c in shown if c not in _SHRINKING_COLUMNS)
+            room = width - fixed - 3 * len(shrinking)
+            weights = sum(_SHRINKING_COLUMNS[column] for column in shrinking)
+            for column in shrinking:  # each takes its share of the room, at least 6
+                share = max(room * _SHRINKING_COLUMNS[column] // max(weights, 1), 6)
+                widths[column] = min(widths[column], share)
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        for column in shown:
+            table.add_column(
+                _COLUMNS[column],
+                justify="right" if column in _NUMERIC_COLUMNS else "left",
+                no_wrap=True,
+                overflow="ellipsis",
+                width=widths[column],
+            )
+        for row, line in zip(rows, cells, strict=True):
+            styled: list[str | Text] = list(line)
+            styled[4] = Text(line[4], style="green" if row["success"] else "bold red")
+            table.add_row(*(styled[column] for column in shown))
+        return table
+
     def table_text(self) -> str:
         """Return the calls as an aligned plain-text table ("" when no call ran)."""
-        rows = [self._text_cells(row) for row in self.rows()]
-        if not rows:
-            return ""
-        table = [list(_COLUMNS), *rows]
-        widths = [max(len(line[column]) for line in table) for column in range(len(_COLUMNS))]
-        numeric = {0, 1, 5, 6}
-        lines = []
-        for line in table:
-            cells = [
-                cell.rjust(width) if column in numeric else cell.ljust(width)
-                for column, (cell, width) in enumerate(zip(line, widths, strict=True))
-            ]
-            lines.append("  ".join(cells).rstrip())
-        lines.insert(1, "  ".join("-" * width for width in widths))
-        return "\n".join(lines)
+        table = self.table()
+        return "" if table is None else _plain(table)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """Show the run with `rich` (`rich.print(report(out))`), fitted to the console."""
+        yield self.rich_view(width=options.max_width)
+
+    def rich_view(self, *, include_answer: bool = True, width: int | None = None) -> Group:
+        """Return the header, the table of calls, rollbacks and the answer as Markdown."""
+        parts: list[Any] = [Text(self.summary(), style="bold")]
+        table = self.table(width)
+        if table is not None:
+            parts.append(table)
+        parts.extend(Text(self._rollback_line(r), style="yellow") for r in self.rollbacks)
+        if include_answer:
+            parts.append(Markdown(self.answer))
+        return Group(*parts)
 
     def to_text(self, *, include_answer: bool = True) -> str:
         """Return the header, the table of calls, rollbacks and (optionally) the answer."""
@@ -267,6 +325,16 @@ class RunReport:
         return "".join(parts)
 
 
+def _plain(renderable: RenderableType) -> str:
+    """Render for a log or a pipe: no colour, no wrapping, no trailing spaces."""
+    buffer = io.StringIO()
+    Console(
+        file=buffer, width=10_000, color_system=None, legacy_windows=False, force_jupyter=False
+    ).print(renderable)
+    lines = [line.rstrip() for line in buffer.getvalue().splitlines()]
+    return "\n".join(lines).strip("\n")
+
+
 def _html_cell(text: str, limit: int) -> str:
     shown = html.escape(shorten(text, limit, "…"))
     if len(text) <= limit:
@@ -296,56 +364,3 @@ def _html_row(row: Mapping[str, Any]) -> str:
 def report(state: Mapping[str, Any]) -> RunReport:
     """Return the `RunReport` of a finished run's final state."""
     return RunReport(state)
-
-
-_MERMAID_MIME_TYPE = "text/vnd.mermaid"
-"""The MIME type of Mermaid source, which JupyterLab (4.1 and later) draws as a diagram."""
-
-
-class MermaidDiagram:
-    """A Mermaid diagram that notebook front ends draw themselves, offline.
-
-    Jupyter shows the richest form its front end can render: JupyterLab 4.1+ and
-    Notebook 7.1+ draw `text/vnd.mermaid` as a picture; other front ends and terminals
-    show the `text/plain` form, the Mermaid source, which GitHub, VS Code or
-    mermaid.live render.
-
-    Args:
-        source: The Mermaid source, e.g. `graph.get_graph().draw_mermaid()`.
-    """
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        """The Mermaid source of the diagram."""
-
-    def __str__(self) -> str:
-        return self.source
-
-    def __repr__(self) -> str:
-        lines = self.source.count("\n") + 1
-        return f"<MermaidDiagram of {lines} lines>"
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        """Give Jupyter the diagram and its text form."""
-        return {_MERMAID_MIME_TYPE: self.source, "text/plain": self.source}
-
-
-def show_graph(graph: Pregel[Any, Any, Any, Any], *, xray: bool | int = False) -> MermaidDiagram:
-    """Draw a compiled graph as a Mermaid diagram, without any network access.
-
-    Args:
-        graph: A compiled graph, such as the one `create_tool_loop` returns, or any app
-            built with `StateGraph(...).compile()`.
-        xray: Draw the nodes of subgraphs inside the nodes that run them: `True` for
-            every level, or how many levels deep.
-
-    Returns:
-        A diagram that renders as the last expression of a notebook cell (or through
-        `IPython.display.display`); `str()` gives its Mermaid source.
-
-    Example:
-        ```python
-        show_graph(create_tool_loop(model, tools))
-        ```
-    """
-    return MermaidDiagram(graph.get_graph(xray=xray).draw_mermaid())

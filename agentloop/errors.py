@@ -55,6 +55,7 @@ ErrorType = Literal[
     "cancelled",
     "unserializable_result",
     "unsupported_result",
+    "refused",
 ]
 """Why a call failed, as its record says:
 
@@ -76,7 +77,9 @@ ErrorType = Literal[
   rejected (only reads start early, so there is nothing to undo);
 - `unserializable_result`: the tool returned an object that cannot be converted to JSON;
 - `unsupported_result`: the tool returned something the loop does not apply (a LangGraph
-  `Command`).
+  `Command`);
+- `refused`: an interceptor refused the call (not run), e.g. with
+  `ToolOutcome.refused("refused", call.tool_name, "deleting is disabled")`.
 """
 ERROR_TYPES: tuple[str, ...] = get_args(ErrorType)
 

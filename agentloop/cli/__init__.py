@@ -3,8 +3,9 @@
 Usage:
     agentloop run "question" [--model provider:name] [--mcp-config FILE]
                              [--max-rounds N] [--concurrency N] [--plan-mode json|tool]
-                             [--json] [--quiet]
-    agentloop demo ["question"] [--json] [--quiet]
+                             [--json] [--quiet] [--verbose]
+    agentloop demo ["question"] [--json] [--quiet] [--verbose]
+    agentloop --version
 
 `run` plans with the model given by `--model` (default: the `AGENTLOOP_MODEL`
 environment variable), with the tools of the bundled MCP servers (documents,
@@ -12,16 +13,26 @@ calculator, notes); `--mcp-config` replaces them with the servers of an `mcpServ
 JSON / YAML file. `demo` runs the demo loop on the question (rule-based local planner,
 bundled servers): no API key, no network.
 
-While the loop runs, its progress goes to stderr: a live status line on a terminal, one
-line per event otherwise. The answer goes to stdout; with `--json`, stdout holds one
-JSON document instead: `{"question", "answer", "rounds", "records", "action_results",
-"rollbacks", "status", "status_reason"}`.
+While the loop runs, its progress goes to stderr (with `rich`): on a terminal, a live view
+of the round and the calls in flight above coloured event lines, the answer streamed as
+Markdown and the run report as a table; piped or redirected, one plain line per event
+and the plain answer. `NO_COLOR` turns colour off. The answer goes to stdout; with
+`--json`, stdout holds one JSON document instead: `{"question", "answer", "rounds",
+"records", "action_results", "rollbacks", "status", "status_reason", "error"}`.
+
+An error is one `agentloop: error: ...` line on stderr (with its traceback under
+`--verbose`), and stdout stays empty (or holds the `--json` document, with `error` set).
+A model failure that no retry can fix (rejected credentials or permissions, an unknown
+model, a request the model rejects) stops the run at once.
 
 Exit codes:
     0: success.
-    1: the run finished, but every tool call failed or a model failed (`status`).
-    2: usage or configuration error (missing or unknown model, bad MCP config file).
+    1: the run finished, but every tool call failed or no plan was usable (`status`); or
+       an unexpected error.
+    2: usage or configuration error (no model or an unknown one, a model that rejects
+       the credentials, permissions or request, a bad MCP config file).
     3: an MCP server could not be started or reached.
+    4: the model stayed unavailable through every retry (rate limited, unreachable).
     130: interrupted (Ctrl-C).
 """
 
@@ -35,13 +46,16 @@ import logging
 import os
 import sys
 import tempfile
+import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentloop.cli.failures import ModelFailure, ModelFailures
 from agentloop.cli.parser import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
+    EXIT_MODEL_UNAVAILABLE,
     EXIT_OK,
     EXIT_SERVER,
     EXIT_USAGE,
@@ -50,7 +64,7 @@ from agentloop.cli.parser import (
     build_parser,
 )
 from agentloop.cli.progress import Progress
-from agentloop.display import RunReport
+from agentloop.cli.screen import Screen
 from agentloop.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -61,6 +75,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
+    "EXIT_MODEL_UNAVAILABLE",
     "EXIT_OK",
     "EXIT_SERVER",
     "EXIT_USAGE",
@@ -80,34 +95,16 @@ _ERROR_PREFIX = "agentloop: error: "
 
 
 def run_exit_code(state: Mapping[str, Any]) -> int:
-    """Return the exit code of a finished run: 1 if a model or every tool call failed."""
+    """Return the exit code of a run that finished without a model failure.
+
+    1 if every tool call failed (or the planner's plans could not be used), else 0.
+    """
     if state.get("status") in ("planner_failed", "answer_failed"):
         return EXIT_FAILED
     records = state.get("tool_logs") or []
     if records and not any(record.get("success") for record in records):
         return EXIT_FAILED
     return EXIT_OK
-
-
-async def _stream(graph: Any, question: str, progress: Progress) -> dict[str, Any]:
-    final: dict[str, Any] = {}
-    ticker = asyncio.create_task(progress.tick()) if progress.live else None
-    try:
-        async for mode, chunk in graph.astream(
-            {"user_input": question}, stream_mode=["custom", "values"]
-        ):
-            if mode == "values":
-                final = chunk
-                progress.values(chunk)
-            elif isinstance(chunk, Mapping):
-                progress.event(chunk)
-    finally:
-        if ticker is not None:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
-        progress.close()
-    return final
 
 
 def _leaves(error: BaseException) -> list[BaseException]:
@@ -161,7 +158,9 @@ def _notes_file() -> Path:
     return Path(tempfile.gettempdir()) / "agentloop-notes.jsonl"
 
 
-def _run_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+def _run_command(
+    args: argparse.Namespace, screen: Screen, failures: ModelFailures
+) -> dict[str, Any]:
     from agentloop.graph import create_tool_loop
     from agentloop.mcp import MCPToolset, load_mcp_config
     from agentloop.options import GovernanceOptions, PlanningOptions
@@ -174,7 +173,8 @@ def _run_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]
     model = resolve_model(name)
     toolset = MCPToolset(specs)
     try:
-        progress.line(f"starting MCP servers: {', '.join(s.name for s in specs) or 'none'}")
+        names = ", ".join(spec.name for spec in specs) or "none"
+        screen.progress.line(f"starting MCP servers: {names}")
         with _starting_servers():
             graph = create_tool_loop(
                 model,
@@ -185,7 +185,7 @@ def _run_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]
                 planning=PlanningOptions(plan_mode=args.plan_mode),
             )
         _require_some_server(toolset)
-        return asyncio.run(_stream(graph, " ".join(args.question), progress))
+        return asyncio.run(screen.stream(graph, " ".join(args.question), [failures]))
     finally:
         toolset.close()
 
@@ -245,45 +245,64 @@ def cli_logging(*, quiet: bool, verbose: bool = False) -> Iterator[None]:
             logger.setLevel(saved_level)
 
 
-def _demo_command(args: argparse.Namespace, progress: Progress) -> dict[str, Any]:
+def _demo_command(
+    args: argparse.Namespace, screen: Screen, failures: ModelFailures
+) -> dict[str, Any]:
     from agentloop.demo import DEMO_QUESTION, build_demo_loop, demo_notes_file
     from agentloop.mcp import MCPToolset
     from agentloop.servers import bundled_servers_config
 
     toolset = MCPToolset(bundled_servers_config(demo_notes_file()))
     try:
-        progress.line("starting the bundled MCP servers: docs, calculator, notes")
+        screen.progress.line("starting the bundled MCP servers: docs, calculator, notes")
         with _starting_servers():
             graph = build_demo_loop(mcp_servers=toolset)
-        return asyncio.run(_stream(graph, " ".join(args.question) or DEMO_QUESTION, progress))
+        question = " ".join(args.question) or DEMO_QUESTION
+        return asyncio.run(screen.stream(graph, question, [failures]))
     finally:
         toolset.close()
 
 
-def _print_result(out: Mapping[str, Any], args: argparse.Namespace) -> None:
+def _json_document(out: Mapping[str, Any], error: str | None) -> str:
+    document = {
+        "question": out.get("user_input", ""),
+        "answer": out.get("answer", ""),
+        "rounds": (out.get("round_state") or {}).get("round_index", 0),
+        "records": out.get("tool_logs") or [],
+        "action_results": out.get("action_results") or {},
+        "rollbacks": out.get("rollbacks") or [],
+        "status": out.get("status", ""),
+        "status_reason": out.get("status_reason", ""),
+        "error": error,
+    }
+    return json.dumps(document, ensure_ascii=False, indent=2, default=str) + "\n"
+
+
+def _print_result(
+    out: Mapping[str, Any], args: argparse.Namespace, failure: ModelFailure | None, screen: Screen
+) -> None:
+    """Write the answer (or the JSON document) on stdout; nothing but JSON on failure."""
+    screen.close()
     if args.json:
-        document = {
-            "question": out.get("user_input", ""),
-            "answer": out.get("answer", ""),
-            "rounds": (out.get("round_state") or {}).get("round_index", 0),
-            "records": out.get("tool_logs") or [],
-            "action_results": out.get("action_results") or {},
-            "rollbacks": out.get("rollbacks") or [],
-            "status": out.get("status", ""),
-            "status_reason": out.get("status_reason", ""),
-        }
-        sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2, default=str) + "\n")
-    else:
-        if not args.quiet:
-            sys.stderr.write("\n" + RunReport(out).to_text(include_answer=False) + "\n\n")
-            sys.stderr.flush()
-        sys.stdout.write(str(out.get("answer", "")) + "\n")
-    sys.stdout.flush()
+        sys.stdout.write(_json_document(out, failure.message if failure else None))
+        sys.stdout.flush()
+    elif failure is None:
+        screen.report(out)
+        screen.answer.show(str(out.get("answer", "")))
 
 
-def _error(code: int, message: str, progress: Progress | None) -> int:
-    if progress is not None:
-        progress.close()  # the live status line, if any, makes way for the error
+def _error(
+    code: int,
+    message: str,
+    screen: Screen | None,
+    error: BaseException | None = None,
+    *,
+    verbose: bool = False,
+) -> int:
+    if screen is not None:
+        screen.close()  # the live views, if any, make way for the error
+    if verbose and error is not None:
+        sys.stderr.write("".join(traceback.format_exception(error)))
     sys.stderr.write(f"{_ERROR_PREFIX}{message}\n")
     sys.stderr.flush()
     return code
@@ -298,28 +317,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit code (see the module docstring).
     """
-    progress: Progress | None = None
+    screen: Screen | None = None
+    verbose = False
     try:
         try:
             args = build_parser().parse_args(argv)
-        except SystemExit as exit_:  # --help
+        except SystemExit as exit_:  # --help, --version
             return exit_.code if isinstance(exit_.code, int) else EXIT_OK
-        progress = Progress(sys.stderr, live=sys.stderr.isatty(), enabled=not args.quiet)
+        verbose = args.verbose
+        screen = Screen.open(quiet=args.quiet, stream_answer=not args.json)
         command = _run_command if args.command == "run" else _demo_command
-        with cli_logging(quiet=args.quiet, verbose=args.verbose):
-            out = command(args, progress)
-        _print_result(out, args)
+        failures = ModelFailures()
+        with cli_logging(quiet=args.quiet, verbose=verbose):
+            out = command(args, screen, failures)
+        failure = failures.failure(out)
+        _print_result(out, args, failure, screen)
+        if failure is not None:
+            return _error(failure.code, failure.message, screen, failure.error, verbose=verbose)
         return run_exit_code(out)
     except KeyboardInterrupt:
-        return _error(EXIT_INTERRUPTED, "interrupted", progress)
+        return _error(EXIT_INTERRUPTED, "interrupted", screen)
     except BaseExceptionGroup as group:
         if not any(isinstance(leaf, KeyboardInterrupt) for leaf in _leaves(group)):
-            raise
-        return _error(EXIT_INTERRUPTED, "interrupted", progress)
+            return _unexpected(group, screen, verbose)
+        return _error(EXIT_INTERRUPTED, "interrupted", screen)
     except CliError as error:
-        return _error(error.code, error.message, progress)
+        return _error(error.code, error.message, screen, error, verbose=verbose)
     except ConfigurationError as error:
-        return _error(EXIT_USAGE, _one_line(error), progress)
+        return _error(EXIT_USAGE, _one_line(error), screen, error, verbose=verbose)
+    except Exception as error:
+        return _unexpected(error, screen, verbose)
+
+
+def _unexpected(error: BaseException, screen: Screen | None, verbose: bool) -> int:
+    """Report an error the command has no words for: one line, the traceback with -v."""
+    hint = "" if verbose else " (run with --verbose for the traceback)"
+    message = f"{type(error).__name__}: {_one_line(error)}{hint}"
+    return _error(EXIT_FAILED, message, screen, error, verbose=verbose)
 
 
 if __name__ == "__main__":

@@ -5,17 +5,24 @@ from __future__ import annotations
 import argparse
 from typing import Any, NoReturn
 
-__all__ = ["EXIT_CODES_HELP", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SERVER",
-           "EXIT_USAGE", "MODEL_ENV", "CliError", "build_parser"]  # fmt: skip
+from agentloop import __version__
+
+__all__ = ["EXIT_CODES_HELP", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_MODEL_UNAVAILABLE",
+           "EXIT_OK", "EXIT_SERVER", "EXIT_USAGE", "MODEL_ENV", "CliError",
+           "build_parser"]  # fmt: skip
 
 EXIT_OK = 0
 """The run succeeded."""
 EXIT_FAILED = 1
-"""The run finished, but every tool call failed or a model failed (see `status`)."""
+"""The run finished, but every tool call failed or no plan was usable (see `status`); or an
+unexpected error."""
 EXIT_USAGE = 2
-"""Usage or configuration error: missing or unknown model, bad MCP config file."""
+"""Usage or configuration error: a missing, unknown or misconfigured model (rejected
+credentials or permissions, no such model, a request it rejects), a bad MCP config file."""
 EXIT_SERVER = 3
 """An MCP server could not be started or reached."""
+EXIT_MODEL_UNAVAILABLE = 4
+"""The model stayed unavailable through every retry (rate limited, unreachable, too slow)."""
 EXIT_INTERRUPTED = 130
 """Interrupted by Ctrl-C."""
 
@@ -25,9 +32,11 @@ MODEL_ENV = "AGENTLOOP_MODEL"
 EXIT_CODES_HELP = """\
 exit codes:
   0    success
-  1    the run finished, but every tool call failed or a model failed
-  2    usage or configuration error (missing or unknown model, bad MCP config file)
+  1    the run finished, but every tool call failed or no plan was usable
+  2    usage or configuration error (no model, an unknown model or one that rejects
+       the credentials, permissions or request; a bad MCP config file)
   3    an MCP server could not be started or reached
+  4    the model stayed unavailable through every retry (rate limit, unreachable)
   130  interrupted (Ctrl-C)
 """
 
@@ -72,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXIT_CODES_HELP,
         formatter_class=formatter,
     )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}"
+    )
     commands = parser.add_subparsers(dest="command", metavar="{run,demo}", parser_class=_Parser)
     commands.required = True
 
@@ -88,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
         "-v",
         "--verbose",
         action="store_true",
-        help="show what the MCP servers write to stderr, and their log messages, as they run",
+        help="show the traceback of an error, and what the MCP servers write to stderr "
+        "(and their log messages) as they run",
     )
 
     run = commands.add_parser(

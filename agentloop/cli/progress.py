@@ -1,88 +1,92 @@
-"""Showing a run's progress on a terminal or in a log (stderr)."""
+"""Showing a run's progress on a terminal or in a log (stderr), with `rich`.
+
+On a terminal, a live display (`rich.progress`) shows the round and its phase and each
+call in flight with its elapsed time, above which the events scroll as coloured lines;
+it disappears when the run ends. Anywhere else (a pipe, a file, CI) each event is one
+plain line, with no colour and no control characters. `rich` honours `NO_COLOR`.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import shutil
 import time
 from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress as LiveProgress
+from rich.progress import ProgressColumn, SpinnerColumn, Task, TaskID, TextColumn
+from rich.text import Text
 
 from agentloop.display import compact_json, shorten
 
 __all__ = ["Progress"]
 
 
-class Progress:
-    """Shows a run's events on a text stream (stderr).
+class _Seconds(ProgressColumn):
+    """How long a task has run, in tenths of a second ("1.4s")."""
 
-    On a terminal (`live=True`), a status line (round, calls in flight and their elapsed
-    time) stays under the event lines and is rewritten in place with a carriage return;
-    otherwise each event is one plain line.
+    def render(self, task: Task) -> Text:
+        return Text(f"{task.elapsed or 0.0:.1f}s", style="dim")
+
+
+class Progress:
+    """Shows a run's events on a console (stderr).
 
     Args:
-        stream: Where to write.
-        live: Keep a rewritten status line (only for a terminal).
+        console: Where to write; live only when it is a terminal.
         enabled: Write nothing when False.
     """
 
-    def __init__(self, stream: TextIO, *, live: bool, enabled: bool = True) -> None:
-        self.stream = stream
-        self.live = live and enabled
+    def __init__(self, console: Console, *, enabled: bool = True) -> None:
+        self.console = console
         self.enabled = enabled
+        self.live = enabled and console.is_terminal
         self.commands: list[Mapping[str, Any]] = []
-        self.in_flight: dict[str, tuple[str, float]] = {}
         self.round = 0
         self.phase = "starting the MCP servers"
         self.started = time.monotonic()
-        self._status_shown = False
+        self._display: LiveProgress | None = None
+        self._status: TaskID | None = None
+        self._calls: dict[str, TaskID] = {}
 
     # -- output --------------------------------------------------------------------------
 
-    def line(self, text: str) -> None:
-        """Write one event line (above the status line on a terminal)."""
-        if not self.enabled:
+    def start(self) -> None:
+        """Start the live display (terminal only)."""
+        if not self.live or self._display is not None:
             return
-        self._clear_status()
-        self.stream.write(text + "\n")
-        self.draw()
+        self._display = LiveProgress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            _Seconds(),
+            console=self.console,
+            transient=True,
+        )
+        self._display.start()
+        self._status = self._display.add_task(self.status_text(), total=None)
 
-    def _clear_status(self) -> None:
-        if self._status_shown:
-            self.stream.write("\r\x1b[K")
-            self._status_shown = False
+    def line(self, text: str, style: str = "") -> None:
+        """Write one event line (above the live display on a terminal)."""
+        if self.enabled:
+            self._update_status()
+            if self._display is not None:
+                self._display.refresh()  # the live view shows the state the line reports
+            self.console.print(Text(text, style=style), soft_wrap=True)
 
     def status_text(self) -> str:
-        """Return the status line: elapsed time, round, phase and the calls in flight."""
-        now = time.monotonic()
-        where = f"round {self.round}: {self.phase}" if self.round else self.phase
-        text = f"[{now - self.started:5.1f}s] {where}"
-        if self.in_flight:
-            calls = ", ".join(
-                f"{name} {now - since:.1f}s" for name, since in self.in_flight.values()
-            )
-            text += f" | {len(self.in_flight)} in flight: {calls}"
-        return text
+        """Return the status: round and phase."""
+        return f"round {self.round}: {self.phase}" if self.round else self.phase
 
-    def draw(self) -> None:
-        """Rewrite the status line (terminal only)."""
-        if self.live:
-            width = shutil.get_terminal_size((80, 24)).columns
-            self.stream.write("\r\x1b[K" + shorten(self.status_text(), max(width - 1, 10)))
-            self._status_shown = True
-        self.stream.flush()
+    def _update_status(self) -> None:
+        if self._display is not None and self._status is not None:
+            self._display.update(self._status, description=self.status_text())
 
     def close(self) -> None:
-        """Remove the status line."""
-        if self.enabled:
-            self._clear_status()
-            self.stream.flush()
-
-    async def tick(self, interval_s: float = 0.1) -> None:
-        """Redraw the status line until cancelled, so elapsed times keep moving."""
-        while True:
-            await asyncio.sleep(interval_s)
-            self.draw()
+        """Remove the live display."""
+        if self._display is not None:
+            self._display.stop()
+            self._display = None
+            self._calls.clear()
 
     # -- stream chunks -------------------------------------------------------------------
 
@@ -91,60 +95,68 @@ class Progress:
         decision: Mapping[str, Any] = state.get("decision") or {}
         self.commands = list(decision.get("execution_commands") or [])
 
-    def _arguments(self, index: int, tool_name: str) -> str:
+    def _arguments(self, event: Mapping[str, Any], tool_name: str) -> str:
+        written = event.get("kwargs")
+        if isinstance(written, dict):
+            return shorten(compact_json(written), 80)
+        index = int(event.get("index", -1))
         if 0 <= index < len(self.commands):
             command = self.commands[index]
             if command.get("tool_name") == tool_name:
                 return shorten(compact_json(command.get("tool_kwargs") or {}), 80)
         return ""
 
+    def _call_started(self, call_id: str, label: str) -> None:
+        if self._display is not None:
+            self._calls[call_id] = self._display.add_task(f"  {label}", total=None)
+
+    def _call_ended(self, call_id: str) -> None:
+        task = self._calls.pop(call_id, None)
+        if self._display is not None and task is not None:
+            self._display.remove_task(task)
+
     def event(self, event: Mapping[str, Any]) -> None:
         """Take a `custom` chunk: one event of the loop."""
         kind = event.get("type")
         tool = str(event.get("tool_name", ""))
+        call_id = str(event.get("call_id", ""))
         if kind == "round_started":
             self.round = int(event.get("round_index", 0)) + 1
             self.phase = "planning"
             again = " again" if event.get("replan") else ""
-            self.line(f"round {self.round}: planning{again}...")
+            self.line(f"round {self.round}: planning{again}...", "bold")
         elif kind == "plan_decided":
             self.phase = "executing" if event.get("command_count") else "planned"
-            if event.get("parse_error"):
-                self.line(f"  planner: {shorten(str(event['parse_error']), 200)}")
+            if event.get("parse_error") and event.get("chunks"):  # a reply, but unusable
+                self.line(f"  planner: {shorten(str(event['parse_error']), 200)}", "yellow")
+            self._update_status()
         elif kind == "tool_started":
-            call_id = str(event.get("call_id", ""))
-            self.in_flight[call_id] = (tool, time.monotonic())
-            written = event.get("kwargs")
-            arguments = (
-                shorten(compact_json(written), 80)
-                if isinstance(written, dict)
-                else self._arguments(int(event.get("index", -1)), tool)
-            )
-            self.line(f"  -> {tool}({arguments}) ...")
+            label = f"{tool}({self._arguments(event, tool)})"
+            self._call_started(call_id, label)
+            self.line(f"  -> {label} ...", "cyan")
         elif kind == "tool_retry":
             error = shorten(str(event.get("error", "")), 120)
             self.line(
                 f"  retry {tool}: attempt {event.get('attempt')} failed ({error}), "
-                f"waiting {float(event.get('wait_s', 0.0)):.1f}s"
+                f"waiting {float(event.get('wait_s', 0.0)):.1f}s",
+                "yellow",
             )
         elif kind == "tool_error":
-            self.in_flight.pop(str(event.get("call_id", "")), None)
-            self.line(f"  ERR {tool}: {shorten(str(event.get('error', '')), 200)}")
+            self._call_ended(call_id)
+            self.line(f"  ERR {tool}: {shorten(str(event.get('error', '')), 200)}", "red")
         elif kind == "tool_completed":
-            self.in_flight.pop(str(event.get("call_id", "")), None)
+            self._call_ended(call_id)
             if event.get("success"):
-                self.line(f"  ok {tool} {float(event.get('duration_ms', 0.0)):.0f} ms{_how(event)}")
-            else:
-                self.draw()
+                duration = float(event.get("duration_ms", 0.0))
+                self.line(f"  ok {tool} {duration:.0f} ms{_how(event)}", "green")
         elif kind == "tool_rolled_back":
-            self.line(f"  round {self.round} rolled back: every call was flagged")
+            self.line(f"  round {self.round} rolled back: every call was flagged", "yellow")
         elif kind == "answer_started":
             self.phase = "answering"
-            self.line("answering...")
+            self.line("answering...", "bold")
         elif kind == "answer_completed":
-            self.phase = "done"
-            if event.get("error"):
-                self.line(f"  answer failed: {shorten(str(event['error']), 200)}")
+            self.phase = "done"  # a failed answer is the command's error line
+            self._update_status()
 
 
 def _how(event: Mapping[str, Any]) -> str:

@@ -1,19 +1,20 @@
 """A demo loop that needs no API key: real MCP servers, a rule-based planner, an extractive answer.
 
-Run it with `python -m agentloop.demo ["question"]` (or `agentloop demo ["question"]`).
+Run it with `agentloop demo ["question"]` (or `python -m agentloop.demo ["question"]`;
+`--help` tells the options).
 
 The planner is a deterministic local chat model that reads the question (and, in later
 rounds, the results gathered so far) and picks tools by simple rules:
 
 - greetings, thanks and questions about the assistant need no tool: it responds at once;
-- a weather question calls `get_weather` for the city it names;
+- a weather question calls `get_weather` for the city it names (a follow-up such as
+  "And what is the weather there?" takes the city from the conversation);
 - arithmetic (`6 * 7`, `12 times 7`, `15% of 80`) calls `calculate`;
 - any other question searches the documents (`search_documents`, then `read_document`
-  of the best match) or, without the MCP servers, the local fact base (`search_facts`);
+  of the best match) or, without the MCP servers, `search_facts`, which quotes the same
+  bundled documents: both ways know one set of facts;
 - an "X per Y" question searches first, then computes X / Y from the figures found
-  (and keeps a note of them when a notes tool is available);
-- a question about getting around a named city (trams, ferries, a trip) also checks
-  that city's weather.
+  (and keeps a note of them only when the question asks for one).
 
 The answer model quotes the tool results (the best matching sentences, the values) and
 says plainly when the tools found nothing.
@@ -22,7 +23,6 @@ says plainly when the tools found nothing.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import sys
 import tempfile
@@ -36,8 +36,9 @@ from langgraph.graph.state import CompiledStateGraph
 
 from agentloop.demo.answer import demo_answer_model
 from agentloop.demo.planner import demo_planner
+from agentloop.demo.questions import _terms
 from agentloop.graph import create_tool_loop
-from agentloop.servers import bundled_servers_config
+from agentloop.servers import bundled_servers_config, docsearch
 
 __all__ = [
     # the loop
@@ -53,22 +54,31 @@ __all__ = [
 
 DEMO_QUESTION = "How long is the Lumen Bay tram network, and how many km per line is that?"
 
-_FACTS = {
-    "lumen bay tram": "The Lumen Bay tram network has 4 lines and 37.5 km of track "
-    "(city transport report, 2025).",
-    "lumen bay harbor": "Lumen Bay harbor handled 1.2 million containers in 2025.",
-    "lumen bay festival": "The Lantern Festival of Lumen Bay is held every October since 1898.",
-}
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
 
 
 @tool
 async def search_facts(query: str) -> str:
-    """Search a small local fact base and return the best matching fact."""
+    """Search the bundled documents and return the sentences that best match the query."""
     await asyncio.sleep(0.05)
-    words = set(re.findall(r"\w+", query.lower()))
-    scored = sorted(_FACTS.items(), key=lambda item: -len(words & set(item[0].split())))
-    best_key, best_fact = scored[0]
-    return best_fact if words & set(best_key.split()) else "No matching fact."
+    try:
+        hits = docsearch.search_documents(query, limit=1)
+    except ValueError:  # no searchable words
+        hits = []
+    if not hits:
+        return "No matching fact."
+    text = docsearch.load_documents()[hits[0]["doc_id"]].text
+    body = " ".join(line for line in text.splitlines() if not line.startswith("#"))
+    sentences = _SENTENCE_END.split(" ".join(body.split()))
+    missing, chosen = _terms(query), []
+    for _ in range(2):  # the best sentence, then the one with the most words still missing
+        covered = [len(missing & _terms(sentence)) for sentence in sentences]
+        best = max(range(len(sentences)), key=lambda i: covered[i])
+        if not covered[best]:
+            break
+        chosen.append(best)
+        missing -= _terms(sentences[best])
+    return " ".join(sentences[i] for i in sorted(chosen)) or "No matching fact."
 
 
 @tool
@@ -129,25 +139,16 @@ def build_demo_loop(
     )
 
 
-def _print_run(out: dict[str, Any]) -> None:
-    for round_number in range(out["round_state"]["round_index"]):
-        print(f"round {round_number + 1}:")
-        for record in out["round_state"]["done_plans"]:
-            if record.get("round_index") == round_number:
-                status = "ok " if record["success"] else "ERR"
-                result = json.dumps(record["result"], ensure_ascii=False)
-                print(
-                    f"  [{status}] {record['tool_name']}({json.dumps(record['kwargs'])})"
-                    f" {record.get('duration_ms', 0):.0f} ms -> {result[:100]}"
-                )
-    print("\nanswer:\n" + out["answer"])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo loop once on a question (default: `DEMO_QUESTION`); print rounds and answer."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    question = " ".join(args) or DEMO_QUESTION
-    print(f"question: {question}\n")
-    out = asyncio.run(build_demo_loop().ainvoke({"user_input": question}))
-    _print_run(out)
-    return 0
+    """Run `agentloop demo` (`python -m agentloop.demo --help` tells its options).
+
+    Args:
+        argv: The arguments after the command (default: `sys.argv[1:]`): an optional
+            question and the options of `agentloop demo`.
+
+    Returns:
+        The command's exit code.
+    """
+    from agentloop.cli import main as cli_main
+
+    return cli_main(["demo", *(sys.argv[1:] if argv is None else argv)])

@@ -120,12 +120,12 @@ def _fact_commands(state: _Round) -> list[dict[str, Any]]:
 def _per_commands(
     state: _Round, per: tuple[str, str], amount: _Figure, count: _Figure
 ) -> list[dict[str, Any]]:
-    """Compute "amount per count", and keep a note of the figures when notes can be kept."""
+    """Compute "amount per count", and keep a note of the figures when the question asks."""
     commands = [
         _command(f"Compute {per[0]} per {per[1]}", "calculate", "Respond with the figures.",
                  expression=f"{amount.value} / {count.value}")
     ]  # fmt: skip
-    if "save_note" in state.tools and not state.calls("save_note"):
+    if state.question.wants_note and "save_note" in state.tools and not state.calls("save_note"):
         commands[0]["todo_suggestion"] = "Save the figures, then respond."
         title = _note_title(state.question) or f"{per[0]} per {per[1]}"
         commands.append(
@@ -154,17 +154,11 @@ def _plan_commands(
     if question.topic:
         commands += _fact_commands(state)
     weather = state.calls("get_weather")
-    if "get_weather" in tools and not weather:
-        if question.weather_city:
-            commands.append(
-                _command("Check today's weather", "get_weather",
-                         "Respond with it.", city=question.weather_city)
-            )  # fmt: skip
-        elif question.trip_city:
-            commands.append(
-                _command("Check the weather for the trip", "get_weather",
-                         "Mention it only briefly.", city=question.trip_city)
-            )  # fmt: skip
+    if "get_weather" in tools and not weather and question.weather_city:
+        commands.append(
+            _command("Check today's weather", "get_weather",
+                     "Respond with it.", city=question.weather_city)
+        )  # fmt: skip
     if question.expression and "calculate" in tools:
         done = [r for r in state.calls("calculate")
                 if r["kwargs"].get("expression") == question.expression]  # fmt: skip
@@ -176,10 +170,20 @@ def _plan_commands(
     return commands
 
 
+def _earlier_questions(section: str) -> list[str]:
+    """The user's earlier questions in the prompt's conversation, oldest first."""
+    return [
+        str(turn.get("text", ""))
+        for turn in _history(section)
+        if isinstance(turn, dict) and turn.get("role") == "user"
+    ]
+
+
 def _plan(messages: list[BaseMessage]) -> str | AIMessage:
-    """Plan one round from the planner's request."""
+    """Plan one round from the planner's request (a follow-up reads the conversation)."""
     text = message_text(messages[-1])
-    question = _read_question(str(_json_section(text, "user_input", "")))
+    earlier = _earlier_questions(_section(text, "conversation"))
+    question = _read_question(str(_json_section(text, "user_input", "")), earlier)
     tools = {t.get("name", "") for t in _json_section(text, "available_tools", []) if t}
     records = [
         record

@@ -50,6 +50,11 @@ _NAME = r"[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*"
 _CITY_AFTER = re.compile(rf"\b(?:in|at|for|to|visit|visiting)\s+(?:the\s+)?({_NAME})")
 _CITY_BEFORE = re.compile(rf"({_NAME})\s+(?:trams?|bus(?:es)?|ferr(?:y|ies)|metro|airport)\b")
 _CITY_LOWER = re.compile(r"\b(?:in|at|for)\s+([a-z][\w'-]*(?:\s+[a-z][\w'-]*)?)\s*[?.!,]?\s*$")
+_NOTE = re.compile(
+    r"\b(?:(?:keep|take|make|write|save)\s+(?:a\s+)?notes?|notes?|save|remember|"
+    r"write (?:it )?down|jot(?: it)? down)\b",
+    re.IGNORECASE,
+)
 _PER = re.compile(r"\b([a-z][\w-]*)\s+(?:per|for each|for every)\s+([a-z][\w-]*)\b")
 _HOW_MANY_PER = re.compile(
     r"\bhow (?:many|much) ([a-z][\w-]*)\b.*?\b(?:per|for each|for every)\s+([a-z][\w-]*)\b"
@@ -153,6 +158,8 @@ class _Question:
     """The words left to look up in documents, as written."""
     names: set[str] = field(default_factory=set)
     """Stems of the capitalized names, which a relevant text must mention."""
+    wants_note: bool = False
+    """Whether the question asks to keep a note ("... and save a note")."""
 
     @property
     def terms(self) -> set[str]:
@@ -163,8 +170,23 @@ class _Question:
         return " ".join(self.topic)
 
 
-def _read_question(text: str) -> _Question:
-    """Read what a question asks for: weather, arithmetic, facts, or nothing a tool does."""
+def _context_city(earlier: list[str]) -> str:
+    """The city the conversation was last about ("" when none is named)."""
+    for turn in reversed(earlier):
+        city = _city(turn, _CITY_AFTER) or _city(turn, _CITY_BEFORE) or next(iter(_names(turn)), "")
+        if city:
+            return city
+    return ""
+
+
+def _read_question(text: str, earlier: list[str] | None = None) -> _Question:
+    """Read what a question asks for: weather, arithmetic, facts, or nothing a tool does.
+
+    Args:
+        text: The question.
+        earlier: The earlier turns of the conversation, oldest first: a follow-up such
+            as "And what is the weather there?" takes its city from them.
+    """
     weather_city = ""
     rest = text
     if _WEATHER.search(text):
@@ -172,6 +194,7 @@ def _read_question(text: str) -> _Question:
             _city(text, _CITY_AFTER)
             or (_names(text) or [""])[0]
             or next((m.group(1) for m in _CITY_LOWER.finditer(text)), "")
+            or _context_city(earlier or [])
         )
         city_terms = _terms(weather_city)
         rest = " ".join(
@@ -190,6 +213,9 @@ def _read_question(text: str) -> _Question:
     per = (found_per.group(1), found_per.group(2)) if found_per else None
     if per is not None and per[0] in _STOPWORDS:
         per = None
+    wants_note = bool(_NOTE.search(text))
+    if wants_note:
+        rest = _NOTE.sub(" ", rest)
     topic = _words(_CHIT_CHAT.sub(" ", rest))
     names = {_stem(word) for name in _names(rest) for word in name.split()}
     return _Question(
@@ -201,6 +227,7 @@ def _read_question(text: str) -> _Question:
         per=per,
         topic=topic,
         names=names & {_stem(word) for word in topic},
+        wants_note=wants_note,
     )
 
 
@@ -264,7 +291,11 @@ def _sentences(passage: _Text) -> list[str]:
 
 
 def _best_sentences(question: _Question, passage: _Text, limit: int = 2) -> list[str]:
-    """The sentences that hold the figures an "X per Y" question needs, else the best matches."""
+    """The sentences that hold the figures an "X per Y" question needs, else the best matches.
+
+    The best matches are the sentence with most of the question's words, then the one
+    with most of the words still missing, in the passage's order.
+    """
     sentences = _sentences(passage)
     if question.per:
         holding = [
@@ -273,10 +304,16 @@ def _best_sentences(question: _Question, passage: _Text, limit: int = 2) -> list
         ]
         if all(holding):
             return list(dict.fromkeys(holding))
-    wanted = question.terms | ({_stem(w) for w in question.per} if question.per else set())
-    scored = [(len(wanted & _terms(s)), s) for s in sentences]
-    best = max((score for score, _ in scored), default=0)
-    return [s for score, s in scored if score == best and best > 0][:limit]
+    missing = question.terms | ({_stem(w) for w in question.per} if question.per else set())
+    chosen: list[int] = []
+    for _ in range(limit):  # the best sentence, then the one with most words still missing
+        covered = [len(missing & _terms(s)) for s in sentences]
+        best = max(range(len(sentences)), key=lambda i: covered[i], default=-1)
+        if best < 0 or not covered[best]:
+            break
+        chosen.append(best)
+        missing -= _terms(sentences[best])
+    return [sentences[i] for i in sorted(chosen)]
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,8 @@ class AuditEntry:
     arguments: dict[str, Any]
     success: bool
     error: str
+    error_type: str
+    """Why it failed (`ErrorType`; `refused` when an interceptor refused it), or ""."""
     from_cache: bool
     fallback: str
     duration_ms: float
@@ -155,6 +157,7 @@ class AuditLog:
             arguments=dict(call.arguments),
             success=outcome.success,
             error=outcome.error,
+            error_type=outcome.error_type,
             from_cache=outcome.from_cache,
             fallback=outcome.fallback,
             duration_ms=(time.perf_counter() - started) * 1000,

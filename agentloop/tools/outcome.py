@@ -31,6 +31,7 @@ ERROR_SUGGESTIONS: dict[ErrorType, str] = {
     "cancelled": "It was started for a plan that was rejected. Plan it again if it is needed.",
     "unserializable_result": "The tool returned data that cannot be read. Try another tool.",
     "unsupported_result": "The tool cannot be used by this loop. Use another tool.",
+    "refused": "This app does not allow the call. Do not repeat it; answer without it.",
 }
 
 

@@ -7,8 +7,11 @@ its cells, its diagrams, its reports), so what the notebooks teach is what is ch
 from __future__ import annotations
 
 import ast
+import base64
 import json
+import os
 import re
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,6 +40,8 @@ class Executed:
 
     name: str
     outputs: dict[str, list[Any]]
+    notebook: Any
+    """The executed notebook (nbformat), outputs included."""
 
     def _outputs(self, cell_id: str) -> list[Any]:
         assert cell_id in self.outputs, f"{self.name} has no code cell {cell_id}"
@@ -156,6 +161,7 @@ def executed(
                         for cell in notebook.cells
                         if cell.cell_type == "code"
                     },
+                    notebook,
                 )
         result = runs[name]
         if isinstance(result, Exception):
@@ -220,6 +226,32 @@ def test_notebook_shows_each_graph_as_a_diagram(
         mermaid = run.shown(cell_id, MERMAID)
         assert "graph TD;" in mermaid
         assert run.shown(cell_id, "text/plain") == mermaid  # the text fallback
+        if has_graphviz():
+            assert "<svg" in run.shown(cell_id, "image/svg+xml")  # a picture everywhere
+            assert run.shown(cell_id, "image/png")
+
+
+def has_graphviz() -> bool:
+    """Whether `dot` is installed; CI installs it (`.ci/run`), so there it must be."""
+    return shutil.which("dot") is not None or bool(os.environ.get("CI"))
+
+
+def test_an_html_export_shows_the_graph_as_a_picture(
+    executed: Callable[[str], Executed],
+) -> None:
+    if not has_graphviz():
+        pytest.skip("Graphviz's `dot` is not installed (apt-get install graphviz)")
+    from nbconvert import HTMLExporter
+
+    run = executed("01_quickstart.ipynb")
+    page, _ = HTMLExporter().from_notebook_node(run.notebook)
+    # nbconvert shows no text/vnd.mermaid: the graph is there as the SVG picture, embedded
+    pictures = [
+        base64.b64decode(data).decode()
+        for data in re.findall(r'src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', page)
+    ]
+    drawn = [svg for svg in pictures if all(f">{node}</text>" in svg for node in LOOP_NODES)]
+    assert len(drawn) == 1, f"{len(pictures)} SVG pictures, none of the loop"
 
 
 # -- what each notebook shows ----------------------------------------------------------
@@ -283,16 +315,16 @@ def test_step_through(executed: Callable[[str], Executed]) -> None:
     assert run.field("nb02-03", "next") == "('execute',)"
     assert run.field("nb02-03", "rounds done") == "0"
     planned = [line for line in run.lines("nb02-03") if line.startswith("- ")]
-    assert [line.split("(")[0] for line in planned] == ["- search_facts", "- get_weather"]
+    assert [line.split("(")[0] for line in planned] == ["- search_facts"]  # nothing unrelated
 
     # resumed: round 1 ran, and it stops before round 2
     assert run.field("nb02-05", "next") == "('execute',)"
     assert run.field("nb02-05", "rounds done") == "1"
-    assert run.lines("nb02-05")[2].startswith("- calculate({'expression': '37.5 / 4'}): ")
+    assert run.lines("nb02-05")[2].startswith("- calculate({'expression': '42 / 4'}): ")
 
     # the edited plan ran, and the run finished
     assert run.lines("nb02-07")[:2] == [
-        "calculate({'expression': '37.5 * 1000 / 4'}) -> 9375.0",
+        "calculate({'expression': '42 * 1000 / 4'}) -> 10500.0",
         "next: ()",
     ]
 
@@ -306,20 +338,20 @@ def test_step_through(executed: Callable[[str], Executed]) -> None:
 
     # replay from the checkpoint before round 2: the original plan
     checkpoint = run.field("nb02-11", "checkpoint")
-    assert run.field("nb02-11", "its plan") == "{'expression': '37.5 / 4'}"
-    assert run.field("nb02-11", "replayed round 2") == "9.375"
+    assert run.field("nb02-11", "its plan") == "{'expression': '42 / 4'}"
+    assert run.field("nb02-11", "replayed round 2") == "10.5"
     assert run.field("nb02-11", "rounds done") == "2"
 
     # fork from the same checkpoint, with another plan; the thread now ends there
     assert run.field("nb02-13", "the fork's parent") == checkpoint
-    assert run.field("nb02-13", "forked round 2") == "7.5"
+    assert run.field("nb02-13", "forked round 2") == "8.4"
     assert run.field("nb02-13", "the thread's latest answer is the fork's") == "True"
 
     # round 1 ran once for all three branches
     branches = dict(line.split(" ", 1) for line in run.lines("nb02-15"))
     assert set(branches) == {"edited", "replayed", "forked"}
     call_ids = [ast.literal_eval(ids) for ids in branches.values()]
-    assert len(call_ids[0]) == 2
+    assert len(call_ids[0]) == 1
     assert call_ids[0] == call_ids[1] == call_ids[2]
 
 
@@ -335,7 +367,7 @@ def test_compose(executed: Callable[[str], Executed]) -> None:
     assert run.lines("nb03-05") == ["Hello! Ask me about Lumen Bay."]
     assert run.stdout("nb03-07") == (
         "human: How long is each tram line?\n"
-        "ai: The 4 tram lines share 37.5 km of track: about 9.4 km per line.\n"
+        "ai: The 4 tram lines share 42 km of track: 10.5 km per line.\n"
         "\n"
         "— Lumen Bay city desk\n"
     )
@@ -351,7 +383,7 @@ def test_compose(executed: Callable[[str], Executed]) -> None:
     assert summary["rounds"] == 1
     assert summary["tool_calls"] == 2
     assert run.field("nb03-11", "sub-agent answer, the tool result") == (
-        "4 lines, 37.5 km of track: 9.375 km per line."
+        "4 lines, 42 km of track: 10.5 km per line."
     )
 
     # usage per agent, the sub-agent's rolled up into the parent's
@@ -411,11 +443,10 @@ def test_mcp_tools(executed: Callable[[str], Executed]) -> None:
         "The tram network has 42 km of track on 4 lines: 10.5 km per line (noted)."
     )
 
-    assert run.shown("nb04-08", "text/plain").startswith("2 rounds, 4 calls, 0 failed")
+    assert run.shown("nb04-08", "text/plain").startswith("2 rounds, 3 calls, 0 failed")
     demo_calls = [line.split()[2:] for line in run.lines("nb04-09")]
-    assert demo_calls == [
+    assert demo_calls == [  # what the question asks for, a note included, and nothing else
         ["search_documents", "success=True"],
-        ["get_weather", "success=True"],
         ["calculate", "success=True"],
         ["save_note", "success=True"],
     ]
@@ -460,10 +491,13 @@ def test_governance(executed: Callable[[str], Executed]) -> None:
     assert run.field("nb05-11", "invalid").startswith("success=False invalid_arguments - ")
     assert run.field("nb05-11", "pages the tool read") == "[3]"
 
-    # a mandatory audit log sees the call an optional interceptor refused
-    audited = [line.split()[0] for line in run.lines("nb05-13")[:2]]
-    assert audited == ["get_note", "delete_note"]
-    assert run.field("nb05-13", "delete_note result") == "refused: deleting is disabled in this app"
+    # a mandatory audit log sees the call an optional interceptor refused, as refused
+    audited = [line.split() for line in run.lines("nb05-13")[:2]]
+    assert [line[0] for line in audited] == ["get_note", "delete_note"]
+    assert audited[0][-1] == "success=True"
+    assert audited[1][-2:] == ["success=False", "refused"]
+    assert run.field("nb05-13", "delete_note record") == "False refused"
+    assert run.field("nb05-13", "delete_note error") == "deleting is disabled in this app"
     assert "audited" in ast.literal_eval(run.field("nb05-13", "delete_note notes"))
 
     # caching across runs of one compiled loop

@@ -65,6 +65,17 @@ def test_demo_command_runs_without_a_key(tmp_path: Path) -> None:
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )
     assert done.returncode == 0, done.stderr
-    assert "round 2:" in done.stdout
+    assert "round 2: planning" in done.stderr
     assert "10.5" in done.stdout
-    assert "answer:" in done.stdout
+    assert done.stdout.startswith("Here is what the tools found:")
+
+
+def test_the_notebooks_extra_installs_jupyterlab_and_the_kernel() -> None:
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    extra = pyproject["project"]["optional-dependencies"]["notebooks"]
+    names = {requirement.split(">")[0].split("=")[0].split("[")[0] for requirement in extra}
+    assert {"jupyterlab", "ipykernel", "graphviz"} <= names
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert 'pip install -e ".[notebooks]" && jupyter lab notebooks/' in readme

@@ -157,6 +157,26 @@ async def test_studio_per_run_context(server: str) -> None:
     assert final["round_state"]["round_index"] == 1
 
 
+async def test_studio_follow_up_takes_its_city_from_the_conversation(server: str) -> None:
+    from langgraph_sdk import get_client
+
+    client = get_client(url=server)
+    thread = await client.threads.create()
+    question = "How long is the Lumen Bay tram network, and how many km per line?"
+    for text in (question, "And what is the weather there?"):
+        final = await client.runs.wait(
+            thread["thread_id"],
+            "tool_loop",
+            input={"messages": [{"role": "human", "content": text}]},
+        )
+    assert isinstance(final, dict)
+    assert [(r["tool_name"], r["kwargs"]) for r in final["tool_logs"]] == [
+        ("get_weather", {"city": "Lumen Bay"})
+    ]
+    assert "clear, 18 °C in Lumen Bay" in final["answer"]
+    assert final["messages"][-1]["content"] == final["answer"]
+
+
 async def test_studio_sub_agent_graph(server: str) -> None:
     from langgraph_sdk import get_client
 
@@ -166,15 +186,20 @@ async def test_studio_sub_agent_graph(server: str) -> None:
     async for part in client.runs.stream(
         thread["thread_id"],
         "subagent",
-        input={"user_input": "Ask the researcher about trams."},
+        input={"user_input": "How long is the Lumen Bay tram network, and how many km per line?"},
         stream_mode="custom",
     ):
         if part.event == "custom" and part.data.get("agent") == "ask_researcher":
             agent_events.append(part.data["type"])
     assert agent_events[0] == "agent_started" and agent_events[-1] == "agent_completed"
     state = await client.threads.get_state(thread["thread_id"])
-    assert "10.5" in state["values"]["answer"]
-    assert set(state["values"]["usage"]) == {"coordinator", "researcher"}
+    values = state["values"]
+    # the coordinator's answer is the researcher's answer, word for word
+    [researched] = values["action_results"].values()
+    assert values["answer"] == researched
+    assert values["answer"].startswith("Here is what the tools found:")
+    assert "10.5" in values["answer"]
+    assert set(values["usage"]) == {"coordinator", "researcher"}
 
 
 async def test_studio_messages_stream_shows_the_answer_not_the_plan(server: str) -> None:

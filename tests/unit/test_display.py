@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import re
 from typing import Any
 
 import pytest
@@ -217,3 +219,22 @@ def test_helpers() -> None:
     assert shorten("a\n  b", 10) == "a b"
     assert shorten("abcdefghij", 5) == "ab..."
     assert shorten("abcdefghij", 5, "…") == "abcd…"
+
+
+def test_on_a_terminal_the_table_fits_its_width_and_colours_the_outcome(
+    state: dict[str, Any],
+) -> None:
+    from rich.console import Console
+
+    for width in (80, 120):
+        console = Console(file=io.StringIO(), width=width, force_terminal=True)
+        console.print(RunReport(state))
+        screen = console.file.getvalue()
+        assert "\x1b[32mok" in screen and "\x1b[1;31mERR" in screen
+        text = re.sub(r"\x1b\[[0-9;]*m", "", screen)
+        assert max(len(line) for line in text.splitlines()) <= width
+        header = next(line for line in text.splitlines() if line.startswith("round"))
+        columns = ("#", "tool", "arguments", "ok", "ms", "flags", "result / error")
+        assert all(column in header for column in columns) == (width == 120), header
+        assert "render_page" in text
+        assert "The page says hi & 1+2=3." in text  # the answer, as Markdown

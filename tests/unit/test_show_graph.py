@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from IPython.core.formatters import DisplayFormatter
 from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -29,13 +30,23 @@ def test_the_diagram_is_the_drawn_graph() -> None:
     assert str(diagram) == diagram.source
 
 
-def test_jupyter_gets_the_mermaid_mime_type_and_a_text_fallback() -> None:
+def test_without_graphviz_jupyter_gets_the_mermaid_mime_type_and_a_text_fallback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PATH", "")  # no `dot` program: no picture, and no error either
     diagram = show_graph(create_tool_loop(ScriptedChatModel([]), [add]))
     data, metadata = DisplayFormatter().format(diagram)
     assert set(data) == {"text/vnd.mermaid", "text/plain"}
     assert data["text/vnd.mermaid"] == diagram.source
     assert data["text/plain"] == diagram.source
     assert metadata == {}
+
+
+def test_show_graph_is_exported_at_the_top_level() -> None:
+    import agentloop
+
+    assert agentloop.show_graph is show_graph
+    assert "show_graph" in agentloop.__all__
 
 
 def test_the_repr_is_short() -> None:
