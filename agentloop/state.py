@@ -10,6 +10,7 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
 
+from agentloop.checkpoint_safe import safe_text
 from agentloop.errors import ErrorType, InputError
 from agentloop.usage import add_usage
 
@@ -311,16 +312,17 @@ def _text_only(name: str) -> Any:
         if not isinstance(update, str):
             msg = f"`{name}` must be a string, got {type(update).__name__}: {update!r:.80}"
             raise InputError(msg)
-        return update
+        return safe_text(update)  # U+0000 and lone surrogates: no saver can store them
 
     reduce.__name__ = reduce.__qualname__ = f"reduce_{name}"
     return reduce
 
 
 reduce_user_input = _text_only("user_input")
-"""Keep the newest `user_input`; anything but text is an `InputError` before it is stored."""
+"""Keep the newest `user_input`, checkpoint-safe (U+0000 becomes U+FFFD); anything but
+text is an `InputError` before it is stored."""
 reduce_user_extra_requirement = _text_only("user_extra_requirement")
-"""Keep the newest `user_extra_requirement`; anything but text is an `InputError`."""
+"""Keep the newest `user_extra_requirement` (as `reduce_user_input` keeps `user_input`)."""
 
 
 class InputState(TypedDict, total=False):

@@ -98,3 +98,23 @@ def test_nul_from_model_and_tools_on_postgres_async() -> None:
             assert (await loop.aget_state(config)).next == ()
 
     asyncio.run(scenario())
+
+
+def test_nul_in_the_callers_input_on_postgres() -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(postgres_dsn()) as saver:
+        saver.setup()
+        loop = create_tool_loop(
+            ScriptedChatModel([plan_reply("response")], repeat_last=True),
+            [],
+            answer_model=ScriptedChatModel(["noted"], repeat_last=True),
+            checkpointer=saver,
+        )
+        config = {"configurable": {"thread_id": uuid.uuid4().hex}}
+        payload = {"user_input": "scraped\x00 text", "user_extra_requirement": "be\x00 brief"}
+        out = loop.invoke(payload, config)
+        assert out["status"] == "ok" and out["answer"] == "noted"
+        assert out["user_input"] == "scraped\ufffd text"
+        assert out["user_extra_requirement"] == "be\ufffd brief"
+        assert loop.invoke({"user_input": "and now?"}, config)["status"] == "ok"
