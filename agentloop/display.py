@@ -52,6 +52,7 @@ _QUIET_COLUMNS = {6: "1", 7: ""}
 def _says_something(column: int, cells: list[list[str]]) -> bool:
     return any(line[column] != _QUIET_COLUMNS[column] for line in cells)
 
+
 _STYLE = (
     "<style>"
     ".agentloop-report table{border-collapse:collapse;font-size:12px}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from agentloop.checkpoint_safe import checkpoint_safe
 
@@ -15,6 +15,7 @@ EventType = Literal[
     "plan_reasked",
     "plan_decided",
     "tool_queued",
+    "tool_dispatched",
     "tool_started",
     "tool_progress",
     "tool_retry",
@@ -26,6 +27,7 @@ EventType = Literal[
     "queue_drained",
     "round_completed",
     "answer_started",
+    "answer_speculated",
     "answer_completed",
     "agent_started",
     "agent_progress",
@@ -37,8 +39,11 @@ EventType = Literal[
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 """Every event type the loop emits."""
 
-Emit = Callable[..., None]
-"""`emit(event_type, **fields)`: send one event."""
+class Emit(Protocol):
+    """`emit(event_type, **fields)`: send one event (only a declared `EventType`)."""
+
+    def __call__(self, event_type: EventType, /, **fields: Any) -> None:
+        """Send one event."""
 
 
 def null_emit(event_type: str, /, **fields: Any) -> None:

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from agentloop.durability import current_checkpointer
 from agentloop.errors import ToolCallError
-from agentloop.events import Emit, make_emitter, null_emit
+from agentloop.events import Emit, EventType, make_emitter, null_emit
 from agentloop.mcp.client import CallHooks
 from agentloop.redaction import Redact
 
@@ -124,7 +124,7 @@ class CallBridge:
 
     # -- on the session's loop -------------------------------------------------------------
 
-    def _post(self, event: str, fields: dict[str, Any]) -> None:
+    def _post(self, event: EventType, fields: dict[str, Any]) -> None:
         """Emit an event in the tool's task (dropped if that loop has ended meanwhile)."""
         with contextlib.suppress(RuntimeError):  # "Event loop is closed"
             self._loop.call_soon_threadsafe(

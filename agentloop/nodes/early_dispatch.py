@@ -30,9 +30,9 @@ from langchain_core.runnables import RunnableConfig
 
 from agentloop.durability import call_key
 from agentloop.inflight import EarlyCall
-from agentloop.nodes.execute import note_call, run_history
 from agentloop.nodes.guarded import arun_guarded, run_guarded
 from agentloop.nodes.parts import LoopParts
+from agentloop.nodes.reads import note_call, run_history
 from agentloop.planning.normalize import normalize_plan_decision
 from agentloop.planning.references import command_dependencies
 from agentloop.planning.stream import PlanStreamParser

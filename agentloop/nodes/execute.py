@@ -22,9 +22,9 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite, Send
 
-from agentloop.checkpoint_safe import decode_arguments
 from agentloop.durability import call_key
 from agentloop.nodes.parts import LoopParts
+from agentloop.nodes.reads import mark_after_write, note_call, run_reads
 from agentloop.planning.references import command_dependencies
 from agentloop.prompts import to_prompt_json
 from agentloop.settings import LoopContext
@@ -38,7 +38,6 @@ from agentloop.state import (
     run_limit,
 )
 from agentloop.tools.deferred import reference_failed_record, referenced_outcome
-from agentloop.tools.freshness import ReadTracker, reads_so_far, state_touch
 from agentloop.tools.judge import compact_record
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
@@ -51,12 +50,9 @@ __all__ = [
     "make_collect",
     "make_execute",
     "next_batch",
-    "note_call",
     "route_collect",
     "route_execute",
     "round_records",
-    "run_history",
-    "run_reads",
 ]
 
 CALL_NODE = "call_tool"
@@ -170,67 +166,10 @@ def round_records(
     return records
 
 
-def run_history(state: LoopState) -> list[ToolExecutionRecord]:
-    """Every record of the run so far in the order the calls happened.
-
-    The records of a rolled-back round come before the records of the round that
-    replaced it.
-    """
-    round_state = state.get("round_state") or empty_round_state()
-    rolled_back: dict[int, list[ToolExecutionRecord]] = {}
-    for rollback in state.get("rollbacks") or []:
-        rolled_back.setdefault(int(rollback["round_index"]), []).extend(rollback["records"])
-    history: list[ToolExecutionRecord] = []
-    for record in round_state["done_plans"]:
-        history.extend(rolled_back.pop(int(record.get("round_index", 0)), []))
-        history.append(record)
-    for index in sorted(rolled_back):
-        history.extend(rolled_back[index])
-    return history
-
-
-def run_reads(parts: LoopParts, state: LoopState) -> ReadTracker:
-    """The reads of the run so far that no later write made stale."""
-    return reads_so_far(run_history(state), parts.registry.policy_or_none)
-
-
-def note_call(parts: LoopParts, reads: ReadTracker, call: PreparedCall) -> list[int]:
-    """Note a call of the round that will run: a write makes overlapping reads stale.
-
-    A call whose arguments wait for other commands' results touches its whole state.
-
-    Returns:
-        The positions of the round's earlier calls it must run after, even when both
-        are concurrency-safe: for a read, the calls that may write what it reads; for a
-        call that may write, the reads of what it may change.
-    """
-    spec = parts.registry.spec(call["tool_name"])
-    if spec is None:
-        return []
-    policy = spec.policy
-    arguments = None if call.get("depends_on") else decode_arguments(call["arguments"])
-    touch = state_touch(policy, arguments)
-    follows = reads.place(call["index"], touch, writes=policy.writes_state)
-    if policy.writes_state:
-        reads.write(touch, call["tool_name"])
-    if policy.idempotent:
-        reads.read(call["query_key"], call["round_index"], touch)
-    return follows
-
-
 def _repeatable(parts: LoopParts, call: PreparedCall) -> bool:
     """Whether a repeated call may be answered by the earlier one (never for side effects)."""
     spec = parts.registry.spec(call["tool_name"])
     return spec is not None and spec.policy.idempotent
-
-
-def _after_write(call: PreparedCall, write: str) -> None:
-    """Mark a read that runs again because a write made its earlier result stale."""
-    call["after_write"] = write
-    call["notes"] = [
-        *call["notes"],
-        f"ran again: {write} ran after the earlier call and may have changed its result",
-    ]
 
 
 def _duplicate_record(
@@ -345,7 +284,7 @@ def make_execute(parts: LoopParts) -> Any:
                 if first is not None and not allow_duplicates and _repeatable(parts, call):
                     record = _duplicate_record(call, first, first == round_index)
                 elif reads.stale_after(key):
-                    _after_write(call, reads.stale_after(key))
+                    mark_after_write(call, reads.stale_after(key))
             if record is None:
                 follows = note_call(parts, reads, call)
                 if follows:

@@ -34,52 +34,10 @@ from agentloop.tools.judge import judge_result
 from agentloop.tools.late import LateOutcome, watch_late_outcome
 from agentloop.tools.outcome import ToolOutcome, graceful_error
 from agentloop.tools.output import bounded_json
+from agentloop.tools.records import emit_settled, make_record
 from agentloop.tools.spec import IDEMPOTENCY_ARGUMENT
 
 __all__ = ["AGENT_USAGE_ARTIFACT", "PreparedCall", "ToolRunner", "emit_settled", "make_record"]
-
-
-def make_record(
-    call: PreparedCall,
-    outcome: ToolOutcome,
-    *,
-    duration_ms: float = 0.0,
-    truncated: bool = False,
-    flagged: bool = False,
-    duplicate: bool = False,
-) -> ToolExecutionRecord:
-    """Build the execution record of a call from its outcome."""
-    record: ToolExecutionRecord = {
-        "purpose": call["purpose"],
-        "tool_name": call["tool_name"],
-        "kwargs": decode_arguments(call["arguments"]) or call["kwargs"],
-        "todo_suggestion": call["todo_suggestion"],
-        "next": call["todo_suggestion"],
-        "success": outcome.success,
-        "result": outcome.value,
-        "error": "" if outcome.success else outcome.error,
-        "call_id": call["call_id"],
-        "call_key": call["call_key"],
-        "round_index": call["round_index"],
-        "index": call["index"],
-        "error_type": outcome.error_type,
-        "duration_ms": round(duration_ms, 3),
-        "attempts": outcome.attempts,
-        "from_cache": outcome.from_cache,
-        "fallback": outcome.fallback,
-        "duplicate": duplicate,
-        "truncated": truncated,
-        "flagged": flagged,
-        "query_key": call["query_key"],
-    }
-    if call.get("after_write"):
-        record["after_write"] = call["after_write"]
-    if outcome.notes or call["notes"]:
-        record["notes"] = [*call["notes"], *outcome.notes]
-    if outcome.stale_age_s is not None:
-        record["stale"] = True
-        record["stale_age_s"] = round(outcome.stale_age_s, 3)
-    return record
 
 
 class ToolRunner:
@@ -393,20 +351,6 @@ class ToolRunner:
             )
         error_type = failure.error_type or "internal_error"
         return failure.with_changes(value=graceful_error(error_type, call.tool_name, failure.error))
-
-
-def emit_settled(emit: Emit, record: ToolExecutionRecord) -> None:
-    """Report a call that was settled without running (bad call, duplicate, unknown outcome)."""
-    emit(
-        "tool_error",
-        call_id=record.get("call_id", ""),
-        tool_name=record["tool_name"],
-        index=record.get("index", 0),
-        error=record["error"],
-        error_type=record.get("error_type", ""),
-        success=False,
-        duration_ms=0.0,
-    )
 
 
 def _identity(config: RunnableConfig | None) -> str:

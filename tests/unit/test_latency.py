@@ -318,3 +318,20 @@ async def test_streaming_dispatch_runs_with_a_checkpointer_and_replays_repeat_no
         replayed = await collect_events(graph, None, entry, config=snapshot.config)
         assert not [e for e in replayed if e["type"] == "tool_started"]
     assert clock.count("lookup started") == 2  # the recorded outcomes were returned
+
+
+async def test_every_event_a_run_emits_is_declared() -> None:
+    from agentloop import EVENT_TYPES
+
+    clock = Clock()
+    planner = timed_planner(clock, [TWO_LOOKUPS, str(plan_reply("response"))])
+    graph = create_tool_loop(
+        planner,
+        tools_for(clock),
+        answer_model=timed_answerer(clock),
+        planning=PlanningOptions(speculative_answer=True),
+    )
+    events = await collect_events(graph, {"user_input": "news and weather"}, "ainvoke")
+    types = {event["type"] for event in events}
+    assert {"tool_dispatched", "answer_speculated"} <= types
+    assert types <= set(EVENT_TYPES)

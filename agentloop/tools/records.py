@@ -1,0 +1,67 @@
+"""The execution record of a call, and the event of a call settled without running."""
+
+from __future__ import annotations
+
+from agentloop.checkpoint_safe import decode_arguments
+from agentloop.events import Emit
+from agentloop.state import PreparedCall, ToolExecutionRecord
+from agentloop.tools.outcome import ToolOutcome
+
+__all__ = ["emit_settled", "make_record"]
+
+
+def make_record(
+    call: PreparedCall,
+    outcome: ToolOutcome,
+    *,
+    duration_ms: float = 0.0,
+    truncated: bool = False,
+    flagged: bool = False,
+    duplicate: bool = False,
+) -> ToolExecutionRecord:
+    """Build the execution record of a call from its outcome."""
+    record: ToolExecutionRecord = {
+        "purpose": call["purpose"],
+        "tool_name": call["tool_name"],
+        "kwargs": decode_arguments(call["arguments"]) or call["kwargs"],
+        "todo_suggestion": call["todo_suggestion"],
+        "next": call["todo_suggestion"],
+        "success": outcome.success,
+        "result": outcome.value,
+        "error": "" if outcome.success else outcome.error,
+        "call_id": call["call_id"],
+        "call_key": call["call_key"],
+        "round_index": call["round_index"],
+        "index": call["index"],
+        "error_type": outcome.error_type,
+        "duration_ms": round(duration_ms, 3),
+        "attempts": outcome.attempts,
+        "from_cache": outcome.from_cache,
+        "fallback": outcome.fallback,
+        "duplicate": duplicate,
+        "truncated": truncated,
+        "flagged": flagged,
+        "query_key": call["query_key"],
+    }
+    if call.get("after_write"):
+        record["after_write"] = call["after_write"]
+    if outcome.notes or call["notes"]:
+        record["notes"] = [*call["notes"], *outcome.notes]
+    if outcome.stale_age_s is not None:
+        record["stale"] = True
+        record["stale_age_s"] = round(outcome.stale_age_s, 3)
+    return record
+
+
+def emit_settled(emit: Emit, record: ToolExecutionRecord) -> None:
+    """Report a call that was settled without running (bad call, duplicate, unknown outcome)."""
+    emit(
+        "tool_error",
+        call_id=record.get("call_id", ""),
+        tool_name=record["tool_name"],
+        index=record.get("index", 0),
+        error=record["error"],
+        error_type=record.get("error_type", ""),
+        success=False,
+        duration_ms=0.0,
+    )
