@@ -39,6 +39,7 @@ EventType = Literal[
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 """Every event type the loop emits."""
 
+
 class Emit(Protocol):
     """`emit(event_type, **fields)`: send one event (only a declared `EventType`)."""
 

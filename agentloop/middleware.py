@@ -6,7 +6,8 @@
 
 - `wrap_model_call` / `awrap_model_call` wrap every planner call, every answer call and
   every `response_format` call. The `ModelRequest` carries the model, the system message,
-  the messages, the tools (the plan tool in `plan_mode="tool"`), the loop's state with
+  the messages, the tools (the plan tool in `plan_mode="tool"`, the loop's tools in
+  `plan_mode="native"`), the loop's state with
   `agentloop_model_call` set to `"plan"`, `"answer"` or `"structured_response"`, and the
   node's `Runtime`. The handler runs the loop's own call with its retries and
   `ModelOptions` fallbacks, on the request's model, system message and messages, with

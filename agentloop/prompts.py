@@ -147,6 +147,22 @@ PROMPT_VARIABLES: dict[str, frozenset[str]] = {
         }
     ),
     "plan_reask": frozenset({"problem", "reply", "plan_example"}),
+    "plan_native_system": frozenset({"max_rounds"}),
+    "plan_native_user": frozenset(
+        {
+            "conversation",
+            "user_input",
+            "user_extra_requirement",
+            "history",
+            "done_plans",
+            "last_round_records",
+            "round_number",
+            "round_index",
+            "max_rounds",
+            "rollback_note",
+        }
+    ),
+    "plan_native_reask": frozenset({"problem", "reply"}),
     "rollback_note": frozenset({"reasons"}),
     "answer_system": frozenset({"user_extra_requirement"}),
     "answer_user": frozenset({"user_input", "conversation"}),

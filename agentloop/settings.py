@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from langgraph.config import get_config
 
@@ -20,7 +20,8 @@ __all__ = ["LOOP_CONFIG_KEY", "LoopContext", "LoopSettings", "PlanMode", "RunSco
 LOOP_CONFIG_KEY = "agentloop"
 """The `configurable` key of a run's `LoopContext` when the graph's context is the app's own."""
 
-PlanMode = Literal["json", "tool"]
+PlanMode = Literal["json", "tool", "native"]
+"""How the planner writes its plan: JSON text, one plan tool call, or the tools' own calls."""
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,8 @@ class LoopSettings:
         ):
             msg = f"concurrency must be None or an int >= 1, got {self.concurrency!r}"
             raise ConfigurationError(msg)
-        if self.plan_mode not in ("json", "tool"):
-            msg = f"plan_mode must be 'json' or 'tool', got {self.plan_mode!r}"
+        if self.plan_mode not in get_args(PlanMode):
+            msg = f"plan_mode must be 'json', 'tool' or 'native', got {self.plan_mode!r}"
             raise ConfigurationError(msg)
         if not isinstance(self.keep_tool_results, int) or self.keep_tool_results < 0:
             msg = f"keep_tool_results must be an int >= 0, got {self.keep_tool_results!r}"
@@ -130,7 +131,10 @@ class LoopContext:
     )
     plan_mode: PlanMode | None = field(
         default=None,
-        metadata={"description": "'json' (plan as message text) or 'tool' (native tool call)."},
+        metadata={
+            "description": "'json' (plan as message text), 'tool' (one plan tool call) or "
+            "'native' (the planner calls the tools themselves)."
+        },
     )
     keep_tool_results: int | None = field(
         default=None,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, NoReturn
+from typing import Any, NoReturn, get_args
 
 from agentloop import __version__
+from agentloop.settings import PlanMode
 
 __all__ = ["EXIT_CODES_HELP", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_MODEL_UNAVAILABLE",
            "EXIT_OK", "EXIT_SERVER", "EXIT_USAGE", "MODEL_ENV", "CliError",
@@ -139,9 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--plan-mode",
-        choices=("json", "tool"),
+        choices=get_args(PlanMode),
         default="json",
-        help="json: the plan as message text (any model); tool: native tool calling",
+        help="json: the plan as message text (any model); tool: one plan tool call; "
+        "native: the planner calls the tools themselves (models with tool calling)",
     )
 
     demo = commands.add_parser(

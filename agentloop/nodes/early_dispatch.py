@@ -1,6 +1,7 @@
 """Streaming dispatch: start a plan's read-only calls while the plan is still streaming.
 
-A command starts before the plan ends when its JSON object is complete, the plan's
+A command starts before the plan ends when it is complete (its JSON object closed, or, in
+`plan_mode="native"`, the next tool call started), the plan's
 `next_action` is `execute`, its tool is concurrency-safe and idempotent, its arguments
 are valid and name no other command's result, and every command before it is
 concurrency-safe (a call with side effects keeps its place in the order). It is the
@@ -24,7 +25,7 @@ import concurrent.futures
 import contextvars
 import threading
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from langchain_core.runnables import RunnableConfig
 
@@ -35,7 +36,6 @@ from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.reads import note_call, run_history
 from agentloop.planning.normalize import normalize_plan_decision
 from agentloop.planning.references import command_dependencies
-from agentloop.planning.stream import PlanStreamParser
 from agentloop.settings import RunScope
 from agentloop.state import LoopState, PreparedCall, ToolExecutionRecord, empty_round_state
 from agentloop.tools.cache_scope import run_identity
@@ -44,11 +44,37 @@ from agentloop.tools.freshness import reads_so_far
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
 
-__all__ = ["REJECTED_NOTE", "EarlyDispatch", "round_label", "tool_config"]
+__all__ = ["REJECTED_NOTE", "CommandStream", "EarlyDispatch", "round_label", "tool_config"]
 
 REJECTED_NOTE = (
     "ran while its plan was streaming; that plan was rejected, so its result was not used"
 )
+
+
+class CommandStream(Protocol):
+    """A plan as it streams, read as commands.
+
+    `PlanStreamParser` reads a JSON plan, `NativeCallParser` the planner's own tool calls.
+    """
+
+    @property
+    def next_action(self) -> str | None:
+        """The plan's `next_action`, once known."""
+        ...
+
+    @property
+    def finished(self) -> bool:
+        """Whether the whole plan arrived."""
+        ...
+
+    @property
+    def commands_completed(self) -> int:
+        """How many commands are complete so far."""
+        ...
+
+    def completed_commands(self, start: int = 0) -> list[tuple[int, Any]]:
+        """The complete commands from `start`, as (position, raw command) pairs."""
+        ...
 
 
 def round_label(state: LoopState) -> str:
@@ -130,7 +156,7 @@ class EarlyDispatch:
         self.looked_at = self.started = 0
         self.stopped = False
 
-    def feed(self, parser: PlanStreamParser) -> None:
+    def feed(self, parser: CommandStream) -> None:
         """Start what the commands completed since the last look allow."""
         if not self.enabled or self.stopped or parser.next_action != "execute":
             return

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, BaseMessageChunk
-from langchain_core.runnables import Runnable
 from langgraph.config import get_config
-from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 
-from agentloop.errors import ConfigurationError, ModelBehaviorError, model_error_message
+from agentloop.errors import ModelBehaviorError, model_error_message
 from agentloop.messages import conversation_turns, message_text
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
@@ -22,6 +19,7 @@ from agentloop.nodes.answer import answer_prompt
 from agentloop.nodes.early_dispatch import EarlyDispatch
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.plan_call import acall_planner, call_planner
+from agentloop.nodes.plan_model import PLAN_TAGS, check_native_planners, planner_runnable
 from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.check import (
     plan_example,
@@ -30,47 +28,14 @@ from agentloop.planning.check import (
     reference_example,
 )
 from agentloop.planning.normalize import unparseable_decision
-from agentloop.planning.prompt import PLAN_TOOL, PLAN_TOOL_STRICT, build_plan_messages
+from agentloop.planning.prompt import build_plan_messages
 from agentloop.planning.reader import PlanRead
-from agentloop.settings import LoopContext, LoopSettings, RunScope
+from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, PlanDecision, empty_round_state
 from agentloop.system_prompt import with_app_instructions
 from agentloop.usage import sum_usage, usage_entry
 
 __all__ = ["PLAN_TAGS", "make_plan"]
-
-PLAN_TAGS = ["agentloop:plan"]
-"""Tags of every planner call (plus LangGraph's `nostream` unless planner tokens stream)."""
-
-
-def _bind_plan_tool(model: BaseChatModel) -> Runnable[Any, Any]:
-    """Force the plan tool; strict structured output where the model's binding offers it."""
-    try:
-        if _takes_strict(model):
-            return model.bind_tools([PLAN_TOOL_STRICT], tool_choice="PlanDecision", strict=True)
-        return model.bind_tools([PLAN_TOOL], tool_choice="PlanDecision")
-    except NotImplementedError as error:
-        msg = f"plan_mode='tool' needs a model with tool calling; {type(model).__name__} has none"
-        raise ConfigurationError(msg) from error
-
-
-def _takes_strict(model: BaseChatModel) -> bool:
-    """Whether `bind_tools` names a `strict` parameter (OpenAI-style strict schemas)."""
-    try:
-        parameters = inspect.signature(model.bind_tools).parameters
-    except (TypeError, ValueError):
-        return False
-    return "strict" in parameters
-
-
-def _runnable(
-    model: BaseChatModel, settings: LoopSettings, options: dict[str, Any]
-) -> Runnable[Any, Any]:
-    """The planner call: tagged so LangGraph's `messages` stream leaves it out by default."""
-    bound = _bind_plan_tool(model) if settings.plan_mode == "tool" else model
-    tags = PLAN_TAGS if settings.stream_plan_tokens else [*PLAN_TAGS, TAG_NOSTREAM]
-    configured = bound.with_config(tags=tags, run_name="plan")
-    return configured.bind(**options) if options else configured
 
 
 def plan_chunk_size(chunk: BaseMessageChunk) -> int:
@@ -178,6 +143,7 @@ class _Plan:
             plan_example=example,
             reference_example=with_reference,
             prompts=self.parts.prompts,
+            native=settings.plan_mode == "native",
         )
         messages = with_app_instructions(messages, self.parts.system_prompt)
         scope.emit(
@@ -209,7 +175,7 @@ class _Plan:
         """The decision a reply gives, and why it cannot be used ("" when it can)."""
         if read.cut and not read.short:
             reason = f"the reply was cut: {read.cut}"
-            return unparseable_decision(reason, read.reader.parser.text), reason
+            return unparseable_decision(reason, read.reply_text), reason
         decision = read.reader.decision(short_circuited=read.short)
         registry = self.parts.registry
         return decision, plan_problem(decision, lambda name: registry.get(name) is not None)
@@ -219,8 +185,10 @@ class _Plan:
         attempts.reasks += 1
         attempts.dispatch.cancel()
         attempts.scope.emit("plan_reasked", attempt=attempts.reasks, reason=problem)
-        reply = read.reader.parser.text or read.reader.text_parser.text
-        message = reask_message(self.parts.prompts, problem, reply, attempts.example)
+        native = attempts.scope.settings.plan_mode == "native"
+        message = reask_message(
+            self.parts.prompts, problem, read.reply_text, attempts.example, native=native
+        )
         attempts.messages = [*attempts.messages[:2], message]
 
     def _may_reask(self, state: LoopState, attempts: _Attempts, problem: str) -> bool:
@@ -251,7 +219,7 @@ class _Plan:
             decision, problem = attempts.judged or self._judge(read)
             if problem:
                 failure = f"the plan could not be used: {problem}"
-                decision = {**unparseable_decision(problem, read.reader.parser.text)}
+                decision = {**unparseable_decision(problem, read.reply_text)}
             chunks, short = read.reader.chunks, read.short
         if failure or decision["next_action"] != "execute":
             attempts.dispatch.cancel()
@@ -295,14 +263,16 @@ class _Plan:
 
     def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         attempts = self._request(state, runtime, asynchronous=False)
-        tool_mode = attempts.scope.settings.plan_mode == "tool"
+        plan_mode = attempts.scope.settings.plan_mode
 
         def attempt(
             model: BaseChatModel, request: list[BaseMessage], options: dict[str, Any]
         ) -> PlanRead:
-            read, bounded = PlanRead.start(model, tool_mode), self._bounded()
+            read, bounded = PlanRead.start(model, plan_mode), self._bounded()
             attempts.fresh_dispatch()
-            runnable = _runnable(model, attempts.scope.settings, options)
+            runnable = planner_runnable(
+                model, attempts.scope.settings, options, self.parts.tools.tool_schemas
+            )
             chunks = bounded.iterate(lambda: runnable.stream(request))
             try:
                 for chunk in chunks:
@@ -330,14 +300,16 @@ class _Plan:
 
     async def ainvoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
         attempts = self._request(state, runtime, asynchronous=True)
-        tool_mode = attempts.scope.settings.plan_mode == "tool"
+        plan_mode = attempts.scope.settings.plan_mode
 
         async def attempt(
             model: BaseChatModel, request: list[BaseMessage], options: dict[str, Any]
         ) -> PlanRead:
-            read, bounded = PlanRead.start(model, tool_mode), self._bounded()
+            read, bounded = PlanRead.start(model, plan_mode), self._bounded()
             attempts.fresh_dispatch()
-            runnable = _runnable(model, attempts.scope.settings, options)
+            runnable = planner_runnable(
+                model, attempts.scope.settings, options, self.parts.tools.tool_schemas
+            )
             chunks = bounded.aiterate(runnable.astream(request))
             try:
                 async for chunk in chunks:
@@ -365,6 +337,13 @@ class _Plan:
 
 
 def make_plan(parts: LoopParts) -> LoopNode:
-    """Build the `plan` node of a loop."""
+    """Build the `plan` node of a loop.
+
+    Raises:
+        ConfigurationError: `plan_mode="native"` with a planner model (or a fallback)
+            that has no tool calling.
+    """
+    if parts.settings.plan_mode == "native":
+        check_native_planners(parts.models.planners(), parts.tools.tool_schemas)
     node = _Plan(parts)
     return LoopNode("plan", node.invoke, node.ainvoke)

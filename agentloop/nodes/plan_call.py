@@ -14,6 +14,7 @@ from agentloop.model_calls import arun_with_retries, run_with_retries
 from agentloop.nodes.parts import LoopParts
 from agentloop.planning.prompt import PLAN_TOOL
 from agentloop.planning.reader import PlanRead
+from agentloop.settings import PlanMode
 from agentloop.state import LoopState
 
 __all__ = ["acall_planner", "call_planner"]
@@ -46,7 +47,7 @@ def call_planner(
     middleware = parts.middleware
     if middleware is None:
         return run_with_retries(models, lambda model: attempt(model, messages, {}), retry)
-    tool_mode = scope.settings.plan_mode == "tool"
+    plan_mode = scope.settings.plan_mode
     return middleware.call_model(
         "plan",
         models,
@@ -55,10 +56,10 @@ def call_planner(
             [model, *models[1:]], lambda chosen: attempt(chosen, sent, options), retry
         ),
         PlanRead.as_message,
-        partial(_read_of, tool_mode=tool_mode),
+        partial(_read_of, plan_mode=plan_mode),
         state=state,
         runtime=runtime,
-        tools=[PLAN_TOOL] if tool_mode else [],
+        tools=_request_tools(parts, plan_mode),
     )
 
 
@@ -75,7 +76,7 @@ async def acall_planner(
     middleware = parts.middleware
     if middleware is None:
         return await arun_with_retries(models, lambda model: attempt(model, messages, {}), retry)
-    tool_mode = scope.settings.plan_mode == "tool"
+    plan_mode = scope.settings.plan_mode
     return await middleware.acall_model(
         "plan",
         models,
@@ -84,13 +85,20 @@ async def acall_planner(
             [model, *models[1:]], lambda chosen: attempt(chosen, sent, options), retry
         ),
         PlanRead.as_message,
-        partial(_read_of, tool_mode=tool_mode),
+        partial(_read_of, plan_mode=plan_mode),
         state=state,
         runtime=runtime,
-        tools=[PLAN_TOOL] if tool_mode else [],
+        tools=_request_tools(parts, plan_mode),
     )
 
 
-def _read_of(message: AIMessage, model: BaseChatModel, *, tool_mode: bool) -> PlanRead:
+def _request_tools(parts: LoopParts, plan_mode: PlanMode) -> list[dict[str, Any]]:
+    """The tools a planner request binds: the plan tool, the loop's tools, or none."""
+    if plan_mode == "tool":
+        return [PLAN_TOOL]
+    return parts.tools.tool_schemas if plan_mode == "native" else []
+
+
+def _read_of(message: AIMessage, model: BaseChatModel, *, plan_mode: PlanMode) -> PlanRead:
     """A plan reply a middleware wrote itself, read like one from the model."""
-    return PlanRead.of_message(message, model, tool_mode)
+    return PlanRead.of_message(message, model, plan_mode)

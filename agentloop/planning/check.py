@@ -187,21 +187,25 @@ def _example_value(schema: Mapping[str, Any]) -> Any:
     }.get(str(kind), "text from the request")
 
 
-def reask_message(prompts: PromptSet, problem: str, reply: str, example: str) -> HumanMessage:
+def reask_message(
+    prompts: PromptSet, problem: str, reply: str, example: str, *, native: bool = False
+) -> HumanMessage:
     """The message that asks the planner again after an unusable reply.
 
     Args:
-        prompts: The loop's prompt templates (`plan_reask`).
+        prompts: The loop's prompt templates (`plan_reask`, or `plan_native_reask`).
         problem: Why the reply could not be used.
         reply: The reply, quoted back (cut to a few hundred characters).
-        example: A usable plan for this loop's tools (`plan_example`).
+        example: A usable plan for this loop's tools (`plan_example`; not shown to a
+            native planner, which calls the tools).
+        native: The planner calls the tools themselves (`plan_mode="native"`).
     """
     quoted = reply.strip()
     if len(quoted) > _QUOTED_REPLY_LIMIT:
         quoted = quoted[:_QUOTED_REPLY_LIMIT] + " [...]"
     return HumanMessage(
         prompts.render(
-            "plan_reask",
+            "plan_native_reask" if native else "plan_reask",
             problem=to_prompt_json(problem),
             reply=to_prompt_json(quoted or "(nothing)"),
             plan_example=example,

@@ -172,6 +172,7 @@ def build_plan_messages(
     plan_example: str = "",
     reference_example: str = "",
     prompts: PromptSet | None = None,
+    native: bool = False,
 ) -> list[BaseMessage]:
     """Render the planner's request for one round.
 
@@ -196,6 +197,9 @@ def build_plan_messages(
         reference_example: A plan whose second command uses the first's result, written
             with the loop's real tools (`reference_example`).
         prompts: The loop's templates (default: the shipped ones).
+        native: The planner calls the bound tools (`plan_mode="native"`): the
+            `plan_native_*` templates, which ask for tool calls instead of a JSON plan
+            and leave out the tool list (the bound tools carry it).
 
     Returns:
         A system message (rules) and a human message (tools, request, round state).
@@ -208,13 +212,13 @@ def build_plan_messages(
     # The last round's results were never shown: all of them are. `keep_tool_results`
     # bounds the results earlier prompts already showed.
     system = prompts.render(
-        "plan_system",
+        "plan_native_system" if native else "plan_system",
         plan_example=plan_example or '{"next_action": "response", "execution_commands": []}',
         reference_example=reference_example or GENERIC_REFERENCE_EXAMPLE,
         max_rounds=max_rounds,
     )
     human = prompts.render(
-        "plan_user",
+        "plan_native_user" if native else "plan_user",
         available_tools=available_tools,
         conversation=conversation_text(conversation),
         user_input=quote_user_text(user_input),

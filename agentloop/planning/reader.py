@@ -6,13 +6,15 @@ import json
 from dataclasses import dataclass, field
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessageChunk
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessageChunk, ToolCall
 from langchain_core.messages.tool import tool_call_chunk
 
 from agentloop.messages import message_text
 from agentloop.models import model_name
+from agentloop.planning.native import NativePlanReader
 from agentloop.planning.normalize import normalize_plan_decision, unparseable_decision
 from agentloop.planning.stream import PlanParseError, PlanStreamParser
+from agentloop.settings import PlanMode
 from agentloop.state import PlanDecision
 from agentloop.usage import message_usage
 
@@ -66,7 +68,7 @@ class PlanReader:
 class PlanRead:
     """One attempt at reading a plan: the reader, usage, and whether it short-circuited."""
 
-    reader: PlanReader
+    reader: PlanReader | NativePlanReader
     model: str
     short: bool = False
     cut: str = ""
@@ -75,25 +77,49 @@ class PlanRead:
     tokens_out: int = 0
 
     @classmethod
-    def start(cls, model: BaseChatModel, tool_mode: bool) -> PlanRead:
+    def start(cls, model: BaseChatModel, plan_mode: PlanMode) -> PlanRead:
         """Start reading a reply of `model`."""
-        return cls(PlanReader(tool_mode), model_name(model))
+        reader = NativePlanReader() if plan_mode == "native" else PlanReader(plan_mode == "tool")
+        return cls(reader, model_name(model))
 
     @classmethod
-    def of_message(cls, message: AIMessage, model: BaseChatModel, tool_mode: bool) -> PlanRead:
+    def of_message(cls, message: AIMessage, model: BaseChatModel, plan_mode: PlanMode) -> PlanRead:
         """Read a whole reply at once (one that middleware wrote, not the model)."""
-        read = cls.start(model, tool_mode)
+        read = cls.start(model, plan_mode)
         chunks = [
             tool_call_chunk(
                 name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=index
             )
             for index, call in enumerate(message.tool_calls)
         ]
-        read.feed(AIMessageChunk(content=message.content, tool_call_chunks=chunks))
+        whole = AIMessageChunk(content=message.content, tool_call_chunks=chunks)
+        whole.chunk_position = "last"
+        read.feed(whole)
         return read
 
+    @property
+    def reply_text(self) -> str:
+        """The reply as text: the plan's JSON, or the native reply's text and tool calls."""
+        if isinstance(self.reader, NativePlanReader):
+            return self.reader.parser.transcript()
+        return self.reader.parser.text or self.reader.text_parser.text
+
     def as_message(self) -> AIMessage:
-        """The reply as a message, for middleware (the plan's JSON as its text)."""
+        """The reply as a message, for middleware (the plan's JSON as its text).
+
+        A native reply keeps its tool calls.
+        """
+        if isinstance(self.reader, NativePlanReader):
+            parser = self.reader.parser
+            calls = [
+                ToolCall(
+                    name=command["tool_name"],
+                    args=command["tool_kwargs"] if isinstance(command["tool_kwargs"], dict) else {},
+                    id=call_id or None,
+                )
+                for command, call_id in zip(parser.commands(), parser.call_ids(), strict=True)
+            ]
+            return AIMessage(parser.text, tool_calls=calls)
         return AIMessage(self.reader.parser.text or self.reader.text_parser.text)
 
     def feed(self, chunk: BaseMessageChunk) -> bool:

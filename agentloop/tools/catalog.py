@@ -52,6 +52,7 @@ class _Snapshot:
     version: int
     registry: ToolRegistry
     tool_list: str
+    tool_schemas: list[dict[str, Any]]
 
 
 class ToolCatalog:
@@ -95,7 +96,11 @@ class ToolCatalog:
             **self._options,
         )
         text = registry.descriptions_json
-        return _Snapshot(version, registry, self._redact(text) if self._redact else text)
+        schemas = registry.tool_schemas
+        if self._redact is not None:
+            text = self._redact(text)
+            schemas = [_redacted(schema, self._redact) for schema in schemas]
+        return _Snapshot(version, registry, text, schemas)
 
     def _current(self) -> _Snapshot:
         snapshot = self._snapshot
@@ -110,7 +115,10 @@ class ToolCatalog:
                 except Exception as error:  # keep the last good tools rather than fail a run
                     logger.error("the tool list changed but could not be used: %s", error)
                     self._snapshot = _Snapshot(
-                        self._source.version, self._snapshot.registry, self._snapshot.tool_list
+                        self._source.version,
+                        self._snapshot.registry,
+                        self._snapshot.tool_list,
+                        self._snapshot.tool_schemas,
                     )
             return self._snapshot
 
@@ -125,6 +133,17 @@ class ToolCatalog:
         return self._current().tool_list
 
     @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools as the planner model binds them now (`plan_mode="native"`, redacted)."""
+        return self._current().tool_schemas
+
+    @property
     def unavailable(self) -> Mapping[str, str]:
         """Sources of tools that are missing now, with the reason."""
         return dict(self._source.unavailable) if self._source is not None else {}
+
+
+def _redacted(schema: dict[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:
+    """A bound tool's schema with its description redacted."""
+    function = schema["function"]
+    return {**schema, "function": {**function, "description": redact(function["description"])}}

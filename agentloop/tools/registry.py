@@ -148,3 +148,8 @@ class ToolRegistry:
     def descriptions(self) -> list[dict[str, Any]]:
         """What the planner is told about each tool: name, description, argument schema."""
         return [spec.description() for spec in self._specs.values()]
+
+    @cached_property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools as the planner model binds them in `plan_mode="native"`."""
+        return [spec.tool_schema() for spec in self._specs.values()]

@@ -111,3 +111,24 @@ class ToolSpec:
             "side_effects": not self.policy.read_only,
             "idempotent": self.policy.repeat_safe,
         }
+
+    def tool_schema(self) -> dict[str, Any]:
+        """The tool as a model binds it (OpenAI format), injected arguments hidden.
+
+        The description says whether the tool has side effects, as the JSON plan prompt's
+        tool list does.
+        """
+        effect = (
+            "read-only; calls of one reply run in parallel"
+            if self.policy.read_only
+            else "has side effects; runs alone, in the order called, never repeated"
+        )
+        description = (self.tool.description or self.name).strip()
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": f"{description}\n({effect})",
+                "parameters": self.schema,
+            },
+        }

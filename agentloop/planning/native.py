@@ -1,0 +1,201 @@
+"""Reading a plan from the planner's own tool calls (`plan_mode="native"`).
+
+The planner model is bound to the loop's tools; each tool call of its reply is one
+execution command (name -> `tool_name`, arguments -> `tool_kwargs`, the reply's text,
+if any, -> `purpose`) and a reply without tool calls is `next_action="response"`.
+
+`NativeCallParser` offers the command stream interface of `PlanStreamParser` that
+streaming dispatch consumes (`next_action`, `finished`, `commands_completed`,
+`completed_commands`): a tool call is complete when the next one starts or the stream
+ends. `NativePlanReader` feeds it chunk by chunk and short-circuits on the first content
+token that comes before any tool-call chunk: the reply is a `response`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import BaseMessageChunk
+
+from agentloop.messages import message_text
+from agentloop.planning.normalize import normalize_plan_decision
+from agentloop.planning.stream import PlanParseError, PlanStreamParser, extract_json_object
+from agentloop.state import PlanDecision
+
+__all__ = ["NativeCallParser", "NativePlanReader", "decode_arguments"]
+
+
+def decode_arguments(text: str) -> Any:
+    """Decode a tool call's argument text, repairing common JSON damage ({} when empty).
+
+    Returns:
+        The decoded value, or the text itself when nothing decodes (the call is then
+        refused by validation, with the reason, like any call with bad arguments).
+    """
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    try:
+        return extract_json_object(text)
+    except PlanParseError:
+        return text
+
+
+@dataclass
+class _CallBuffer:
+    """One streamed tool call: its name, id and argument text so far."""
+
+    name: str = ""
+    call_id: str = ""
+    parts: list[str] = field(default_factory=list)
+
+    @property
+    def arguments(self) -> str:
+        return "".join(self.parts)
+
+
+class NativeCallParser:
+    """The planner's tool calls as they stream, read as the commands of a plan."""
+
+    def __init__(self) -> None:
+        self._calls: dict[Any, _CallBuffer] = {}
+        self._last: Any = None
+        self._text: list[str] = []
+        self.ended = False
+        """Whether the stream's last chunk arrived."""
+
+    def feed(self, chunk: BaseMessageChunk) -> None:
+        """Consume one chunk: its tool-call chunks and its text."""
+        for call_chunk in getattr(chunk, "tool_call_chunks", None) or []:
+            self._feed_call(call_chunk)
+        text = message_text(chunk)
+        if text:
+            self._text.append(text)
+        if getattr(chunk, "chunk_position", None) == "last":
+            self.ended = True
+
+    def _feed_call(self, call_chunk: Any) -> None:
+        index, call_id = call_chunk.get("index"), call_chunk.get("id") or ""
+        if index is not None:
+            key: Any = index
+        elif call_id and ("id", call_id) not in self._calls:
+            key = ("id", call_id)  # no index: a new id starts a new call
+        else:
+            key = self._last if self._last is not None else 0
+        buffer = self._calls.get(key)
+        if buffer is None:
+            buffer = self._calls[key] = _CallBuffer()
+        self._last = key
+        if call_chunk.get("name"):
+            buffer.name += str(call_chunk["name"])
+        if call_id and not buffer.call_id:
+            buffer.call_id = call_id
+        if call_chunk.get("args"):
+            buffer.parts.append(str(call_chunk["args"]))
+
+    @property
+    def has_calls(self) -> bool:
+        """Whether a tool-call chunk has arrived."""
+        return bool(self._calls)
+
+    @property
+    def next_action(self) -> str | None:
+        """`execute` once a tool call started, `response` once text came first, else None."""
+        if self._calls:
+            return "execute"
+        return "response" if self.text else None
+
+    @property
+    def wants_response(self) -> bool:
+        """Whether the reply is a `response` (text before any tool call)."""
+        return self.next_action == "response"
+
+    @property
+    def finished(self) -> bool:
+        """Whether the reply ended."""
+        return self.ended
+
+    @property
+    def commands_completed(self) -> int:
+        """How many tool calls are complete: all but the last one until the reply ends."""
+        count = len(self._calls)
+        return count if self.ended else max(count - 1, 0)
+
+    def completed_commands(self, start: int = 0) -> list[tuple[int, Any]]:
+        """The complete tool calls from `start`, as (position, raw command) pairs."""
+        buffers = list(self._calls.values())[: self.commands_completed]
+        return [
+            (position, self._command(buffer))
+            for position, buffer in enumerate(buffers)
+            if position >= start
+        ]
+
+    def commands(self) -> list[dict[str, Any]]:
+        """Every tool call so far as a raw command."""
+        return [self._command(buffer) for buffer in self._calls.values()]
+
+    def call_ids(self) -> list[str]:
+        """The ids of the tool calls so far ("" where the model gave none)."""
+        return [buffer.call_id for buffer in self._calls.values()]
+
+    def _command(self, buffer: _CallBuffer) -> dict[str, Any]:
+        command: dict[str, Any] = {
+            "tool_name": buffer.name,
+            "tool_kwargs": decode_arguments(buffer.arguments),
+        }
+        purpose = self.text.strip()
+        if purpose:
+            command["purpose"] = purpose
+        return command
+
+    @property
+    def text(self) -> str:
+        """The reply's text so far."""
+        if len(self._text) > 1:
+            self._text = ["".join(self._text)]
+        return self._text[0] if self._text else ""
+
+    def transcript(self) -> str:
+        """The reply as text, to quote it back to the planner: its text and its calls."""
+        calls = [
+            {"name": buffer.name, "arguments": buffer.arguments} for buffer in self._calls.values()
+        ]
+        parts = [self.text.strip()] if self.text.strip() else []
+        if calls:
+            parts.append(json.dumps(calls, ensure_ascii=False))
+        return "\n".join(parts)
+
+
+@dataclass
+class NativePlanReader:
+    """Feeds a streamed planner reply of `plan_mode="native"`, one chunk at a time."""
+
+    parser: NativeCallParser = field(default_factory=NativeCallParser)
+    text_parser: PlanStreamParser = field(default_factory=PlanStreamParser)
+    """Unused in native mode (there is no JSON text to read); kept empty."""
+    chunks: int = 0
+
+    def feed(self, chunk: BaseMessageChunk) -> bool:
+        """Consume one chunk; return True once text came before any tool call."""
+        self.chunks += 1
+        self.parser.feed(chunk)
+        return self.parser.wants_response
+
+    def decision(self, *, short_circuited: bool) -> PlanDecision:
+        """Return the normalized decision of what was read."""
+        if short_circuited or not self.parser.has_calls:
+            return {
+                "next_action": "response",
+                "execution_commands": [],
+                "short_circuited": short_circuited,
+            }
+        decision = normalize_plan_decision(
+            {"next_action": "execute", "execution_commands": self.parser.commands()}
+        )
+        decision["short_circuited"] = False
+        return decision
