@@ -85,10 +85,13 @@ class PlanningOptions:
     """How rounds are planned and bounded.
 
     Attributes:
-        plan_mode: `"json"` (the plan as message text: any chat model) or `"tool"`
-            (native structured output through tool calling).
+        plan_mode: `"json"` (the plan as message text: any chat model), `"tool"`
+            (native structured output through tool calling) or `"native"` (the planner
+            is bound to the loop's tools and its tool calls are the round's commands; a
+            planner without tool calling is a `ConfigurationError`).
         prompts: Templates that replace the shipped ones, by name (`plan_system`,
-            `plan_user`, `plan_reask`, `rollback_note`, `answer_system`, `answer_user`,
+            `plan_user`, `plan_reask`, `plan_native_system`, `plan_native_user`,
+            `plan_native_reask`, `rollback_note`, `answer_system`, `answer_user`,
             `answer_results`): the text, or a file path. Checked when the loop is built:
             a template that uses a `$name` it may not is a `ConfigurationError`
             (`PROMPT_VARIABLES` lists them).
