@@ -7,6 +7,7 @@ import threading
 from typing import Annotated, Any
 
 import pytest
+from langchain.agents.middleware import ModelRequest, wrap_model_call
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.tools import InjectedToolCallId, tool
@@ -279,3 +280,49 @@ def test_the_cli_accepts_native_plan_mode() -> None:
     assert args.plan_mode == "native"
     with pytest.raises(CliError):
         build_parser().parse_args(["run", "--plan-mode", "xml", "q"])
+
+
+async def test_model_middleware_sees_the_tools_and_the_tool_calls(run_loop: Any) -> None:
+    seen: list[tuple[list[str], list[str]]] = []
+
+    @wrap_model_call
+    def record(request: ModelRequest, handler: Any) -> Any:
+        """Record the tools of a planner request and the calls of its reply."""
+        if request.state["agentloop_model_call"] != "plan":
+            return handler(request)
+        if seen:  # the second plan is written here, without the model
+            return AIMessage("", tool_calls=[{"name": "add", "args": {"a": 2, "b": 2}, "id": "m"}])
+        reply = handler(request)
+        tools = [tool["function"]["name"] for tool in request.tools]
+        seen.append((tools, [call["name"] for call in reply.result[0].tool_calls]))
+        return reply
+
+    effects = Effects()
+    planner = ScriptedChatModel([calls(("lookup", {"query": "q"})), "done"])
+    graph = create_tool_loop(
+        planner,
+        tools_for(effects),
+        answer_model=ScriptedChatModel(["fine"]),
+        planning=NATIVE,
+        middleware=[record],
+        max_rounds=2,
+    )
+    out = await run_loop(graph, {"user_input": "q"})
+    assert seen == [(["lookup", "add", "save_note"], ["lookup"])]
+    assert [r["result"] for r in out["round_state"]["done_plans"]] == ["found q", 4]
+    assert out["answer"] == "fine"
+
+
+async def test_a_call_of_an_unknown_tool_is_asked_again_without_a_json_example(
+    run_loop: Any,
+) -> None:
+    effects = Effects()
+    graph, planner, _ = native_loop(
+        effects,
+        [calls(("lookup_everything", {"query": "q"})), calls(("lookup", {"query": "q"})), "done"],
+    )
+    out = await run_loop(graph, {"user_input": "q"})
+    assert out["round_state"]["done_plans"][0]["result"] == "found q"
+    reask = planner.requests[1][-1].text
+    assert "lookup_everything" in reask and "no command names an available tool" in reask
+    assert "next_action" not in reask
