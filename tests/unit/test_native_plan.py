@@ -326,3 +326,13 @@ async def test_a_call_of_an_unknown_tool_is_asked_again_without_a_json_example(
     reask = planner.requests[1][-1].text
     assert "lookup_everything" in reask and "no command names an available tool" in reask
     assert "next_action" not in reask
+
+
+async def test_native_chosen_per_run_for_a_model_without_tool_calling_fails_clearly(
+    run_loop: Any,
+) -> None:
+    model = GenericFakeChatModel(messages=iter([AIMessage("unused")]))
+    graph = create_tool_loop(model, tools_for(Effects()))
+    out = await run_loop(graph, {"user_input": "x"}, context=LoopContext(plan_mode="native"))
+    assert out["status"] == "planner_failed"
+    assert "plan_mode='native' needs a model with tool calling" in out["status_reason"]
