@@ -336,3 +336,18 @@ async def test_native_chosen_per_run_for_a_model_without_tool_calling_fails_clea
     out = await run_loop(graph, {"user_input": "x"}, context=LoopContext(plan_mode="native"))
     assert out["status"] == "planner_failed"
     assert "plan_mode='native' needs a model with tool calling" in out["status_reason"]
+
+
+@ENTRIES
+async def test_speculative_answers_follow_the_native_decision(entry: str) -> None:
+    effects = Effects()
+    graph, _, answerer = native_loop(
+        effects,
+        [calls(("lookup", {"query": "news"})), "That is enough."],
+        planning=PlanningOptions(plan_mode="native", speculative_answer=True),
+    )
+    events = await collect_events(graph, {"user_input": "news?"}, entry)
+    speculated = [e["outcome"] for e in events if e["type"] == "answer_speculated"]
+    assert speculated == ["cancelled", "adopted"]  # a tool call cancels, a text reply adopts
+    assert answerer.request_count == 2
+    assert effects.lookups == ["news"]
