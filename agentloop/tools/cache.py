@@ -11,8 +11,9 @@ Values are stored as the records show them (JSON data within the tool's size bud
 An entry remembers the part of the tools' state it read (`StateTouch`): a call with side
 effects on that state drops it from both maps (`invalidate`), so neither ever answers
 with data from before a write.
-Each map is bounded in entries and in bytes (least recently used out first), so a busy
-loop's memory stays bounded whatever its tools return.
+Each map is a `cachetools.TLRUCache` (every entry with its own lifetime) bounded in bytes,
+and in entries on top (least recently used out first), so a busy loop's memory stays
+bounded whatever its tools return.
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from cachetools import Cache, TLRUCache
 
 from agentloop.tools.freshness import StateTouch
 
@@ -56,7 +58,7 @@ class CacheHit:
 class _Entry:
     value: Any
     stored_at: float
-    expires_at: float
+    keep_s: float
     size: int
     touch: StateTouch | None = None
 
@@ -68,52 +70,58 @@ def _size(value: Any) -> int:
         return len(repr(value))
 
 
+def _expires_at(_key: str, entry: _Entry, _now: float) -> float:
+    """The time to use of an entry (`TLRUCache`'s `ttu`): each keeps its own lifetime."""
+    return entry.stored_at + entry.keep_s
+
+
+def _entry_size(entry: _Entry) -> int:
+    return entry.size
+
+
 class _Table:
-    """One LRU map bounded in entries and bytes."""
+    """One map: a `TLRUCache` bounded in bytes, with an entry-count bound on top.
 
-    def __init__(self, max_entries: int, max_bytes: int) -> None:
+    `TLRUCache` measures one size (here the bytes of the stored values); the entry bound
+    evicts its least recently used entries, as its own eviction does, past `max_entries`.
+    """
+
+    def __init__(self, max_entries: int, max_bytes: int, clock: Callable[[], float]) -> None:
         self.max_entries = max_entries
-        self.max_bytes = max_bytes
-        self.entries: OrderedDict[str, _Entry] = OrderedDict()
-        self.bytes = 0
+        self.entries: TLRUCache[str, _Entry] = TLRUCache(
+            max_bytes, _expires_at, timer=clock, getsizeof=_entry_size
+        )
 
-    def get(self, key: str, now: float) -> _Entry | None:
-        entry = self.entries.get(key)
-        if entry is None:
-            return None
-        if entry.expires_at <= now:
-            self._drop(key)
-            return None
-        self.entries.move_to_end(key)
-        return entry
+    def get(self, key: str) -> _Entry | None:
+        return self.entries.get(key)
 
-    def put(self, key: str, entry: _Entry) -> None:
-        if entry.size > self.max_bytes:
-            return
-        self._drop(key)
-        self.entries[key] = entry
-        self.bytes += entry.size
-        while len(self.entries) > self.max_entries or self.bytes > self.max_bytes:
-            self._drop(next(iter(self.entries)))
-
-    def _drop(self, key: str) -> None:
-        entry = self.entries.pop(key, None)
-        if entry is not None:
-            self.bytes -= entry.size
-
-    def clear(self) -> None:
-        self.entries.clear()
-        self.bytes = 0
+    def put(self, key: str, value: Any, keep_s: float, touch: StateTouch | None) -> None:
+        with self.entries.timer as now:
+            entry = _Entry(value, now, keep_s, _size(value), touch)
+            if entry.size > self.entries.maxsize:
+                return  # larger than the whole bound: never kept
+            self.entries[key] = entry
+            while len(self.entries) > self.max_entries:
+                self.entries.popitem()
 
     def invalidate(self, touch: StateTouch) -> int:
-        stale = [
-            key
-            for key, entry in self.entries.items()
-            if entry.touch is None or entry.touch.overlaps(touch)
-        ]
-        for key in stale:
-            self._drop(key)
+        with self.entries.timer:  # one instant for the whole pass
+            stale = [
+                key for key in list(self.entries) if _reads_overlap(_peek(self.entries, key), touch)
+            ]
+            for key in stale:
+                self.entries.pop(key, None)
         return len(stale)
+
+
+def _peek(entries: TLRUCache[str, _Entry], key: str) -> _Entry:
+    """An entry's value without marking it recently used (as `TLRUCache.popitem` reads it)."""
+    entry: _Entry = Cache.__getitem__(entries, key)
+    return entry
+
+
+def _reads_overlap(entry: _Entry, touch: StateTouch) -> bool:
+    return entry.touch is None or entry.touch.overlaps(touch)
 
 
 class ResultCache:
@@ -121,8 +129,12 @@ class ResultCache:
 
     Args:
         max_entries: Bound of each map, in entries.
-        max_bytes: Bound of each map, in characters of the stored values' JSON.
+        max_bytes: Bound of each map, in characters of the stored values' JSON; a value
+            larger than the whole bound is not kept.
         clock: Time source (seconds), replaceable in tests.
+
+    Raises:
+        ValueError: A negative bound.
     """
 
     def __init__(
@@ -131,9 +143,12 @@ class ResultCache:
         max_bytes: int = 32 * 1024 * 1024,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if max_entries < 0 or max_bytes < 0:
+            msg = f"ResultCache bounds must be >= 0, got {max_entries=} and {max_bytes=}"
+            raise ValueError(msg)
         self._clock = clock
-        self._fresh = _Table(max_entries, max_bytes)
-        self._last_good = _Table(max_entries, max_bytes)
+        self._fresh = _Table(max_entries, max_bytes, clock)
+        self._last_good = _Table(max_entries, max_bytes, clock)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -144,7 +159,7 @@ class ResultCache:
     def size_bytes(self) -> int:
         """The size of what both maps hold."""
         with self._lock:
-            return self._fresh.bytes + self._last_good.bytes
+            return int(self._fresh.entries.currsize + self._last_good.entries.currsize)
 
     def get(self, key: str) -> CacheHit | None:
         """Return a fresh result for `key`, or None."""
@@ -159,7 +174,8 @@ class ResultCache:
             ttl_s: How long it stays fresh.
             touch: What it read (None: it is dropped by any write).
         """
-        self._store(self._fresh, key, value, ttl_s, touch)
+        with self._lock:
+            self._fresh.put(key, value, ttl_s, touch)
 
     def last_good(self, key: str) -> CacheHit | None:
         """Return the last good result for `key` (kept by `remember`), or None."""
@@ -169,7 +185,8 @@ class ResultCache:
         self, key: str, value: Any, keep_s: float, touch: StateTouch | None = None
     ) -> None:
         """Keep a successful result as the last good one for `keep_s` seconds."""
-        self._store(self._last_good, key, value, keep_s, touch)
+        with self._lock:
+            self._last_good.put(key, value, keep_s, touch)
 
     def invalidate(self, touch: StateTouch) -> int:
         """Drop every entry (fresh or last good) a write to `touch` may have changed.
@@ -183,19 +200,10 @@ class ResultCache:
     def clear(self) -> None:
         """Forget everything."""
         with self._lock:
-            self._fresh.clear()
-            self._last_good.clear()
+            self._fresh.entries.clear()
+            self._last_good.entries.clear()
 
     def _lookup(self, table: _Table, key: str) -> CacheHit | None:
-        now = self._clock()
-        with self._lock:
-            entry = table.get(key, now)
+        with self._lock, table.entries.timer as now:
+            entry = table.get(key)
         return None if entry is None else CacheHit(entry.value, now - entry.stored_at)
-
-    def _store(
-        self, table: _Table, key: str, value: Any, keep_s: float, touch: StateTouch | None
-    ) -> None:
-        now = self._clock()
-        entry = _Entry(value, now, now + keep_s, _size(value), touch)
-        with self._lock:
-            table.put(key, entry)

@@ -25,6 +25,7 @@ from agentloop import (
 from agentloop.errors import is_transient_error
 from agentloop.planning.prompt import OMITTED
 from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.tools.freshness import StateTouch
 from agentloop.tools.policy import resolve_policy
 
 FAST_RETRY = ToolRetry(max_attempts=3, initial_delay_s=0.01, max_delay_s=0.05)
@@ -740,3 +741,24 @@ def test_result_cache_is_bounded_in_entries_bytes_and_time() -> None:
     now[0] = 11.0
     assert cache.get("k4") is None and cache.last_good("bigger") is None
     assert cache.size_bytes <= 1_000
+
+
+def test_result_cache_entries_live_their_own_time_and_leave_least_recently_used_first() -> None:
+    now = [0.0]
+    cache = ResultCache(max_entries=2, max_bytes=1_000, clock=lambda: now[0])
+    cache.put("short", "s", ttl_s=1)
+    cache.put("long", "l", ttl_s=100)
+    now[0] = 2.0
+    assert cache.get("short") is None
+    assert len(cache) == 1 and cache.size_bytes == len('"l"')  # expired: neither counted
+    hit = cache.get("long")
+    assert hit is not None and hit.age_s == 2.0
+    cache.put("a", 1, ttl_s=100, touch=StateTouch("files", (("path", '"a"'),)))
+    assert cache.invalidate(StateTouch("files", (("path", '"b"'),))) == 1  # "long" read all
+    cache.put("c", 3, ttl_s=100, touch=StateTouch("files", (("path", '"c"'),)))
+    assert cache.get("a") is not None  # "c" is now the least recently used
+    assert cache.invalidate(StateTouch("files", (("path", '"b"'),))) == 0
+    cache.put("b", 2, ttl_s=100)  # over two entries: "c" goes, as invalidate kept the order
+    assert [cache.get(key) is not None for key in "abc"] == [True, True, False]
+    with pytest.raises(ValueError, match="bounds must be >= 0"):
+        ResultCache(max_bytes=-1)
