@@ -27,9 +27,23 @@ IDEMPOTENCY_ARGUMENT = "idempotency_key"
 """An argument the loop fills with the call's stable identity when a tool declares it."""
 
 
-def _pydantic_model(tool: BaseTool) -> type[BaseModel] | None:
-    if isinstance(tool.args_schema, dict) or tool.args_schema is None:
+def _pydantic_model(tool: BaseTool, injected: frozenset[str]) -> type[BaseModel] | None:
+    """The model that judges a call's arguments: the tool's own, validators and all.
+
+    LangChain's `tool_call_schema` is a copy of the fields without the model's validators
+    and aliases; it is used only when the tool's model has injected or aliased fields.
+    """
+    args_schema = tool.args_schema
+    if isinstance(args_schema, dict) or args_schema is None:
         return None
+    if isinstance(args_schema, type) and issubclass(args_schema, BaseModel):
+        fields = args_schema.model_fields
+        aliased = any(
+            info.alias not in (None, name) or info.validation_alias not in (None, name)
+            for name, info in fields.items()
+        )
+        if not aliased and not injected & set(fields):
+            return args_schema
     try:
         model = tool.tool_call_schema
     except Exception:  # a schema LangChain cannot build: validate on the JSON schema
@@ -80,7 +94,7 @@ class ToolSpec:
             tool=tool,
             policy=policy,
             schema=schema,
-            arguments=ArgumentSpec(schema, _pydantic_model(tool)),
+            arguments=ArgumentSpec(schema, _pydantic_model(tool, injected.names)),
             runnable=redacting(crash_proof(tool), redact, policy.max_result_chars),
             accepts_idempotency_key=isinstance(declared, dict) and IDEMPOTENCY_ARGUMENT in declared,
             injected=injected,

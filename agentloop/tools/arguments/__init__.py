@@ -1,11 +1,12 @@
 """Repair, coerce and validate the arguments a model sends to a tool.
 
-LangChain validates the arguments of tools whose `args_schema` is a pydantic model, but
-not of tools whose schema is a plain JSON-schema dict, as MCP tools have. Everything here
-works on plain JSON schema so both kinds get the same treatment, compiled once per tool
-(`ArgumentSpec`): argument names are repaired (`names`), values are coerced to the
-declared types and defaults filled in (`coerce`), and what is still wrong is reported per
-argument in words a model can act on (`validate`). Nothing here raises on bad input.
+Compiled once per tool (`ArgumentSpec`): argument names are repaired on the JSON schema
+(`names`); a tool whose `args_schema` is a pydantic model is then judged by that model,
+with pydantic's own coercion (`model`); a tool whose schema is a plain JSON-schema dict,
+as MCP tools have, gets its values coerced to the declared types and defaults filled in
+(`coerce`) and is checked with `jsonschema` (`validate`). Either way, what is still wrong
+is reported per argument in words a model can act on, and every converted value is noted.
+Nothing here raises on bad input.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 Required arguments that are missing, null or blank are reported first; keys the schema
 does not declare are refused (naming them and the accepted ones) unless the schema
-explicitly allows additional properties; the rest is checked with `jsonschema`.
+explicitly allows additional properties; the rest is checked with `jsonschema` after the
+values are coerced to the declared types (`coerce`), or, for a tool whose arguments are a
+pydantic model, by that model with pydantic's own coercion (`model`).
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 from pydantic import BaseModel
-from pydantic import ValidationError as PydanticValidationError
 from referencing import Registry
 
 from agentloop.tools.arguments.coerce import ABSENT, allows_null, coerce_arguments
+from agentloop.tools.arguments.model import check_with_model, location_text
 from agentloop.tools.arguments.names import NOT_AN_OBJECT, NameIndex
 from agentloop.tools.arguments.schema import (
     SchemaContext,
@@ -98,8 +100,8 @@ class ArgumentSpec:
 
     Args:
         schema: The JSON schema of the tool's arguments.
-        model: The tool's pydantic model, when it has one: it then validates the values
-            (after name repair and coercion on the JSON schema), not `jsonschema`.
+        model: The tool's pydantic model, when it has one: it then coerces and validates
+            the values (after name repair), not the JSON-schema coercion and `jsonschema`.
     """
 
     def __init__(self, schema: Mapping[str, Any], model: type[BaseModel] | None = None) -> None:
@@ -128,6 +130,8 @@ class ArgumentSpec:
             error = ArgumentError("", NOT_AN_OBJECT.format(kind=type(kwargs).__name__))
             return ValidatedArguments({}, (error,), ())
         context = SchemaContext(self.root)
+        if self.model is not None:
+            return self._validate_with_model(self.model, _deep_copy(kwargs), context)
         arguments = coerce_arguments(_deep_copy(kwargs), context)
         errors = [
             ArgumentError(name, MISSING_ARGUMENT) for name in self._missing(arguments, context)
@@ -137,6 +141,34 @@ class ArgumentSpec:
         errors += unknown
         errors += self._schema_errors(arguments, reported, context)
         return ValidatedArguments(arguments, tuple(errors), tuple(context.notes))
+
+    def _validate_with_model(
+        self, model: type[BaseModel], arguments: dict[Any, Any], context: SchemaContext
+    ) -> ValidatedArguments:
+        """Judge with the tool's pydantic model; a null optional argument takes its default."""
+        errors = [
+            ArgumentError(name, MISSING_ARGUMENT) for name in self._missing(arguments, context)
+        ]
+        unknown = self._unknown(arguments)
+        reported = {error.argument for error in [*errors, *unknown]}
+        errors += unknown
+        sent = dict(arguments)
+        defaulted = [
+            name
+            for name, value in arguments.items()
+            if value is None
+            and name in self.declared
+            and name not in self.required
+            and not allows_null(self.declared[name], context)
+        ]
+        for name in defaulted:
+            del arguments[name]
+        check = check_with_model(model, arguments, reported)
+        errors += [ArgumentError(name, "; ".join(texts)) for name, texts in check.errors.items()]
+        notes = [f"{name}: None -> {short(check.arguments.get(name))}" for name in defaulted]
+        if errors:  # as sent, so the record shows what the model asked for
+            return ValidatedArguments(sent, tuple(errors), ())
+        return ValidatedArguments(check.arguments, (), (*notes, *check.notes))
 
     def _missing(self, arguments: Mapping[str, Any], context: SchemaContext) -> list[str]:
         missing: list[str] = []
@@ -166,8 +198,6 @@ class ArgumentSpec:
     def _schema_errors(
         self, arguments: Mapping[Any, Any], reported: set[str], context: SchemaContext
     ) -> list[ArgumentError]:
-        if self.model is not None:
-            return _model_errors(self.model, arguments, reported)
         by_argument: dict[str, list[str]] = {}
         for error in _run_validator(self._validator, arguments):
             if error.validator == "additionalProperties" and not error.absolute_path:
@@ -180,31 +210,6 @@ class ArgumentSpec:
             if message not in messages and len(messages) < _MAX_MESSAGES_PER_ARGUMENT:
                 messages.append(message)
         return [ArgumentError(name, "; ".join(texts)) for name, texts in by_argument.items()]
-
-
-def _model_errors(
-    model: type[BaseModel], arguments: Mapping[Any, Any], reported: set[str]
-) -> list[ArgumentError]:
-    """Validate with the tool's own pydantic model; one error per argument."""
-    try:
-        model.model_validate(dict(arguments))
-    except PydanticValidationError as error:
-        by_argument: dict[str, list[str]] = {}
-        for problem in error.errors(include_url=False):
-            location = problem.get("loc") or ()
-            argument = str(location[0]) if location else ""
-            if argument in reported:
-                continue
-            messages = by_argument.setdefault(argument, [])
-            text = str(problem.get("msg", "invalid value"))[:_MAX_MESSAGE_CHARS]
-            if len(location) > 1:
-                text += f" (at {_location(location)})"
-            if text not in messages and len(messages) < _MAX_MESSAGES_PER_ARGUMENT:
-                messages.append(text)
-        return [ArgumentError(name, "; ".join(texts)) for name, texts in by_argument.items()]
-    except Exception as error:  # a validator of the model itself failed
-        return [ArgumentError("", f"invalid arguments: {error}"[:_MAX_MESSAGE_CHARS])]
-    return []
 
 
 def _compile_patterns(patterns: Mapping[Any, Any]) -> list[re.Pattern[str]]:
@@ -328,7 +333,7 @@ def _describe(error: ValidationError, context: SchemaContext) -> str:
     else:
         text = str(error.message)[:_MAX_MESSAGE_CHARS]
     if len(error.absolute_path) > 1:
-        text += f" (at {_location(error.absolute_path)})"
+        text += f" (at {location_text(error.absolute_path)})"
     return text
 
 
@@ -355,10 +360,3 @@ def _union_types(error: ValidationError, context: SchemaContext) -> list[str]:
         if kind not in kinds:
             kinds.append(kind)
     return kinds
-
-
-def _location(path: Iterable[Any]) -> str:
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return text.lstrip(".")
