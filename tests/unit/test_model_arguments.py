@@ -73,13 +73,15 @@ def test_what_models_mis_send_is_repaired_where_pydantic_refused_it() -> None:
 
 
 def test_errors_name_the_argument_and_what_is_expected() -> None:
-    result = check({"city": "", "days": "many", "window": {"end": 3}, "when": 1})
+    sent = {"city": "", "days": "many", "window": {"end": 3}, "tags": {"x": 1}, "when": 1}
+    result = check(sent)
     assert not result.ok
     by_argument = {error.argument: error.message for error in result.errors}
     assert by_argument["city"] == "missing required argument"
     assert by_argument["days"].startswith("Input should be a valid integer")
     assert by_argument["days"].endswith("got 'many'")
     assert by_argument["window"] == "missing field 'start'"
+    assert by_argument["tags"] == "Input should be a valid list, got {'x': 1}"  # as sent
     assert by_argument["when"].startswith("unknown argument; accepted arguments: city, days")
     assert result.arguments["days"] == "many"  # as sent
 

@@ -63,13 +63,16 @@ def _check(model: type[BaseModel], arguments: dict[str, Any], reported: set[str]
     try:
         validated = model.model_validate(arguments)
     except PydanticValidationError as refused:
-        repaired = _repaired(arguments, refused.errors(include_url=False))
+        first = refused.errors(include_url=False)
+        repaired = _repaired(arguments, first)
         if repaired is None:
-            return _refusal(arguments, refused, reported)
+            return _refusal(arguments, first, reported)
         try:
             validated = model.model_validate(repaired)
         except PydanticValidationError as still_refused:
-            return _refusal(arguments, still_refused, reported)
+            return _refusal(
+                arguments, _as_sent(first, still_refused, arguments, repaired), reported
+            )
     dumped = validated.model_dump(mode="json", by_alias=True)
     if model.model_validate(dumped) != validated:  # a lossy dump (a secret, a serializer)
         dumped = {**dumped, **arguments}
@@ -80,11 +83,31 @@ def _check(model: type[BaseModel], arguments: dict[str, Any], reported: set[str]
     return check
 
 
+def _as_sent(
+    first: Sequence[ErrorDetails],
+    refused: PydanticValidationError,
+    arguments: Mapping[str, Any],
+    repaired: Mapping[str, Any],
+) -> list[ErrorDetails]:
+    """The errors left after repair, told about the values as sent where a repair did not help."""
+    changed = {name for name in arguments if repaired.get(name) is not arguments[name]}
+    problems = [_top(problem) for problem in refused.errors(include_url=False)]
+    failing = {argument for argument, _ in problems}
+    return [problem for argument, problem in problems if argument not in changed] + [
+        problem for argument, problem in map(_top, first) if argument in changed & failing
+    ]
+
+
+def _top(problem: ErrorDetails) -> tuple[str, ErrorDetails]:
+    location = problem.get("loc") or ()
+    return (str(location[0]) if location else ""), problem
+
+
 def _refusal(
-    arguments: dict[str, Any], refused: PydanticValidationError, reported: set[str]
+    arguments: dict[str, Any], problems: Sequence[ErrorDetails], reported: set[str]
 ) -> ModelCheck:
     check = ModelCheck(arguments)
-    for problem in refused.errors(include_url=False):
+    for problem in problems:
         location = problem.get("loc") or ()
         argument = str(location[0]) if location else ""
         if argument in reported:
