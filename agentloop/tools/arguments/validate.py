@@ -133,25 +133,25 @@ class ArgumentSpec:
         if self.model is not None:
             return self._validate_with_model(self.model, _deep_copy(kwargs), context)
         arguments = coerce_arguments(_deep_copy(kwargs), context)
-        errors = [
-            ArgumentError(name, MISSING_ARGUMENT) for name in self._missing(arguments, context)
-        ]
-        unknown = self._unknown(arguments)
-        reported = {error.argument for error in [*errors, *unknown]}
-        errors += unknown
+        errors = self._missing_or_unknown(arguments, context)
+        reported = {error.argument for error in errors}
         errors += self._schema_errors(arguments, reported, context)
         return ValidatedArguments(arguments, tuple(errors), tuple(context.notes))
+
+    def _missing_or_unknown(
+        self, arguments: Mapping[Any, Any], context: SchemaContext
+    ) -> list[ArgumentError]:
+        missing = [
+            ArgumentError(name, MISSING_ARGUMENT) for name in self._missing(arguments, context)
+        ]
+        return missing + self._unknown(arguments)
 
     def _validate_with_model(
         self, model: type[BaseModel], arguments: dict[Any, Any], context: SchemaContext
     ) -> ValidatedArguments:
         """Judge with the tool's pydantic model; a null optional argument takes its default."""
-        errors = [
-            ArgumentError(name, MISSING_ARGUMENT) for name in self._missing(arguments, context)
-        ]
-        unknown = self._unknown(arguments)
-        reported = {error.argument for error in [*errors, *unknown]}
-        errors += unknown
+        errors = self._missing_or_unknown(arguments, context)
+        reported = {error.argument for error in errors}
         sent = dict(arguments)
         defaulted = [
             name
@@ -165,7 +165,11 @@ class ArgumentSpec:
             del arguments[name]
         check = check_with_model(model, arguments, reported)
         errors += [ArgumentError(name, "; ".join(texts)) for name, texts in check.errors.items()]
-        notes = [f"{name}: None -> {short(check.arguments.get(name))}" for name in defaulted]
+        notes = [
+            f"{name}: None -> {short(check.arguments[name])}"
+            for name in defaulted
+            if check.arguments.get(name) is not None
+        ]
         if errors:  # as sent, so the record shows what the model asked for
             return ValidatedArguments(sent, tuple(errors), ())
         return ValidatedArguments(check.arguments, (), (*notes, *check.notes))
