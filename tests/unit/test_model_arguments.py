@@ -98,12 +98,14 @@ def test_injected_arguments_stay_out_and_a_lossy_dump_keeps_the_values_as_sent()
     class Login(BaseModel):
         token: SecretStr
         loud: bool = False
+        fallback: SecretStr = SecretStr("spare")
 
     login = StructuredTool.from_function(
         lambda token, loud=False: "ok", name="login", description="Log in.", args_schema=Login
     )
-    secret = check({"token": "s3cret", "loud": "on"}, login)  # the dump would mask it
+    secret = check({"token": "s3cret", "loud": "on"}, login)  # the dump would mask secrets
     assert secret.ok and secret.arguments == {"token": "s3cret", "loud": "on"}
+    assert "**********" not in repr(secret)
 
 
 async def test_a_run_records_what_pydantic_made_of_the_arguments(run_loop: Any) -> None:

@@ -5,8 +5,9 @@ in lax mode), so its arguments get pydantic's own coercion (`"3"` to 3, `"yes"` 
 `"2024-05-01"` to a date...), its validators and its defaults. A few things models often
 send that lax mode refuses are repaired where pydantic refused them, and judged again:
 an array or object sent as a JSON string, a lone value for a list, a number for a string.
-The result is JSON data (the model's JSON dump), with one note per value that changed and
-one error per argument, in the shape `validate` gives for JSON-schema tools.
+The result is JSON data (the model's JSON dump, or the values as sent when that dump would
+lose them, as a secret's does), with one note per value that changed and one error per
+argument, in the shape `validate` gives for JSON-schema tools.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class ModelCheck:
     """What the model made of the arguments."""
 
     arguments: dict[str, Any]
-    """The model's JSON dump when they are valid, else the arguments as given."""
+    """The model's JSON dump when they are valid (the arguments as given when that dump
+    would not validate back to the same values), else the arguments as given."""
     errors: dict[str, list[str]] = field(default_factory=dict)
     """Messages per top-level argument ("" for the call as a whole)."""
     notes: list[str] = field(default_factory=list)
@@ -75,7 +77,7 @@ def _check(model: type[BaseModel], arguments: dict[str, Any], reported: set[str]
             )
     dumped = validated.model_dump(mode="json", by_alias=True)
     if model.model_validate(dumped) != validated:  # a lossy dump (a secret, a serializer)
-        dumped = {**dumped, **arguments}
+        return ModelCheck(dict(arguments))  # as sent, accepted: the tool fills its defaults
     check = ModelCheck(dumped)
     for name, before in arguments.items():
         if name in dumped:
