@@ -19,12 +19,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
 from langchain.agents import create_agent
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import PlanningOptions, create_tool_loop
 from bench.contenders import Graph
@@ -144,16 +147,25 @@ def _check_calls(task: Task, side: Side, tools: ToolCallLog) -> None:
         raise RuntimeError(msg)
 
 
+def _thread() -> RunnableConfig:
+    """A thread of its own for one run, as Studio, the server and production give each run."""
+    return {"configurable": {"thread_id": uuid.uuid4().hex}}
+
+
 async def run_ours(task: Task, time_scale: float) -> RunMeasure:
     """Run our loop on a task; return what it waited for."""
     log, tools = RequestLog(), ToolCallLog()
     decisions = Decisions(plans=task.plan_texts(), answer=task.answer)
     model = SimulatedChatModel(_profile(time_scale), decisions, log)
     graph = create_tool_loop(
-        model, service_tools(tools, time_scale), max_rounds=MAX_ROUNDS, planning=RECOMMENDED
+        model,
+        service_tools(tools, time_scale),
+        max_rounds=MAX_ROUNDS,
+        planning=RECOMMENDED,
+        checkpointer=InMemorySaver(),
     )
     started = time.perf_counter()
-    out = await graph.ainvoke({"user_input": task.request})
+    out = await graph.ainvoke({"user_input": task.request}, _thread())
     wall = time.perf_counter() - started
     _check_answer(task, "ours", out["answer"])
     if not task.plans:  # a plan with references is judged by the suite, not refused
@@ -166,9 +178,11 @@ async def run_agent(task: Task, time_scale: float) -> RunMeasure:
     log, tools = RequestLog(), ToolCallLog()
     decisions = Decisions(agent_turns=task.agent_turns(), answer=task.answer)
     model = SimulatedChatModel(_profile(time_scale), decisions, log)
-    graph: Graph = create_agent(model, service_tools(tools, time_scale))
+    graph: Graph = create_agent(
+        model, service_tools(tools, time_scale), checkpointer=InMemorySaver()
+    )
     started = time.perf_counter()
-    out = await graph.ainvoke({"messages": [("user", task.request)]})
+    out = await graph.ainvoke({"messages": [("user", task.request)]}, _thread())
     wall = time.perf_counter() - started
     _check_answer(task, "create_agent", out["messages"][-1].text)
     _check_calls(task, "create_agent", tools)
