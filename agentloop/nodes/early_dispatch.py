@@ -189,7 +189,9 @@ class EarlyDispatch:
         if not (policy.read_only and policy.concurrency_safe and policy.idempotent):
             return False
         if command_dependencies(command):
-            return True  # waits for its inputs: execute sends it
+            # it waits for its inputs and execute sends it; what comes after a possible
+            # write must wait for it, so nothing later starts early
+            return not policy.writes_state
         call, refused = self.parts.runner.prepare(
             command,
             call_id=f"{self.run_id}:{self.round_label}:{position}",

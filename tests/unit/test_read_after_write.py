@@ -226,3 +226,39 @@ def test_a_round_orders_reads_and_possible_writes_of_one_state() -> None:
     assert reads.place(2, c, writes=True) == [0]  # after the read of what it changes
     assert reads.place(3, StateTouch("local"), writes=True) == [0, 1]  # two writes: side by side
     assert reads.place(4, c, writes=False) == [2, 3]  # after both possible writes
+
+
+async def test_a_read_after_a_write_that_waits_for_a_reference_is_not_started_early(
+    run_loop: Any,
+) -> None:
+    bank = Bank()
+
+    @tool
+    def get_account(owner: str) -> str:
+        """Find the account of an owner."""
+        return "c"
+
+    planner = ScriptedChatModel(
+        [
+            plan_reply(
+                "execute",
+                [
+                    cmd("get_account", owner="ada"),
+                    cmd("transfer", account="${1}", amount=5),
+                    cmd("get_balance", account="c"),
+                    cmd("get_account", owner="bob"),  # the read above completes mid-stream
+                ],
+            ),
+            plan_reply("response"),
+        ],
+        chunk_size=9,
+    )
+    graph = create_tool_loop(
+        planner,
+        [get_account, *bank.tools()],
+        answer_model=ScriptedChatModel(["done"], repeat_last=True),
+    )
+    out = await run_loop(graph, {"user_input": "move 5 from ada's account, then check it"})
+    account, moved, balance, _ = records_of(out)
+    assert moved["result"] == "moved 5 from c"
+    assert balance["result"] == "c: 95"  # read after the transfer, not before it
