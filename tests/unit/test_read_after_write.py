@@ -259,6 +259,6 @@ async def test_a_read_after_a_write_that_waits_for_a_reference_is_not_started_ea
         answer_model=ScriptedChatModel(["done"], repeat_last=True),
     )
     out = await run_loop(graph, {"user_input": "move 5 from ada's account, then check it"})
-    account, moved, balance, _ = records_of(out)
+    _, moved, balance, _ = records_of(out)
     assert moved["result"] == "moved 5 from c"
     assert balance["result"] == "c: 95"  # read after the transfer, not before it
