@@ -129,39 +129,28 @@ def render_prompt(name: str, **values: Any) -> str:
     return load_prompt(name).render(**values).strip()
 
 
+_ROUND_VARIABLES = frozenset(
+    {
+        "conversation",
+        "user_input",
+        "user_extra_requirement",
+        "history",
+        "done_plans",
+        "last_round_records",
+        "round_number",
+        "round_index",
+        "max_rounds",
+        "rollback_note",
+    }
+)
+"""What a plan request shows in every plan mode: the request, the rounds so far, the limits."""
+
 PROMPT_VARIABLES: dict[str, frozenset[str]] = {
     "plan_system": frozenset({"plan_example", "reference_example", "max_rounds"}),
-    "plan_user": frozenset(
-        {
-            "available_tools",
-            "conversation",
-            "user_input",
-            "user_extra_requirement",
-            "history",
-            "done_plans",
-            "last_round_records",
-            "round_number",
-            "round_index",
-            "max_rounds",
-            "rollback_note",
-        }
-    ),
+    "plan_user": _ROUND_VARIABLES | {"available_tools"},
     "plan_reask": frozenset({"problem", "reply", "plan_example"}),
     "plan_native_system": frozenset({"max_rounds"}),
-    "plan_native_user": frozenset(
-        {
-            "conversation",
-            "user_input",
-            "user_extra_requirement",
-            "history",
-            "done_plans",
-            "last_round_records",
-            "round_number",
-            "round_index",
-            "max_rounds",
-            "rollback_note",
-        }
-    ),
+    "plan_native_user": _ROUND_VARIABLES,
     "plan_native_reask": frozenset({"problem", "reply"}),
     "rollback_note": frozenset({"reasons"}),
     "answer_system": frozenset({"user_extra_requirement"}),
