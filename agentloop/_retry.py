@@ -1,16 +1,22 @@
-"""Tenacity retries that cost nothing on the happy path.
+"""Tenacity retries that cost nothing on the happy path, written once for both drivers.
 
 The first attempt runs directly; only when it fails with a retryable error is a tenacity
 retrier built, and the failure is replayed to it as its first attempt, so its wait
-schedule, attempt numbers and callbacks are exactly those of an ordinary retrier.
+schedule, attempt numbers and callbacks are exactly those of an ordinary retrier. The
+retrier is stepped as tenacity's own `Retrying.__call__` steps it (`iter`: attempt,
+sleep or stop), with each wait yielded as a `sleep` effect, so `drive` sleeps with
+`time.sleep` and `adrive` with `asyncio.sleep`.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
-from tenacity import AsyncRetrying, Retrying
+from tenacity import DoAttempt, DoSleep, RetryCallState, Retrying
+
+from agentloop._effects import Core, Effect, adrive, sleep
 
 __all__ = ["aretry_lazily", "retry_lazily"]
 
@@ -18,49 +24,49 @@ T = TypeVar("T")
 
 
 def retry_lazily(
-    attempt: Callable[[], T],
+    attempt: Callable[[], Core[T]],
     retrying: Callable[[], Retrying],
     retryable: Callable[[BaseException], bool],
-) -> T:
-    """Run `attempt`, retrying with `retrying()` once a retryable error happened."""
+) -> Core[T]:
+    """Run the core `attempt()`, retrying with `retrying()` once a retryable error happened."""
     try:
-        return attempt()
+        return (yield from attempt())
     except Exception as error:
         if not retryable(error):
             raise
-        first: BaseException = error
-    replayed = False
+        failed: BaseException | None = error
+    retrier = retrying()
+    retrier.begin()
+    state = RetryCallState(retrier, fn=None, args=(), kwargs={})
+    while True:
+        action = retrier.iter(state)
+        if isinstance(action, DoSleep):
+            state.prepare_for_next_attempt()
+            yield from sleep(float(action))
+        elif not isinstance(action, DoAttempt):
+            return action  # type: ignore[no-any-return]
+        elif failed is not None:  # the first attempt, already made
+            state.set_exception((type(failed), failed, failed.__traceback__))
+            failed = None
+        else:
+            try:
+                result = yield from attempt()
+            except BaseException:  # as tenacity does; its `retry` decides
+                state.set_exception(sys.exc_info())  # type: ignore[arg-type]
+            else:
+                state.set_result(result)
 
-    def again() -> T:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            raise first
-        return attempt()
 
-    return retrying()(again)
+def _awaited_only() -> NoReturn:
+    msg = "this attempt exists only as a coroutine: drive it with adrive"
+    raise RuntimeError(msg)
 
 
 async def aretry_lazily(
     attempt: Callable[[], Awaitable[T]],
-    retrying: Callable[[], AsyncRetrying],
+    retrying: Callable[[], Retrying],
     retryable: Callable[[BaseException], bool],
 ) -> T:
-    """Async `retry_lazily`."""
-    try:
-        return await attempt()
-    except Exception as error:
-        if not retryable(error):
-            raise
-        first: BaseException = error
-    replayed = False
-
-    async def again() -> T:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            raise first
-        return await attempt()
-
-    result: T = await retrying()(again)
-    return result
+    """`retry_lazily` of an attempt that exists only as a coroutine."""
+    awaited = Effect(_awaited_only, attempt)
+    return await adrive(retry_lazily(awaited.__iter__, retrying, retryable))

@@ -51,6 +51,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from agentloop._effects import Core, Effect, entry_points
 from agentloop._sync import run_coroutine_sync
 from agentloop.errors import (
     ConfigurationError,
@@ -65,6 +66,8 @@ from agentloop.tools.outcome import ToolOutcome
 __all__ = ["MODEL_CALL_KEY", "REFUSED_HOOKS", "LoopMiddleware", "ModelCall", "ToolCallFailed"]
 
 T = TypeVar("T")
+Handler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
+AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
 ModelCall = Literal["plan", "answer", "structured_response"]
 MODEL_CALL_KEY = "agentloop_model_call"
 """The key of the `ModelRequest.state` that says which call it is: `"plan"`, `"answer"`, or
@@ -185,23 +188,23 @@ class LoopMiddleware:
         which: ModelCall,
         models: Sequence[BaseChatModel],
         messages: Sequence[BaseMessage],
-        call: Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], T],
+        call: Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], Core[T]],
         reply_of: Callable[[T], AIMessage],
         result_of: Callable[[AIMessage, BaseChatModel], T],
         *,
         state: Mapping[str, Any],
         runtime: Runtime[Any],
         tools: Sequence[dict[str, Any]] = (),
-    ) -> T:
-        """Make a model call through every `wrap_model_call` (sync).
+    ) -> Core[T]:
+        """Make a model call through every `wrap_model_call` (or `awrap_model_call`).
 
         Args:
             which: The planner's call or the answer's.
             models: The model, then its fallbacks.
             messages: The request, system message first.
-            call: The loop's call (with its retries) of a model with messages and the
-                request's `model_settings` (bound to the model: provider options such as
-                prompt-cache markers).
+            call: The loop's call (a core, with its retries) of a model with messages and
+                the request's `model_settings` (bound to the model: provider options such
+                as prompt-cache markers).
             reply_of: The reply a result carries.
             result_of: A result made of a reply the middleware wrote itself.
             state: The loop's state.
@@ -210,59 +213,48 @@ class LoopMiddleware:
         """
         produced: dict[int, T] = {}
 
-        def innermost(request: ModelRequest[Any]) -> ModelResponse[Any]:
-            result = call(request.model, self._sent(request), dict(request.model_settings))
+        def innermost(request: ModelRequest[Any]) -> Core[ModelResponse[Any]]:
+            sent = self._sent(request)
+            result = yield from call(request.model, sent, dict(request.model_settings))
             reply = reply_of(result)
             produced[id(reply)] = result
             return ModelResponse(result=[reply])
 
-        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]] = innermost
-        for middleware in reversed(self.models):
-            handler = self._model_layer(middleware, handler)
         request = self._request(which, models[0], messages, state, runtime, tools)
         try:
-            reply = _reply(handler(request))
+            reply = _reply((yield from self._wrapped(request, innermost)))
         except Exception as error:
             raise _failed(error) from error
         return produced[id(reply)] if id(reply) in produced else result_of(reply, models[0])
 
-    async def acall_model(
+    def _wrapped(
         self,
-        which: ModelCall,
-        models: Sequence[BaseChatModel],
-        messages: Sequence[BaseMessage],
-        call: Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], Awaitable[T]],
-        reply_of: Callable[[T], AIMessage],
-        result_of: Callable[[AIMessage, BaseChatModel], T],
-        *,
-        state: Mapping[str, Any],
-        runtime: Runtime[Any],
-        tools: Sequence[dict[str, Any]] = (),
-    ) -> T:
-        """Async `call_model`, through every `awrap_model_call`."""
-        produced: dict[int, T] = {}
+        request: ModelRequest[Any],
+        innermost: Callable[[ModelRequest[Any]], Core[ModelResponse[Any]]],
+    ) -> Effect[ModelResponse[Any]]:
+        """The request through every model middleware, `innermost` at the centre.
 
-        async def innermost(request: ModelRequest[Any]) -> ModelResponse[Any]:
-            result = await call(request.model, self._sent(request), dict(request.model_settings))
-            reply = reply_of(result)
-            produced[id(reply)] = result
-            return ModelResponse(result=[reply])
+        `invoke` calls each one's `wrap_model_call`, `ainvoke` its `awrap_model_call`
+        (bridged when it has only the other one).
+        """
+        sync_innermost, async_innermost = entry_points(innermost)
 
-        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]] = innermost
-        for middleware in reversed(self.models):
-            handler = self._amodel_layer(middleware, handler)
-        request = self._request(which, models[0], messages, state, runtime, tools)
-        try:
-            reply = _reply(await handler(request))
-        except Exception as error:
-            raise _failed(error) from error
-        return produced[id(reply)] if id(reply) in produced else result_of(reply, models[0])
+        def run() -> ModelResponse[Any]:
+            handler: Handler = sync_innermost
+            for middleware in reversed(self.models):
+                handler = self._model_layer(middleware, handler)
+            return handler(request)
+
+        async def arun() -> ModelResponse[Any]:
+            handler: AsyncHandler = async_innermost
+            for middleware in reversed(self.models):
+                handler = self._amodel_layer(middleware, handler)
+            return await handler(request)
+
+        return Effect(run, arun)
 
     @staticmethod
-    def _model_layer(
-        middleware: AgentMiddleware[Any, Any, Any],
-        inner: Callable[[ModelRequest[Any]], ModelResponse[Any]],
-    ) -> Callable[[ModelRequest[Any]], ModelResponse[Any]]:
+    def _model_layer(middleware: AgentMiddleware[Any, Any, Any], inner: Handler) -> Handler:
         if _overrides(middleware, "wrap_model_call"):
             return lambda request: _normalized(middleware.wrap_model_call(request, inner))
 
@@ -276,9 +268,8 @@ class LoopMiddleware:
 
     @staticmethod
     def _amodel_layer(
-        middleware: AgentMiddleware[Any, Any, Any],
-        inner: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]:
+        middleware: AgentMiddleware[Any, Any, Any], inner: AsyncHandler
+    ) -> AsyncHandler:
         if _overrides(middleware, "awrap_model_call"):
 
             async def wrapped(request: ModelRequest[Any]) -> ModelResponse[Any]:

@@ -7,6 +7,9 @@
 - When a model keeps failing, the fallback models are tried in order.
 - An answer cut off by the length limit is asked again with a larger token budget
   (x1.1 per try, bounded); a degenerate reply that repeats its own tail is asked again.
+
+Each is written once, as a generator core (`agentloop._effects`) that `invoke` and
+`ainvoke` both drive.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import email.utils
 import operator
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial, reduce
 from typing import Any, TypeVar
@@ -25,14 +28,14 @@ from langchain_core.runnables import Runnable
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import RetryPolicy
 from tenacity import (
-    AsyncRetrying,
     RetryCallState,
     Retrying,
     retry_if_exception,
     stop_after_attempt,
 )
 
-from agentloop._retry import aretry_lazily, retry_lazily
+from agentloop._effects import Core
+from agentloop._retry import retry_lazily
 from agentloop.errors import (
     ConfigurationError,
     ModelBehaviorError,
@@ -45,8 +48,6 @@ from agentloop.model_stream import BoundedRead, ModelLimits
 __all__ = [
     "Answer",
     "ModelRetryPolicy",
-    "ainvoke_answer",
-    "arun_with_retries",
     "finish_reason",
     "invoke_answer",
     "is_degenerate",
@@ -141,19 +142,21 @@ def _wait(retry: ModelRetryPolicy) -> Callable[[RetryCallState], float]:
     return wait
 
 
-def _retrying_kwargs(retry: ModelRetryPolicy) -> dict[str, Any]:
-    return {
-        "stop": stop_after_attempt(retry.max_attempts),
-        "wait": _wait(retry),
-        "retry": retry_if_exception(is_retryable_model_error),
-        "reraise": True,
-    }
+def _retrying(retry: ModelRetryPolicy) -> Retrying:
+    return Retrying(
+        stop=stop_after_attempt(retry.max_attempts),
+        wait=_wait(retry),
+        retry=retry_if_exception(is_retryable_model_error),
+        reraise=True,
+    )
 
 
 def run_with_retries(
-    models: Sequence[BaseChatModel], attempt: Callable[[BaseChatModel], T], retry: ModelRetryPolicy
-) -> T:
-    """Run `attempt(model)` with retries, then with each fallback model in turn.
+    models: Sequence[BaseChatModel],
+    attempt: Callable[[BaseChatModel], Core[T]],
+    retry: ModelRetryPolicy,
+) -> Core[T]:
+    """Run the core `attempt(model)` with retries, then with each fallback model in turn.
 
     Raises:
         ModelBehaviorError: Every model failed; says why the last one did.
@@ -161,31 +164,10 @@ def run_with_retries(
     last: BaseException | None = None
     for model in models:
         try:
-            return retry_lazily(
-                partial(attempt, model),
-                lambda: Retrying(**_retrying_kwargs(retry)),
-                is_retryable_model_error,
-            )
-        except GraphBubbleUp:
-            raise
-        except Exception as error:  # the next fallback may work
-            last = error
-    raise ModelBehaviorError(model_error_message(last or RuntimeError("no model"))) from last
-
-
-async def arun_with_retries(
-    models: Sequence[BaseChatModel],
-    attempt: Callable[[BaseChatModel], Awaitable[T]],
-    retry: ModelRetryPolicy,
-) -> T:
-    """Async `run_with_retries`."""
-    last: BaseException | None = None
-    for model in models:
-        try:
-            return await aretry_lazily(
-                partial(attempt, model),
-                lambda: AsyncRetrying(**_retrying_kwargs(retry)),
-                is_retryable_model_error,
+            return (
+                yield from retry_lazily(
+                    partial(attempt, model), partial(_retrying, retry), is_retryable_model_error
+                )
             )
         except GraphBubbleUp:
             raise
@@ -264,20 +246,18 @@ def invoke_answer(
     limits: ModelLimits,
     text_of: Callable[[BaseMessage], str],
     configure: Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]],
-) -> Answer:
+) -> Core[Answer]:
     """Stream the answer within the limits: retries, fallbacks, length / degenerate checks."""
 
-    def attempt(model: BaseChatModel) -> Answer:
+    def attempt(model: BaseChatModel) -> Core[Answer]:
         check = _AnswerCheck(model, retry)
         grown = False
         while True:
             runnable = configure(check.runnable(model, grown))
             read = _answer_read(limits)
-            chunks = read.iterate(partial(runnable.stream, messages))
-            try:
-                reply = _joined(list(chunks))
-            finally:
-                chunks.close()
+            chunks: list[Any] = []
+            yield from read.consume(runnable, messages, chunks.append)
+            reply = _joined(chunks)
             if read.cut:
                 return Answer(reply, read.cut)
             before = check.budget
@@ -285,35 +265,4 @@ def invoke_answer(
                 return Answer(reply)
             grown = grown or check.budget != before
 
-    return run_with_retries(models, attempt, retry)
-
-
-async def ainvoke_answer(
-    models: Sequence[BaseChatModel],
-    messages: list[BaseMessage],
-    retry: ModelRetryPolicy,
-    limits: ModelLimits,
-    text_of: Callable[[BaseMessage], str],
-    configure: Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]],
-) -> Answer:
-    """Async `invoke_answer`."""
-
-    async def attempt(model: BaseChatModel) -> Answer:
-        check = _AnswerCheck(model, retry)
-        grown = False
-        while True:
-            runnable = configure(check.runnable(model, grown))
-            read = _answer_read(limits)
-            chunks = read.aiterate(runnable.astream(messages))
-            try:
-                reply = _joined([chunk async for chunk in chunks])
-            finally:
-                await chunks.aclose()
-            if read.cut:
-                return Answer(reply, read.cut)
-            before = check.budget
-            if not check.again(reply, text_of(reply)):
-                return Answer(reply)
-            grown = grown or check.budget != before
-
-    return await arun_with_retries(models, attempt, retry)
+    return (yield from run_with_retries(models, attempt, retry))

@@ -18,8 +18,12 @@ import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, TypeVar
 
+from langchain_core.runnables import Runnable
+
+from agentloop._effects import Effect
 from agentloop.errors import ConfigurationError, ModelCallTimeout
 
 __all__ = ["BoundedRead", "ModelLimits"]
@@ -89,6 +93,35 @@ class BoundedRead(Generic[C]):
         else:
             msg = f"the {self.what} took longer than {self.limits.timeout_s:g}s"
         return ModelCallTimeout(msg)
+
+    def consume(
+        self, runnable: Runnable[Any, Any], request: Any, on_chunk: Callable[[C], object]
+    ) -> Effect[None]:
+        """Stream `runnable` on `request` within the limits, handing each chunk to `on_chunk`.
+
+        Reading stops when the reply ends, at the output cap, or once `on_chunk` returns a
+        true value (the stream is then closed).
+        """
+
+        def run() -> None:
+            chunks = self.iterate(partial(runnable.stream, request))
+            try:
+                for chunk in chunks:
+                    if on_chunk(chunk):
+                        break
+            finally:
+                chunks.close()
+
+        async def arun() -> None:
+            chunks = self.aiterate(runnable.astream(request))
+            try:
+                async for chunk in chunks:
+                    if on_chunk(chunk):
+                        break
+            finally:
+                await chunks.aclose()
+
+        return Effect(run, arun)
 
     async def aiterate(self, stream: AsyncIterator[C]) -> AsyncGenerator[C, None]:
         """Yield the chunks of an async stream within the limits (closing it at the end)."""

@@ -31,8 +31,9 @@ from langchain_core.runnables import Runnable
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 
+from agentloop._effects import Core, Effect
 from agentloop.errors import ConfigurationError, ModelBehaviorError
-from agentloop.model_calls import ModelRetryPolicy, arun_with_retries, run_with_retries
+from agentloop.model_calls import ModelRetryPolicy, run_with_retries
 
 if TYPE_CHECKING:
     from agentloop.middleware import LoopMiddleware
@@ -178,7 +179,7 @@ class StructuredOutput:
         answer: str,
         retry: ModelRetryPolicy,
         through: Wrapped | None = None,
-    ) -> StructuredResult:
+    ) -> Core[StructuredResult]:
         """Ask for the result after the text answer (re-asked once with the error).
 
         Args:
@@ -192,69 +193,30 @@ class StructuredOutput:
         result, request = StructuredResult(), self._request(messages, answer)
 
         def call(
-            model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any] | None = None
-        ) -> tuple[Strategy, Any]:
+            model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any]
+        ) -> Core[tuple[Strategy, Any]]:
             strategy = self.strategy(model)
-            return strategy, self._bound(model, strategy, options).invoke(sent)
+            bound = self._bound(model, strategy, options)
+            reply = yield from Effect(partial(bound.invoke, sent), partial(bound.ainvoke, sent))
+            return strategy, reply
+
+        def with_retries(
+            model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any]
+        ) -> Core[tuple[Strategy, Any]]:
+            chosen = [model, *models[1:]]
+            return run_with_retries(chosen, lambda one: call(one, sent, options), retry)
 
         for _ in range(2):
             try:
                 if through is None:
-                    strategy, reply = run_with_retries(models, partial(call, sent=request), retry)
+                    strategy, reply = yield from with_retries(models[0], request, {})
                 else:
                     middleware, state, runtime = through
-                    strategy, reply = middleware.call_model(
+                    strategy, reply = yield from middleware.call_model(
                         "structured_response",
                         models,
                         request,
-                        lambda model, sent, options: run_with_retries(
-                            [model, *models[1:]], lambda chosen: call(chosen, sent, options), retry
-                        ),
-                        _reply_of,
-                        self._written,
-                        state=state,
-                        runtime=runtime,
-                    )
-            except ModelBehaviorError as error:
-                result.error = str(error)
-                return result
-            if self._settle(result, reply, strategy):
-                return result
-            request = [*request, *self._retry(reply, result.error)]
-        return result
-
-    async def aask(
-        self,
-        models: Sequence[BaseChatModel],
-        messages: Sequence[BaseMessage],
-        answer: str,
-        retry: ModelRetryPolicy,
-        through: Wrapped | None = None,
-    ) -> StructuredResult:
-        """Async `ask`."""
-        result, request = StructuredResult(), self._request(messages, answer)
-
-        async def call(
-            model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any] | None = None
-        ) -> tuple[Strategy, Any]:
-            strategy = self.strategy(model)
-            return strategy, await self._bound(model, strategy, options).ainvoke(sent)
-
-        for _ in range(2):
-            try:
-                if through is None:
-                    strategy, reply = await arun_with_retries(
-                        models, partial(call, sent=request), retry
-                    )
-                else:
-                    middleware, state, runtime = through
-                    strategy, reply = await middleware.acall_model(
-                        "structured_response",
-                        models,
-                        request,
-                        lambda model, sent, options: arun_with_retries(
-                            [model, *models[1:]], lambda chosen: call(chosen, sent, options), retry
-                        ),
+                        with_retries,
                         _reply_of,
                         self._written,
                         state=state,

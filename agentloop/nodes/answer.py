@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -12,11 +13,12 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
+from agentloop._effects import Core, Effect, entry_points
 from agentloop.errors import ModelBehaviorError
 from agentloop.messages import conversation_turns, message_text
 from agentloop.model_calls import Answer
 from agentloop.nodes._runnable import LoopNode
-from agentloop.nodes.answer_call import acall_answerer, call_answerer
+from agentloop.nodes.answer_call import call_answerer
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.prompt import conversation_text, default_prompts
@@ -310,9 +312,10 @@ class _Answer:
             update["usage"] = sum_usage({scope.settings.name: entry} for entry in entries)
         return self.parts.safe(update)
 
-    def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[dict[str, Any]]:
+        """Answer; then, with a `response_format`, ask for the typed result."""
         call = self._request(state, runtime)
-        update = self._answered(state, call, runtime)
+        update = yield from self._answered(state, call, runtime)
         structured = self.parts.structured
         if structured is None:
             return update
@@ -320,48 +323,24 @@ class _Answer:
             return {**update, "structured_response": None}
         models, messages, retry = call.arguments[:3]
         through = _through(self.parts, state, runtime)
-        result = structured.ask(models, messages, update["answer"], retry, through)
+        result = yield from structured.ask(models, messages, update["answer"], retry, through)
         return self._structured(update, result)
 
     def _answered(
         self, state: LoopState, call: _AnswerCall, runtime: Runtime[Any]
-    ) -> dict[str, Any]:
+    ) -> Core[dict[str, Any]]:
         if call.unplanned:
             return self._update(state, call, None)
-        if call.speculative is not None:
-            adopted = self._adopted(call, call.speculative.adopt(_configure))
+        speculative = call.speculative
+        if speculative is not None:
+            relayed = yield from Effect(
+                partial(speculative.adopt, _configure), partial(speculative.aadopt, _configure)
+            )
+            adopted = self._adopted(call, relayed)
             if adopted is not None:
                 return self._update(state, call, adopted)
         try:
-            answer = call_answerer(self.parts, state, runtime, call.arguments)
-        except ModelBehaviorError as error:
-            return self._update(state, call, None, error)
-        return self._update(state, call, answer)
-
-    async def ainvoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        call = self._request(state, runtime)
-        update = await self._aanswered(state, call, runtime)
-        structured = self.parts.structured
-        if structured is None:
-            return update
-        if not _structurable(update):
-            return {**update, "structured_response": None}
-        models, messages, retry = call.arguments[:3]
-        through = _through(self.parts, state, runtime)
-        result = await structured.aask(models, messages, update["answer"], retry, through)
-        return self._structured(update, result)
-
-    async def _aanswered(
-        self, state: LoopState, call: _AnswerCall, runtime: Runtime[Any]
-    ) -> dict[str, Any]:
-        if call.unplanned:
-            return self._update(state, call, None)
-        if call.speculative is not None:
-            adopted = self._adopted(call, await call.speculative.aadopt(_configure))
-            if adopted is not None:
-                return self._update(state, call, adopted)
-        try:
-            answer = await acall_answerer(self.parts, state, runtime, call.arguments)
+            answer = yield from call_answerer(self.parts, state, runtime, call.arguments)
         except ModelBehaviorError as error:
             return self._update(state, call, None, error)
         return self._update(state, call, answer)
@@ -395,4 +374,4 @@ def _structurable(update: dict[str, Any]) -> bool:
 def make_answer(parts: LoopParts) -> LoopNode:
     """Build the `answer` node of a loop."""
     node = _Answer(parts)
-    return LoopNode("answer", node.invoke, node.ainvoke)
+    return LoopNode("answer", *entry_points(node.run))

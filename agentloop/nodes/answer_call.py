@@ -10,11 +10,12 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
-from agentloop.model_calls import Answer, ainvoke_answer, invoke_answer
+from agentloop._effects import Core
+from agentloop.model_calls import Answer, invoke_answer
 from agentloop.nodes.parts import LoopParts
 from agentloop.state import LoopState
 
-__all__ = ["acall_answerer", "call_answerer"]
+__all__ = ["call_answerer"]
 
 
 Configure = Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]]
@@ -37,7 +38,7 @@ def _answer_of(message: AIMessage, model: BaseChatModel) -> Answer:
 
 def call_answerer(
     parts: LoopParts, state: LoopState, runtime: Runtime[Any], arguments: Sequence[Any]
-) -> Answer:
+) -> Core[Answer]:
     """Ask the answer model (then its fallbacks), through any `wrap_model_call` middleware.
 
     Args:
@@ -51,33 +52,17 @@ def call_answerer(
     """
     middleware = parts.middleware
     if middleware is None:
-        return invoke_answer(*arguments)
+        return (yield from invoke_answer(*arguments))
     models, messages, retry, limits, text_of, configure = arguments
 
-    def call(model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any]) -> Answer:
+    def call(
+        model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any]
+    ) -> Core[Answer]:
         chosen = [model, *models[1:]]
         return invoke_answer(chosen, sent, retry, limits, text_of, _with(configure, options))
 
-    return middleware.call_model(
-        "answer", models, messages, call, _reply_of, _answer_of, state=state, runtime=runtime
-    )
-
-
-async def acall_answerer(
-    parts: LoopParts, state: LoopState, runtime: Runtime[Any], arguments: Sequence[Any]
-) -> Answer:
-    """Async `call_answerer`."""
-    middleware = parts.middleware
-    if middleware is None:
-        return await ainvoke_answer(*arguments)
-    models, messages, retry, limits, text_of, configure = arguments
-
-    async def call(
-        model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any]
-    ) -> Answer:
-        chosen = [model, *models[1:]]
-        return await ainvoke_answer(chosen, sent, retry, limits, text_of, _with(configure, options))
-
-    return await middleware.acall_model(
-        "answer", models, messages, call, _reply_of, _answer_of, state=state, runtime=runtime
+    return (
+        yield from middleware.call_model(
+            "answer", models, messages, call, _reply_of, _answer_of, state=state, runtime=runtime
+        )
     )

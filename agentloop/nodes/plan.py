@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -11,6 +12,7 @@ from langchain_core.messages import BaseMessage, BaseMessageChunk
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from agentloop._effects import Core, entry_points, is_async
 from agentloop.errors import ModelBehaviorError, model_error_message
 from agentloop.messages import conversation_turns, message_text
 from agentloop.model_stream import BoundedRead
@@ -18,7 +20,7 @@ from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.answer import answer_prompt
 from agentloop.nodes.early_dispatch import EarlyDispatch
 from agentloop.nodes.parts import LoopParts
-from agentloop.nodes.plan_call import acall_planner, call_planner
+from agentloop.nodes.plan_call import call_planner
 from agentloop.nodes.plan_model import PLAN_TAGS, check_native_planners, planner_runnable
 from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.check import (
@@ -94,7 +96,7 @@ class _Attempts:
 
 
 class _Plan:
-    """The plan node of one loop (sync and async)."""
+    """The plan node of one loop: one core, driven by `invoke` and `ainvoke`."""
 
     def __init__(self, parts: LoopParts) -> None:
         self.parts = parts
@@ -261,70 +263,40 @@ class _Plan:
             update["usage"] = sum_usage({scope.settings.name: entry} for entry in entries)
         return self.parts.safe(update)
 
-    def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        attempts = self._request(state, runtime, asynchronous=False)
-        plan_mode = attempts.scope.settings.plan_mode
+    def _attempt(
+        self,
+        attempts: _Attempts,
+        model: BaseChatModel,
+        request: list[BaseMessage],
+        options: dict[str, Any],
+    ) -> Core[PlanRead]:
+        """One streamed planner call, read as it streams and closed early on `response`."""
+        settings = attempts.scope.settings
+        read, bounded = PlanRead.start(model, settings.plan_mode), self._bounded()
+        attempts.fresh_dispatch()
+        runnable = planner_runnable(model, settings, options, self.parts.tools.tool_schemas)
 
-        def attempt(
-            model: BaseChatModel, request: list[BaseMessage], options: dict[str, Any]
-        ) -> PlanRead:
-            read, bounded = PlanRead.start(model, plan_mode), self._bounded()
-            attempts.fresh_dispatch()
-            runnable = planner_runnable(
-                model, attempts.scope.settings, options, self.parts.tools.tool_schemas
-            )
-            chunks = bounded.iterate(lambda: runnable.stream(request))
-            try:
-                for chunk in chunks:
-                    if read.feed(chunk):
-                        break
-                    attempts.follow(read)
-            finally:
-                chunks.close()
-            read.cut = bounded.cut
-            return read
+        def on_chunk(chunk: BaseMessageChunk) -> bool:
+            if read.feed(chunk):
+                return True  # the decision is complete: stop reading
+            attempts.follow(read)
+            return False
 
+        yield from bounded.consume(runnable, request, on_chunk)
+        read.cut = bounded.cut
+        return read
+
+    def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[dict[str, Any]]:
+        """Ask the planner, again with what was wrong while it may be asked again."""
+        asynchronous = yield from is_async
+        attempts = self._request(state, runtime, asynchronous=asynchronous)
+        attempt = partial(self._attempt, attempts)
         read: PlanRead | None = None
         while self._calls_left(state, attempts) > 0:
             try:
-                read = call_planner(self.parts, state, runtime, attempts.messages, attempt)
-            except ModelBehaviorError as error:
-                return self._finish(state, attempts, None, error)
-            attempts.count(read)
-            attempts.judged = self._judge(read)
-            problem = attempts.judged[1]
-            if not self._may_reask(state, attempts, problem):
-                break
-            self._reask(attempts, read, problem)
-        return self._finish(state, attempts, read)
-
-    async def ainvoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
-        attempts = self._request(state, runtime, asynchronous=True)
-        plan_mode = attempts.scope.settings.plan_mode
-
-        async def attempt(
-            model: BaseChatModel, request: list[BaseMessage], options: dict[str, Any]
-        ) -> PlanRead:
-            read, bounded = PlanRead.start(model, plan_mode), self._bounded()
-            attempts.fresh_dispatch()
-            runnable = planner_runnable(
-                model, attempts.scope.settings, options, self.parts.tools.tool_schemas
-            )
-            chunks = bounded.aiterate(runnable.astream(request))
-            try:
-                async for chunk in chunks:
-                    if read.feed(chunk):
-                        break
-                    attempts.follow(read)
-            finally:
-                await chunks.aclose()
-            read.cut = bounded.cut
-            return read
-
-        read: PlanRead | None = None
-        while self._calls_left(state, attempts) > 0:
-            try:
-                read = await acall_planner(self.parts, state, runtime, attempts.messages, attempt)
+                read = yield from call_planner(
+                    self.parts, state, runtime, attempts.messages, attempt
+                )
             except ModelBehaviorError as error:
                 return self._finish(state, attempts, None, error)
             attempts.count(read)
@@ -346,4 +318,4 @@ def make_plan(parts: LoopParts) -> LoopNode:
     if parts.settings.plan_mode == "native":
         check_native_planners(parts.models.planners(), parts.tools.tool_schemas)
     node = _Plan(parts)
-    return LoopNode("plan", node.invoke, node.ainvoke)
+    return LoopNode("plan", *entry_points(node.run))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -10,17 +10,17 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.runtime import Runtime
 
-from agentloop.model_calls import arun_with_retries, run_with_retries
+from agentloop._effects import Core
+from agentloop.model_calls import run_with_retries
 from agentloop.nodes.parts import LoopParts
 from agentloop.planning.prompt import PLAN_TOOL
 from agentloop.planning.reader import PlanRead
 from agentloop.settings import PlanMode
 from agentloop.state import LoopState
 
-__all__ = ["acall_planner", "call_planner"]
+__all__ = ["call_planner"]
 
-Attempt = Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], PlanRead]
-AsyncAttempt = Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], Awaitable[PlanRead]]
+Attempt = Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], Core[PlanRead]]
 
 
 def call_planner(
@@ -29,7 +29,7 @@ def call_planner(
     runtime: Runtime[Any],
     messages: list[BaseMessage],
     attempt: Attempt,
-) -> PlanRead:
+) -> Core[PlanRead]:
     """Ask the planner (then its fallbacks), through any `wrap_model_call` middleware.
 
     Args:
@@ -44,51 +44,29 @@ def call_planner(
     """
     scope = parts.scope(runtime)
     models, retry = parts.models.planners(scope.loop), parts.model_retry
+
+    def with_retries(
+        model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any]
+    ) -> Core[PlanRead]:
+        chosen = [model, *models[1:]]
+        return run_with_retries(chosen, lambda one: attempt(one, sent, options), retry)
+
     middleware = parts.middleware
     if middleware is None:
-        return run_with_retries(models, lambda model: attempt(model, messages, {}), retry)
+        return (yield from with_retries(models[0], messages, {}))
     plan_mode = scope.settings.plan_mode
-    return middleware.call_model(
-        "plan",
-        models,
-        messages,
-        lambda model, sent, options: run_with_retries(
-            [model, *models[1:]], lambda chosen: attempt(chosen, sent, options), retry
-        ),
-        PlanRead.as_message,
-        partial(_read_of, plan_mode=plan_mode),
-        state=state,
-        runtime=runtime,
-        tools=_request_tools(parts, plan_mode),
-    )
-
-
-async def acall_planner(
-    parts: LoopParts,
-    state: LoopState,
-    runtime: Runtime[Any],
-    messages: list[BaseMessage],
-    attempt: AsyncAttempt,
-) -> PlanRead:
-    """Async `call_planner`."""
-    scope = parts.scope(runtime)
-    models, retry = parts.models.planners(scope.loop), parts.model_retry
-    middleware = parts.middleware
-    if middleware is None:
-        return await arun_with_retries(models, lambda model: attempt(model, messages, {}), retry)
-    plan_mode = scope.settings.plan_mode
-    return await middleware.acall_model(
-        "plan",
-        models,
-        messages,
-        lambda model, sent, options: arun_with_retries(
-            [model, *models[1:]], lambda chosen: attempt(chosen, sent, options), retry
-        ),
-        PlanRead.as_message,
-        partial(_read_of, plan_mode=plan_mode),
-        state=state,
-        runtime=runtime,
-        tools=_request_tools(parts, plan_mode),
+    return (
+        yield from middleware.call_model(
+            "plan",
+            models,
+            messages,
+            with_retries,
+            PlanRead.as_message,
+            partial(_read_of, plan_mode=plan_mode),
+            state=state,
+            runtime=runtime,
+            tools=_request_tools(parts, plan_mode),
+        )
     )
 
 

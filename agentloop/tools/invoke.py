@@ -12,8 +12,8 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, Tool
 from langgraph.errors import GraphBubbleUp
 from tenacity import (
-    AsyncRetrying,
     RetryCallState,
+    Retrying,
     retry_if_exception,
     stop_after_attempt,
     wait_exponential,
@@ -134,7 +134,7 @@ def _retryable(retry: ToolRetry) -> Callable[[BaseException], bool]:
     return retryable
 
 
-def _retrying(retry: ToolRetry, call: ToolInvocation, emit: Emit) -> AsyncRetrying:
+def _retrying(retry: ToolRetry, call: ToolInvocation, emit: Emit) -> Retrying:
     wait = wait_exponential(
         multiplier=retry.initial_delay_s,
         exp_base=retry.multiplier,
@@ -152,7 +152,7 @@ def _retrying(retry: ToolRetry, call: ToolInvocation, emit: Emit) -> AsyncRetryi
             wait_s=round(state.upcoming_sleep, 3),
         )
 
-    return AsyncRetrying(
+    return Retrying(
         stop=stop_after_attempt(retry.max_attempts),
         wait=wait + (wait_random(0, retry.initial_delay_s) if retry.jitter else wait_none()),
         retry=retry_if_exception(_retryable(retry)),

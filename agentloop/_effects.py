@@ -1,0 +1,106 @@
+"""Logic written once, run by `invoke` and `ainvoke`: generator cores and their two drivers.
+
+A core is a generator that yields `Effect`s (stream this model, sleep before a retry,
+run this middleware chain) and receives their results, or has their errors raised at
+the `yield`. It does no I/O itself, so the same code serves both entry points: `drive`
+performs each effect with blocking calls (no event loop), `adrive` awaits it on the
+running loop. An effect carries both forms of its one step; cores write
+`result = yield from effect`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar
+
+__all__ = [
+    "Core",
+    "Effect",
+    "adrive",
+    "drive",
+    "entry_points",
+    "is_async",
+    "sleep",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+Core: TypeAlias = Generator["Effect[Any]", Any, T]
+"""A generator that yields effects and returns a `T`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Effect(Generic[R]):
+    """One step a core needs done, in its blocking form and its awaitable form."""
+
+    run: Callable[[], R]
+    """Do it with blocking calls (under `invoke`)."""
+    arun: Callable[[], Awaitable[R]]
+    """Do it on the running event loop (under `ainvoke`)."""
+
+    def __iter__(self) -> Generator[Effect[R], Any, R]:
+        """Yield this effect and return its result (`result = yield from effect`)."""
+        result: R = yield self
+        return result
+
+
+def drive(core: Core[T]) -> T:
+    """Run a core to its end, performing each effect with blocking calls."""
+    send: Callable[[Any], Effect[Any]] = core.send
+    result: Any = None
+    while True:
+        try:
+            effect = send(result)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        try:
+            result, send = effect.run(), core.send
+        except BaseException as error:  # raised in the core, at its `yield`
+            result, send = error, core.throw
+
+
+async def adrive(core: Core[T]) -> T:
+    """Run a core to its end, awaiting each effect on the running event loop."""
+    send: Callable[[Any], Effect[Any]] = core.send
+    result: Any = None
+    while True:
+        try:
+            effect = send(result)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        try:
+            result, send = await effect.arun(), core.send
+        except BaseException as error:  # raised in the core, at its `yield`
+            result, send = error, core.throw
+
+
+def entry_points(
+    core: Callable[P, Core[T]],
+) -> tuple[Callable[P, T], Callable[P, Awaitable[T]]]:
+    """The sync and async functions that drive the cores `core(...)` makes."""
+
+    def synchronous(*args: P.args, **kwargs: P.kwargs) -> T:
+        return drive(core(*args, **kwargs))
+
+    async def asynchronous(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await adrive(core(*args, **kwargs))
+
+    return synchronous, asynchronous
+
+
+async def _true() -> bool:
+    return True
+
+
+is_async: Effect[bool] = Effect(lambda: False, _true)
+"""Whether the core runs under `ainvoke` (for what starts background work: a task or a thread)."""
+
+
+def sleep(seconds: float) -> Effect[None]:
+    """Wait: `time.sleep` under `invoke`, `asyncio.sleep` under `ainvoke`."""
+    return Effect(lambda: time.sleep(seconds), lambda: asyncio.sleep(seconds))
