@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar
 
 __all__ = [
@@ -49,34 +50,51 @@ class Effect(Generic[R]):
         return result
 
 
+class _Steps(Generic[T]):
+    """Steps a core: hands it an effect's result (or raises its error), takes the next effect."""
+
+    def __init__(self, core: Core[T]) -> None:
+        self.core = core
+        self.result: T
+        self._resume: Callable[[], Effect[Any]] = partial(core.send, None)
+
+    def next(self) -> Effect[Any] | None:
+        """The core's next effect; None once it returned (its value is then `result`)."""
+        try:
+            return self._resume()
+        except StopIteration as stop:
+            self.result = stop.value
+            return None
+
+    def give(self, result: Any) -> None:
+        """Resume the core with an effect's result."""
+        self._resume = partial(self.core.send, result)
+
+    def fail(self, error: BaseException) -> None:
+        """Resume the core by raising an effect's error at its `yield`."""
+        self._resume = partial(self.core.throw, error)
+
+
 def drive(core: Core[T]) -> T:
     """Run a core to its end, performing each effect with blocking calls."""
-    send: Callable[[Any], Effect[Any]] = core.send
-    result: Any = None
-    while True:
+    steps = _Steps(core)
+    while (effect := steps.next()) is not None:
         try:
-            effect = send(result)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        try:
-            result, send = effect.run(), core.send
-        except BaseException as error:  # raised in the core, at its `yield`
-            result, send = error, core.throw
+            steps.give(effect.run())
+        except BaseException as error:
+            steps.fail(error)
+    return steps.result
 
 
 async def adrive(core: Core[T]) -> T:
     """Run a core to its end, awaiting each effect on the running event loop."""
-    send: Callable[[Any], Effect[Any]] = core.send
-    result: Any = None
-    while True:
+    steps = _Steps(core)
+    while (effect := steps.next()) is not None:
         try:
-            effect = send(result)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        try:
-            result, send = await effect.arun(), core.send
-        except BaseException as error:  # raised in the core, at its `yield`
-            result, send = error, core.throw
+            steps.give(await effect.arun())
+        except BaseException as error:
+            steps.fail(error)
+    return steps.result
 
 
 def entry_points(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import enum
 import queue
 import threading
 import time
@@ -79,20 +80,16 @@ class BoundedRead(Generic[C]):
         self.cut = ""
         """Why reading stopped early ("" when the reply ended by itself)."""
 
-    def _take(self, chunk: C) -> bool:
-        """Count a chunk; return True when the output cap is reached."""
+    def _start(self, now: Callable[[], float]) -> _Deadline:
+        self._deadline = _Deadline(self.what, self.limits, now)
+        return self._deadline
+
+    def _take(self, chunk: C) -> None:
+        """Count a chunk (in time and size); mark the read as cut at the output cap."""
+        self._deadline.arrived()
         self.chars += self.size_of(chunk)
         if self.chars >= self.max_chars:
             self.cut = f"the {self.what} exceeded {self.max_chars} characters"
-            return True
-        return False
-
-    def _timeout(self, first: bool) -> ModelCallTimeout:
-        if first:
-            msg = f"no {self.what} output within {self.limits.first_token_timeout_s:g}s"
-        else:
-            msg = f"the {self.what} took longer than {self.limits.timeout_s:g}s"
-        return ModelCallTimeout(msg)
 
     def consume(
         self, runnable: Runnable[Any, Any], request: Any, on_chunk: Callable[[C], object]
@@ -125,57 +122,84 @@ class BoundedRead(Generic[C]):
 
     async def aiterate(self, stream: AsyncIterator[C]) -> AsyncGenerator[C, None]:
         """Yield the chunks of an async stream within the limits (closing it at the end)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.limits.timeout_s
-        first = True
-        try:
-            async with asyncio.timeout_at(
-                min(loop.time() + self.limits.first_token_timeout_s, deadline)
-            ) as window:
-                async for chunk in stream:
-                    if first:
-                        first = False
-                        window.reschedule(deadline)
-                    stop = self._take(chunk)
-                    yield chunk
-                    if stop:
-                        return
-        except TimeoutError as error:
-            raise self._timeout(first) from error
-        finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
+        deadline = self._start(asyncio.get_running_loop().time)
+        async with _closing(stream), deadline.timer():
+            async for chunk in stream:
+                self._take(chunk)
+                yield chunk
+                if self.cut:
+                    return
 
     def iterate(self, open_stream: Callable[[], Iterator[C]]) -> Generator[C, None, None]:
-        """Yield the chunks of a sync stream within the limits.
-
-        The stream is opened and read by a daemon thread, which stops at its next chunk
-        once the reader has what it needs and is abandoned if the model hangs.
-        """
-        pump = _Pump(open_stream)
-        started = time.monotonic()
-        first = True
+        """Yield the chunks of a sync stream within the limits (read by a `_Pump` thread)."""
+        pump, deadline = _Pump(open_stream), self._start(time.monotonic)
         try:
-            while True:
-                elapsed = time.monotonic() - started
-                wait = self.limits.timeout_s - elapsed
-                if first:
-                    wait = min(wait, self.limits.first_token_timeout_s - elapsed)
-                kind, item = pump.next(max(wait, 0.0))
-                if kind == "timeout":
-                    raise self._timeout(first)
-                if kind == "end":
-                    return
-                if kind == "error":
-                    raise item
-                first = False
-                stop = self._take(item)
-                yield item
-                if stop:
-                    return
+            while not self.cut and (chunk := pump.next(deadline)) is not _End.END:
+                self._take(chunk)
+                yield chunk
         finally:
             pump.stop()
+
+
+class _End(enum.Enum):
+    END = "end"
+    """The stream ended."""
+
+
+class _Deadline:
+    """When a read gives up (`ModelCallTimeout`).
+
+    No first chunk within `first_token_timeout_s`, or no end within `timeout_s`.
+    """
+
+    def __init__(self, what: str, limits: ModelLimits, now: Callable[[], float]) -> None:
+        self.what, self.limits, self.now = what, limits, now
+        started = now()
+        self.end = started + limits.timeout_s
+        self.at = min(started + limits.first_token_timeout_s, self.end)
+        """When the read times out (the first chunk's deadline until it arrives)."""
+        self.first = True
+        self._moved: Callable[[float], None] | None = None
+
+    def arrived(self) -> None:
+        """Note a chunk: once the first arrived, only the end's deadline holds."""
+        if self.first:
+            self.first, self.at = False, self.end
+            if self._moved is not None:
+                self._moved(self.at)
+
+    def left(self) -> float:
+        """Seconds until the deadline."""
+        return max(self.at - self.now(), 0.0)
+
+    def expired(self) -> ModelCallTimeout:
+        """The error of a read that reached its deadline."""
+        if self.first:
+            msg = f"no {self.what} output within {self.limits.first_token_timeout_s:g}s"
+        else:
+            msg = f"the {self.what} took longer than {self.limits.timeout_s:g}s"
+        return ModelCallTimeout(msg)
+
+    @contextlib.asynccontextmanager
+    async def timer(self) -> AsyncIterator[None]:
+        """Time the read on the running event loop."""
+        try:
+            async with asyncio.timeout_at(self.at) as timeout:
+                self._moved = timeout.reschedule
+                yield
+        except TimeoutError as error:
+            raise self.expired() from error
+
+
+@contextlib.asynccontextmanager
+async def _closing(stream: AsyncIterator[Any]) -> AsyncIterator[None]:
+    """Close an async stream at the end, when it can be closed."""
+    try:
+        yield
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 class _Pump(Generic[C]):
@@ -220,11 +244,15 @@ class _Pump(Generic[C]):
             return True
         return False
 
-    def next(self, timeout_s: float) -> tuple[str, Any]:
+    def next(self, deadline: _Deadline) -> C | _End:
+        """The next chunk or the end; raises the stream's error, or a timeout at the deadline."""
         try:
-            return self._queue.get(timeout=timeout_s)
+            kind, item = self._queue.get(timeout=deadline.left())
         except queue.Empty:
-            return "timeout", None
+            raise deadline.expired() from None
+        if kind == "error":
+            raise item
+        return _End.END if kind == "end" else item
 
     def stop(self) -> None:
         self._stopped.set()
