@@ -18,7 +18,7 @@ from tenacity import DoAttempt, DoSleep, RetryCallState, Retrying
 
 from agentloop._effects import Core, Effect, adrive, sleep
 
-__all__ = ["aretry_lazily", "retry_lazily"]
+__all__ = ["retry_awaitable_lazily", "retry_lazily"]
 
 T = TypeVar("T")
 
@@ -62,7 +62,7 @@ def _awaited_only() -> NoReturn:
     raise RuntimeError(msg)
 
 
-async def aretry_lazily(
+async def retry_awaitable_lazily(
     attempt: Callable[[], Awaitable[T]],
     retrying: Callable[[], Retrying],
     retryable: Callable[[BaseException], bool],

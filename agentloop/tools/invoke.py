@@ -21,7 +21,7 @@ from tenacity import (
     wait_random,
 )
 
-from agentloop._retry import aretry_lazily
+from agentloop._retry import retry_awaitable_lazily
 from agentloop.errors import ToolCallError, classify_tool_error
 from agentloop.events import Emit
 from agentloop.tools.artifacts import unpack_output
@@ -275,7 +275,7 @@ class ToolInvoker:
         try:
             retry = policy.retry
             if policy.retryable and retry is not None:
-                value, artifact = await aretry_lazily(
+                value, artifact = await retry_awaitable_lazily(
                     attempt, lambda: _retrying(retry, call, emit), _retryable(retry)
                 )
             else:

@@ -17,7 +17,7 @@ from tenacity import (
 )
 
 from agentloop._effects import Core, Effect, adrive, drive, is_async, sleep
-from agentloop._retry import aretry_lazily, retry_lazily
+from agentloop._retry import retry_awaitable_lazily, retry_lazily
 
 
 async def run(core: Core[Any], driver: str) -> Any:
@@ -163,7 +163,7 @@ async def test_retry_lazily_builds_no_retrier_on_success_and_reraises_the_last_e
     assert built == [True]
 
 
-async def test_aretry_lazily_retries_a_coroutine_attempt() -> None:
+async def test_retry_awaitable_lazily_retries_a_coroutine_attempt() -> None:
     calls: list[int] = []
 
     async def attempt() -> int:
@@ -172,4 +172,7 @@ async def test_aretry_lazily_retries_a_coroutine_attempt() -> None:
             raise Flaky
         return len(calls)
 
-    assert await aretry_lazily(attempt, retrier([]), lambda error: isinstance(error, Flaky)) == 2
+    assert (
+        await retry_awaitable_lazily(attempt, retrier([]), lambda error: isinstance(error, Flaky))
+        == 2
+    )
