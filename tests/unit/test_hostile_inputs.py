@@ -165,6 +165,8 @@ class EndlessModel(BaseChatModel):
         yield ChatGenerationChunk(
             message=AIMessageChunk(content='{"next_action": "execute", "x": "')
         )
+        if self.mode == "stall":
+            time.sleep(3600)
         while True:
             yield ChatGenerationChunk(message=AIMessageChunk(content="la " * 50))
 
@@ -176,6 +178,8 @@ class EndlessModel(BaseChatModel):
         yield ChatGenerationChunk(
             message=AIMessageChunk(content='{"next_action": "execute", "x": "')
         )
+        if self.mode == "stall":
+            await asyncio.sleep(3600)
         while True:
             await asyncio.sleep(0)
             yield ChatGenerationChunk(message=AIMessageChunk(content="la " * 50))
@@ -232,6 +236,26 @@ async def test_a_model_that_never_starts_times_out(run_loop: Any, role: str) -> 
     assert out["status"] == expected and "no plan output within 0.5s" in out[
         "status_reason"
     ].replace("answer", "plan")
+
+
+@pytest.mark.parametrize("role", ["planner", "answer"])
+async def test_a_model_that_stalls_after_its_first_chunk_is_timed_out(
+    run_loop: Any, role: str
+) -> None:
+    stalling = EndlessModel(mode="stall")
+    planner = stalling if role == "planner" else ScriptedChatModel([plan_reply("response")])
+    answerer = stalling if role == "answer" else ScriptedChatModel(["fine"])
+    limits = ModelLimits(first_token_timeout_s=0.5, timeout_s=0.8)
+    graph = create_tool_loop(
+        planner, [], answer_model=answerer, models=ModelOptions(limits=limits, retry=NO_RETRY)
+    )
+    started = time.monotonic()
+    out = await run_loop(graph, {"user_input": "go"})
+    assert time.monotonic() - started < 3
+    expected = "planner_failed" if role == "planner" else "answer_failed"
+    what = "plan" if role == "planner" else "answer"
+    assert out["status"] == expected
+    assert f"the {what} took longer than 0.8s" in out["status_reason"]
 
 
 # --- data a checkpoint serializer rejects ----------------------------------------------------
