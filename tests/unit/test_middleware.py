@@ -15,7 +15,7 @@ from langchain.agents.middleware import (
     wrap_tool_call,
 )
 from langchain.agents.middleware.types import ExtendedModelResponse
-from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, SystemMessage, ToolCall, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
@@ -196,6 +196,52 @@ async def test_wrap_model_call_wraps_every_planner_and_answer_call(run_loop: Any
     out = await run_loop(graph, {"user_input": "read a.txt"})
     assert out["answer"] == "fine"
     assert seen == [("plan", "House rules."), ("plan", "House rules."), ("answer", "House rules.")]
+
+
+class BothHooks(AgentMiddleware[Any, Any, Any]):
+    """Records which of its two hooks wrapped each model call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hooks: list[tuple[str, str]] = []
+
+    def wrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
+        self.hooks.append(("wrap_model_call", request.state["agentloop_model_call"]))
+        return handler(request)
+
+    async def awrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
+        self.hooks.append(("awrap_model_call", request.state["agentloop_model_call"]))
+        return await handler(request)
+
+
+class AsyncOnly(AgentMiddleware[Any, Any, Any]):
+    """Wraps model calls with an async hook only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    async def awrap_model_call(self, request: ModelRequest, handler: Any) -> Any:
+        self.calls.append(request.state["agentloop_model_call"])
+        return await handler(request)
+
+
+async def test_invoke_runs_wrap_model_call_and_ainvoke_awrap_model_call(run_loop: Any) -> None:
+    both, async_only = BothHooks(), AsyncOnly()
+    reply_call = ToolCall(name="Reply", args={"ok": True}, id="call_reply")
+    graph = create_tool_loop(
+        ScriptedChatModel(_plans(_call("read_file", path="a.txt"))),
+        [read_file],
+        answer_model=ScriptedChatModel(["fine", AIMessage("", tool_calls=[reply_call])]),
+        response_format={"title": "Reply", "type": "object", "properties": {"ok": {}}},
+        middleware=[both, async_only],
+    )
+    out = await run_loop(graph, {"user_input": "read a.txt"})
+    assert out["answer"] == "fine" and out["structured_response"] == {"ok": True}
+    hook = "wrap_model_call" if run_loop.entry == "invoke" else "awrap_model_call"
+    calls = ["plan", "plan", "answer", "structured_response"]
+    assert both.hooks == [(hook, call) for call in calls]
+    assert async_only.calls == calls  # bridged under invoke
 
 
 async def test_model_middleware_sees_the_answer_even_with_speculative_answers(
