@@ -13,6 +13,7 @@ from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
 from agentloop.errors import ModelBehaviorError
+from agentloop.events import AnswerCompleted, AnswerSpeculated, AnswerStarted
 from agentloop.messages import conversation_turns, message_text
 from agentloop.model_calls import Answer
 from agentloop.nodes._runnable import LoopNode
@@ -232,7 +233,7 @@ class _Answer:
                 f"I could not answer: {reason}. {consulted}, so rather than guess, "
                 "I give no answer."
             )
-        scope.emit("answer_started", tool_results=len(prompt.action_results), media=prompt.media)
+        scope.emit(AnswerStarted(tool_results=len(prompt.action_results), media=prompt.media))
         arguments = (
             prompt.answerers,
             prompt.messages,
@@ -261,7 +262,7 @@ class _Answer:
         if answer is None:
             self._drop(call, speculative, "unusable")
             return None
-        call.scope.emit("answer_speculated", outcome="adopted", input_tokens=0, output_tokens=0)
+        call.scope.emit(AnswerSpeculated(outcome="adopted", input_tokens=0, output_tokens=0))
         return answer
 
     def _update(
@@ -286,12 +287,13 @@ class _Answer:
         if answer is not None and answer.cut:
             status, reason = "answer_cut", answer.cut
         scope.emit(
-            "answer_completed",
-            chars=len(text),
-            error=str(error) if error else "",
-            cut=answer.cut if answer is not None else "",
-            status=status,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            AnswerCompleted(
+                chars=len(text),
+                error=str(error) if error else "",
+                cut=answer.cut if answer is not None else "",
+                status=status,
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            )
         )
         update: dict[str, Any] = {
             "answer": text,

@@ -12,6 +12,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from agentloop.errors import ModelBehaviorError, model_error_message
+from agentloop.events import PlanDecided, PlanReasked, RoundStarted
 from agentloop.messages import conversation_turns, message_text
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
@@ -147,9 +148,9 @@ class _Plan:
         )
         messages = with_app_instructions(messages, self.parts.system_prompt)
         scope.emit(
-            "round_started",
-            round_index=round_state["round_index"],
-            replan=bool(state.get("rollback_note")),
+            RoundStarted(
+                round_index=round_state["round_index"], replan=bool(state.get("rollback_note"))
+            )
         )
         dispatch = EarlyDispatch(self.parts, state, scope, get_config(), asynchronous=asynchronous)
         attempts = _Attempts(
@@ -184,7 +185,7 @@ class _Plan:
         """Ask the planner again, telling it what was wrong with its reply."""
         attempts.reasks += 1
         attempts.dispatch.cancel()
-        attempts.scope.emit("plan_reasked", attempt=attempts.reasks, reason=problem)
+        attempts.scope.emit(PlanReasked(attempt=attempts.reasks, reason=problem))
         native = attempts.scope.settings.plan_mode == "native"
         message = reask_message(
             self.parts.prompts, problem, read.reply_text, attempts.example, native=native
@@ -229,14 +230,15 @@ class _Plan:
             else:
                 self.parts.inflight.set_answer(state.get("run_id", ""), attempts.speculative)
         scope.emit(
-            "plan_decided",
-            next_action=decision["next_action"],
-            command_count=len(decision["execution_commands"]),
-            short_circuited=short,
-            chunks=chunks,
-            duration_ms=round((time.perf_counter() - attempts.started) * 1000, 3),
-            parse_error=decision.get("parse_error", ""),
-            reasks=attempts.reasks,
+            PlanDecided(
+                next_action=decision["next_action"],
+                command_count=len(decision["execution_commands"]),
+                short_circuited=short,
+                chunks=chunks,
+                duration_ms=round((time.perf_counter() - attempts.started) * 1000, 3),
+                parse_error=decision.get("parse_error", ""),
+                reasks=attempts.reasks,
+            )
         )
         update: dict[str, Any] = {
             "decision": decision,

@@ -19,6 +19,7 @@ from agentloop.durability import (
     run_identity,
     run_ledger,
 )
+from agentloop.events import DurabilityWarning, McpServerUnavailable
 from agentloop.messages import resolve_request
 from agentloop.nodes.parts import LoopParts
 from agentloop.redaction import install_log_redaction
@@ -80,16 +81,16 @@ def make_prepare(parts: LoopParts) -> Any:
             if not warned_exit:
                 warned_exit = True
                 logger.warning("%s: %s", parts.settings.name, EXIT_DURABILITY_WARNING)
-            scope.emit("durability_warning", durability="exit", message=EXIT_DURABILITY_WARNING)
+            scope.emit(DurabilityWarning(durability="exit", message=EXIT_DURABILITY_WARNING))
         ledger_warning = _ledger_warning(parts, runtime)
         if ledger_warning is not None:
             ledger_name, message = ledger_warning
             if not warned_ledger:
                 warned_ledger = True
                 logger.warning("%s: %s", parts.settings.name, message)
-            scope.emit("durability_warning", ledger=ledger_name, message=message)
+            scope.emit(DurabilityWarning(ledger=ledger_name, message=message))
         for server, reason in parts.tools.unavailable.items():
-            scope.emit("mcp_server_unavailable", server=server, reason=reason)
+            scope.emit(McpServerUnavailable(server=server, reason=reason))
         update: dict[str, Any] = {
             "user_input": request,
             "user_extra_requirement": state.get("user_extra_requirement") or "",
