@@ -26,6 +26,7 @@ from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
 from agentloop.structured import StructuredResult, Wrapped
 from agentloop.system_prompt import with_app_instructions
+from agentloop.updates import AnswerUpdate
 from agentloop.usage import message_usage, sum_usage, usage_entry
 
 __all__ = [
@@ -271,7 +272,7 @@ class _Answer:
         call: _AnswerCall,
         answer: Answer | None,
         error: BaseException | None = None,
-    ) -> dict[str, Any]:
+    ) -> AnswerUpdate:
         scope, action_results, started = call.scope, call.action_results, call.started
         reply = answer.message if answer is not None else None
         status, reason = state.get("status") or "ok", state.get("status_reason") or ""
@@ -295,7 +296,7 @@ class _Answer:
                 duration_ms=round((time.perf_counter() - started) * 1000, 3),
             )
         )
-        update: dict[str, Any] = {
+        update: AnswerUpdate = {
             "answer": text,
             "action_results": action_results,
             "messages": [AIMessage(text, id=getattr(reply, "id", None) or None)],
@@ -312,7 +313,7 @@ class _Answer:
             update["usage"] = sum_usage({scope.settings.name: entry} for entry in entries)
         return self.parts.safe(update)
 
-    def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> AnswerUpdate:
         call = self._request(state, runtime)
         update = self._answered(state, call, runtime)
         structured = self.parts.structured
@@ -325,9 +326,7 @@ class _Answer:
         result = structured.ask(models, messages, update["answer"], retry, through)
         return self._structured(update, result)
 
-    def _answered(
-        self, state: LoopState, call: _AnswerCall, runtime: Runtime[Any]
-    ) -> dict[str, Any]:
+    def _answered(self, state: LoopState, call: _AnswerCall, runtime: Runtime[Any]) -> AnswerUpdate:
         if call.unplanned:
             return self._update(state, call, None)
         if call.speculative is not None:
@@ -340,7 +339,7 @@ class _Answer:
             return self._update(state, call, None, error)
         return self._update(state, call, answer)
 
-    async def ainvoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    async def ainvoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> AnswerUpdate:
         call = self._request(state, runtime)
         update = await self._aanswered(state, call, runtime)
         structured = self.parts.structured
@@ -355,7 +354,7 @@ class _Answer:
 
     async def _aanswered(
         self, state: LoopState, call: _AnswerCall, runtime: Runtime[Any]
-    ) -> dict[str, Any]:
+    ) -> AnswerUpdate:
         if call.unplanned:
             return self._update(state, call, None)
         if call.speculative is not None:
@@ -368,7 +367,7 @@ class _Answer:
             return self._update(state, call, None, error)
         return self._update(state, call, answer)
 
-    def _structured(self, update: dict[str, Any], result: StructuredResult) -> dict[str, Any]:
+    def _structured(self, update: AnswerUpdate, result: StructuredResult) -> AnswerUpdate:
         """The answer's update with the typed result, or the status that says it failed."""
         update = {**update, "structured_response": result.value}
         if result.error:
@@ -389,7 +388,7 @@ def _through(parts: LoopParts, state: LoopState, runtime: Runtime[Any]) -> Wrapp
     return (parts.middleware, state, runtime) if parts.middleware is not None else None
 
 
-def _structurable(update: dict[str, Any]) -> bool:
+def _structurable(update: AnswerUpdate) -> bool:
     """Whether the run has a model's answer to give as a typed result."""
     return update["status"] in ("ok", "answer_cut") and bool(update["answer"])
 

@@ -42,6 +42,7 @@ from agentloop.tools.deferred import reference_failed_record, referenced_outcome
 from agentloop.tools.judge import compact_record
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
+from agentloop.updates import CollectUpdate, ExecuteUpdate
 from agentloop.usage import sum_usage
 
 __all__ = [
@@ -235,7 +236,7 @@ def route_collect(state: LoopState) -> list[Send] | Literal["plan", "answer"]:
 def make_execute(parts: LoopParts) -> Any:
     """Build the `execute` node: prepare the round's calls, settle the ones that must not run."""
 
-    def execute(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    def execute(state: LoopState, runtime: Runtime[LoopContext]) -> ExecuteUpdate:
         scope = parts.scope(runtime)
         decision = state.get("decision") or {"next_action": "response", "execution_commands": []}
         round_state = state.get("round_state") or empty_round_state()
@@ -328,7 +329,7 @@ def make_execute(parts: LoopParts) -> Any:
 def make_collect(parts: LoopParts) -> Any:
     """Build the `collect` node: once every call finished, order, judge and record the round."""
 
-    def collect(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    def collect(state: LoopState, runtime: Runtime[LoopContext]) -> CollectUpdate:
         calls = state.get("round_calls") or []
         if not calls or _pending(state):
             return {}
@@ -338,7 +339,7 @@ def make_collect(parts: LoopParts) -> Any:
         round_state = state.get("round_state") or empty_round_state()
         rollbacks = state.get("consecutive_rollbacks", 0)
         emit(QueueDrained(round_index=round_state["round_index"], calls=len(records)))
-        update: dict[str, Any] = {
+        update: CollectUpdate = {
             "round_calls": Overwrite([]),
             "call_results": Overwrite({}),
             "tool_logs": records,

@@ -34,6 +34,7 @@ from agentloop.planning.reader import PlanRead
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, PlanDecision, empty_round_state
 from agentloop.system_prompt import with_app_instructions
+from agentloop.updates import PlanUpdate
 from agentloop.usage import sum_usage, usage_entry
 
 __all__ = ["PLAN_TAGS", "make_plan"]
@@ -205,7 +206,7 @@ class _Plan:
         attempts: _Attempts,
         read: PlanRead | None,
         error: BaseException | None = None,
-    ) -> dict[str, Any]:
+    ) -> PlanUpdate:
         scope = attempts.scope
         failure = ""
         if read is None:
@@ -240,13 +241,13 @@ class _Plan:
                 reasks=attempts.reasks,
             )
         )
-        update: dict[str, Any] = {
+        update: PlanUpdate = {
             "decision": decision,
             "rollback_note": "",
             "plan_calls": (state.get("plan_calls") or 0) + attempts.calls,
         }
         if failure:
-            update.update(status="planner_failed", status_reason=failure)
+            update.update({"status": "planner_failed", "status_reason": failure})
         if attempts.dispatch.discarded:
             update["tool_logs"] = attempts.dispatch.discarded
         entries = [
@@ -263,7 +264,7 @@ class _Plan:
             update["usage"] = sum_usage({scope.settings.name: entry} for entry in entries)
         return self.parts.safe(update)
 
-    def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    def invoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> PlanUpdate:
         attempts = self._request(state, runtime, asynchronous=False)
         plan_mode = attempts.scope.settings.plan_mode
 
@@ -300,7 +301,7 @@ class _Plan:
             self._reask(attempts, read, problem)
         return self._finish(state, attempts, read)
 
-    async def ainvoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    async def ainvoke(self, state: LoopState, runtime: Runtime[LoopContext]) -> PlanUpdate:
         attempts = self._request(state, runtime, asynchronous=True)
         plan_mode = attempts.scope.settings.plan_mode
 

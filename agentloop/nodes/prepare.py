@@ -26,6 +26,7 @@ from agentloop.redaction import install_log_redaction
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, empty_round_state
 from agentloop.tools.call_config import call_info
+from agentloop.updates import PrepareUpdate
 
 __all__ = ["make_prepare", "run_anchor"]
 
@@ -70,7 +71,7 @@ def make_prepare(parts: LoopParts) -> Any:
     warned_exit = False
     warned_ledger = False
 
-    def prepare(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    def prepare(state: LoopState, runtime: Runtime[LoopContext]) -> PrepareUpdate:
         nonlocal warned_exit, warned_ledger
         scope = parts.scope(runtime)
         request, human = resolve_request(state)
@@ -91,7 +92,7 @@ def make_prepare(parts: LoopParts) -> Any:
             scope.emit(DurabilityWarning(ledger=ledger_name, message=message))
         for server, reason in parts.tools.unavailable.items():
             scope.emit(McpServerUnavailable(server=server, reason=reason))
-        update: dict[str, Any] = {
+        update: PrepareUpdate = {
             "user_input": request,
             "user_extra_requirement": state.get("user_extra_requirement") or "",
             "round_state": Overwrite(empty_round_state()),
