@@ -28,6 +28,7 @@ __all__ = [
 DECLARING_MODULE = "agentloop.events"
 _OPTIONAL = "omitted_when_none"
 _declared: dict[str, type[LoopEvent]] = {}
+_optional_names: dict[type[LoopEvent], frozenset[str]] = {}
 
 
 def optional() -> Any:
@@ -65,11 +66,15 @@ class LoopEvent:
 
     def payload(self) -> dict[str, Any]:
         """Return the event's fields, in declaration order (unset optional ones left out)."""
-        return {
-            field.name: value
-            for field in dataclasses.fields(self)
-            if (value := getattr(self, field.name)) is not None or not is_optional(field)
-        }
+        kind = type(self)
+        omitted = _optional_names.get(kind)
+        if omitted is None:
+            fields = dataclasses.fields(kind)
+            omitted = _optional_names[kind] = frozenset(f.name for f in fields if is_optional(f))
+        # the instance dict holds exactly the fields, set by __init__ in declaration order
+        if not omitted:
+            return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if v is not None or k not in omitted}
 
 
 def declared_events() -> dict[str, type[LoopEvent]]:
