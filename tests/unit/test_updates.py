@@ -70,7 +70,7 @@ def test_an_update_holds_state_keys_with_the_types_their_channels_take(node: str
             assert _members(hint) <= accepted, f"{node}.{key}: {hint} is not one of {accepted}"
 
 
-def test_the_update_types_describe_every_writing_node() -> None:
+def test_every_state_key_is_written_by_some_node() -> None:
     assert all(not getattr(update, "__total__", True) for update in NODE_UPDATES.values())
     written = {key for update in NODE_UPDATES.values() for key in get_type_hints(update)}
     # every channel a node writes is described; the rest are the caller's only
