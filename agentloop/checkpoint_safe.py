@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from langchain_core.messages import BaseMessage
 from langgraph.types import Overwrite
@@ -37,9 +37,12 @@ __all__ = [
     "encode_arguments",
     "safe_text",
     "safe_update",
+    "UpdateT",
 ]
 
 TextHook = Callable[[str], str]
+UpdateT = TypeVar("UpdateT", bound=Mapping[str, Any])
+"""A state update's type, which `safe_update` keeps."""
 
 BIG_INT_TAG = "__agentloop_int__"
 """The key of `{BIG_INT_TAG: "digits"}`, how `encode_arguments` carries a big integer."""
@@ -117,7 +120,7 @@ def _safe_message(message: BaseMessage, text: TextHook | None) -> BaseMessage:
     return message.model_copy(update={"content": content})
 
 
-def safe_update(update: Mapping[str, Any], text: TextHook | None = None) -> dict[str, Any]:
+def safe_update(update: UpdateT, text: TextHook | None = None) -> UpdateT:
     """Make a node's state update checkpoint-safe (and pass its strings through `text`).
 
     Messages keep their type (their content is made safe) and `Overwrite` keeps wrapping
@@ -131,7 +134,7 @@ def safe_update(update: Mapping[str, Any], text: TextHook | None = None) -> dict
             safe[key] = [_safe_message(message, text) for message in value]
         else:
             safe[key] = checkpoint_safe(value, text)
-    return safe
+    return cast(UpdateT, safe)
 
 
 def _int_text(value: int) -> str:

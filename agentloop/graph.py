@@ -48,6 +48,7 @@ from agentloop.tools.invoke import ToolInvoker
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.policy import ToolRetry
 from agentloop.tools.registry import ToolLike
+from agentloop.updates import ReleaseSessionsUpdate
 
 __all__ = ["create_tool_loop"]
 
@@ -263,7 +264,7 @@ def _default_redactor(toolset: MCPToolset | None) -> Redactor:
 
 
 def _releaser(toolset: MCPToolset) -> Any:
-    def release_sessions(state: LoopState, runtime: Any) -> dict[str, Any]:
+    def release_sessions(state: LoopState, runtime: Any) -> ReleaseSessionsUpdate:
         """Close the run's own MCP sessions (`"scope": "run"`) once no tool will run anymore."""
         toolset.release(state.get("run_id", ""))
         return {}

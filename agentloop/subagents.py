@@ -23,6 +23,7 @@ from langgraph.config import get_stream_writer
 from pydantic import BaseModel, Field
 
 from agentloop.errors import ConfigurationError
+from agentloop.events import AgentCompleted, AgentProgress, AgentStarted
 from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT
 from agentloop.tools.policy import SUBAGENT_METADATA
 
@@ -45,15 +46,16 @@ def _parent_writer() -> Any:
         return None
 
 
-def _summary(state: dict[str, Any], started: float) -> dict[str, Any]:
+def _summary(state: dict[str, Any], started: float) -> AgentCompleted:
     usage = state.get("usage") or {}
-    return {
-        "rounds": (state.get("round_state") or {}).get("round_index", 0),
-        "tool_calls": len(state.get("tool_logs") or []),
-        "input_tokens": sum(int(u.get("input_tokens", 0)) for u in usage.values()),
-        "output_tokens": sum(int(u.get("output_tokens", 0)) for u in usage.values()),
-        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-    }
+    return AgentCompleted(
+        success=True,
+        rounds=(state.get("round_state") or {}).get("round_index", 0),
+        tool_calls=len(state.get("tool_logs") or []),
+        input_tokens=sum(int(u.get("input_tokens", 0)) for u in usage.values()),
+        output_tokens=sum(int(u.get("output_tokens", 0)) for u in usage.values()),
+        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+    )
 
 
 class _Progress:
@@ -64,15 +66,17 @@ class _Progress:
         self.writer = _parent_writer()
         self.started = time.perf_counter()
         self.final: dict[str, Any] = {}
-        self.forward({"type": "agent_started", "input": user_input})
+        self.forward(AgentStarted(input=user_input))
 
-    def forward(self, event: dict[str, Any]) -> None:
+    def forward(self, event: AgentStarted | AgentProgress | AgentCompleted) -> None:
         if self.writer is not None:
-            self.writer({"agent": self.name, "ts": time.time(), **event})
+            self.writer(
+                {"agent": self.name, "ts": time.time(), "type": event.type, **event.payload()}
+            )
 
     def take(self, mode: str, chunk: Any) -> None:
         if mode == "custom":
-            self.forward({"type": "agent_progress", "event": chunk})
+            self.forward(AgentProgress(event=chunk))
         else:
             self.final = chunk
 
@@ -81,10 +85,9 @@ class _Progress:
 
     def __exit__(self, kind: Any, error: BaseException | None, trace: Any) -> None:
         if isinstance(error, Exception):
-            self.forward({"type": "agent_completed", "success": False, "error": str(error)})
+            self.forward(AgentCompleted(success=False, error=str(error)))
         elif error is None:
-            summary = _summary(self.final, self.started)
-            self.forward({"type": "agent_completed", "success": True, **summary})
+            self.forward(_summary(self.final, self.started))
 
     def result(self) -> tuple[str, dict[str, Any]]:
         usage = self.final.get("usage") or {}

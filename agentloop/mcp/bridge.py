@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from agentloop.durability import current_checkpointer
 from agentloop.errors import ToolCallError
-from agentloop.events import Emit, EventType, make_emitter, null_emit
+from agentloop.events import Emit, LoopEvent, McpLog, ToolProgress, make_emitter, null_emit
 from agentloop.mcp.client import CallHooks
 from agentloop.redaction import Redact
 
@@ -124,34 +124,34 @@ class CallBridge:
 
     # -- on the session's loop -------------------------------------------------------------
 
-    def _post(self, event: EventType, fields: dict[str, Any]) -> None:
+    def _post(self, event: LoopEvent) -> None:
         """Emit an event in the tool's task (dropped if that loop has ended meanwhile)."""
         with contextlib.suppress(RuntimeError):  # "Event loop is closed"
-            self._loop.call_soon_threadsafe(
-                lambda: self._emit(event, **fields), context=self._context
-            )
+            self._loop.call_soon_threadsafe(self._emit, event, context=self._context)
 
     def _progress(self, progress: float, total: float | None, message: str | None) -> None:
-        fields = {
-            "call_id": self.call_id,
-            "tool_name": self.tool,
-            "server": self.server,
-            "progress": progress,
-            "total": total,
-            "message": message,
-        }
-        self._post("tool_progress", fields)
+        self._post(
+            ToolProgress(
+                call_id=self.call_id,
+                tool_name=self.tool,
+                server=self.server,
+                progress=progress,
+                total=total,
+                message=message,
+            )
+        )
 
     def _log(self, params: types.LoggingMessageNotificationParams) -> None:
-        fields = {
-            "call_id": self.call_id,
-            "tool_name": self.tool,
-            "server": self.server,
-            "level": params.level,
-            "logger": params.logger,
-            "data": params.data,
-        }
-        self._post("mcp_log", fields)
+        self._post(
+            McpLog(
+                call_id=self.call_id,
+                tool_name=self.tool,
+                server=self.server,
+                level=params.level,
+                logger=params.logger,
+                data=params.data,
+            )
+        )
 
     async def _elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult:
         answer: concurrent.futures.Future[types.ElicitResult] = concurrent.futures.Future()

@@ -10,7 +10,7 @@ through its public `get_runtime()`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -21,12 +21,12 @@ from agentloop.settings import LoopContext
 __all__ = ["LoopNode", "NodeFunc", "Router"]
 
 S = TypeVar("S")
-NodeFunc = Callable[[Any, Runtime[LoopContext]], dict[str, Any]]
+NodeFunc = Callable[[Any, Runtime[LoopContext]], Mapping[str, Any]]
 """A node: `(state, runtime) -> update`."""
-AsyncNodeFunc = Callable[[Any, Runtime[LoopContext]], Awaitable[dict[str, Any]]]
+AsyncNodeFunc = Callable[[Any, Runtime[LoopContext]], Awaitable[Mapping[str, Any]]]
 
 
-class LoopNode(Runnable[Any, dict[str, Any]]):
+class LoopNode(Runnable[Any, Mapping[str, Any]]):
     """A graph node with a sync implementation and an optional async twin.
 
     Args:
@@ -43,13 +43,13 @@ class LoopNode(Runnable[Any, dict[str, Any]]):
 
     def invoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
+    ) -> Mapping[str, Any]:
         """Run the node (sync)."""
         return self.func(input, get_runtime(LoopContext))
 
     async def ainvoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
+    ) -> Mapping[str, Any]:
         """Run the node (async), inline."""
         runtime = get_runtime(LoopContext)
         if self.afunc is None:

@@ -15,6 +15,7 @@ from langgraph.runtime import Runtime
 
 from agentloop._effects import Core, Effect, entry_points
 from agentloop.errors import ModelBehaviorError
+from agentloop.events import AnswerCompleted, AnswerSpeculated, AnswerStarted
 from agentloop.messages import conversation_turns, message_text
 from agentloop.model_calls import Answer
 from agentloop.nodes._runnable import LoopNode
@@ -27,6 +28,7 @@ from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
 from agentloop.structured import StructuredResult, Wrapped
 from agentloop.system_prompt import with_app_instructions
+from agentloop.updates import AnswerUpdate
 from agentloop.usage import message_usage, sum_usage, usage_entry
 
 __all__ = [
@@ -234,7 +236,7 @@ class _Answer:
                 f"I could not answer: {reason}. {consulted}, so rather than guess, "
                 "I give no answer."
             )
-        scope.emit("answer_started", tool_results=len(prompt.action_results), media=prompt.media)
+        scope.emit(AnswerStarted(tool_results=len(prompt.action_results), media=prompt.media))
         arguments = (
             prompt.answerers,
             prompt.messages,
@@ -263,7 +265,7 @@ class _Answer:
         if answer is None:
             self._drop(call, speculative, "unusable")
             return None
-        call.scope.emit("answer_speculated", outcome="adopted", input_tokens=0, output_tokens=0)
+        call.scope.emit(AnswerSpeculated(outcome="adopted", input_tokens=0, output_tokens=0))
         return answer
 
     def _update(
@@ -272,7 +274,7 @@ class _Answer:
         call: _AnswerCall,
         answer: Answer | None,
         error: BaseException | None = None,
-    ) -> dict[str, Any]:
+    ) -> AnswerUpdate:
         scope, action_results, started = call.scope, call.action_results, call.started
         reply = answer.message if answer is not None else None
         status, reason = state.get("status") or "ok", state.get("status_reason") or ""
@@ -288,14 +290,15 @@ class _Answer:
         if answer is not None and answer.cut:
             status, reason = "answer_cut", answer.cut
         scope.emit(
-            "answer_completed",
-            chars=len(text),
-            error=str(error) if error else "",
-            cut=answer.cut if answer is not None else "",
-            status=status,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            AnswerCompleted(
+                chars=len(text),
+                error=str(error) if error else "",
+                cut=answer.cut if answer is not None else "",
+                status=status,
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            )
         )
-        update: dict[str, Any] = {
+        update: AnswerUpdate = {
             "answer": text,
             "action_results": action_results,
             "messages": [AIMessage(text, id=getattr(reply, "id", None) or None)],
@@ -312,7 +315,7 @@ class _Answer:
             update["usage"] = sum_usage({scope.settings.name: entry} for entry in entries)
         return self.parts.safe(update)
 
-    def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[dict[str, Any]]:
+    def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[AnswerUpdate]:
         """Answer; then, with a `response_format`, ask for the typed result."""
         call = self._request(state, runtime)
         update = yield from self._answered(state, call, runtime)
@@ -328,7 +331,7 @@ class _Answer:
 
     def _answered(
         self, state: LoopState, call: _AnswerCall, runtime: Runtime[Any]
-    ) -> Core[dict[str, Any]]:
+    ) -> Core[AnswerUpdate]:
         if call.unplanned:
             return self._update(state, call, None)
         speculative = call.speculative
@@ -345,7 +348,7 @@ class _Answer:
             return self._update(state, call, None, error)
         return self._update(state, call, answer)
 
-    def _structured(self, update: dict[str, Any], result: StructuredResult) -> dict[str, Any]:
+    def _structured(self, update: AnswerUpdate, result: StructuredResult) -> AnswerUpdate:
         """The answer's update with the typed result, or the status that says it failed."""
         update = {**update, "structured_response": result.value}
         if result.error:
@@ -366,7 +369,7 @@ def _through(parts: LoopParts, state: LoopState, runtime: Runtime[Any]) -> Wrapp
     return (parts.middleware, state, runtime) if parts.middleware is not None else None
 
 
-def _structurable(update: dict[str, Any]) -> bool:
+def _structurable(update: AnswerUpdate) -> bool:
     """Whether the run has a model's answer to give as a typed result."""
     return update["status"] in ("ok", "answer_cut") and bool(update["answer"])
 

@@ -14,8 +14,6 @@ running.
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
@@ -29,6 +27,7 @@ from agentloop.settings import LoopContext
 from agentloop.state import PreparedCall, ToolExecutionRecord
 from agentloop.tools.deferred import complete_call
 from agentloop.tools.pipeline import emit_settled
+from agentloop.updates import CallToolUpdate
 
 __all__ = ["make_call_tool"]
 
@@ -42,12 +41,12 @@ class _CallTool:
         run_id = call["call_id"].split(":", 1)[0]
         return self.parts.inflight.take_call(run_id, call["call_id"], call["call_key"])
 
-    def _refused(self, record: ToolExecutionRecord, emit: Emit) -> dict[str, Any]:
+    def _refused(self, record: ToolExecutionRecord, emit: Emit) -> CallToolUpdate:
         """The update of a call settled before running (a failed reference, bad arguments)."""
         emit_settled(emit, record)
         return {"call_results": {record.get("call_id", ""): self.parts.safe_value(record)}}
 
-    def invoke(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    def invoke(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> CallToolUpdate:
         scope = self.parts.scope(runtime)
         call, refused = complete_call(self.parts.runner, call)
         if refused is not None:
@@ -61,7 +60,7 @@ class _CallTool:
             )
         return {"call_results": {call["call_id"]: record}}
 
-    async def ainvoke(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    async def ainvoke(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> CallToolUpdate:
         scope = self.parts.scope(runtime)
         call, refused = complete_call(self.parts.runner, call)
         if refused is not None:

@@ -30,6 +30,7 @@ from typing import Any, Protocol, cast
 from langchain_core.runnables import RunnableConfig
 
 from agentloop.durability import call_key
+from agentloop.events import ToolDispatched
 from agentloop.inflight import EarlyCall
 from agentloop.nodes.guarded import arun_guarded, run_guarded
 from agentloop.nodes.parts import LoopParts
@@ -227,10 +228,9 @@ class EarlyDispatch:
         self.started_in_round += 1
         self.calls[call["call_id"]] = call
         emit(
-            "tool_dispatched",
-            call_id=call["call_id"],
-            tool_name=call["tool_name"],
-            index=call["index"],
+            ToolDispatched(
+                call_id=call["call_id"], tool_name=call["tool_name"], index=call["index"]
+            )
         )
 
     def cancel(self) -> None:

@@ -23,6 +23,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite, Send
 
 from agentloop.durability import call_key
+from agentloop.events import QueueDrained, RoundCompleted, ToolQueued, ToolRolledBack
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.reads import mark_after_write, note_call, run_reads
 from agentloop.planning.references import command_dependencies
@@ -41,6 +42,7 @@ from agentloop.tools.deferred import reference_failed_record, referenced_outcome
 from agentloop.tools.judge import compact_record
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
+from agentloop.updates import CollectUpdate, ExecuteUpdate
 from agentloop.usage import sum_usage
 
 __all__ = [
@@ -234,7 +236,7 @@ def route_collect(state: LoopState) -> list[Send] | Literal["plan", "answer"]:
 def make_execute(parts: LoopParts) -> Any:
     """Build the `execute` node: prepare the round's calls, settle the ones that must not run."""
 
-    def execute(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    def execute(state: LoopState, runtime: Runtime[LoopContext]) -> ExecuteUpdate:
         scope = parts.scope(runtime)
         decision = state.get("decision") or {"next_action": "response", "execution_commands": []}
         round_state = state.get("round_state") or empty_round_state()
@@ -307,12 +309,13 @@ def make_execute(parts: LoopParts) -> Any:
             call["batch"] = batch
         for call in calls:
             scope.emit(
-                "tool_queued",
-                call_id=call["call_id"],
-                tool_name=call["tool_name"],
-                index=call["index"],
-                batch=call["batch"],
-                will_run=call["batch"] != NOT_RUN,
+                ToolQueued(
+                    call_id=call["call_id"],
+                    tool_name=call["tool_name"],
+                    index=call["index"],
+                    batch=call["batch"],
+                    will_run=call["batch"] != NOT_RUN,
+                )
             )
         for record in settled.values():
             emit_settled(scope.emit, record)
@@ -326,7 +329,7 @@ def make_execute(parts: LoopParts) -> Any:
 def make_collect(parts: LoopParts) -> Any:
     """Build the `collect` node: once every call finished, order, judge and record the round."""
 
-    def collect(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    def collect(state: LoopState, runtime: Runtime[LoopContext]) -> CollectUpdate:
         calls = state.get("round_calls") or []
         if not calls or _pending(state):
             return {}
@@ -335,8 +338,8 @@ def make_collect(parts: LoopParts) -> Any:
         records = round_records(calls, state.get("call_results") or {})
         round_state = state.get("round_state") or empty_round_state()
         rollbacks = state.get("consecutive_rollbacks", 0)
-        emit("queue_drained", round_index=round_state["round_index"], calls=len(records))
-        update: dict[str, Any] = {
+        emit(QueueDrained(round_index=round_state["round_index"], calls=len(records)))
+        update: CollectUpdate = {
             "round_calls": Overwrite([]),
             "call_results": Overwrite({}),
             "tool_logs": records,
@@ -350,10 +353,11 @@ def make_collect(parts: LoopParts) -> Any:
                 to_prompt_json({"tool": r["tool_name"], "error": r["error"]}) for r in records
             ]
             emit(
-                "tool_rolled_back",
-                round_index=round_state["round_index"],
-                consecutive=rollbacks + 1,
-                reasons=[r["error"] for r in records],
+                ToolRolledBack(
+                    round_index=round_state["round_index"],
+                    consecutive=rollbacks + 1,
+                    reasons=[r["error"] for r in records],
+                )
             )
             return {
                 **update,
@@ -370,11 +374,12 @@ def make_collect(parts: LoopParts) -> Any:
             }
         stored = [compact_record(r) if r.get("flagged") else r for r in records]
         emit(
-            "round_completed",
-            round_index=round_state["round_index"],
-            calls=len(records),
-            succeeded=sum(1 for r in stored if r["success"]),
-            failed=sum(1 for r in stored if not r["success"]),
+            RoundCompleted(
+                round_index=round_state["round_index"],
+                calls=len(records),
+                succeeded=sum(1 for r in stored if r["success"]),
+                failed=sum(1 for r in stored if not r["success"]),
+            )
         )
         return {
             **update,

@@ -23,7 +23,7 @@ from agentloop.durability import (
     loop_namespace,
     run_ledger,
 )
-from agentloop.events import Emit
+from agentloop.events import Emit, ToolCompleted
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord
@@ -77,13 +77,14 @@ def _settled(call: PreparedCall, settled: Settled, emit: Emit) -> ToolExecutionR
     record = settled_record(call, settled)
     if settled.kind == "replayed":
         emit(
-            "tool_completed",
-            call_id=call["call_id"],
-            tool_name=call["tool_name"],
-            index=call["index"],
-            duration_ms=0.0,
-            success=record["success"],
-            replayed=True,
+            ToolCompleted(
+                call_id=call["call_id"],
+                tool_name=call["tool_name"],
+                index=call["index"],
+                duration_ms=0.0,
+                success=record["success"],
+                replayed=True,
+            )
         )
     else:
         emit_settled(emit, record)

@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.messages import SystemMessage
 from langgraph.runtime import Runtime
 
-from agentloop.checkpoint_safe import checkpoint_safe, safe_update
+from agentloop.checkpoint_safe import UpdateT, checkpoint_safe, safe_update
 from agentloop.durability import SideEffectLedger
 from agentloop.inflight import InFlight
 from agentloop.middleware import LoopMiddleware
@@ -62,7 +62,7 @@ class LoopParts:
         """The scope of one node call."""
         return RunScope.of(self.settings, runtime, self.redact)
 
-    def safe(self, update: dict[str, Any]) -> dict[str, Any]:
+    def safe(self, update: UpdateT) -> UpdateT:
         """A state update, redacted and checkpoint-safe."""
         return safe_update(update, self.redact)
 

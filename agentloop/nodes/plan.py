@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 
 from agentloop._effects import Core, entry_points, is_async
 from agentloop.errors import ModelBehaviorError, model_error_message
+from agentloop.events import PlanDecided, PlanReasked, RoundStarted
 from agentloop.messages import conversation_turns, message_text
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
@@ -35,6 +36,7 @@ from agentloop.planning.reader import PlanRead
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, PlanDecision, empty_round_state
 from agentloop.system_prompt import with_app_instructions
+from agentloop.updates import PlanUpdate
 from agentloop.usage import sum_usage, usage_entry
 
 __all__ = ["PLAN_TAGS", "make_plan"]
@@ -149,9 +151,9 @@ class _Plan:
         )
         messages = with_app_instructions(messages, self.parts.system_prompt)
         scope.emit(
-            "round_started",
-            round_index=round_state["round_index"],
-            replan=bool(state.get("rollback_note")),
+            RoundStarted(
+                round_index=round_state["round_index"], replan=bool(state.get("rollback_note"))
+            )
         )
         dispatch = EarlyDispatch(self.parts, state, scope, get_config(), asynchronous=asynchronous)
         attempts = _Attempts(
@@ -186,7 +188,7 @@ class _Plan:
         """Ask the planner again, telling it what was wrong with its reply."""
         attempts.reasks += 1
         attempts.dispatch.cancel()
-        attempts.scope.emit("plan_reasked", attempt=attempts.reasks, reason=problem)
+        attempts.scope.emit(PlanReasked(attempt=attempts.reasks, reason=problem))
         native = attempts.scope.settings.plan_mode == "native"
         message = reask_message(
             self.parts.prompts, problem, read.reply_text, attempts.example, native=native
@@ -206,7 +208,7 @@ class _Plan:
         attempts: _Attempts,
         read: PlanRead | None,
         error: BaseException | None = None,
-    ) -> dict[str, Any]:
+    ) -> PlanUpdate:
         scope = attempts.scope
         failure = ""
         if read is None:
@@ -231,22 +233,23 @@ class _Plan:
             else:
                 self.parts.inflight.set_answer(state.get("run_id", ""), attempts.speculative)
         scope.emit(
-            "plan_decided",
-            next_action=decision["next_action"],
-            command_count=len(decision["execution_commands"]),
-            short_circuited=short,
-            chunks=chunks,
-            duration_ms=round((time.perf_counter() - attempts.started) * 1000, 3),
-            parse_error=decision.get("parse_error", ""),
-            reasks=attempts.reasks,
+            PlanDecided(
+                next_action=decision["next_action"],
+                command_count=len(decision["execution_commands"]),
+                short_circuited=short,
+                chunks=chunks,
+                duration_ms=round((time.perf_counter() - attempts.started) * 1000, 3),
+                parse_error=decision.get("parse_error", ""),
+                reasks=attempts.reasks,
+            )
         )
-        update: dict[str, Any] = {
+        update: PlanUpdate = {
             "decision": decision,
             "rollback_note": "",
             "plan_calls": (state.get("plan_calls") or 0) + attempts.calls,
         }
         if failure:
-            update.update(status="planner_failed", status_reason=failure)
+            update.update({"status": "planner_failed", "status_reason": failure})
         if attempts.dispatch.discarded:
             update["tool_logs"] = attempts.dispatch.discarded
         entries = [
@@ -286,7 +289,7 @@ class _Plan:
         read.cut = bounded.cut
         return read
 
-    def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[dict[str, Any]]:
+    def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[PlanUpdate]:
         """Ask the planner, again with what was wrong while it may be asked again."""
         asynchronous = yield from is_async
         attempts = self._request(state, runtime, asynchronous=asynchronous)

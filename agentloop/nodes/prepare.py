@@ -19,12 +19,14 @@ from agentloop.durability import (
     run_identity,
     run_ledger,
 )
+from agentloop.events import DurabilityWarning, McpServerUnavailable
 from agentloop.messages import resolve_request
 from agentloop.nodes.parts import LoopParts
 from agentloop.redaction import install_log_redaction
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, empty_round_state
 from agentloop.tools.call_config import call_info
+from agentloop.updates import PrepareUpdate
 
 __all__ = ["make_prepare", "run_anchor"]
 
@@ -69,7 +71,7 @@ def make_prepare(parts: LoopParts) -> Any:
     warned_exit = False
     warned_ledger = False
 
-    def prepare(state: LoopState, runtime: Runtime[LoopContext]) -> dict[str, Any]:
+    def prepare(state: LoopState, runtime: Runtime[LoopContext]) -> PrepareUpdate:
         nonlocal warned_exit, warned_ledger
         scope = parts.scope(runtime)
         request, human = resolve_request(state)
@@ -80,17 +82,17 @@ def make_prepare(parts: LoopParts) -> Any:
             if not warned_exit:
                 warned_exit = True
                 logger.warning("%s: %s", parts.settings.name, EXIT_DURABILITY_WARNING)
-            scope.emit("durability_warning", durability="exit", message=EXIT_DURABILITY_WARNING)
+            scope.emit(DurabilityWarning(durability="exit", message=EXIT_DURABILITY_WARNING))
         ledger_warning = _ledger_warning(parts, runtime)
         if ledger_warning is not None:
             ledger_name, message = ledger_warning
             if not warned_ledger:
                 warned_ledger = True
                 logger.warning("%s: %s", parts.settings.name, message)
-            scope.emit("durability_warning", ledger=ledger_name, message=message)
+            scope.emit(DurabilityWarning(ledger=ledger_name, message=message))
         for server, reason in parts.tools.unavailable.items():
-            scope.emit("mcp_server_unavailable", server=server, reason=reason)
-        update: dict[str, Any] = {
+            scope.emit(McpServerUnavailable(server=server, reason=reason))
+        update: PrepareUpdate = {
             "user_input": request,
             "user_extra_requirement": state.get("user_extra_requirement") or "",
             "round_state": Overwrite(empty_round_state()),

@@ -27,7 +27,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable
 from pydantic import PrivateAttr
 
-from agentloop.events import Emit
+from agentloop.events import AnswerSpeculated, Emit
 from agentloop.messages import message_text
 from agentloop.model_calls import Answer, needs_another_try
 from agentloop.model_stream import BoundedRead, ModelLimits
@@ -211,7 +211,7 @@ class SpeculativeAnswer:
         """
         self.cancel()
         tokens_in, tokens_out = self.spent()
-        emit("answer_speculated", outcome=outcome, input_tokens=tokens_in, output_tokens=tokens_out)
+        emit(AnswerSpeculated(outcome=outcome, input_tokens=tokens_in, output_tokens=tokens_out))
         return self.name, tokens_in, tokens_out
 
     @property

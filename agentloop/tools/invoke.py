@@ -23,7 +23,7 @@ from tenacity import (
 
 from agentloop._retry import retry_awaitable_lazily
 from agentloop.errors import ToolCallError, classify_tool_error
-from agentloop.events import Emit
+from agentloop.events import Emit, ToolAbandoned, ToolRetrying, ToolThreadAbandoned
 from agentloop.tools.artifacts import unpack_output
 from agentloop.tools.interceptors import ToolInvocation
 from agentloop.tools.outcome import ToolOutcome, timed_out
@@ -144,12 +144,13 @@ def _retrying(retry: ToolRetry, call: ToolInvocation, emit: Emit) -> Retrying:
     def before_sleep(state: RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome else None
         emit(
-            "tool_retry",
-            call_id=call.call_id,
-            tool_name=call.tool_name,
-            attempt=state.attempt_number,
-            error=str(error),
-            wait_s=round(state.upcoming_sleep, 3),
+            ToolRetrying(
+                call_id=call.call_id,
+                tool_name=call.tool_name,
+                attempt=state.attempt_number,
+                error=str(error),
+                wait_s=round(state.upcoming_sleep, 3),
+            )
         )
 
     return Retrying(
@@ -199,15 +200,13 @@ class ToolInvoker:
 
         def abandoned(tool_name: str, hung: int, cap: int) -> None:
             emit(
-                "tool_thread_abandoned",
-                call_id=call.call_id,
-                tool_name=tool_name,
-                hung_threads=hung,
-                cap=cap,
+                ToolThreadAbandoned(
+                    call_id=call.call_id, tool_name=tool_name, hung_threads=hung, cap=cap
+                )
             )
 
         def abandoned_task(tool_name: str, hung: int, cap: int) -> None:
-            emit("tool_abandoned", call_id=call.call_id, tool_name=tool_name, hung=hung, cap=cap)
+            emit(ToolAbandoned(call_id=call.call_id, tool_name=tool_name, hung=hung, cap=cap))
 
         deadline = asyncio.get_running_loop().time() + timeout_s
         try:

@@ -20,7 +20,7 @@ from langchain_core.runnables import RunnableConfig
 
 from agentloop.checkpoint_safe import decode_arguments, encode_arguments
 from agentloop.errors import ToolCallError
-from agentloop.events import Emit
+from agentloop.events import Emit, ToolCompleted, ToolFailed, ToolStarted
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT, ATTACHMENTS_ARTIFACT
 from agentloop.tools.cache import ResultCache, canonical_key
@@ -224,11 +224,9 @@ class ToolRunner:
             context=run_context(config),
         )
         emit(
-            "tool_started",
-            call_id=call["call_id"],
-            tool_name=name,
-            index=call["index"],
-            kwargs=call["kwargs"],
+            ToolStarted(
+                call_id=call["call_id"], tool_name=name, index=call["index"], kwargs=call["kwargs"]
+            )
         )
         started = time.perf_counter()
 
@@ -298,21 +296,19 @@ class ToolRunner:
                 record["agent_usage"] = artifact[AGENT_USAGE_ARTIFACT]
             if artifact.get(ATTACHMENTS_ARTIFACT) and outcome.success and not outcome.from_cache:
                 record["attachments"] = list(artifact[ATTACHMENTS_ARTIFACT])
-        fields = {
-            "call_id": call["call_id"],
-            "tool_name": name,
-            "index": call["index"],
-            "duration_ms": record["duration_ms"],
-            "success": record["success"],
-            "attempts": outcome.attempts,
-            "from_cache": outcome.from_cache,
-            "fallback": outcome.fallback,
-        }
-        if record["success"]:
-            emit("tool_completed", **fields)
-        else:
-            emit("tool_error", error=record["error"], error_type=outcome.error_type, **fields)
-            emit("tool_completed", **fields)
+        completed = ToolCompleted(
+            call_id=call["call_id"],
+            tool_name=name,
+            index=call["index"],
+            duration_ms=record["duration_ms"],
+            success=record["success"],
+            attempts=outcome.attempts,
+            from_cache=outcome.from_cache,
+            fallback=outcome.fallback,
+        )
+        if not record["success"]:
+            emit(ToolFailed.of(completed, error=record["error"], error_type=outcome.error_type))
+        emit(completed)
         return record
 
     def _chain(self, config: RunnableConfig | None) -> list[Interceptor]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentloop.checkpoint_safe import decode_arguments
-from agentloop.events import Emit
+from agentloop.events import Emit, ToolFailed
 from agentloop.state import PreparedCall, ToolExecutionRecord
 from agentloop.tools.outcome import ToolOutcome
 
@@ -56,12 +56,13 @@ def make_record(
 def emit_settled(emit: Emit, record: ToolExecutionRecord) -> None:
     """Report a call that was settled without running (bad call, duplicate, unknown outcome)."""
     emit(
-        "tool_error",
-        call_id=record.get("call_id", ""),
-        tool_name=record["tool_name"],
-        index=record.get("index", 0),
-        error=record["error"],
-        error_type=record.get("error_type", ""),
-        success=False,
-        duration_ms=0.0,
+        ToolFailed(
+            call_id=record.get("call_id", ""),
+            tool_name=record["tool_name"],
+            index=record.get("index", 0),
+            error=record["error"],
+            error_type=record.get("error_type", ""),
+            success=False,
+            duration_ms=0.0,
+        )
     )

@@ -1,0 +1,139 @@
+"""The base of the progress events, the registry their declarations fill, and emitters.
+
+Events are declared in `agentloop.events` only (a subclass anywhere else is refused), each
+under a `type` no other event has.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from agentloop.checkpoint_safe import checkpoint_safe
+
+__all__ = [
+    "Emit",
+    "LoopEvent",
+    "check_declared",
+    "declared_events",
+    "is_optional",
+    "make_emitter",
+    "null_emit",
+    "optional",
+]
+
+DECLARING_MODULE = "agentloop.events"
+_OPTIONAL = "omitted_when_none"
+_declared: dict[str, type[LoopEvent]] = {}
+_optional_names: dict[type[LoopEvent], frozenset[str]] = {}
+
+
+def optional() -> Any:
+    """Declare a payload field that is left out of the payload when it is None."""
+    return dataclasses.field(default=None, metadata={_OPTIONAL: True})
+
+
+def is_optional(field: dataclasses.Field[Any]) -> bool:
+    """Tell whether a payload field is left out of the payload when it is None."""
+    return bool(field.metadata.get(_OPTIONAL))
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopEvent:
+    """One progress event. Declared events subclass it in `agentloop.events` and set `type`."""
+
+    type: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Register a declared event under its `type`.
+
+        Raises:
+            TypeError: The event is declared outside `agentloop.events`, without a `type`,
+                or under the `type` of another event.
+        """
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("type")
+        if cls.__module__ != DECLARING_MODULE or not isinstance(name, str) or name in _declared:
+            msg = (
+                f"events are declared once, with a new `type`, in {DECLARING_MODULE}: "
+                f"{cls.__module__}.{cls.__qualname__}"
+            )
+            raise TypeError(msg)
+        _declared[name] = cls
+
+    def payload(self) -> dict[str, Any]:
+        """Return the event's fields, in declaration order (unset optional ones left out)."""
+        kind = type(self)
+        omitted = _optional_names.get(kind)
+        if omitted is None:
+            fields = dataclasses.fields(kind)
+            omitted = _optional_names[kind] = frozenset(f.name for f in fields if is_optional(f))
+        # the instance dict holds exactly the fields, set by __init__ in declaration order
+        if not omitted:
+            return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if v is not None or k not in omitted}
+
+
+def declared_events() -> dict[str, type[LoopEvent]]:
+    """Return every declared event class by its `type`, in declaration order."""
+    return dict(_declared)
+
+
+def check_declared(event: object) -> LoopEvent:
+    """Return `event` if it is a declared event.
+
+    Raises:
+        TypeError: It is not (a string, a dict, or an instance of no declared class).
+    """
+    if isinstance(event, LoopEvent) and _declared.get(getattr(event, "type", "")) is type(event):
+        return event
+    msg = f"not a declared event (see agentloop.events.EVENT_TYPES): {event!r:.120}"
+    raise TypeError(msg)
+
+
+class Emit(Protocol):
+    """`emit(event)`: send one declared event."""
+
+    def __call__(self, event: LoopEvent, /) -> None:
+        """Send one event."""
+
+
+def null_emit(event: LoopEvent, /) -> None:
+    """Drop an event (used when nothing listens); an undeclared one is still refused."""
+    check_declared(event)
+
+
+def make_emitter(
+    writer: Callable[[Any], None] | None,
+    *,
+    loop_name: str,
+    redact: Callable[[str], str] | None = None,
+) -> Emit:
+    """Build an emitter that writes `{"type", "loop", "ts", **payload}` to a stream writer.
+
+    Fields are redacted and made serializable (`checkpoint_safe`); a failing writer never
+    breaks the loop: the event is dropped. An undeclared event is refused (`TypeError`).
+
+    Args:
+        writer: LangGraph's stream writer (`runtime.stream_writer`), or None.
+        loop_name: The `name` of the tool loop, so composed loops can be told apart.
+        redact: Applied to every string of every event.
+
+    Returns:
+        The emitter.
+    """
+    if writer is None:
+        return null_emit
+
+    def emit(event: LoopEvent, /) -> None:
+        check_declared(event)
+        written = {"type": event.type, "loop": loop_name, "ts": time.time(), **event.payload()}
+        try:
+            writer(checkpoint_safe(written, redact))
+        except Exception:
+            return
+
+    return emit

@@ -1,0 +1,114 @@
+"""The update each node returns: only keys of `LoopState`, each with a value its channel takes.
+
+mypy checks every node's return value against its update type. A key without a reducer
+has exactly the state's type; a key with one takes the state's type, what its reducer
+accepts (`round_state` takes a `NewRound`), or `Overwrite(...)` (which resets it).
+A unit test holds these types to `LoopState`, so a changed state field fails it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AnyMessage
+from langgraph.types import Overwrite
+from typing_extensions import TypedDict
+
+from agentloop.state import (
+    NewRound,
+    PlanDecision,
+    RunLimits,
+    RunStatus,
+    ToolExecutionRecord,
+)
+
+__all__ = [
+    "AnswerUpdate",
+    "CallToolUpdate",
+    "CollectUpdate",
+    "ExecuteUpdate",
+    "PlanUpdate",
+    "PrepareUpdate",
+    "ReleaseSessionsUpdate",
+]
+
+
+class PrepareUpdate(TypedDict, total=False):
+    """`prepare`: the run's request, identity and limits, and a fresh start of the rest."""
+
+    user_input: str
+    user_extra_requirement: str
+    messages: list[AnyMessage]
+    round_state: Overwrite
+    decision: PlanDecision
+    answer: str
+    action_results: dict[str, Any]
+    tool_logs: Overwrite
+    rollbacks: list[dict[str, Any]]
+    usage: Overwrite
+    status: RunStatus
+    status_reason: str
+    round_calls: Overwrite
+    call_results: Overwrite
+    run_id: str
+    run_count: int
+    limits: RunLimits
+    consecutive_rollbacks: int
+    plan_calls: int
+    rollback_note: str
+    answered_message_id: str
+
+
+class PlanUpdate(TypedDict, total=False):
+    """`plan`: the decision, the planner's calls and tokens, records of calls it dropped."""
+
+    decision: PlanDecision
+    rollback_note: str
+    plan_calls: int
+    status: RunStatus
+    status_reason: str
+    tool_logs: list[ToolExecutionRecord]
+    usage: dict[str, dict[str, Any]]
+
+
+class ExecuteUpdate(TypedDict, total=False):
+    """`execute`: the round's prepared calls, and the records of those settled already."""
+
+    round_calls: Overwrite
+    call_results: dict[str, ToolExecutionRecord]
+
+
+class CallToolUpdate(TypedDict, total=False):
+    """`call_tool`: the record of one call, keyed by its call id."""
+
+    call_results: dict[str, ToolExecutionRecord]
+
+
+class CollectUpdate(TypedDict, total=False):
+    """`collect`: the round recorded (or rolled back), and the round's calls cleared."""
+
+    round_calls: Overwrite
+    call_results: Overwrite
+    tool_logs: list[ToolExecutionRecord]
+    usage: dict[str, dict[str, Any]]
+    round_state: NewRound
+    rollbacks: list[dict[str, Any]]
+    consecutive_rollbacks: int
+    rollback_note: str
+
+
+class AnswerUpdate(TypedDict, total=False):
+    """`answer`: the answer, its message and tokens, and how the run ended."""
+
+    answer: str
+    action_results: dict[str, Any]
+    messages: list[AnyMessage]
+    answered_input: str
+    status: RunStatus
+    status_reason: str
+    usage: dict[str, dict[str, Any]]
+    structured_response: Any
+
+
+class ReleaseSessionsUpdate(TypedDict, total=False):
+    """`release_sessions`: nothing (it closes the run's own MCP sessions)."""
