@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
-from agentloop._sync import run_coroutine_sync
+from agentloop._steps import Steps, arun_steps, run_steps
 from agentloop.durability import (
     CallGuard,
     LateLedgerWriter,
@@ -90,52 +90,67 @@ def _settled(call: PreparedCall, settled: Settled, emit: Emit) -> ToolExecutionR
     return record
 
 
+_RUN = "run the call"
+"""The request `_guarded` yields to run the call through the pipeline."""
+
+
+def _guarded(
+    parts: LoopParts, call: PreparedCall, scope: RunScope, guard: CallGuard | None
+) -> Steps[ToolExecutionRecord]:
+    """The one route of a call, as steps: the ledger's requests, then `_RUN`."""
+    if guard is None:
+        record: ToolExecutionRecord = yield _RUN
+        return record
+    settled = yield from guard.decide()
+    if settled is not None:
+        return cast(ToolExecutionRecord, parts.safe_value(_settled(call, settled, scope.emit)))
+    return cast(ToolExecutionRecord, (yield from guard.record(_RUN)))
+
+
 def run_guarded(
     parts: LoopParts, call: PreparedCall, scope: RunScope, config: RunnableConfig
 ) -> ToolExecutionRecord:
-    """Run a prepared call through the ledger guard and the pipeline (sync drivers).
+    """Run a prepared call through the ledger guard and the pipeline, from sync code.
 
     Returns:
         The call's record, made checkpoint-safe.
     """
-    guard = call_guard(parts, call, scope)
-    late = _late_writer(parts, guard)
+    guard, late = _guard_and_late_writer(parts, call, scope)
 
-    def run() -> dict[str, Any]:
-        running = parts.runner.run(call, scope.emit, config, prefer_sync=True, on_late=late)
-        return dict(parts.safe_value(run_coroutine_sync(running)))
+    def perform(request: Any) -> Any:
+        if request is not _RUN:
+            return cast(CallGuard, guard).ledger.io(request)
+        return parts.safe_value(parts.runner.run_sync(call, scope.emit, config, on_late=late))
 
-    if guard is None:
-        return cast(ToolExecutionRecord, run())
-    settled = guard.before()
-    if settled is not None:
-        return cast(ToolExecutionRecord, parts.safe_value(_settled(call, settled, scope.emit)))
-    finished = guard.run(run)
-    if late is not None:
-        late.ready()
-    return cast(ToolExecutionRecord, finished)
+    return _ready(run_steps(_guarded(parts, call, scope, guard), perform), late)
 
 
 async def arun_guarded(
     parts: LoopParts, call: PreparedCall, scope: RunScope, config: RunnableConfig
 ) -> ToolExecutionRecord:
-    """Async `run_guarded`."""
-    guard = call_guard(parts, call, scope)
-    late = _late_writer(parts, guard)
+    """Run a prepared call through the ledger guard and the pipeline, from async code."""
+    guard, late = _guard_and_late_writer(parts, call, scope)
 
-    async def run() -> dict[str, Any]:
-        running = parts.runner.run(call, scope.emit, config, on_late=late)
-        return dict(parts.safe_value(await running))
+    async def perform(request: Any) -> Any:
+        if request is not _RUN:
+            return await cast(CallGuard, guard).ledger.aio(request)
+        return parts.safe_value(await parts.runner.run(call, scope.emit, config, on_late=late))
 
-    if guard is None:
-        return cast(ToolExecutionRecord, await run())
-    settled = await guard.abefore()
-    if settled is not None:
-        return cast(ToolExecutionRecord, parts.safe_value(_settled(call, settled, scope.emit)))
-    finished = await guard.arun(run)
+    return _ready(await arun_steps(_guarded(parts, call, scope, guard), perform), late)
+
+
+def _ready(record: ToolExecutionRecord, late: LateLedgerWriter | None) -> ToolExecutionRecord:
+    """The call's own record is in the ledger: a late outcome may replace it from now on."""
     if late is not None:
         late.ready()
-    return cast(ToolExecutionRecord, finished)
+    return record
+
+
+def _guard_and_late_writer(
+    parts: LoopParts, call: PreparedCall, scope: RunScope
+) -> tuple[CallGuard | None, LateLedgerWriter | None]:
+    guard = call_guard(parts, call, scope)
+    return guard, _late_writer(parts, guard)
 
 
 def _late_writer(parts: LoopParts, guard: CallGuard | None) -> LateLedgerWriter | None:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphInterrupt
 
 from agentloop import GovernanceOptions, ToolPolicy, as_tool, create_tool_loop
+from agentloop._steps import arun_steps, run_steps
 from agentloop.durability import (
     CallGuard,
     LedgerKey,
@@ -86,6 +88,11 @@ def guard(ledger: MemoryLedger, **options: Any) -> CallGuard:
     return CallGuard(ledger, KEY, side_effects=True, timeout_s=1.0, **options)
 
 
+def run_call(checked: CallGuard, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run a call the guard let through, from sync code (a memory ledger needs no I/O)."""
+    return run_steps(checked.record("run"), lambda request: call())
+
+
 def test_a_recorded_outcome_is_replayed() -> None:
     ledger = MemoryLedger()
     ledger.finish(KEY, DEAD_OWNER, {"result": "paid"})
@@ -107,7 +114,7 @@ def test_a_resumable_call_is_entered_again() -> None:
     ledger.claim(KEY, DEAD_OWNER)
     checked = guard(ledger, resumable=True)
     assert checked.before() is None
-    assert checked.run(lambda: {"result": "again"}) == {"result": "again"}
+    assert run_call(checked, lambda: {"result": "again"}) == {"result": "again"}
     entry = ledger.get(KEY)
     assert entry is not None and entry.owner == OWNER and entry.outcome == {"result": "again"}
 
@@ -145,7 +152,7 @@ def test_reexecute_runs_a_recorded_call_again() -> None:
     ledger.finish(KEY, DEAD_OWNER, {"result": "first"})
     checked = guard(ledger, reexecute=True)
     assert checked.before() is None
-    checked.run(lambda: {"result": "second"})
+    run_call(checked, lambda: {"result": "second"})
     entry = ledger.get(KEY)
     assert entry is not None and entry.outcome == {"result": "second"}
 
@@ -155,11 +162,11 @@ async def test_an_interrupt_releases_the_claim() -> None:
     checked = guard(ledger)
     assert await checked.abefore() is None
 
-    async def ask_first() -> dict[str, Any]:
+    async def ask_first(request: Any) -> dict[str, Any]:
         raise GraphInterrupt(())
 
     with pytest.raises(GraphInterrupt):
-        await checked.arun(ask_first)
+        await arun_steps(checked.record("run"), ask_first)
     assert ledger.get(KEY) is None  # on resume the tool asks again, then acts
 
 

@@ -32,7 +32,7 @@ from agentloop.durability import (
     ledger_for,
     server_database_uri,
 )
-from agentloop.durability.ledger import OWNER
+from agentloop.durability.ledger import OWNER, LedgerOp
 from agentloop.durability.store import LEDGER_NAMESPACE
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -158,14 +158,14 @@ def test_store_ledger_claims_finishes_and_forgets(sqlite_store: SqliteStore) -> 
 async def test_store_ledger_async_claims_and_an_unknown_outcome() -> None:
     store = InMemoryStore()
     ledger = StoreLedger(store)
-    assert await ledger.aclaim(KEY, DEAD_OWNER) is None
+    assert await ledger.aperform(LedgerOp("claim", KEY, DEAD_OWNER)) is None
     settled = await CallGuard(ledger, KEY, side_effects=True, timeout_s=1.0).abefore()
     assert settled is not None and settled.kind == "unknown_outcome"
-    await ledger.afinish(KEY, DEAD_OWNER, {"result": "paid"})
+    await ledger.aperform(LedgerOp("finish", KEY, DEAD_OWNER, {"result": "paid"}))
     settled = await CallGuard(ledger, KEY, side_effects=True).abefore()
     assert settled is not None and settled.kind == "replayed"
-    await ledger.aforget_thread(KEY.thread_id)
-    assert await ledger.aget(KEY) is None
+    await ledger.aperform(LedgerOp("forget_thread", thread_id=KEY.thread_id))
+    assert await ledger.aperform(LedgerOp("get", KEY)) is None
 
 
 # --- through the loop -------------------------------------------------------------------
