@@ -91,66 +91,67 @@ def _settled(call: PreparedCall, settled: Settled, emit: Emit) -> ToolExecutionR
 
 
 _RUN = "run the call"
-"""The request `_guarded` yields to run the call through the pipeline."""
+"""The request the route yields to run the call through the pipeline."""
 
 
-def _guarded(
-    parts: LoopParts, call: PreparedCall, scope: RunScope, guard: CallGuard | None
-) -> Steps[ToolExecutionRecord]:
-    """The one route of a call, as steps: the ledger's requests, then `_RUN`."""
-    if guard is None:
-        record: ToolExecutionRecord = yield _RUN
+class _Route:
+    """The one route of a call: the ledger guard's steps around the pipeline."""
+
+    def __init__(
+        self, parts: LoopParts, call: PreparedCall, scope: RunScope, config: RunnableConfig
+    ) -> None:
+        self.parts, self.call, self.scope, self.config = parts, call, scope, config
+        self.guard = call_guard(parts, call, scope)
+        self.late = _late_writer(parts, self.guard)
+
+    def steps(self) -> Steps[ToolExecutionRecord]:
+        """The ledger's requests (see `CallGuard`), then `_RUN`."""
+        if self.guard is None:
+            record: ToolExecutionRecord = yield _RUN
+            return record
+        settled = yield from self.guard.decide()
+        if settled is not None:
+            settled_record = _settled(self.call, settled, self.scope.emit)
+            return cast(ToolExecutionRecord, self.parts.safe_value(settled_record))
+        return cast(ToolExecutionRecord, (yield from self.guard.record(_RUN)))
+
+    def perform(self, request: Any) -> Any:
+        """Perform a request of `steps` from sync code."""
+        if request is not _RUN:
+            return cast(CallGuard, self.guard).ledger.io(request)
+        run = self.parts.runner.run_sync
+        return self.parts.safe_value(
+            run(self.call, self.scope.emit, self.config, on_late=self.late)
+        )
+
+    async def aperform(self, request: Any) -> Any:
+        """Perform a request of `steps` from async code."""
+        if request is not _RUN:
+            return await cast(CallGuard, self.guard).ledger.aio(request)
+        running = self.parts.runner.run(self.call, self.scope.emit, self.config, on_late=self.late)
+        return self.parts.safe_value(await running)
+
+    def ready(self, record: ToolExecutionRecord) -> ToolExecutionRecord:
+        """The call's own record is in the ledger: a late outcome may replace it from now on."""
+        if self.late is not None:
+            self.late.ready()
         return record
-    settled = yield from guard.decide()
-    if settled is not None:
-        return cast(ToolExecutionRecord, parts.safe_value(_settled(call, settled, scope.emit)))
-    return cast(ToolExecutionRecord, (yield from guard.record(_RUN)))
 
 
 def run_guarded(
     parts: LoopParts, call: PreparedCall, scope: RunScope, config: RunnableConfig
 ) -> ToolExecutionRecord:
-    """Run a prepared call through the ledger guard and the pipeline, from sync code.
-
-    Returns:
-        The call's record, made checkpoint-safe.
-    """
-    guard, late = _guard_and_late_writer(parts, call, scope)
-
-    def perform(request: Any) -> Any:
-        if request is not _RUN:
-            return cast(CallGuard, guard).ledger.io(request)
-        return parts.safe_value(parts.runner.run_sync(call, scope.emit, config, on_late=late))
-
-    return _ready(run_steps(_guarded(parts, call, scope, guard), perform), late)
+    """Run a prepared call through the ledger guard and the pipeline; its safe record (sync)."""
+    route = _Route(parts, call, scope, config)
+    return route.ready(run_steps(route.steps(), route.perform))
 
 
 async def arun_guarded(
     parts: LoopParts, call: PreparedCall, scope: RunScope, config: RunnableConfig
 ) -> ToolExecutionRecord:
-    """Run a prepared call through the ledger guard and the pipeline, from async code."""
-    guard, late = _guard_and_late_writer(parts, call, scope)
-
-    async def perform(request: Any) -> Any:
-        if request is not _RUN:
-            return await cast(CallGuard, guard).ledger.aio(request)
-        return parts.safe_value(await parts.runner.run(call, scope.emit, config, on_late=late))
-
-    return _ready(await arun_steps(_guarded(parts, call, scope, guard), perform), late)
-
-
-def _ready(record: ToolExecutionRecord, late: LateLedgerWriter | None) -> ToolExecutionRecord:
-    """The call's own record is in the ledger: a late outcome may replace it from now on."""
-    if late is not None:
-        late.ready()
-    return record
-
-
-def _guard_and_late_writer(
-    parts: LoopParts, call: PreparedCall, scope: RunScope
-) -> tuple[CallGuard | None, LateLedgerWriter | None]:
-    guard = call_guard(parts, call, scope)
-    return guard, _late_writer(parts, guard)
+    """Run a prepared call through the ledger guard and the pipeline; its safe record (async)."""
+    route = _Route(parts, call, scope, config)
+    return route.ready(await arun_steps(route.steps(), route.aperform))
 
 
 def _late_writer(parts: LoopParts, guard: CallGuard | None) -> LateLedgerWriter | None:
