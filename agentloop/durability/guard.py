@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from langgraph.errors import GraphBubbleUp
 
-from agentloop._steps import Steps, arun_steps, run_steps
+from agentloop._steps import Steps
 from agentloop.durability.ledger import (
     OWNER,
     LedgerEntry,
@@ -110,8 +110,9 @@ class CallGuard:
         """Decide before running: a settled call, or None to run it (claimed if needed).
 
         Written once for every driver: it yields the ledger's I/O requests (and pauses
-        while another worker holds the claim), so `before` and `abefore` only differ in
-        how they perform them.
+        while another worker holds the claim); `run_steps(guard.decide(), ledger.io)`
+        performs them from sync code, `arun_steps(guard.decide(), ledger.aio)` from
+        async code (`agentloop._steps`).
         """
         entry = yield from self._ledger("get")
         settled = self._recorded(entry)
@@ -156,11 +157,3 @@ class CallGuard:
                 raise
         yield from self._ledger("finish", record)
         return record
-
-    def before(self) -> Settled | None:
-        """Decide before running (see `decide`), from sync code."""
-        return run_steps(self.decide(), self.ledger.io)
-
-    async def abefore(self) -> Settled | None:
-        """Decide before running (see `decide`), from async code."""
-        return await arun_steps(self.decide(), self.ledger.aio)

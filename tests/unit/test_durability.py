@@ -20,6 +20,7 @@ from agentloop.durability import (
     CallGuard,
     LedgerKey,
     MemoryLedger,
+    Settled,
     call_key,
     loop_namespace,
     run_identity,
@@ -88,6 +89,16 @@ def guard(ledger: MemoryLedger, **options: Any) -> CallGuard:
     return CallGuard(ledger, KEY, side_effects=True, timeout_s=1.0, **options)
 
 
+def before(checked: CallGuard) -> Settled | None:
+    """Decide before running, from sync code."""
+    return run_steps(checked.decide(), checked.ledger.io)
+
+
+async def abefore(checked: CallGuard) -> Settled | None:
+    """Decide before running, from async code."""
+    return await arun_steps(checked.decide(), checked.ledger.aio)
+
+
 def run_call(checked: CallGuard, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run a call the guard let through, from sync code (a memory ledger needs no I/O)."""
     return run_steps(checked.record("run"), lambda request: call())
@@ -96,7 +107,7 @@ def run_call(checked: CallGuard, call: Callable[[], dict[str, Any]]) -> dict[str
 def test_a_recorded_outcome_is_replayed() -> None:
     ledger = MemoryLedger()
     ledger.finish(KEY, DEAD_OWNER, {"result": "paid"})
-    settled = guard(ledger).before()
+    settled = before(guard(ledger))
     assert settled is not None and settled.kind == "replayed"
     assert settled.outcome == {"result": "paid"}
 
@@ -104,7 +115,7 @@ def test_a_recorded_outcome_is_replayed() -> None:
 def test_a_claim_whose_worker_is_gone_is_an_unknown_outcome() -> None:
     ledger = MemoryLedger()
     assert ledger.claim(KEY, DEAD_OWNER) is None
-    settled = guard(ledger).before()
+    settled = before(guard(ledger))
     assert settled is not None and settled.kind == "unknown_outcome"
     assert "did not report back" in settled.reason
 
@@ -113,7 +124,7 @@ def test_a_resumable_call_is_entered_again() -> None:
     ledger = MemoryLedger()
     ledger.claim(KEY, DEAD_OWNER)
     checked = guard(ledger, resumable=True)
-    assert checked.before() is None
+    assert before(checked) is None
     assert run_call(checked, lambda: {"result": "again"}) == {"result": "again"}
     entry = ledger.get(KEY)
     assert entry is not None and entry.owner == OWNER and entry.outcome == {"result": "again"}
@@ -131,7 +142,7 @@ def test_a_live_claimant_is_waited_for() -> None:
     worker = threading.Thread(target=finish_later)
     worker.start()
     time.sleep(0.05)
-    settled = guard(ledger).before()
+    settled = before(guard(ledger))
     worker.join()
     assert settled is not None and settled.kind == "replayed"
     assert settled.outcome == {"result": "by the other worker"}
@@ -141,7 +152,7 @@ async def test_a_live_claimant_on_another_host_is_waited_for_then_unknown() -> N
     ledger = MemoryLedger()
     ledger.claim(KEY, OTHER_HOST)
     started = time.monotonic()
-    settled = await CallGuard(ledger, KEY, side_effects=True, timeout_s=0.2).abefore()
+    settled = await abefore(CallGuard(ledger, KEY, side_effects=True, timeout_s=0.2))
     assert settled is not None and settled.kind == "unknown_outcome"
     assert "another worker" in settled.reason
     assert time.monotonic() - started >= 0.2
@@ -151,7 +162,7 @@ def test_reexecute_runs_a_recorded_call_again() -> None:
     ledger = MemoryLedger()
     ledger.finish(KEY, DEAD_OWNER, {"result": "first"})
     checked = guard(ledger, reexecute=True)
-    assert checked.before() is None
+    assert before(checked) is None
     run_call(checked, lambda: {"result": "second"})
     entry = ledger.get(KEY)
     assert entry is not None and entry.outcome == {"result": "second"}
@@ -160,7 +171,7 @@ def test_reexecute_runs_a_recorded_call_again() -> None:
 async def test_an_interrupt_releases_the_claim() -> None:
     ledger = MemoryLedger()
     checked = guard(ledger)
-    assert await checked.abefore() is None
+    assert await abefore(checked) is None
 
     async def ask_first(request: Any) -> dict[str, Any]:
         raise GraphInterrupt(())
