@@ -10,12 +10,13 @@ running loop. An effect carries both forms of its one step; cores write
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, ParamSpec, TypeAlias, TypeVar
+
+from agentloop._sync import pause
 
 __all__ = [
     "Core",
@@ -120,5 +121,9 @@ is_async: Effect[bool] = Effect(lambda: False, _true)
 
 
 def sleep(seconds: float) -> Effect[None]:
-    """Wait: `time.sleep` under `invoke`, `asyncio.sleep` under `ainvoke`."""
-    return Effect(lambda: time.sleep(seconds), lambda: asyncio.sleep(seconds))
+    """Wait: `time.sleep` under `invoke`, `asyncio.sleep` under `ainvoke`.
+
+    The awaitable form blocks instead when no event loop runs in the thread (a sync tool
+    call's coroutine driven without a loop).
+    """
+    return Effect(lambda: time.sleep(seconds), lambda: pause(seconds))

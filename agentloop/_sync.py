@@ -1,14 +1,32 @@
-"""Running a coroutine from sync code, even under a running event loop."""
+"""Running a coroutine from sync code: without an event loop when it never suspends.
+
+The loop's async code is written once; sync code drives it two ways:
+
+- `run_without_loop` drives a coroutine to its end in this thread with no event loop
+  at all. That works for coroutines that never suspend: everything they wait for
+  blocks instead (`pause` sleeps, a tool's thread is joined), which the pipeline does
+  whenever no event loop runs in its thread (`has_running_loop`).
+- `run_coroutine_sync` runs any coroutine on an event loop of its own (in a helper
+  thread when this one already runs a loop), for what needs one: async-only tools,
+  the app's async interceptors and middleware.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import threading
+import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["LEFTOVER_GRACE_S", "run_coroutine_sync"]
+__all__ = [
+    "LEFTOVER_GRACE_S",
+    "has_running_loop",
+    "pause",
+    "run_coroutine_sync",
+    "run_without_loop",
+]
 
 T = TypeVar("T")
 
@@ -113,3 +131,40 @@ def run_coroutine_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     if failure:
         raise failure[0]
     return result[0]
+
+
+def has_running_loop() -> bool:
+    """Whether an event loop runs in this thread (else the code runs without one)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+async def pause(seconds: float) -> None:
+    """Wait: on the event loop when one runs in this thread, else by blocking the thread."""
+    if has_running_loop():
+        await asyncio.sleep(seconds)
+    else:
+        time.sleep(seconds)
+
+
+def run_without_loop(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends to its end, in this thread, with no event loop.
+
+    Raises:
+        RuntimeError: The coroutine suspended on something only an event loop can
+            resume (it is closed first).
+    """
+    try:
+        while True:
+            if coroutine.send(None) is not None:  # a bare yield only passes control back
+                break
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    coroutine.close()
+    name = getattr(coroutine, "__qualname__", "a coroutine")
+    msg = f"{name} waited for an event loop while run without one"
+    raise RuntimeError(msg)

@@ -94,6 +94,9 @@ class _Progress:
         return str(self.final.get("answer", "")), {AGENT_USAGE_ARTIFACT: usage}
 
 
+_STREAM_MODES: list[Any] = ["custom", "values"]
+
+
 def as_tool(
     graph: Any,
     *,
@@ -125,28 +128,25 @@ def as_tool(
         msg = f"as_tool needs a compiled graph, got {type(graph).__name__}"
         raise ConfigurationError(msg)
 
-    def request(user_input: str, user_extra_requirement: str) -> tuple[Any, dict[str, Any]]:
+    def start(user_input: str, user_extra_requirement: str) -> tuple[_Progress, Any, Any]:
+        """The run's progress, its input and its config (nested in the parent's call)."""
         child: dict[str, Any] = {"run_name": name}
         if recursion_limit is not None:
             child["recursion_limit"] = recursion_limit
-        return {"user_input": user_input, "user_extra_requirement": user_extra_requirement}, child
+        payload = {"user_input": user_input, "user_extra_requirement": user_extra_requirement}
+        return _Progress(name, user_input), payload, child
 
     def run(user_input: str, user_extra_requirement: str = "") -> tuple[str, dict[str, Any]]:
-        progress = _Progress(name, user_input)
-        payload, child = request(user_input, user_extra_requirement)
-        # Nested in the parent's call: the parent's checkpointer and namespace apply.
-        with progress:
-            for mode, chunk in graph.stream(payload, child, stream_mode=["custom", "values"]):
+        progress, payload, child = start(user_input, user_extra_requirement)
+        with progress:  # the parent's checkpointer and namespace apply
+            for mode, chunk in graph.stream(payload, child, stream_mode=_STREAM_MODES):
                 progress.take(mode, chunk)
         return progress.result()
 
     async def arun(user_input: str, user_extra_requirement: str = "") -> tuple[str, dict[str, Any]]:
-        progress = _Progress(name, user_input)
-        payload, child = request(user_input, user_extra_requirement)
+        progress, payload, child = start(user_input, user_extra_requirement)
         with progress:
-            async for mode, chunk in graph.astream(
-                payload, child, stream_mode=["custom", "values"]
-            ):
+            async for mode, chunk in graph.astream(payload, child, stream_mode=_STREAM_MODES):
                 progress.take(mode, chunk)
         return progress.result()
 

@@ -13,7 +13,13 @@ from agentloop.durability._langgraph import Durability, current_checkpointer, cu
 from agentloop.durability.guard import CallGuard, Settled
 from agentloop.durability.identity import call_key, loop_namespace, run_identity
 from agentloop.durability.late import LateLedgerWriter
-from agentloop.durability.ledger import LedgerEntry, LedgerKey, MemoryLedger, SideEffectLedger
+from agentloop.durability.ledger import (
+    LedgerEntry,
+    LedgerKey,
+    LedgerOp,
+    MemoryLedger,
+    SideEffectLedger,
+)
 from agentloop.durability.placement import (
     durability_gap,
     is_server_checkpointer,
@@ -37,6 +43,7 @@ __all__ = [
     "LateLedgerWriter",
     "LedgerEntry",
     "LedgerKey",
+    "LedgerOp",
     "MemoryLedger",
     "PostgresLedger",
     "PostgresUriLedger",

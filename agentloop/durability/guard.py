@@ -13,21 +13,22 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from langgraph.errors import GraphBubbleUp
 
+from agentloop._steps import Steps
 from agentloop.durability.ledger import (
     OWNER,
     LedgerEntry,
     LedgerKey,
+    LedgerOp,
+    OpName,
     SideEffectLedger,
     in_flight,
     owner_is_gone,
     pause_a_little,
-    wait_a_little,
 )
 
 __all__ = ["CallGuard", "Settled"]
@@ -50,8 +51,6 @@ class Settled:
 
 
 _Step = Literal["replay", "wait", "unknown", "take_over"]
-_Op = tuple[Any, ...]
-"""A ledger operation `_decide` asks its driver for."""
 
 
 @dataclass
@@ -102,24 +101,28 @@ class CallGuard:
             reason = "another worker started it and did not report back in time"
         return Settled("unknown_outcome", reason=reason)
 
-    # -- the decision, as a sequence of ledger operations --------------------------------
+    # -- the rules, as steps (see `agentloop._steps`) -------------------------------------
 
-    def _decide(self) -> Generator[_Op, Any, Settled | None]:
+    def _ledger(self, name: OpName, outcome: Record | None = None) -> Steps[Any]:
+        return self.ledger.steps(LedgerOp(name, self.key, OWNER, outcome))
+
+    def decide(self) -> Steps[Settled | None]:
         """Decide before running: a settled call, or None to run it (claimed if needed).
 
-        Written once for both drivers: it yields the ledger operations to perform
-        (`("get",)`, `("claim",)`, `("take_over",)`, `("pause", attempt)`) and receives
-        their results, so `before` and `abefore` only differ in how they perform them.
+        Written once for every driver: it yields the ledger's I/O requests (and pauses
+        while another worker holds the claim); `run_steps(guard.decide(), ledger.io)`
+        performs them from sync code, `arun_steps(guard.decide(), ledger.aio)` from
+        async code (`agentloop._steps`).
         """
-        entry = yield ("get",)
+        entry = yield from self._ledger("get")
         settled = self._recorded(entry)
         if settled is not None or not self.side_effects:
             return settled
         if entry is not None and self.reexecute:
-            yield ("take_over",)
+            yield from self._ledger("take_over")
             self.claimed = True
             return None
-        lost = yield ("claim",)
+        lost = yield from self._ledger("claim")
         attempt = 0
         while lost is not None:
             step = self._step(lost, self._deadline(lost))
@@ -128,90 +131,29 @@ class CallGuard:
             if step == "unknown":
                 return self._unknown(lost)
             if step == "take_over":
-                yield ("take_over",)
+                yield from self._ledger("take_over")
                 break
-            yield ("pause", attempt)
+            yield pause_a_little(attempt)
             attempt += 1
-            lost = (yield ("get",)) or lost
+            lost = (yield from self._ledger("get")) or lost
         self.claimed = True
         return None
 
-    # -- sync ------------------------------------------------------------------------------
+    def record(self, run: Any) -> Steps[Record]:
+        """Run a call that `decide` let through, and record its outcome.
 
-    def before(self) -> Settled | None:
-        """Decide before running (see `_decide`), performing the ledger operations."""
-        decision = self._decide()
-        result: Any = None
-        try:
-            while True:
-                op = decision.send(result)
-                if op[0] == "get":
-                    result = self.ledger.get(self.key)
-                elif op[0] == "claim":
-                    result = self.ledger.claim(self.key, OWNER)
-                elif op[0] == "take_over":
-                    self.ledger.take_over(self.key, OWNER)
-                    result = None
-                else:
-                    pause_a_little(op[1])
-                    result = None
-        except StopIteration as done:
-            settled: Settled | None = done.value
-            return settled
-
-    def run(self, call: Callable[[], Record]) -> Record:
-        """Run a call that `before` let through, and record its outcome."""
+        Args:
+            run: The request that runs the call, yielded to the driver; its result is
+                the call's record. An interrupt it raises removes the claim (the tool
+                asks first, then acts on resume) and propagates.
+        """
         with in_flight(self.ledger, self.key):
             try:
-                record = call()
-            except GraphBubbleUp:  # an interrupt: the tool asks first, then acts on resume
-                self.abandon()
-                raise
-        self.ledger.finish(self.key, OWNER, record)
-        return record
-
-    def abandon(self) -> None:
-        """Remove the claim of a call stopped before it acted (an interrupt)."""
-        if self.claimed:
-            self.ledger.release(self.key, OWNER)
-            self.claimed = False
-
-    # -- async -----------------------------------------------------------------------------
-
-    async def abefore(self) -> Settled | None:
-        """Async `before`."""
-        decision = self._decide()
-        result: Any = None
-        try:
-            while True:
-                op = decision.send(result)
-                if op[0] == "get":
-                    result = await self.ledger.aget(self.key)
-                elif op[0] == "claim":
-                    result = await self.ledger.aclaim(self.key, OWNER)
-                elif op[0] == "take_over":
-                    await self.ledger.atake_over(self.key, OWNER)
-                    result = None
-                else:
-                    await wait_a_little(op[1])
-                    result = None
-        except StopIteration as done:
-            settled: Settled | None = done.value
-            return settled
-
-    async def arun(self, call: Callable[[], Awaitable[Record]]) -> Record:
-        """Async `run`."""
-        with in_flight(self.ledger, self.key):
-            try:
-                record = await call()
+                record: Record = yield run
             except GraphBubbleUp:
-                await self.aabandon()
+                if self.claimed:
+                    yield from self._ledger("release")
+                    self.claimed = False
                 raise
-        await self.ledger.afinish(self.key, OWNER, record)
+        yield from self._ledger("finish", record)
         return record
-
-    async def aabandon(self) -> None:
-        """Async `abandon`."""
-        if self.claimed:
-            await self.ledger.arelease(self.key, OWNER)
-            self.claimed = False

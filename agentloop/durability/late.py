@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from agentloop.durability.ledger import OWNER, LedgerKey, SideEffectLedger
+from agentloop.durability.ledger import OWNER, LedgerKey, LedgerOp, SideEffectLedger
 
 __all__ = ["LateLedgerWriter"]
 
@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 Record = dict[str, Any]
 
-_writes: set[asyncio.Task[None]] = set()
+_writes: set[asyncio.Task[Any]] = set()
 """Ledger writes scheduled on an event loop (kept until done)."""
 
 
@@ -72,7 +72,8 @@ class LateLedgerWriter:
             if loop is None:
                 self.ledger.finish(self.key, OWNER, outcome)
                 return
-            task = loop.create_task(self.ledger.afinish(self.key, OWNER, outcome))
+            finish = LedgerOp("finish", self.key, OWNER, outcome)
+            task = loop.create_task(self.ledger.aperform(finish))
         except Exception:
             logger.exception("the late outcome of %s could not be recorded", self.key.call_key)
             return
@@ -80,7 +81,7 @@ class LateLedgerWriter:
         task.add_done_callback(_written)
 
 
-def _written(task: asyncio.Task[None]) -> None:
+def _written(task: asyncio.Task[Any]) -> None:
     _writes.discard(task)
     if not task.cancelled() and task.exception() is not None:
         logger.error("a late outcome could not be recorded: %s", task.exception())

@@ -14,7 +14,6 @@ keeps a small table in an SQLite or PostgreSQL checkpointer's own database, and
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import socket
@@ -25,13 +24,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from agentloop._steps import Pause, Steps, arun_steps, run_steps
 
 __all__ = [
     "OWNER",
     "LedgerEntry",
     "LedgerKey",
+    "LedgerOp",
     "MemoryLedger",
+    "OpName",
     "SideEffectLedger",
     "in_flight",
     "owner_is_gone",
@@ -79,8 +82,46 @@ class LedgerEntry:
     """The record it finished with; None while it runs, or when its worker died."""
 
 
+OpName = Literal["get", "claim", "finish", "release", "take_over", "forget_thread"]
+
+
+@dataclass(frozen=True)
+class LedgerOp:
+    """One operation on the ledger.
+
+    - `get`: the entry of `key`, or None.
+    - `claim`: claim `key` for `owner`: None when this owner won, else the entry that
+      was there.
+    - `finish`: store `outcome` as the call's (inserting the entry when it was not claimed).
+    - `release`: remove `owner`'s claim of an unfinished call (it stopped before acting).
+    - `take_over`: make `owner` the claimant and clear the outcome (a forced re-run).
+    - `forget_thread`: drop every entry of `thread_id`.
+    """
+
+    name: OpName
+    key: LedgerKey | None = None
+    owner: str = ""
+    outcome: dict[str, Any] | None = None
+    thread_id: str = ""
+
+    @property
+    def entry_key(self) -> LedgerKey:
+        """The key of the entry the operation is about."""
+        if self.key is None:
+            msg = f"the ledger operation {self.name!r} needs a key"
+            raise ValueError(msg)
+        return self.key
+
+
 class SideEffectLedger(ABC):
-    """Where calls are claimed and their outcomes kept; sync and async methods alike.
+    """Where calls are claimed and their outcomes kept.
+
+    A backend writes each operation once (`steps`), as steps that yield the I/O requests
+    it needs (a statement, a store read); `io` performs a request from sync code and
+    `aio` from async code (by default as `io` does, for backends whose I/O is sync or
+    in memory). `perform` and `aperform` run an operation through one or the other, and
+    the sync methods (`get`, `claim`, `finish`, `release`, `take_over`, `forget_thread`)
+    are shorthands for `perform`.
 
     `claim` is atomic: of several workers claiming one key, exactly one gets None back
     and runs the call; the others get the winner's entry. `cross_process` tells whether
@@ -92,44 +133,51 @@ class SideEffectLedger(ABC):
     durable: bool = False
 
     @abstractmethod
+    def steps(self, op: LedgerOp) -> Steps[Any]:
+        """Do one operation, yielding the I/O requests `io` or `aio` perform."""
+
+    def io(self, request: Any) -> Any:
+        """Perform one I/O request of `steps` from sync code."""
+        msg = f"{type(self).__name__} cannot perform {request!r}"
+        raise NotImplementedError(msg)
+
+    async def aio(self, request: Any) -> Any:
+        """Perform one I/O request of `steps` from async code (by default as `io` does)."""
+        return self.io(request)
+
+    def perform(self, op: LedgerOp) -> Any:
+        """Do one operation from sync code."""
+        return run_steps(self.steps(op), self.io)
+
+    async def aperform(self, op: LedgerOp) -> Any:
+        """Do one operation from async code."""
+        return await arun_steps(self.steps(op), self.aio)
+
     def get(self, key: LedgerKey) -> LedgerEntry | None:
         """Return the entry of a call, or None."""
+        entry: LedgerEntry | None = self.perform(LedgerOp("get", key))
+        return entry
 
-    @abstractmethod
     def claim(self, key: LedgerKey, owner: str) -> LedgerEntry | None:
         """Claim a call: None when this owner won, else the entry that was there."""
+        entry: LedgerEntry | None = self.perform(LedgerOp("claim", key, owner))
+        return entry
 
-    @abstractmethod
     def finish(self, key: LedgerKey, owner: str, outcome: dict[str, Any]) -> None:
         """Store a call's outcome (inserting the entry when the call was not claimed)."""
+        self.perform(LedgerOp("finish", key, owner, outcome))
 
-    @abstractmethod
     def release(self, key: LedgerKey, owner: str) -> None:
         """Remove this owner's claim of an unfinished call (it stopped before acting)."""
+        self.perform(LedgerOp("release", key, owner))
 
-    @abstractmethod
     def take_over(self, key: LedgerKey, owner: str) -> None:
         """Make `owner` the claimant of a call and clear its outcome (forced re-run)."""
+        self.perform(LedgerOp("take_over", key, owner))
 
-    async def aget(self, key: LedgerKey) -> LedgerEntry | None:
-        """Async `get`."""
-        return self.get(key)
-
-    async def aclaim(self, key: LedgerKey, owner: str) -> LedgerEntry | None:
-        """Async `claim`."""
-        return self.claim(key, owner)
-
-    async def afinish(self, key: LedgerKey, owner: str, outcome: dict[str, Any]) -> None:
-        """Async `finish`."""
-        self.finish(key, owner, outcome)
-
-    async def arelease(self, key: LedgerKey, owner: str) -> None:
-        """Async `release`."""
-        self.release(key, owner)
-
-    async def atake_over(self, key: LedgerKey, owner: str) -> None:
-        """Async `take_over`."""
-        self.take_over(key, owner)
+    def forget_thread(self, thread_id: str) -> None:
+        """Drop every entry of a thread (after deleting the thread, say)."""
+        self.perform(LedgerOp("forget_thread", thread_id=thread_id))
 
 
 class MemoryLedger(SideEffectLedger):
@@ -148,43 +196,34 @@ class MemoryLedger(SideEffectLedger):
         with self._lock:
             return len(self._entries)
 
-    def get(self, key: LedgerKey) -> LedgerEntry | None:
-        """Return the entry of a call, or None."""
+    def steps(self, op: LedgerOp) -> Steps[Any]:
+        """Do one operation in memory (it yields no I/O request)."""
+        yield from ()
         with self._lock:
-            return self._entries.get(key)
+            return self._apply(op)
 
-    def claim(self, key: LedgerKey, owner: str) -> LedgerEntry | None:
-        """Claim a call: None when this owner won, else the entry that was there."""
-        with self._lock:
-            existing = self._entries.get(key)
-            if existing is None:
-                self._entries[key] = LedgerEntry(owner, time.time())
+    def _apply(self, op: LedgerOp) -> LedgerEntry | None:
+        if op.name == "forget_thread":
+            for key in [k for k in self._entries if k.thread_id == op.thread_id]:
+                del self._entries[key]
+            return None
+        key = op.entry_key
+        existing = self._entries.get(key)
+        if op.name == "get":
             return existing
-
-    def finish(self, key: LedgerKey, owner: str, outcome: dict[str, Any]) -> None:
-        """Store a call's outcome."""
-        with self._lock:
-            existing = self._entries.get(key)
+        if op.name == "claim":
+            if existing is None:
+                self._entries[key] = LedgerEntry(op.owner, time.time())
+            return existing
+        if op.name == "finish":
             started = existing.started_at if existing is not None else time.time()
-            self._entries[key] = LedgerEntry(owner, started, outcome)
-
-    def release(self, key: LedgerKey, owner: str) -> None:
-        """Remove this owner's claim of an unfinished call."""
-        with self._lock:
-            existing = self._entries.get(key)
-            if existing is not None and existing.owner == owner and existing.outcome is None:
+            self._entries[key] = LedgerEntry(op.owner, started, op.outcome)
+        elif op.name == "release":
+            if existing is not None and existing.owner == op.owner and existing.outcome is None:
                 del self._entries[key]
-
-    def take_over(self, key: LedgerKey, owner: str) -> None:
-        """Make `owner` the claimant of a call and clear its outcome."""
-        with self._lock:
-            self._entries[key] = LedgerEntry(owner, time.time())
-
-    def forget_thread(self, thread_id: str) -> None:
-        """Drop every entry of a thread."""
-        with self._lock:
-            for key in [k for k in self._entries if k.thread_id == thread_id]:
-                del self._entries[key]
+        else:  # take_over
+            self._entries[key] = LedgerEntry(op.owner, time.time())
+        return None
 
 
 # --- who is running a claimed call ---------------------------------------------------
@@ -239,11 +278,6 @@ def owner_is_gone(ledger: SideEffectLedger, key: LedgerKey, owner: str) -> bool 
     return False
 
 
-async def wait_a_little(attempt: int) -> None:
+def pause_a_little(attempt: int) -> Pause:
     """Back off between two looks at a claimed call (50 ms growing to 500 ms)."""
-    await asyncio.sleep(min(0.05 * (2**attempt), 0.5))
-
-
-def pause_a_little(attempt: int) -> None:
-    """Sync `wait_a_little`."""
-    time.sleep(min(0.05 * (2**attempt), 0.5))
+    return Pause(min(0.05 * (2**attempt), 0.5))

@@ -53,8 +53,9 @@ class PostgresUriLedger(PostgresLedger):
         with psycopg.connect(self.uri, autocommit=True) as conn:
             yield conn
 
-    async def _arun(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
+    async def aio(self, request: Any) -> tuple[int, Any]:
+        """Run one statement on a connection of its own (from async code)."""
         import psycopg
 
         async with await psycopg.AsyncConnection.connect(self.uri, autocommit=True) as conn:
-            return await _arun_postgres(self, conn, name, params)
+            return await _arun_postgres(self, conn, *request)

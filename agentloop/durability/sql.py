@@ -15,7 +15,8 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from agentloop.durability.ledger import LedgerEntry, LedgerKey, SideEffectLedger
+from agentloop._steps import Steps
+from agentloop.durability.ledger import LedgerEntry, LedgerKey, LedgerOp, SideEffectLedger
 
 __all__ = ["AsyncPostgresLedger", "AsyncSqliteLedger", "PostgresLedger", "SqliteLedger"]
 
@@ -73,7 +74,11 @@ def _dump(outcome: dict[str, Any]) -> str:
 
 
 class _SqlLedger(SideEffectLedger):
-    """The statements of the ledger, over a `_run(statement, params)` each subclass supplies."""
+    """The statements of the ledger; each backend performs them (`io`, `aio`).
+
+    A request is `(statement name, parameters)`; performing it returns the rows it
+    affected and its first row (for `get`).
+    """
 
     cross_process = True
     durable = True
@@ -84,58 +89,24 @@ class _SqlLedger(SideEffectLedger):
         self.sql = _statements(self.placeholder)
         self._ready = False
 
-    # subclasses: run one statement, return (rows affected, first row)
-    def _run(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
-        raise NotImplementedError
-
-    async def _arun(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
-        return self._run(name, params)
-
-    def get(self, key: LedgerKey) -> LedgerEntry | None:
-        """Return the entry of a call, or None."""
-        return _entry(self._run("get", _key(key))[1])
-
-    def claim(self, key: LedgerKey, owner: str) -> LedgerEntry | None:
-        """Claim a call: None when this owner won, else the entry that was there."""
-        claimed, _ = self._run("claim", (*_key(key), owner, _now()))
-        return None if claimed == 1 else self.get(key)
-
-    def finish(self, key: LedgerKey, owner: str, outcome: dict[str, Any]) -> None:
-        """Store a call's outcome."""
-        self._run("finish", (*_key(key), owner, _now(), _dump(outcome)))
-
-    def release(self, key: LedgerKey, owner: str) -> None:
-        """Remove this owner's claim of an unfinished call."""
-        self._run("release", (*_key(key), owner))
-
-    def take_over(self, key: LedgerKey, owner: str) -> None:
-        """Make `owner` the claimant of a call and clear its outcome."""
-        self._run("take_over", (*_key(key), owner, _now()))
-
-    def forget_thread(self, thread_id: str) -> None:
-        """Drop every entry of a thread (after `checkpointer.delete_thread`, say)."""
-        self._run("forget", (thread_id,))
-
-    async def aget(self, key: LedgerKey) -> LedgerEntry | None:
-        """Async `get`."""
-        return _entry((await self._arun("get", _key(key)))[1])
-
-    async def aclaim(self, key: LedgerKey, owner: str) -> LedgerEntry | None:
-        """Async `claim`."""
-        claimed, _ = await self._arun("claim", (*_key(key), owner, _now()))
-        return None if claimed == 1 else await self.aget(key)
-
-    async def afinish(self, key: LedgerKey, owner: str, outcome: dict[str, Any]) -> None:
-        """Async `finish`."""
-        await self._arun("finish", (*_key(key), owner, _now(), _dump(outcome)))
-
-    async def arelease(self, key: LedgerKey, owner: str) -> None:
-        """Async `release`."""
-        await self._arun("release", (*_key(key), owner))
-
-    async def atake_over(self, key: LedgerKey, owner: str) -> None:
-        """Async `take_over`."""
-        await self._arun("take_over", (*_key(key), owner, _now()))
+    def steps(self, op: LedgerOp) -> Steps[Any]:
+        """Do one operation as statements."""
+        if op.name == "forget_thread":
+            yield ("forget", (op.thread_id,))
+            return None
+        key = _key(op.entry_key)
+        if op.name == "get":
+            return _entry((yield ("get", key))[1])
+        if op.name == "claim":
+            claimed, _ = yield ("claim", (*key, op.owner, _now()))
+            return None if claimed == 1 else _entry((yield ("get", key))[1])
+        if op.name == "finish":
+            yield ("finish", (*key, op.owner, _now(), _dump(op.outcome or {})))
+        elif op.name == "release":
+            yield ("release", (*key, op.owner))
+        else:
+            yield ("take_over", (*key, op.owner, _now()))
+        return None
 
 
 def _now() -> float:
@@ -159,13 +130,23 @@ def _on_saver_loop(saver: Any, coroutine: Any) -> Any:
     return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
 
 
+class _AsyncSaverLedger(_SqlLedger):
+    """A ledger on an async saver's connection: sync callers run each statement on its loop."""
+
+    def io(self, request: Any) -> Any:
+        """Run one statement on the saver's event loop (from sync code)."""
+        return _on_saver_loop(self.saver, self.aio(request))
+
+
 # --- SQLite ------------------------------------------------------------------------------
 
 
 class SqliteLedger(_SqlLedger):
     """The ledger of a `langgraph.checkpoint.sqlite.SqliteSaver`."""
 
-    def _run(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
+    def io(self, request: Any) -> tuple[int, Any]:
+        """Run one statement on the saver's connection."""
+        name, params = request
         with self.saver.lock:
             conn = self.saver.conn
             if not self._ready:
@@ -181,14 +162,12 @@ class SqliteLedger(_SqlLedger):
                 conn.commit()
 
 
-class AsyncSqliteLedger(_SqlLedger):
+class AsyncSqliteLedger(_AsyncSaverLedger):
     """The ledger of a `langgraph.checkpoint.sqlite.aio.AsyncSqliteSaver`."""
 
-    def _run(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
-        result: tuple[int, Any] = _on_saver_loop(self.saver, self._arun(name, params))
-        return result
-
-    async def _arun(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
+    async def aio(self, request: Any) -> tuple[int, Any]:
+        """Run one statement on the saver's connection."""
+        name, params = request
         if not self._ready:
             await self.saver.setup()  # opens the connection
         async with self.saver.lock:
@@ -232,7 +211,9 @@ class PostgresLedger(_SqlLedger):
             with self.saver.lock:
                 yield conn
 
-    def _run(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
+    def io(self, request: Any) -> tuple[int, Any]:
+        """Run one statement on the saver's connection (or one of its pool)."""
+        name, params = request
         with self._connection() as conn:
             if not self._ready:
                 try:
@@ -248,14 +229,10 @@ class PostgresLedger(_SqlLedger):
                 return cursor.rowcount, row
 
 
-class AsyncPostgresLedger(_SqlLedger):
+class AsyncPostgresLedger(_AsyncSaverLedger):
     """The ledger of a `langgraph.checkpoint.postgres.aio.AsyncPostgresSaver`."""
 
     placeholder = "%s"
-
-    def _run(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
-        result: tuple[int, Any] = _on_saver_loop(self.saver, self._arun(name, params))
-        return result
 
     @contextlib.asynccontextmanager
     async def _connection(self) -> AsyncIterator[Any]:
@@ -267,9 +244,10 @@ class AsyncPostgresLedger(_SqlLedger):
             async with self.saver.lock:
                 yield conn
 
-    async def _arun(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
+    async def aio(self, request: Any) -> tuple[int, Any]:
+        """Run one statement on the saver's connection (or one of its pool)."""
         async with self._connection() as conn:
-            return await _arun_postgres(self, conn, name, params)
+            return await _arun_postgres(self, conn, *request)
 
 
 async def _arun_postgres(

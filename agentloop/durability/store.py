@@ -27,7 +27,8 @@ from typing import Any
 from langgraph.config import get_store
 from langgraph.store.base import BaseStore, Item
 
-from agentloop.durability.ledger import LedgerEntry, LedgerKey, SideEffectLedger
+from agentloop._steps import Steps
+from agentloop.durability.ledger import LedgerEntry, LedgerKey, LedgerOp, SideEffectLedger
 
 __all__ = ["LEDGER_NAMESPACE", "StoreLedger", "is_memory_only"]
 
@@ -91,81 +92,42 @@ class StoreLedger(SideEffectLedger):
         """The store entries are kept in."""
         return self._store if self._store is not None else _running_store(required=True)
 
-    # -- sync ------------------------------------------------------------------------------
-
-    def get(self, key: LedgerKey) -> LedgerEntry | None:
-        """Return the entry of a call, or None."""
-        return _entry(self.store.get(*_where(key)))
-
-    def claim(self, key: LedgerKey, owner: str) -> LedgerEntry | None:
-        """Claim a call: None when this owner won, else the entry that was there."""
-        existing = self.get(key)
-        if existing is not None:
+    def steps(self, op: LedgerOp) -> Steps[Any]:
+        """Do one operation as store requests: `(method, args)`, `method` of `BaseStore`."""
+        if op.name == "forget_thread":
+            namespace = (LEDGER_NAMESPACE, _thread_label(op.thread_id))
+            while items := (yield ("search", (namespace,), {"limit": 100})):
+                for item in items:
+                    yield ("delete", (namespace, item.key), {})
+            return None
+        where = _where(op.entry_key)
+        existing = None if op.name == "take_over" else _entry((yield ("get", where, {})))
+        if op.name == "get":
             return existing
-        self.store.put(*_where(key), _value(owner, time.time(), None), index=False)
-        confirmed = self.get(key)
-        return None if _won(confirmed, owner) else confirmed
-
-    def finish(self, key: LedgerKey, owner: str, outcome: dict[str, Any]) -> None:
-        """Store a call's outcome."""
-        existing = self.get(key)
+        if op.name == "claim":
+            if existing is not None:
+                return existing
+            yield ("put", (*where, _value(op.owner, time.time(), None)), {"index": False})
+            confirmed = _entry((yield ("get", where, {})))
+            return None if _won(confirmed, op.owner) else confirmed
+        if op.name == "release":
+            if _won(existing, op.owner):
+                yield ("delete", where, {})
+            return None
         started = existing.started_at if existing is not None else time.time()
-        self.store.put(*_where(key), _value(owner, started, outcome), index=False)
+        outcome = op.outcome if op.name == "finish" else None
+        yield ("put", (*where, _value(op.owner, started, outcome)), {"index": False})
+        return None
 
-    def release(self, key: LedgerKey, owner: str) -> None:
-        """Remove this owner's claim of an unfinished call."""
-        if _won(self.get(key), owner):
-            self.store.delete(*_where(key))
+    def io(self, request: Any) -> Any:
+        """Call the store (`get`, `put`, `delete`, `search`)."""
+        method, args, kwargs = request
+        return getattr(self.store, method)(*args, **kwargs)
 
-    def take_over(self, key: LedgerKey, owner: str) -> None:
-        """Make `owner` the claimant of a call and clear its outcome."""
-        self.store.put(*_where(key), _value(owner, time.time(), None), index=False)
-
-    def forget_thread(self, thread_id: str) -> None:
-        """Drop every entry of a thread (after deleting the thread, say)."""
-        store = self.store
-        namespace = (LEDGER_NAMESPACE, _thread_label(thread_id))
-        while items := store.search(namespace, limit=100):
-            for item in items:
-                store.delete(namespace, item.key)
-
-    # -- async -----------------------------------------------------------------------------
-
-    async def aget(self, key: LedgerKey) -> LedgerEntry | None:
-        """Async `get`."""
-        return _entry(await self.store.aget(*_where(key)))
-
-    async def aclaim(self, key: LedgerKey, owner: str) -> LedgerEntry | None:
-        """Async `claim`."""
-        existing = await self.aget(key)
-        if existing is not None:
-            return existing
-        await self.store.aput(*_where(key), _value(owner, time.time(), None), index=False)
-        confirmed = await self.aget(key)
-        return None if _won(confirmed, owner) else confirmed
-
-    async def afinish(self, key: LedgerKey, owner: str, outcome: dict[str, Any]) -> None:
-        """Async `finish`."""
-        existing = await self.aget(key)
-        started = existing.started_at if existing is not None else time.time()
-        await self.store.aput(*_where(key), _value(owner, started, outcome), index=False)
-
-    async def arelease(self, key: LedgerKey, owner: str) -> None:
-        """Async `release`."""
-        if _won(await self.aget(key), owner):
-            await self.store.adelete(*_where(key))
-
-    async def atake_over(self, key: LedgerKey, owner: str) -> None:
-        """Async `take_over`."""
-        await self.store.aput(*_where(key), _value(owner, time.time(), None), index=False)
-
-    async def aforget_thread(self, thread_id: str) -> None:
-        """Async `forget_thread`."""
-        store = self.store
-        namespace = (LEDGER_NAMESPACE, _thread_label(thread_id))
-        while items := await store.asearch(namespace, limit=100):
-            for item in items:
-                await store.adelete(namespace, item.key)
+    async def aio(self, request: Any) -> Any:
+        """Await the store (`aget`, `aput`, `adelete`, `asearch`)."""
+        method, args, kwargs = request
+        return await getattr(self.store, f"a{method}")(*args, **kwargs)
 
 
 def _running_store(*, required: bool) -> Any:

@@ -203,16 +203,22 @@ class SessionPools:
             key[len(_THREAD_PREFIX) :] for key in self._run_pools if key.startswith(_THREAD_PREFIX)
         ]
 
-    def release(self, run_id: str) -> None:
-        """Close a run's pool in the background."""
+    def release(self, run_id: str) -> concurrent.futures.Future[None] | None:
+        """Close a run's pool in the background.
+
+        Returns:
+            Done once its processes exited (None when the run has no pool open).
+        """
         loop = self._loop
-        if run_id in self._run_pools and loop is not None and not loop.is_closed():
-            asyncio.run_coroutine_threadsafe(self._close_run(run_id), loop)
+        if run_id not in self._run_pools or loop is None or loop.is_closed():
+            return None
+        return asyncio.run_coroutine_threadsafe(self._close_run(run_id), loop)
 
     async def arelease(self, run_id: str) -> None:
         """Close a run's pool and wait until its processes exited."""
-        if run_id in self._run_pools:
-            await self.submit(self._close_run(run_id))
+        closing = self.release(run_id)
+        if closing is not None:
+            await asyncio.wrap_future(closing)
 
     async def _close_run(self, run_id: str) -> None:
         pool = self._run_pools.pop(run_id, None)

@@ -14,17 +14,19 @@ running.
 
 from __future__ import annotations
 
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from agentloop.events import Emit
 from agentloop.inflight import EarlyCall
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.early_dispatch import tool_config
 from agentloop.nodes.guarded import arun_guarded, run_guarded
 from agentloop.nodes.parts import LoopParts
-from agentloop.settings import LoopContext
-from agentloop.state import PreparedCall, ToolExecutionRecord
+from agentloop.settings import LoopContext, RunScope
+from agentloop.state import PreparedCall
 from agentloop.tools.deferred import complete_call
 from agentloop.tools.pipeline import emit_settled
 from agentloop.updates import CallToolUpdate
@@ -41,37 +43,46 @@ class _CallTool:
         run_id = call["call_id"].split(":", 1)[0]
         return self.parts.inflight.take_call(run_id, call["call_id"], call["call_key"])
 
-    def _refused(self, record: ToolExecutionRecord, emit: Emit) -> CallToolUpdate:
-        """The update of a call settled before running (a failed reference, bad arguments)."""
-        emit_settled(emit, record)
-        return {"call_results": {record.get("call_id", ""): self.parts.safe_value(record)}}
+    def _begin(
+        self, call: PreparedCall, runtime: Runtime[LoopContext]
+    ) -> tuple[PreparedCall, RunScope, EarlyCall | None, CallToolUpdate | None]:
+        """Complete the call; the update of a call settled before running, or its early start.
+
+        Returns:
+            The completed call, the run's scope, the call as streaming dispatch started
+            it (None when it did not), and the update when the call was settled because
+            a reference failed or its resolved arguments are invalid.
+        """
+        scope = self.parts.scope(runtime)
+        call, refused = complete_call(self.parts.runner, call)
+        if refused is not None:
+            emit_settled(scope.emit, refused)
+            record = self.parts.safe_value(refused)
+            return call, scope, None, {"call_results": {refused.get("call_id", ""): record}}
+        return call, scope, self._early(call), None
+
+    def _config(self, call: PreparedCall, scope: RunScope) -> RunnableConfig:
+        return tool_config(self.parts, call, get_config(), scope.context)
+
+    def _done(self, call: PreparedCall, record: Any) -> CallToolUpdate:
+        return {"call_results": {call["call_id"]: record}}
 
     def invoke(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> CallToolUpdate:
-        scope = self.parts.scope(runtime)
-        call, refused = complete_call(self.parts.runner, call)
-        if refused is not None:
-            return self._refused(refused, scope.emit)
-        early = self._early(call)
+        call, scope, early, settled = self._begin(call, runtime)
+        if settled is not None:
+            return settled
         if early is not None:
-            record = self.parts.safe_value(early.result())
-        else:
-            record = run_guarded(
-                self.parts, call, scope, tool_config(self.parts, call, get_config(), scope.context)
-            )
-        return {"call_results": {call["call_id"]: record}}
+            return self._done(call, self.parts.safe_value(early.result()))
+        return self._done(call, run_guarded(self.parts, call, scope, self._config(call, scope)))
 
     async def ainvoke(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> CallToolUpdate:
-        scope = self.parts.scope(runtime)
-        call, refused = complete_call(self.parts.runner, call)
-        if refused is not None:
-            return self._refused(refused, scope.emit)
-        early = self._early(call)
+        call, scope, early, settled = self._begin(call, runtime)
+        if settled is not None:
+            return settled
         if early is not None:
-            record = self.parts.safe_value(await early.aresult())
-        else:
-            config = tool_config(self.parts, call, get_config(), scope.context)
-            record = await arun_guarded(self.parts, call, scope, config)
-        return {"call_results": {call["call_id"]: record}}
+            return self._done(call, self.parts.safe_value(await early.aresult()))
+        config = self._config(call, scope)
+        return self._done(call, await arun_guarded(self.parts, call, scope, config))
 
 
 def make_call_tool(parts: LoopParts) -> LoopNode:

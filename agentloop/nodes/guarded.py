@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
-from agentloop._sync import run_coroutine_sync
+from agentloop._steps import Steps, arun_steps, run_steps
 from agentloop.durability import (
     CallGuard,
     LateLedgerWriter,
@@ -91,52 +91,68 @@ def _settled(call: PreparedCall, settled: Settled, emit: Emit) -> ToolExecutionR
     return record
 
 
+_RUN = "run the call"
+"""The request the route yields to run the call through the pipeline."""
+
+
+class _Route:
+    """The one route of a call: the ledger guard's steps around the pipeline."""
+
+    def __init__(
+        self, parts: LoopParts, call: PreparedCall, scope: RunScope, config: RunnableConfig
+    ) -> None:
+        self.parts, self.call, self.scope, self.config = parts, call, scope, config
+        self.guard = call_guard(parts, call, scope)
+        self.late = _late_writer(parts, self.guard)
+
+    def steps(self) -> Steps[ToolExecutionRecord]:
+        """The ledger's requests (see `CallGuard`), then `_RUN`."""
+        if self.guard is None:
+            record: ToolExecutionRecord = yield _RUN
+            return record
+        settled = yield from self.guard.decide()
+        if settled is not None:
+            settled_record = _settled(self.call, settled, self.scope.emit)
+            return cast(ToolExecutionRecord, self.parts.safe_value(settled_record))
+        return cast(ToolExecutionRecord, (yield from self.guard.record(_RUN)))
+
+    def perform(self, request: Any) -> Any:
+        """Perform a request of `steps` from sync code."""
+        if request is not _RUN:
+            return cast(CallGuard, self.guard).ledger.io(request)
+        run = self.parts.runner.run_sync
+        return self.parts.safe_value(
+            run(self.call, self.scope.emit, self.config, on_late=self.late)
+        )
+
+    async def aperform(self, request: Any) -> Any:
+        """Perform a request of `steps` from async code."""
+        if request is not _RUN:
+            return await cast(CallGuard, self.guard).ledger.aio(request)
+        running = self.parts.runner.run(self.call, self.scope.emit, self.config, on_late=self.late)
+        return self.parts.safe_value(await running)
+
+    def ready(self, record: ToolExecutionRecord) -> ToolExecutionRecord:
+        """The call's own record is in the ledger: a late outcome may replace it from now on."""
+        if self.late is not None:
+            self.late.ready()
+        return record
+
+
 def run_guarded(
     parts: LoopParts, call: PreparedCall, scope: RunScope, config: RunnableConfig
 ) -> ToolExecutionRecord:
-    """Run a prepared call through the ledger guard and the pipeline (sync drivers).
-
-    Returns:
-        The call's record, made checkpoint-safe.
-    """
-    guard = call_guard(parts, call, scope)
-    late = _late_writer(parts, guard)
-
-    def run() -> dict[str, Any]:
-        running = parts.runner.run(call, scope.emit, config, prefer_sync=True, on_late=late)
-        return dict(parts.safe_value(run_coroutine_sync(running)))
-
-    if guard is None:
-        return cast(ToolExecutionRecord, run())
-    settled = guard.before()
-    if settled is not None:
-        return cast(ToolExecutionRecord, parts.safe_value(_settled(call, settled, scope.emit)))
-    finished = guard.run(run)
-    if late is not None:
-        late.ready()
-    return cast(ToolExecutionRecord, finished)
+    """Run a prepared call through the ledger guard and the pipeline; its safe record (sync)."""
+    route = _Route(parts, call, scope, config)
+    return route.ready(run_steps(route.steps(), route.perform))
 
 
 async def arun_guarded(
     parts: LoopParts, call: PreparedCall, scope: RunScope, config: RunnableConfig
 ) -> ToolExecutionRecord:
-    """Async `run_guarded`."""
-    guard = call_guard(parts, call, scope)
-    late = _late_writer(parts, guard)
-
-    async def run() -> dict[str, Any]:
-        running = parts.runner.run(call, scope.emit, config, on_late=late)
-        return dict(parts.safe_value(await running))
-
-    if guard is None:
-        return cast(ToolExecutionRecord, await run())
-    settled = await guard.abefore()
-    if settled is not None:
-        return cast(ToolExecutionRecord, parts.safe_value(_settled(call, settled, scope.emit)))
-    finished = await guard.arun(run)
-    if late is not None:
-        late.ready()
-    return cast(ToolExecutionRecord, finished)
+    """Run a prepared call through the ledger guard and the pipeline; its safe record (async)."""
+    route = _Route(parts, call, scope, config)
+    return route.ready(await arun_steps(route.steps(), route.aperform))
 
 
 def _late_writer(parts: LoopParts, guard: CallGuard | None) -> LateLedgerWriter | None:

@@ -9,10 +9,13 @@ write of the same state keep their order.
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentloop.checkpoint_safe import decode_arguments
 from agentloop.nodes.parts import LoopParts
 from agentloop.state import LoopState, PreparedCall, ToolExecutionRecord, empty_round_state
 from agentloop.tools.freshness import ReadTracker, reads_so_far, state_touch
+from agentloop.tools.policy import ResolvedPolicy
 
 __all__ = ["mark_after_write", "note_call", "run_history", "run_reads"]
 
@@ -55,14 +58,20 @@ def note_call(parts: LoopParts, reads: ReadTracker, call: PreparedCall) -> list[
     if spec is None:
         return []
     policy = spec.policy
-    arguments = None if call.get("depends_on") else decode_arguments(call["arguments"])
-    touch = state_touch(policy, arguments)
+    touch = state_touch(policy, None if call.get("depends_on") else _state_arguments(call, policy))
     follows = reads.place(call["index"], touch, writes=policy.writes_state)
     if policy.writes_state:
         reads.write(touch, call["tool_name"])
     if policy.idempotent:
         reads.read(call["query_key"], call["round_index"], touch)
     return follows
+
+
+def _state_arguments(call: PreparedCall, policy: ResolvedPolicy) -> dict[str, Any]:
+    """The arguments `state_touch` reads: the tool's state keys only, decoded."""
+    encoded = call["arguments"]
+    keys = [name for name in policy.state_keys if name in encoded]
+    return decode_arguments({name: encoded[name] for name in keys}) if keys else {}
 
 
 def mark_after_write(call: PreparedCall, write: str) -> None:

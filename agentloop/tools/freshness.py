@@ -32,9 +32,12 @@ NOT_RUN_ERRORS = frozenset(
         "duplicate",
         "too_many_commands",
         "reference_failed",
+        "refused",
+        "cancelled",
     }
 )
-"""Error types of calls that were settled without their tool running."""
+"""Error types of calls that were settled without their tool running (an interceptor
+refused it, or it was started for a plan that was rejected and cancelled before it ran)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,11 +4,15 @@ An interceptor is an async callable `(call, proceed) -> result`. It may pass the
 through (`await proceed(call)`), change it (`await proceed(call.override(arguments=...))`),
 or answer without calling the tool (return a value or a `ToolOutcome`). Mandatory
 interceptors wrap optional ones, so they always run, even when an optional one answers.
+
+Under `invoke`, a call of a sync tool runs without an event loop when every interceptor
+of its chain says it awaits nothing an event loop must resume (`RUNS_WITHOUT_LOOP` set
+to True on it: the loop's own cache and rate limiter and `AuditLog` do); a chain with
+any other interceptor gets an event loop for that call.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -17,6 +21,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
+from agentloop._sync import pause
 from agentloop.tools.cache import ResultCache, canonical_key
 from agentloop.tools.cache_scope import scoped_key
 from agentloop.tools.freshness import StateTouch, state_touch
@@ -25,6 +30,7 @@ from agentloop.tools.policy import ResolvedPolicy
 from agentloop.tools.results import to_jsonable, truncate_result
 
 __all__ = [
+    "RUNS_WITHOUT_LOOP",
     "AuditLog",
     "CacheInterceptor",
     "Interceptor",
@@ -32,6 +38,7 @@ __all__ = [
     "RateLimitInterceptor",
     "ToolInvocation",
     "run_chain",
+    "runs_without_loop",
 ]
 
 
@@ -74,6 +81,14 @@ class ToolInvocation:
 
 Proceed = Callable[[ToolInvocation], Awaitable[ToolOutcome]]
 Interceptor = Callable[[ToolInvocation, Proceed], Awaitable[Any]]
+
+RUNS_WITHOUT_LOOP = "runs_without_loop"
+"""The attribute by which an interceptor says it awaits only `proceed` (and `pause`)."""
+
+
+def runs_without_loop(interceptors: Sequence[Interceptor]) -> bool:
+    """Whether a chain can be driven with no event loop (see the module docstring)."""
+    return all(getattr(interceptor, RUNS_WITHOUT_LOOP, False) for interceptor in interceptors)
 
 
 def _as_outcome(result: Any) -> ToolOutcome:
@@ -136,6 +151,8 @@ class AuditLog:
         max_entries: Oldest entries are dropped past this bound.
     """
 
+    runs_without_loop = True
+
     def __init__(self, max_entries: int = 10_000) -> None:
         self.max_entries = max_entries
         self._entries: list[AuditEntry] = []
@@ -179,6 +196,8 @@ class CacheInterceptor:
         cache: The cache of the compiled loop.
     """
 
+    runs_without_loop = True
+
     def __init__(self, cache: ResultCache) -> None:
         self.cache = cache
 
@@ -205,6 +224,8 @@ class RateLimitInterceptor:
     Shared by every run of the compiled loop, across threads and event loops.
     """
 
+    runs_without_loop = True
+
     def __init__(self) -> None:
         self._next_slot: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -224,5 +245,5 @@ class RateLimitInterceptor:
             delay = self.reserve(call.tool_name, rate)
             if delay > 0:
                 call.trace.append(f"rate limited {delay * 1000:.0f}ms")
-                await asyncio.sleep(delay)
+                await pause(delay)
         return await proceed(call)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -22,6 +23,7 @@ from tenacity import (
 )
 
 from agentloop._retry import retry_awaitable_lazily
+from agentloop._sync import has_running_loop
 from agentloop.errors import ToolCallError, classify_tool_error
 from agentloop.events import Emit, ToolAbandoned, ToolRetrying, ToolThreadAbandoned
 from agentloop.tools.artifacts import unpack_output
@@ -121,7 +123,7 @@ def propagates(error: BaseException) -> bool:
     """
     if isinstance(error, GraphBubbleUp | KeyboardInterrupt):
         return True
-    if isinstance(error, asyncio.CancelledError):
+    if isinstance(error, asyncio.CancelledError) and has_running_loop():
         task = asyncio.current_task()
         return task is not None and task.cancelling() > 0
     return False
@@ -208,7 +210,7 @@ class ToolInvoker:
         def abandoned_task(tool_name: str, hung: int, cap: int) -> None:
             emit(ToolAbandoned(call_id=call.call_id, tool_name=tool_name, hung=hung, cap=cap))
 
-        deadline = asyncio.get_running_loop().time() + timeout_s
+        deadline = time.monotonic() + timeout_s  # the event loop's clock
         try:
             if is_async_tool(tool) and not (prefer_sync and has_sync_implementation(tool)):
                 output = await self.threads.run_task(

@@ -16,11 +16,13 @@ Anything else is returned as it is: interceptors still see the tool's own object
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
+from agentloop._sync import has_running_loop, run_coroutine_sync
 from agentloop.errors import ToolCallError
 from agentloop.tools.results import (
     ReadItems,
@@ -148,8 +150,10 @@ async def bound_output(
         bounded: BoundedOutput = await threads.run(
             tool_name, convert, _time_left(limits) + _READ_SLACK_S, on_abandoned
         )
-    else:
+    elif has_running_loop():
         bounded = await asyncio.to_thread(convert)
+    else:  # a sync run: this thread is the worker
+        bounded = convert()
     return BoundedOutput(bounded.value, truncated or bounded.truncated, bounded.notes)
 
 
@@ -161,7 +165,8 @@ async def _read(
     on_abandoned: OnAbandoned | None,
 ) -> ReadItems:
     if is_async_lazy(output):
-        return await read_async_items(output, limits)
+        reading = read_async_items(output, limits)
+        return await reading if has_running_loop() else run_coroutine_sync(reading)
     read: ReadItems = await threads.run(
         tool_name,
         partial(read_items, output, limits),
@@ -174,4 +179,4 @@ async def _read(
 def _time_left(limits: ReadLimits) -> float:
     if limits.deadline is None:
         return 3600.0
-    return max(limits.deadline - asyncio.get_running_loop().time(), 0.0)
+    return max(limits.deadline - time.monotonic(), 0.0)

@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
+from agentloop._sync import has_running_loop, run_coroutine_sync, run_without_loop
 from agentloop.checkpoint_safe import decode_arguments, encode_arguments
 from agentloop.errors import ToolCallError
 from agentloop.events import Emit, ToolCompleted, ToolFailed, ToolStarted
@@ -28,8 +29,13 @@ from agentloop.tools.cache_scope import run_identity
 from agentloop.tools.call_config import call_info
 from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.injected import refuse_command, run_context
-from agentloop.tools.interceptors import Interceptor, ToolInvocation, run_chain
-from agentloop.tools.invoke import ToolInvoker, propagates
+from agentloop.tools.interceptors import (
+    Interceptor,
+    ToolInvocation,
+    run_chain,
+    runs_without_loop,
+)
+from agentloop.tools.invoke import ToolInvoker, has_sync_implementation, propagates
 from agentloop.tools.judge import judge_result
 from agentloop.tools.late import LateOutcome, watch_late_outcome
 from agentloop.tools.outcome import ToolOutcome, graceful_error
@@ -177,6 +183,28 @@ class ToolRunner:
         return make_record(call, outcome, flagged=True)
 
     # -- second half: in the call task ---------------------------------------------------
+
+    def run_sync(
+        self,
+        call: PreparedCall,
+        emit: Emit,
+        config: RunnableConfig | None = None,
+        *,
+        on_late: LateOutcome | None = None,
+    ) -> ToolExecutionRecord:
+        """Run a prepared call from sync code: `run`, driven with no event loop when it needs none.
+
+        It needs one for an async-only tool, an app's interceptor or `wrap_tool_call`
+        middleware (async by contract), or when a loop runs in this thread already.
+        """
+        running = self.run(call, emit, config, prefer_sync=True, on_late=on_late)
+        return run_coroutine_sync(running) if self._needs_loop(call) else run_without_loop(running)
+
+    def _needs_loop(self, call: PreparedCall) -> bool:
+        spec = self.tools.registry.spec(call["tool_name"])
+        loop_free = self._wrap_call is None and runs_without_loop(self.chain)
+        sync_tool = spec is None or has_sync_implementation(spec.runnable)  # None: settled
+        return not (loop_free and sync_tool) or has_running_loop()
 
     async def run(
         self,

@@ -21,6 +21,7 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from agentloop._sync import has_running_loop, pause
 from agentloop.errors import ToolCallError
 
 __all__ = [
@@ -112,7 +113,7 @@ class ToolThreads:
                 if self._running < self.max_running:
                     self._running += 1
                     return
-            await asyncio.sleep(delay)  # every thread is busy: wait for one
+            await pause(delay)  # every thread is busy: wait for one
             delay = min(delay * 2, 0.05)
 
     def _leave(self, tool_name: str, slot: _Slot) -> None:
@@ -146,6 +147,9 @@ class ToolThreads:
     ) -> Any:
         """Run `function` in a daemon thread within `timeout_s`.
 
+        Awaited on an event loop, the loop goes on meanwhile; driven without one
+        (`agentloop._sync.run_without_loop`, a sync run), the calling thread waits.
+
         Raises:
             TimeoutError: It took longer; its thread is abandoned and reported.
             ToolCallError: The tool has too many hung threads (`tool_unavailable`).
@@ -172,6 +176,8 @@ class ToolThreads:
             self._leave(tool_name, slot)
             raise
         try:
+            if not has_running_loop():
+                return future.result(timeout_s)
             async with asyncio.timeout(timeout_s):
                 return await asyncio.wrap_future(future)
         except (TimeoutError, asyncio.CancelledError) as error:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,10 +15,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphInterrupt
 
 from agentloop import GovernanceOptions, ToolPolicy, as_tool, create_tool_loop
+from agentloop._steps import arun_steps, run_steps
 from agentloop.durability import (
     CallGuard,
     LedgerKey,
     MemoryLedger,
+    Settled,
     call_key,
     loop_namespace,
     run_identity,
@@ -86,10 +89,25 @@ def guard(ledger: MemoryLedger, **options: Any) -> CallGuard:
     return CallGuard(ledger, KEY, side_effects=True, timeout_s=1.0, **options)
 
 
+def before(checked: CallGuard) -> Settled | None:
+    """Decide before running, from sync code."""
+    return run_steps(checked.decide(), checked.ledger.io)
+
+
+async def abefore(checked: CallGuard) -> Settled | None:
+    """Decide before running, from async code."""
+    return await arun_steps(checked.decide(), checked.ledger.aio)
+
+
+def run_call(checked: CallGuard, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run a call the guard let through, from sync code (a memory ledger needs no I/O)."""
+    return run_steps(checked.record("run"), lambda request: call())
+
+
 def test_a_recorded_outcome_is_replayed() -> None:
     ledger = MemoryLedger()
     ledger.finish(KEY, DEAD_OWNER, {"result": "paid"})
-    settled = guard(ledger).before()
+    settled = before(guard(ledger))
     assert settled is not None and settled.kind == "replayed"
     assert settled.outcome == {"result": "paid"}
 
@@ -97,7 +115,7 @@ def test_a_recorded_outcome_is_replayed() -> None:
 def test_a_claim_whose_worker_is_gone_is_an_unknown_outcome() -> None:
     ledger = MemoryLedger()
     assert ledger.claim(KEY, DEAD_OWNER) is None
-    settled = guard(ledger).before()
+    settled = before(guard(ledger))
     assert settled is not None and settled.kind == "unknown_outcome"
     assert "did not report back" in settled.reason
 
@@ -106,8 +124,8 @@ def test_a_resumable_call_is_entered_again() -> None:
     ledger = MemoryLedger()
     ledger.claim(KEY, DEAD_OWNER)
     checked = guard(ledger, resumable=True)
-    assert checked.before() is None
-    assert checked.run(lambda: {"result": "again"}) == {"result": "again"}
+    assert before(checked) is None
+    assert run_call(checked, lambda: {"result": "again"}) == {"result": "again"}
     entry = ledger.get(KEY)
     assert entry is not None and entry.owner == OWNER and entry.outcome == {"result": "again"}
 
@@ -124,7 +142,7 @@ def test_a_live_claimant_is_waited_for() -> None:
     worker = threading.Thread(target=finish_later)
     worker.start()
     time.sleep(0.05)
-    settled = guard(ledger).before()
+    settled = before(guard(ledger))
     worker.join()
     assert settled is not None and settled.kind == "replayed"
     assert settled.outcome == {"result": "by the other worker"}
@@ -134,7 +152,7 @@ async def test_a_live_claimant_on_another_host_is_waited_for_then_unknown() -> N
     ledger = MemoryLedger()
     ledger.claim(KEY, OTHER_HOST)
     started = time.monotonic()
-    settled = await CallGuard(ledger, KEY, side_effects=True, timeout_s=0.2).abefore()
+    settled = await abefore(CallGuard(ledger, KEY, side_effects=True, timeout_s=0.2))
     assert settled is not None and settled.kind == "unknown_outcome"
     assert "another worker" in settled.reason
     assert time.monotonic() - started >= 0.2
@@ -144,8 +162,8 @@ def test_reexecute_runs_a_recorded_call_again() -> None:
     ledger = MemoryLedger()
     ledger.finish(KEY, DEAD_OWNER, {"result": "first"})
     checked = guard(ledger, reexecute=True)
-    assert checked.before() is None
-    checked.run(lambda: {"result": "second"})
+    assert before(checked) is None
+    run_call(checked, lambda: {"result": "second"})
     entry = ledger.get(KEY)
     assert entry is not None and entry.outcome == {"result": "second"}
 
@@ -153,13 +171,13 @@ def test_reexecute_runs_a_recorded_call_again() -> None:
 async def test_an_interrupt_releases_the_claim() -> None:
     ledger = MemoryLedger()
     checked = guard(ledger)
-    assert await checked.abefore() is None
+    assert await abefore(checked) is None
 
-    async def ask_first() -> dict[str, Any]:
+    async def ask_first(request: Any) -> dict[str, Any]:
         raise GraphInterrupt(())
 
     with pytest.raises(GraphInterrupt):
-        await checked.arun(ask_first)
+        await arun_steps(checked.record("run"), ask_first)
     assert ledger.get(KEY) is None  # on resume the tool asks again, then acts
 
 

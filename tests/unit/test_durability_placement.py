@@ -22,6 +22,7 @@ from langgraph.store.sqlite import SqliteStore
 from langgraph.store.sqlite.aio import AsyncSqliteStore
 
 from agentloop import GovernanceOptions, ToolPolicy, create_tool_loop
+from agentloop._steps import arun_steps
 from agentloop.durability import (
     CallGuard,
     LedgerKey,
@@ -32,7 +33,7 @@ from agentloop.durability import (
     ledger_for,
     server_database_uri,
 )
-from agentloop.durability.ledger import OWNER
+from agentloop.durability.ledger import OWNER, LedgerOp
 from agentloop.durability.store import LEDGER_NAMESPACE
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -158,14 +159,16 @@ def test_store_ledger_claims_finishes_and_forgets(sqlite_store: SqliteStore) -> 
 async def test_store_ledger_async_claims_and_an_unknown_outcome() -> None:
     store = InMemoryStore()
     ledger = StoreLedger(store)
-    assert await ledger.aclaim(KEY, DEAD_OWNER) is None
-    settled = await CallGuard(ledger, KEY, side_effects=True, timeout_s=1.0).abefore()
+    assert await ledger.aperform(LedgerOp("claim", KEY, DEAD_OWNER)) is None
+    settled = await arun_steps(
+        CallGuard(ledger, KEY, side_effects=True, timeout_s=1.0).decide(), ledger.aio
+    )
     assert settled is not None and settled.kind == "unknown_outcome"
-    await ledger.afinish(KEY, DEAD_OWNER, {"result": "paid"})
-    settled = await CallGuard(ledger, KEY, side_effects=True).abefore()
+    await ledger.aperform(LedgerOp("finish", KEY, DEAD_OWNER, {"result": "paid"}))
+    settled = await arun_steps(CallGuard(ledger, KEY, side_effects=True).decide(), ledger.aio)
     assert settled is not None and settled.kind == "replayed"
-    await ledger.aforget_thread(KEY.thread_id)
-    assert await ledger.aget(KEY) is None
+    await ledger.aperform(LedgerOp("forget_thread", thread_id=KEY.thread_id))
+    assert await ledger.aperform(LedgerOp("get", KEY)) is None
 
 
 # --- through the loop -------------------------------------------------------------------

@@ -14,6 +14,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from agentloop import GovernanceOptions, ToolPolicy, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.freshness import ReadTracker, StateTouch
+from agentloop.tools.interceptors import Proceed, ToolInvocation
+from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.policy import resolve_policy
 
 
@@ -172,6 +174,33 @@ async def test_the_cache_never_answers_with_data_from_before_a_write(run_loop: A
     assert results[3]["from_cache"] is False
     assert results[3]["result"] == "c: 99"
     assert bank.reads == 2
+
+
+async def refuse_transfers(call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
+    """An app's rule: money does not move."""
+    if call.tool_name == "transfer":
+        return ToolOutcome.refused("refused", call.tool_name, "transfers are disabled")
+    return await proceed(call)
+
+
+async def test_a_refused_write_leaves_earlier_reads_fresh(run_loop: Any) -> None:
+    bank = Bank()
+    graph = loop(
+        [
+            plan_reply("execute", [cmd("get_balance", account="c")]),
+            plan_reply("execute", [cmd("transfer", account="c", amount=30)]),
+            plan_reply("execute", [cmd("get_balance", account="c")]),
+            plan_reply("response"),
+        ],
+        bank,
+        governance=GovernanceOptions(interceptors=[refuse_transfers]),
+    )
+    out = await run_loop(graph, {"user_input": "check, move 30, check again"})
+    refused, third = out["tool_logs"][1:]
+    assert refused["error_type"] == "refused"
+    assert bank.balances["c"] == 100
+    assert third["duplicate"] and not third.get("after_write")
+    assert bank.reads == 1
 
 
 async def test_stale_fallback_is_dropped_by_a_write(run_loop: Any) -> None:

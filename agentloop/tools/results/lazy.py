@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agentloop._steps import Steps, arun_steps, run_steps
 from agentloop.tools.results.serialize import to_jsonable
 
 __all__ = [
@@ -118,48 +119,44 @@ class _Reader:
         return ""
 
 
-def read_items(iterator: Any, limits: ReadLimits) -> ReadItems:
-    """Read a sync iterator up to `limits`, then close it (call it off the event loop).
+_NEXT = "next item"
+_END = object()
+
+
+def _reading(reader: _Reader) -> Steps[ReadItems]:
+    """Read items, asking for each (`_NEXT`; `_END` answers at the end), up to the bounds.
 
     One item past `max_items` is asked for, to tell an iterator that ended from one that
     was cut.
     """
-    reader = _Reader(limits)
+    while not (bound := reader.full()):
+        item = yield _NEXT
+        if item is _END:
+            break
+        if bound := reader.add(item):
+            break
+    return ReadItems(reader.items, bound)
+
+
+def read_items(iterator: Any, limits: ReadLimits) -> ReadItems:
+    """Read a sync iterator up to `limits`, then close it (call it off the event loop)."""
     source = iter(iterator)
-    bound: Bound = ""
     try:
-        while not (bound := reader.full()):
-            try:
-                item = next(source)
-            except StopIteration:
-                break
-            if bound := reader.add(item):
-                break
+        return run_steps(_reading(_Reader(limits)), lambda _: next(source, _END))
     finally:
         _close(source)
-    return ReadItems(reader.items, bound)
 
 
 async def read_async_items(iterator: AsyncIterator[Any], limits: ReadLimits) -> ReadItems:
     """Read an async iterator up to `limits` (its deadline included), then close it."""
     reader = _Reader(limits)
-    bound: Bound = ""
-    loop = asyncio.get_running_loop()
-    deadline = limits.deadline if limits.deadline is not None else loop.time() + 10**9
     try:
-        async with asyncio.timeout_at(deadline):
-            while not (bound := reader.full()):
-                try:
-                    item = await anext(iterator)
-                except StopAsyncIteration:
-                    break
-                if bound := reader.add(item):
-                    break
+        async with asyncio.timeout_at(limits.deadline):
+            return await arun_steps(_reading(reader), lambda _: anext(iterator, _END))
     except TimeoutError:
-        bound = "time"
+        return ReadItems(reader.items, "time")
     finally:
         await _aclose(iterator)
-    return ReadItems(reader.items, bound)
 
 
 def _close(iterator: Any) -> None:

@@ -1,0 +1,105 @@
+"""Under `invoke`, sync tools run through the one pipeline with no event loop per call."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from langchain_core.tools import tool
+
+from agentloop import GovernanceOptions, ToolPolicy, ToolRetry, create_tool_loop
+from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.tools.interceptors import Proceed, ToolInvocation
+from agentloop.tools.outcome import ToolOutcome
+
+
+def has_running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class LoopWatch:
+    """An interceptor that notes whether an event loop runs where the pipeline runs."""
+
+    runs_without_loop = True
+
+    def __init__(self) -> None:
+        self.loops: list[bool] = []
+
+    async def __call__(self, call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
+        self.loops.append(has_running_loop())
+        return await proceed(call)
+
+
+class AppInterceptor(LoopWatch):
+    """The same, without the declaration: an app's interceptor, async by contract."""
+
+    runs_without_loop = False
+
+    async def __call__(self, call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
+        await asyncio.sleep(0.001)  # needs an event loop
+        return await super().__call__(call, proceed)
+
+
+def flaky_tools() -> tuple[list[Any], dict[str, int]]:
+    attempts = {"get_rate": 0}
+
+    @tool
+    def get_rate(currency: str) -> str:
+        """Read an exchange rate."""
+        attempts["get_rate"] += 1
+        if attempts["get_rate"] < 3:
+            raise ConnectionError("the rates service is busy")
+        return f"{currency}: 1.08"
+
+    @tool
+    def get_item(n: int) -> str:
+        """Read item n."""
+        return f"item {n}"
+
+    return [get_rate, get_item], attempts
+
+
+def loop(tools: list[Any], interceptor: LoopWatch) -> Any:
+    plans = [
+        plan_reply(
+            "execute",
+            [
+                {"tool_name": "get_rate", "tool_kwargs": {"currency": "EUR"}},
+                {"tool_name": "get_item", "tool_kwargs": {"n": 1}},
+            ],
+        ),
+        plan_reply("response"),
+    ]
+    retry = ToolRetry(max_attempts=3, initial_delay_s=0.01, jitter=False)
+    return create_tool_loop(
+        ScriptedChatModel(plans),
+        tools,
+        answer_model=ScriptedChatModel(["done"]),
+        governance=GovernanceOptions(
+            policies={"get_rate": ToolPolicy(retry=retry, rate_limit_per_s=50)},
+            interceptors=[interceptor],
+        ),
+    )
+
+
+async def test_sync_tools_run_without_an_event_loop_under_invoke(run_loop: Any) -> None:
+    tools, attempts = flaky_tools()
+    watch = LoopWatch()
+    out = await run_loop(loop(tools, watch), {"user_input": "rate and item"})
+    rate, item = out["round_state"]["done_plans"]
+    assert rate["result"] == "EUR: 1.08" and rate["attempts"] == 3  # retried, waits included
+    assert item["result"] == "item 1"
+    assert attempts["get_rate"] == 3
+    assert watch.loops == [run_loop.entry == "ainvoke"] * 2
+
+
+async def test_an_app_interceptor_gets_an_event_loop_under_invoke(run_loop: Any) -> None:
+    tools, _ = flaky_tools()
+    interceptor = AppInterceptor()
+    out = await run_loop(loop(tools, interceptor), {"user_input": "rate and item"})
+    assert [record["success"] for record in out["round_state"]["done_plans"]] == [True, True]
+    assert interceptor.loops == [True, True]
