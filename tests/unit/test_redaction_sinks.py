@@ -13,7 +13,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tools import BaseTool, tool
 from pydantic import BaseModel
 
-from agentloop import GovernanceOptions, ToolPolicy, ToolRetry, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
 from agentloop.mcp.config import load_mcp_config
 from agentloop.redaction import REDACTED, Redactor
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -43,7 +43,7 @@ def leaky_loop(monkeypatch: pytest.MonkeyPatch) -> Any:
     return create_tool_loop(
         ScriptedChatModel([plan_reply("execute", commands), plan_reply("response")]),
         [get_settings, get_balance],
-        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
         governance=GovernanceOptions(
             policies={"get_balance": ToolPolicy(retry=ToolRetry(max_attempts=1))}
         ),
@@ -119,7 +119,7 @@ async def test_base_tool_subclasses_are_redacted_before_callbacks(
     graph = create_tool_loop(
         ScriptedChatModel([plan_reply("execute", [command]), plan_reply("response")]),
         [ReadVault()],
-        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
     )
     handler = ToolEvents()
     out = await run_loop(graph, {"user_input": "vault"}, {"callbacks": [handler]})
