@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,7 +35,7 @@ from agentloop.nodes import (
 )
 from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions
 from agentloop.prompts import PromptSet
-from agentloop.redaction import Redactor, install_log_redaction
+from agentloop.redaction import Redactor
 from agentloop.settings import LoopContext, LoopSettings, PlanMode
 from agentloop.state import InputState, LoopState, OutputState
 from agentloop.structured import StructuredOutput
@@ -179,10 +178,6 @@ def create_tool_loop(
         middleware=wrappers if wrappers.models else None,
         structured=StructuredOutput(response_format) if response_format is not None else None,
     )
-    for toolset in toolsets:
-        if toolset.model is None:
-            toolset.model = parts.models.model  # answers the servers' sampling requests
-    install_log_redaction(logging.getLogger("agentloop"), parts.redact)
     builder = StateGraph(
         LoopState,
         context_schema=context_schema or LoopContext,

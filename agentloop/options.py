@@ -16,6 +16,7 @@ most (`max_rounds`, `concurrency`, `plan_mode`) are keyword parameters of
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -27,7 +28,7 @@ from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelLike
 from agentloop.prompts import PromptSource
-from agentloop.redaction import Redact
+from agentloop.redaction import Redact, install_log_redaction
 from agentloop.tools.cache import ResultCache
 from agentloop.tools.interceptors import Interceptor
 from agentloop.tools.policy import DEFAULT_TIMEOUT_S, ToolPolicy, ToolRetry
@@ -54,7 +55,9 @@ class GovernanceOptions:
             4 hung threads per tool at most).
         redact: Applied to every string written to state, events, log lines and prompts
             (default: a `Redactor` of secret-looking environment variables, the MCP
-            servers' `env` and `headers`, and credential shapes).
+            servers' `env` and `headers`, and credential shapes). Log records of the
+            library are redacted by it too, besides the default hooks (registered here,
+            while the hook lives).
         ledger: Where calls are claimed and their outcomes kept (default: with the
             checkpointer: its database for SQLite and PostgreSQL, the server's
             PostgreSQL or store under the LangGraph server, memory otherwise; see
@@ -73,7 +76,9 @@ class GovernanceOptions:
     ledger: SideEffectLedger | None = None
 
     def __post_init__(self) -> None:
-        """Reject values that cannot work."""
+        """Reject values that cannot work; register `redact` for the library's log records."""
+        if self.redact is not None:
+            install_log_redaction(logging.getLogger("agentloop"), self.redact)
         if not isinstance(self.default_timeout_s, int | float) or self.default_timeout_s <= 0:
             msg = f"default_timeout_s must be a positive number, got {self.default_timeout_s!r}"
             raise ConfigurationError(msg)

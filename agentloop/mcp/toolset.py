@@ -76,8 +76,8 @@ class MCPToolset:
         idle_timeout_s: A run-scoped session closes after this long without a call.
         retry_interval_s: First wait before a server that failed to start is tried again
             (doubling up to 5 minutes).
-        model: Answers the servers' sampling requests (servers with `"sampling": true`);
-            a loop built with this toolset sets its own model if none is given.
+        model: Answers the servers' sampling requests (servers with `"sampling": true`)
+            outside a loop's call; during a loop's call, the loop's model does.
 
     Raises:
         ConfigurationError: The config is invalid.
@@ -190,6 +190,7 @@ class MCPToolset:
                 read_only=read_only,
                 loop_name=info.get("loop", "") if info else "",
                 redact=self.redact,
+                model=info.get("model") if info else None,
             )
             position = info["call_id"].split(":", 1)[-1] if info else ""
             decoded = await bridge.run(

@@ -91,6 +91,7 @@ async def test_sampling_is_answered_by_the_loops_model() -> None:
         graph = create_tool_loop(
             planner, [toolset], models=ModelOptions(answer_model=ScriptedChatModel(["done"]))
         )
+        assert toolset.model is None  # the loop's model reaches the call, not the toolset
         out = await graph.ainvoke({"user_input": "sample"})
     (record,) = out["tool_logs"]
     assert record["success"], record
