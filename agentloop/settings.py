@@ -90,17 +90,11 @@ class LoopSettings(PlanningOptions):
         if context is None:
             return self
         changes = {
-            item.name: getattr(context, item.name)
-            for item in fields(LoopContext)
-            if item.name in _SETTING_NAMES
-            and hasattr(context, item.name)
-            and getattr(context, item.name) is not None
+            name: getattr(context, name)
+            for name in _OVERRIDABLE
+            if getattr(context, name, None) is not None
         }
         return replace(self, **changes) if changes else self
-
-
-_SETTING_NAMES = frozenset({"max_rounds", "concurrency", "plan_mode", "keep_tool_results"})
-"""The `LoopContext` fields that override a `LoopSettings` field of the same name."""
 
 
 @dataclass
@@ -145,6 +139,13 @@ class LoopContext:
             "outcome (replays and forks); by default a recorded call is never re-run."
         },
     )
+
+
+_OVERRIDABLE = tuple(
+    item.name for item in fields(LoopContext) if item.name in {f.name for f in fields(LoopSettings)}
+)
+"""The `LoopContext` fields that override the `LoopSettings` field of the same name (checked
+again, as when the loop was built)."""
 
 
 def loop_context(context: Any, config: Mapping[str, Any] | None) -> LoopContext | None:
