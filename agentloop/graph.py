@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,7 +13,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
-from agentloop.mcp.toolset import McpServersConfig, MCPToolset
+from agentloop.mcp.toolset import MCPToolset
 from agentloop.middleware import LoopMiddleware
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.models import ModelLike, ModelProvider
@@ -36,8 +35,8 @@ from agentloop.nodes import (
 )
 from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions
 from agentloop.prompts import PromptSet
-from agentloop.redaction import Redactor, install_log_redaction
-from agentloop.settings import LoopContext, LoopSettings
+from agentloop.redaction import Redactor
+from agentloop.settings import LoopContext, LoopSettings, PlanMode
 from agentloop.state import InputState, LoopState, OutputState
 from agentloop.structured import StructuredOutput
 from agentloop.system_prompt import app_instructions
@@ -55,36 +54,33 @@ __all__ = ["create_tool_loop"]
 
 def create_tool_loop(
     model: ModelLike,
-    tools: Sequence[ToolLike] = (),
+    tools: Sequence[ToolLike | MCPToolset] = (),
     *,
-    answer_model: ModelLike | None = None,
-    mcp_servers: McpServersConfig | MCPToolset | None = None,
     system_prompt: str | SystemMessage | None = None,
     middleware: Sequence[AgentMiddleware[Any, Any, Any]] = (),
-    max_rounds: int = 5,
-    governance: GovernanceOptions | None = None,
-    planning: PlanningOptions | None = None,
-    models: ModelOptions | None = None,
     response_format: Any = None,
     context_schema: type[Any] | None = None,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     store: BaseStore | None = None,
-    name: str = "tool_loop",
     interrupt_before: Sequence[str] | None = None,
     interrupt_after: Sequence[str] | None = None,
+    name: str = "tool_loop",
+    max_rounds: int = 5,
+    concurrency: int | None = None,
+    plan_mode: PlanMode = "json",
+    governance: GovernanceOptions | None = None,
+    planning: PlanningOptions | None = None,
+    models: ModelOptions | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Build a plan / execute tool loop.
 
     Args:
         model: The planner (and default answer) model: a LangChain chat model or an
             `init_chat_model` string such as `"openai:gpt-4.1-mini"`.
-        tools: LangChain tools or plain functions.
-        answer_model: The model of the final answer (default: `model`).
-        mcp_servers: MCP servers whose tools join `tools`: a JSON/YAML file path or an
-            `mcpServers` dict (stdio `command/args/env/cwd` or HTTP `url`, with
-            `allow`/`deny` tool lists), or an `MCPToolset`. Their sessions are shared
-            by every run of the loop; a server that fails to start is left out (and
-            tried again later) unless its config says `"required": true`.
+        tools: LangChain tools or plain functions, and `MCPToolset`s whose servers' tools
+            join them (`tools=[add, MCPToolset("servers.json")]`). A toolset's sessions
+            are shared by every run of the loop; a server that fails to start is left out
+            (and tried again later) unless its config says `"required": true`.
         system_prompt: The app's instructions (text, or a `SystemMessage` whose content
             blocks are kept, cache markers included), as in `create_agent`: both the planner
             and the answer model see them first, before the loop's own rules.
@@ -93,13 +89,6 @@ def create_tool_loop(
             planner, answer and `response_format` call, `wrap_tool_call` every governed
             call inside the ledger's guard; middleware `tools` are added. `before_*` /
             `after_*` hooks are a `ConfigurationError` (see `agentloop.middleware`).
-        max_rounds: Most executed rounds; the planner is not called once it is reached.
-        governance: How tools may be called (`GovernanceOptions`: policies,
-            interceptors, timeouts, retries, concurrency, cache, threads, redaction, ledger).
-        planning: How rounds are planned and bounded, and the prompt templates
-            (`PlanningOptions`).
-        models: How models are called (`ModelOptions`: fallbacks, retries, limits,
-            prices).
         response_format: A typed result beside the text answer, as in `create_agent`: a
             pydantic model, dataclass, TypedDict or JSON schema (native structured output
             where the answer model has it, a tool call otherwise), or a `ToolStrategy` /
@@ -116,9 +105,21 @@ def create_tool_loop(
         store: A LangGraph store (`InMemoryStore`...), which tools read through
             `ToolRuntime.store` or an `InjectedStore` argument (none for `langgraph dev`,
             which brings its own).
-        name: The compiled graph's name.
         interrupt_before: Nodes to interrupt before (e.g. `["execute"]`, needs a checkpointer).
         interrupt_after: Nodes to interrupt after.
+        name: The compiled graph's name.
+        max_rounds: Most executed rounds; the planner is not called once it is reached.
+        concurrency: Most tool calls running at once (None: no limit).
+        plan_mode: `"json"` (the plan as message text: any chat model), `"tool"` (native
+            structured output through tool calling) or `"native"` (the planner is bound
+            to the loop's tools and its tool calls are the round's commands; a planner
+            without tool calling is a `ConfigurationError`).
+        governance: How tools may be called (`GovernanceOptions`: policies,
+            interceptors, timeouts, retries, cache, threads, redaction, ledger).
+        planning: How rounds are planned and bounded, and the prompt templates
+            (`PlanningOptions`).
+        models: How models are called (`ModelOptions`: the answer model, fallbacks,
+            retries, limits, prices).
 
     Returns:
         The compiled graph: input `user_input` / `user_extra_requirement` (or `messages`),
@@ -133,115 +134,87 @@ def create_tool_loop(
     planning = planning or PlanningOptions()
     models = models or ModelOptions()
     wrappers = LoopMiddleware(middleware)
-    settings = LoopSettings(
+    settings = LoopSettings.build(
+        planning,
+        model_middleware=bool(wrappers.models),
+        reviews_plan=_reviews_plan(interrupt_before),
         max_rounds=max_rounds,
-        concurrency=governance.concurrency,
-        plan_mode=planning.plan_mode,
-        keep_tool_results=planning.keep_tool_results,
-        max_consecutive_rollbacks=planning.max_consecutive_rollbacks,
-        max_commands_per_round=planning.max_commands_per_round,
-        plan_reasks=planning.plan_reasks,
-        max_plan_calls=planning.max_plan_calls,
-        history_turns=planning.history_turns,
-        history_chars=planning.history_chars,
-        # a speculative answer would not go through the app's wrap_model_call middleware
-        speculative_answer=planning.speculative_answer and not wrappers.models,
-        streaming_dispatch=planning.streaming_dispatch and not _reviews_plan(interrupt_before),
-        stream_plan_tokens=planning.stream_plan_tokens,
+        concurrency=concurrency,
+        plan_mode=plan_mode,
         name=name,
     )
-    toolset = (
-        mcp_servers
-        if isinstance(mcp_servers, MCPToolset) or mcp_servers is None
-        else MCPToolset(mcp_servers)
+    toolsets = [tool for tool in tools if isinstance(tool, MCPToolset)]
+    own_tools = [tool for tool in tools if not isinstance(tool, MCPToolset)]
+    redact = governance.redact if governance.redact is not None else _default_redactor(toolsets)
+    catalog = ToolCatalog(
+        [*own_tools, *wrappers.tools],
+        toolsets,
+        governance.policies,
+        redact=redact,
+        default_timeout_s=governance.default_timeout_s,
+        timeout_by_prefix=governance.timeout_by_prefix,
+        default_retry=ToolRetry.of(governance.default_retry) if governance.default_retry else None,
     )
-    try:
-        redact = governance.redact if governance.redact is not None else _default_redactor(toolset)
-        catalog = ToolCatalog(
-            [*tools, *wrappers.tools],
-            toolset,
-            governance.policies,
-            redact=redact,
-            default_timeout_s=governance.default_timeout_s,
-            timeout_by_prefix=governance.timeout_by_prefix,
-            default_retry=ToolRetry.of(governance.default_retry)
-            if governance.default_retry
-            else None,
-        )
-        cache = governance.cache if governance.cache is not None else ResultCache()
-        runner = ToolRunner(
-            catalog,
-            cache,
-            interceptors=[
-                RateLimitInterceptor(),
-                CacheInterceptor(cache),
-                *governance.interceptors,
-            ],
-            mandatory_interceptors=governance.mandatory_interceptors,
-            invoker=ToolInvoker(governance.tool_threads),
-            wrap_call=_tool_wrapper(wrappers, catalog),
-        )
-        parts = LoopParts(
-            settings=settings,
-            models=ModelProvider(model, answer_model, models.fallbacks),
-            tools=catalog,
-            runner=runner,
-            model_retry=ModelRetryPolicy.of(models.retry),
-            model_limits=models.limits,
-            prices=models.prices,
-            ledger=governance.ledger,
-            redact=redact,
-            prompts=PromptSet(planning.prompts),
-            system_prompt=app_instructions(system_prompt),
-            middleware=wrappers if wrappers.models else None,
-            structured=StructuredOutput(response_format) if response_format is not None else None,
-        )
-        if toolset is not None and toolset.model is None:
-            toolset.model = parts.models.model  # answers the servers' sampling requests
-        install_log_redaction(logging.getLogger("agentloop"), parts.redact)
-        builder = StateGraph(
-            LoopState,
-            context_schema=context_schema or LoopContext,
-            input_schema=InputState,
-            output_schema=OutputState,
-        )
-        builder.add_node("prepare", LoopNode("prepare", make_prepare(parts)))
-        builder.add_node("plan", make_plan(parts))
-        builder.add_node("execute", LoopNode("execute", make_execute(parts)))
-        builder.add_node(CALL_NODE, make_call_tool(parts))
-        builder.add_node("collect", LoopNode("collect", make_collect(parts)))
-        builder.add_node("answer", make_answer(parts))
-        builder.add_edge(START, "prepare")
-        builder.add_conditional_edges(
-            "prepare", Router("route_start", route_start), ["plan", "answer"]
-        )
-        builder.add_conditional_edges(
-            "plan", Router("route_plan", route_plan), ["execute", "answer"]
-        )
-        builder.add_conditional_edges(
-            "execute", Router("route_execute", route_execute), [CALL_NODE, "collect"]
-        )
-        builder.add_edge(CALL_NODE, "collect")
-        builder.add_conditional_edges(
-            "collect", Router("route_collect", route_collect), [CALL_NODE, "plan", "answer"]
-        )
-        if toolset is not None and toolset.has_run_scope:
-            builder.add_node("release_sessions", LoopNode("release_sessions", _releaser(toolset)))
-            builder.add_edge("answer", "release_sessions")
-            builder.add_edge("release_sessions", END)
-        else:
-            builder.add_edge("answer", END)
-        return builder.compile(
-            checkpointer=checkpointer,
-            store=store,
-            name=name,
-            interrupt_before=list(interrupt_before) if interrupt_before else None,
-            interrupt_after=list(interrupt_after) if interrupt_after else None,
-        )
-    except BaseException:
-        if toolset is not None and toolset is not mcp_servers:
-            toolset.close()  # the build failed: stop the servers it started
-        raise
+    cache = governance.cache if governance.cache is not None else ResultCache()
+    runner = ToolRunner(
+        catalog,
+        cache,
+        interceptors=[RateLimitInterceptor(), CacheInterceptor(cache), *governance.interceptors],
+        mandatory_interceptors=governance.mandatory_interceptors,
+        invoker=ToolInvoker(governance.tool_threads),
+        wrap_call=_tool_wrapper(wrappers, catalog),
+    )
+    parts = LoopParts(
+        settings=settings,
+        models=ModelProvider(model, models.answer_model, models.fallbacks),
+        tools=catalog,
+        runner=runner,
+        model_retry=ModelRetryPolicy.of(models.retry),
+        model_limits=models.limits,
+        prices=models.prices,
+        ledger=governance.ledger,
+        redact=redact,
+        prompts=PromptSet(planning.prompts),
+        system_prompt=app_instructions(system_prompt),
+        middleware=wrappers if wrappers.models else None,
+        structured=StructuredOutput(response_format) if response_format is not None else None,
+    )
+    builder = StateGraph(
+        LoopState,
+        context_schema=context_schema or LoopContext,
+        input_schema=InputState,
+        output_schema=OutputState,
+    )
+    builder.add_node("prepare", LoopNode("prepare", make_prepare(parts)))
+    builder.add_node("plan", make_plan(parts))
+    builder.add_node("execute", LoopNode("execute", make_execute(parts)))
+    builder.add_node(CALL_NODE, make_call_tool(parts))
+    builder.add_node("collect", LoopNode("collect", make_collect(parts)))
+    builder.add_node("answer", make_answer(parts))
+    builder.add_edge(START, "prepare")
+    builder.add_conditional_edges("prepare", Router("route_start", route_start), ["plan", "answer"])
+    builder.add_conditional_edges("plan", Router("route_plan", route_plan), ["execute", "answer"])
+    builder.add_conditional_edges(
+        "execute", Router("route_execute", route_execute), [CALL_NODE, "collect"]
+    )
+    builder.add_edge(CALL_NODE, "collect")
+    builder.add_conditional_edges(
+        "collect", Router("route_collect", route_collect), [CALL_NODE, "plan", "answer"]
+    )
+    scoped = [toolset for toolset in toolsets if toolset.has_run_scope]
+    if scoped:
+        builder.add_node("release_sessions", LoopNode("release_sessions", _releaser(scoped)))
+        builder.add_edge("answer", "release_sessions")
+        builder.add_edge("release_sessions", END)
+    else:
+        builder.add_edge("answer", END)
+    return builder.compile(
+        checkpointer=checkpointer,
+        store=store,
+        name=name,
+        interrupt_before=list(interrupt_before) if interrupt_before else None,
+        interrupt_after=list(interrupt_after) if interrupt_after else None,
+    )
 
 
 def _tool_wrapper(
@@ -259,14 +232,15 @@ def _reviews_plan(interrupt_before: Sequence[str] | None) -> bool:
     return "execute" in names or "*" in names
 
 
-def _default_redactor(toolset: MCPToolset | None) -> Redactor:
-    return Redactor(toolset.secrets if toolset is not None else ())
+def _default_redactor(toolsets: Sequence[MCPToolset]) -> Redactor:
+    return Redactor(frozenset().union(*(toolset.secrets for toolset in toolsets)))
 
 
-def _releaser(toolset: MCPToolset) -> Any:
+def _releaser(toolsets: Sequence[MCPToolset]) -> Any:
     def release_sessions(state: LoopState, runtime: Any) -> ReleaseSessionsUpdate:
         """Close the run's own MCP sessions (`"scope": "run"`) once no tool will run anymore."""
-        toolset.release(state.get("run_id", ""))
+        for toolset in toolsets:
+            toolset.release(state.get("run_id", ""))
         return {}
 
     return release_sessions

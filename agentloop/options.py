@@ -2,16 +2,21 @@
 
 - `GovernanceOptions`: how tools may be called (policies, interceptors, timeouts,
   retries, the result cache, sync-tool threads, redaction, the side-effect ledger);
-- `PlanningOptions`: how rounds are planned and bounded;
-- `ModelOptions`: how models are called (fallbacks, retries, limits, prices).
+- `PlanningOptions`: how rounds are planned and bounded, and the prompt templates;
+- `ModelOptions`: how models are called (the answer model, fallbacks, retries, limits,
+  prices).
 
 Each is a frozen dataclass whose defaults are the library's defaults, so
 `create_tool_loop(model, tools)` needs none of them and a loop that changes one thing
-says only that thing: `governance=GovernanceOptions(policies={...})`.
+says only that thing: `governance=GovernanceOptions(policies={...})`. Each checks its own
+values when it is made (a `ConfigurationError` naming the option); the knobs users set
+most (`max_rounds`, `concurrency`, `plan_mode`) are keyword parameters of
+`create_tool_loop` instead, checked by `agentloop.settings.LoopSettings`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -23,15 +28,14 @@ from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelLike
 from agentloop.prompts import PromptSource
-from agentloop.redaction import Redact
-from agentloop.settings import PlanMode
+from agentloop.redaction import Redact, install_log_redaction
 from agentloop.tools.cache import ResultCache
 from agentloop.tools.interceptors import Interceptor
 from agentloop.tools.policy import DEFAULT_TIMEOUT_S, ToolPolicy, ToolRetry
 from agentloop.tools.threads import ToolThreads
 from agentloop.usage import Prices
 
-__all__ = ["GovernanceOptions", "ModelOptions", "PlanningOptions"]
+__all__ = ["GovernanceOptions", "ModelOptions", "PlanningOptions", "check_int"]
 
 
 @dataclass(frozen=True)
@@ -51,12 +55,13 @@ class GovernanceOptions:
             4 hung threads per tool at most).
         redact: Applied to every string written to state, events, log lines and prompts
             (default: a `Redactor` of secret-looking environment variables, the MCP
-            servers' `env` and `headers`, and credential shapes).
+            servers' `env` and `headers`, and credential shapes). Log records of the
+            library are redacted by it too, besides the default hooks (registered here,
+            while the hook lives).
         ledger: Where calls are claimed and their outcomes kept (default: with the
             checkpointer: its database for SQLite and PostgreSQL, the server's
             PostgreSQL or store under the LangGraph server, memory otherwise; see
             `agentloop.durability.placement`).
-        concurrency: Most tool calls running at once (None: no limit).
     """
 
     policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
@@ -69,10 +74,11 @@ class GovernanceOptions:
     tool_threads: ToolThreads | None = None
     redact: Redact | None = None
     ledger: SideEffectLedger | None = None
-    concurrency: int | None = None
 
     def __post_init__(self) -> None:
-        """Reject values that cannot work."""
+        """Reject values that cannot work; register `redact` for the library's log records."""
+        if self.redact is not None:
+            install_log_redaction(logging.getLogger("agentloop"), self.redact)
         if not isinstance(self.default_timeout_s, int | float) or self.default_timeout_s <= 0:
             msg = f"default_timeout_s must be a positive number, got {self.default_timeout_s!r}"
             raise ConfigurationError(msg)
@@ -82,13 +88,9 @@ class GovernanceOptions:
 
 @dataclass(frozen=True)
 class PlanningOptions:
-    """How rounds are planned and bounded.
+    """How rounds are planned and bounded, and the prompt templates.
 
     Attributes:
-        plan_mode: `"json"` (the plan as message text: any chat model), `"tool"`
-            (native structured output through tool calling) or `"native"` (the planner
-            is bound to the loop's tools and its tool calls are the round's commands; a
-            planner without tool calling is a `ConfigurationError`).
         prompts: Templates that replace the shipped ones, by name (`plan_system`,
             `plan_user`, `plan_reask`, `plan_native_system`, `plan_native_user`,
             `plan_native_reask`, `rollback_note`, `answer_system`, `answer_user`,
@@ -123,7 +125,6 @@ class PlanningOptions:
             stays on the `custom` and `events` streams.
     """
 
-    plan_mode: PlanMode = "json"
     prompts: Mapping[str, PromptSource] | None = None
     keep_tool_results: int = 5
     max_consecutive_rollbacks: int = 5
@@ -136,12 +137,42 @@ class PlanningOptions:
     streaming_dispatch: bool = True
     stream_plan_tokens: bool = False
 
+    def __post_init__(self) -> None:
+        """Reject values that cannot work, with a clear message."""
+        for name in (
+            "keep_tool_results", "max_consecutive_rollbacks", "plan_reasks", "history_turns",
+            "history_chars",
+        ):  # fmt: skip
+            check_int(name, getattr(self, name), minimum=0)
+        check_int("max_commands_per_round", self.max_commands_per_round, minimum=1)
+        if self.max_plan_calls is not None:
+            check_int("max_plan_calls", self.max_plan_calls, minimum=1, optional=True)
+        for name in ("speculative_answer", "streaming_dispatch", "stream_plan_tokens"):
+            if not isinstance(getattr(self, name), bool):
+                msg = f"{name} must be True or False, got {getattr(self, name)!r}"
+                raise ConfigurationError(msg)
+
+
+def check_int(name: str, value: object, *, minimum: int, optional: bool = False) -> None:
+    """Check an integer option.
+
+    Raises:
+        ConfigurationError: `value` is not an int (a bool is not) of at least `minimum`.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
+        return
+    expected = f"None or an int >= {minimum}" if optional else f"an int >= {minimum}"
+    msg = f"{name} must be {expected}, got {value!r}"
+    raise ConfigurationError(msg)
+
 
 @dataclass(frozen=True)
 class ModelOptions:
     """How the loop's models are called.
 
     Attributes:
+        answer_model: The model of the final answer (default: the planner model); a
+            LangChain chat model or an `init_chat_model` string.
         fallbacks: Models tried in order when the planner or answer model keeps failing
             after its retries.
         retry: How model calls are retried (transient errors, length limit, degenerate
@@ -151,6 +182,7 @@ class ModelOptions:
             `usage` cost summary.
     """
 
+    answer_model: ModelLike | None = None
     fallbacks: Sequence[ModelLike] = ()
     retry: ModelRetryPolicy | RetryPolicy = field(default_factory=ModelRetryPolicy)
     limits: ModelLimits = field(default_factory=ModelLimits)

@@ -29,6 +29,7 @@ from urllib.parse import quote, quote_plus
 __all__ = [
     "REDACTED",
     "REDACTED_LOGGERS",
+    "EnvironmentRedactor",
     "Redact",
     "Redactor",
     "encoded_forms",
@@ -215,6 +216,28 @@ def redact_data(value: Any, redact: Redact, _depth: int = 0) -> Any:
     return value
 
 
+class EnvironmentRedactor:
+    """A `Redactor` of the environment as it is now (made again when its secrets change).
+
+    The default hook of log records: a secret exported after the library was imported is
+    redacted from the next record on.
+    """
+
+    def __init__(self) -> None:
+        self._values: tuple[str, ...] | None = None
+        self._redactor = Redactor(environ={})
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> str:
+        """Return `text` with the environment's secrets and credential shapes replaced."""
+        values = tuple(secret_env_values())
+        with self._lock:
+            if values != self._values:
+                self._values, self._redactor = values, Redactor(values, environ={})
+            redactor = self._redactor
+        return redactor(text)
+
+
 # --- log lines -----------------------------------------------------------------------------
 
 REDACTED_LOGGERS = ("agentloop", "mcp", "httpx", "httpcore")
@@ -223,7 +246,7 @@ MCP SDK and its HTTP client, which log server URLs and messages."""
 
 _hooks: weakref.WeakSet[Any] = weakref.WeakSet()
 _hooks_lock = threading.Lock()
-_default: list[Any] = []
+_default: list[Any] = [EnvironmentRedactor()]
 _installed: list[Callable[..., logging.LogRecord]] = []
 
 
@@ -296,8 +319,6 @@ def install_log_redaction(logger: logging.Logger, hook: Any = None) -> logging.L
         `logger`.
     """
     with _hooks_lock:
-        if not _default:
-            _default.append(Redactor())
         if hook is not None:
             try:
                 _hooks.add(hook)

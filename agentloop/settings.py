@@ -10,6 +10,7 @@ from langgraph.config import get_config
 
 from agentloop.errors import ConfigurationError
 from agentloop.events import Emit, make_emitter
+from agentloop.options import PlanningOptions, check_int
 
 if TYPE_CHECKING:
     from langgraph.runtime import ExecutionInfo, Runtime
@@ -25,60 +26,57 @@ PlanMode = Literal["json", "tool", "native"]
 
 
 @dataclass(frozen=True)
-class LoopSettings:
-    """The settings of one compiled loop."""
+class LoopSettings(PlanningOptions):
+    """The settings of one compiled loop: its planning options and the factory's knobs.
+
+    Built once by `create_tool_loop` (`LoopSettings.build`); every node reads its values
+    from here, with the run's `LoopContext` applied (`with_context`). Values are checked
+    whenever settings are made, overrides included: the planning fields by
+    `PlanningOptions`, the knobs here.
+
+    Attributes:
+        max_rounds: Most executed rounds of a run.
+        concurrency: Most tool calls running at once (None: no limit).
+        plan_mode: How the planner writes its plan (see `PlanMode`).
+        name: The compiled graph's name (events and log lines carry it).
+    """
 
     max_rounds: int = 5
     concurrency: int | None = None
     plan_mode: PlanMode = "json"
-    keep_tool_results: int = 5
-    max_consecutive_rollbacks: int = 5
-    max_commands_per_round: int = 64
-    plan_reasks: int = 2
-    max_plan_calls: int | None = None
-    history_turns: int = 5
-    history_chars: int = 6_000
-    speculative_answer: bool = False
-    streaming_dispatch: bool = True
-    stream_plan_tokens: bool = False
     name: str = "tool_loop"
 
     def __post_init__(self) -> None:
         """Reject values that cannot work, with a clear message."""
-        if not isinstance(self.max_rounds, int) or self.max_rounds < 0:
-            msg = f"max_rounds must be an int >= 0, got {self.max_rounds!r}"
-            raise ConfigurationError(msg)
-        if self.concurrency is not None and (
-            not isinstance(self.concurrency, int) or self.concurrency < 1
-        ):
-            msg = f"concurrency must be None or an int >= 1, got {self.concurrency!r}"
-            raise ConfigurationError(msg)
+        super().__post_init__()
+        check_int("max_rounds", self.max_rounds, minimum=0)
+        if self.concurrency is not None:
+            check_int("concurrency", self.concurrency, minimum=1, optional=True)
         if self.plan_mode not in get_args(PlanMode):
             msg = f"plan_mode must be 'json', 'tool' or 'native', got {self.plan_mode!r}"
             raise ConfigurationError(msg)
-        if not isinstance(self.keep_tool_results, int) or self.keep_tool_results < 0:
-            msg = f"keep_tool_results must be an int >= 0, got {self.keep_tool_results!r}"
-            raise ConfigurationError(msg)
-        if self.max_consecutive_rollbacks < 0:
-            msg = "max_consecutive_rollbacks must be >= 0"
-            raise ConfigurationError(msg)
-        if not isinstance(self.max_commands_per_round, int) or self.max_commands_per_round < 1:
-            msg = f"max_commands_per_round must be an int >= 1, got {self.max_commands_per_round!r}"
-            raise ConfigurationError(msg)
-        for name in ("plan_reasks", "history_turns", "history_chars"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                msg = f"{name} must be an int >= 0, got {value!r}"
-                raise ConfigurationError(msg)
-        for name in ("speculative_answer", "streaming_dispatch", "stream_plan_tokens"):
-            if not isinstance(getattr(self, name), bool):
-                msg = f"{name} must be True or False, got {getattr(self, name)!r}"
-                raise ConfigurationError(msg)
-        if self.max_plan_calls is not None and (
-            not isinstance(self.max_plan_calls, int) or self.max_plan_calls < 1
-        ):
-            msg = f"max_plan_calls must be None or an int >= 1, got {self.max_plan_calls!r}"
-            raise ConfigurationError(msg)
+
+    @classmethod
+    def build(
+        cls, planning: PlanningOptions, *, model_middleware: bool, reviews_plan: bool, **knobs: Any
+    ) -> LoopSettings:
+        """Combine a loop's planning options with the factory's knobs (`max_rounds`...).
+
+        Args:
+            planning: The loop's planning options, taken as they are, except:
+            model_middleware: Whether the app wraps model calls: a speculative answer
+                would not go through its `wrap_model_call` middleware, so it is off.
+            reviews_plan: Whether the loop interrupts before `execute`: then no call
+                may start while the plan streams, so streaming dispatch is off.
+            knobs: `LoopSettings`' own fields.
+
+        Raises:
+            ConfigurationError: A knob is invalid.
+        """
+        values = {item.name: getattr(planning, item.name) for item in fields(PlanningOptions)}
+        values["speculative_answer"] = planning.speculative_answer and not model_middleware
+        values["streaming_dispatch"] = planning.streaming_dispatch and not reviews_plan
+        return cls(**values, **knobs)
 
     @property
     def plan_call_limit(self) -> int:
@@ -92,17 +90,11 @@ class LoopSettings:
         if context is None:
             return self
         changes = {
-            item.name: getattr(context, item.name)
-            for item in fields(LoopContext)
-            if item.name in _SETTING_NAMES
-            and hasattr(context, item.name)
-            and getattr(context, item.name) is not None
+            name: getattr(context, name)
+            for name in _OVERRIDABLE
+            if getattr(context, name, None) is not None
         }
         return replace(self, **changes) if changes else self
-
-
-_SETTING_NAMES = frozenset({"max_rounds", "concurrency", "plan_mode", "keep_tool_results"})
-"""The `LoopContext` fields that override a `LoopSettings` field of the same name."""
 
 
 @dataclass
@@ -147,6 +139,13 @@ class LoopContext:
             "outcome (replays and forks); by default a recorded call is never re-run."
         },
     )
+
+
+_OVERRIDABLE = tuple(
+    item.name for item in fields(LoopContext) if item.name in {f.name for f in fields(LoopSettings)}
+)
+"""The `LoopContext` fields that override the `LoopSettings` field of the same name (checked
+again, as when the loop was built)."""
 
 
 def loop_context(context: Any, config: Mapping[str, Any] | None) -> LoopContext | None:

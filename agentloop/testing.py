@@ -24,14 +24,14 @@ from typing import Any, TypeAlias, cast
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolCall
-from langchain_core.messages.ai import UsageMetadata
-from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.messages import AIMessage, BaseMessage, ToolCall
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
+
+from agentloop._scripted_stream import estimate_usage, reply_chunks, reply_pieces
 
 __all__ = ["ScriptExhaustedError", "ScriptedChatModel", "plan_reply"]
 
@@ -197,7 +197,7 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         message = self._next_reply(messages, kwargs)
-        delay = self.chunk_delay_s * len(_pieces(message, self.chunk_size))
+        delay = self.chunk_delay_s * len(reply_pieces(message, self.chunk_size))
         if delay > 0:
             time.sleep(delay)
         return ChatResult(generations=[ChatGeneration(message=message)])
@@ -210,7 +210,7 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         message = self._next_reply(messages, kwargs)
-        delay = self.chunk_delay_s * len(_pieces(message, self.chunk_size))
+        delay = self.chunk_delay_s * len(reply_pieces(message, self.chunk_size))
         if delay > 0:
             await asyncio.sleep(delay)
         return ChatResult(generations=[ChatGeneration(message=message)])
@@ -223,7 +223,7 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         message = self._next_reply(messages, kwargs)
-        for chunk in _chunks(message, self.chunk_size):
+        for chunk in reply_chunks(message, self.chunk_size):
             if self.chunk_delay_s > 0:
                 time.sleep(self.chunk_delay_s)
             self._count_chunk()
@@ -239,7 +239,7 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         message = self._next_reply(messages, kwargs)
-        for chunk in _chunks(message, self.chunk_size):
+        for chunk in reply_chunks(message, self.chunk_size):
             # Sleeping even for 0 s lets concurrent streams interleave.
             await asyncio.sleep(self.chunk_delay_s)
             self._count_chunk()
@@ -306,7 +306,7 @@ class ScriptedChatModel(BaseChatModel):
         }
         usage_metadata = reply.usage_metadata
         if usage_metadata is None and self.usage:
-            usage_metadata = _estimate_usage(messages, reply.text, tool_calls)
+            usage_metadata = estimate_usage(messages, reply.text, tool_calls)
         return AIMessage(
             content=reply.content,
             additional_kwargs=dict(reply.additional_kwargs),
@@ -317,77 +317,6 @@ class ScriptedChatModel(BaseChatModel):
             id=reply.id or f"scripted-{uuid.uuid4().hex}",
             name=reply.name,
         )
-
-
-def _pieces(message: AIMessage, size: int) -> list[tuple[int | None, str]]:
-    """Split a reply into `(tool call index or None for text, text)` pieces."""
-    size = max(size, 1)
-    pieces: list[tuple[int | None, str]] = []
-    if isinstance(message.content, str):
-        text = message.content
-        pieces.extend((None, text[i : i + size]) for i in range(0, len(text), size))
-    elif message.content:
-        pieces.append((None, ""))  # content blocks travel whole, in the first chunk
-    for index, call in enumerate(message.tool_calls):
-        args = json.dumps(call["args"])
-        pieces.extend((index, args[i : i + size]) for i in range(0, len(args), size))
-    return pieces or [(None, "")]
-
-
-def _chunks(message: AIMessage, size: int) -> Iterator[ChatGenerationChunk]:
-    """Yield the streamed chunks of a reply, one at a time."""
-    pieces = _pieces(message, size)
-    text_content = isinstance(message.content, str)
-    started: set[int] = set()
-    for position, (index, text) in enumerate(pieces):
-        last = position == len(pieces) - 1
-        content: str | list[str | dict[str, Any]]
-        call_chunks = []
-        if index is None:
-            content = text if text_content else list(message.content)
-        else:
-            content = "" if text_content else []
-            call = message.tool_calls[index]
-            first = index not in started
-            started.add(index)
-            call_chunks.append(
-                tool_call_chunk(
-                    name=call["name"] if first else None,
-                    args=text,
-                    id=call["id"] if first else None,
-                    index=index,
-                )
-            )
-        chunk = AIMessageChunk(
-            content=content,
-            id=message.id,
-            tool_call_chunks=call_chunks,
-            additional_kwargs=dict(message.additional_kwargs) if position == 0 else {},
-        )
-        if last:
-            chunk.chunk_position = "last"
-            chunk.response_metadata = dict(message.response_metadata)
-            chunk.usage_metadata = message.usage_metadata
-        yield ChatGenerationChunk(message=chunk)
-
-
-def _tokens(characters: int) -> int:
-    return -(-characters // 4)
-
-
-def _estimate_usage(
-    messages: Sequence[BaseMessage], text: str, tool_calls: Sequence[ToolCall]
-) -> UsageMetadata:
-    prompt_chars = sum(len(message.text) for message in messages)
-    reply_chars = len(text) + sum(
-        len(call["name"]) + len(json.dumps(call["args"])) for call in tool_calls
-    )
-    input_tokens, output_tokens = _tokens(prompt_chars), _tokens(reply_chars)
-    return UsageMetadata(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        total_tokens=input_tokens + output_tokens,
-    )
 
 
 def plan_reply(

@@ -17,7 +17,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 __all__ = [
@@ -132,7 +132,11 @@ def build_loop(
     answerer = BenchChatModel([ANSWER], chunk_size=chunk_size)
     options.setdefault("max_rounds", max(1, len(rounds)))
     return create_tool_loop(
-        planner, tools, answer_model=answerer, checkpointer=checkpointer, **options
+        planner,
+        tools,
+        models=ModelOptions(answer_model=answerer),
+        checkpointer=checkpointer,
+        **options,
     )
 
 

@@ -10,7 +10,7 @@ import json
 
 from langchain_core.messages import BaseMessage
 
-from agentloop import as_tool, create_tool_loop
+from agentloop import ModelOptions, as_tool, create_tool_loop
 from agentloop.demo import DEMO_QUESTION, build_demo_loop
 from agentloop.messages import message_text
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -66,6 +66,6 @@ def _coordinator_answer(messages: list[BaseMessage]) -> str:
 graph = create_tool_loop(
     ScriptedChatModel(responder=_coordinator_plan),
     [researcher],
-    answer_model=ScriptedChatModel(responder=_coordinator_answer),
+    models=ModelOptions(answer_model=ScriptedChatModel(responder=_coordinator_answer)),
     name="coordinator",
 )

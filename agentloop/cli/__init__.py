@@ -163,7 +163,6 @@ def _run_command(
 ) -> dict[str, Any]:
     from agentloop.graph import create_tool_loop
     from agentloop.mcp import MCPToolset, load_mcp_config
-    from agentloop.options import GovernanceOptions, PlanningOptions
     from agentloop.servers import bundled_servers_config
 
     name = args.model or os.environ.get(MODEL_ENV, "").strip()
@@ -178,11 +177,10 @@ def _run_command(
         with _starting_servers():
             graph = create_tool_loop(
                 model,
-                [],
-                mcp_servers=toolset,
+                [toolset],
                 max_rounds=args.max_rounds,
-                governance=GovernanceOptions(concurrency=args.concurrency),
-                planning=PlanningOptions(plan_mode=args.plan_mode),
+                concurrency=args.concurrency,
+                plan_mode=args.plan_mode,
             )
         _require_some_server(toolset)
         return asyncio.run(screen.stream(graph, " ".join(args.question), [failures]))
@@ -256,7 +254,7 @@ def _demo_command(
     try:
         screen.progress.line("starting the bundled MCP servers: docs, calculator, notes")
         with _starting_servers():
-            graph = build_demo_loop(mcp_servers=toolset)
+            graph = build_demo_loop(toolset=toolset)
         question = " ".join(args.question) or DEMO_QUESTION
         return asyncio.run(screen.stream(graph, question, [failures]))
     finally:

@@ -38,6 +38,8 @@ from agentloop.demo.answer import demo_answer_model
 from agentloop.demo.planner import demo_planner
 from agentloop.demo.questions import _terms
 from agentloop.graph import create_tool_loop
+from agentloop.mcp import MCPToolset
+from agentloop.options import ModelOptions
 from agentloop.servers import bundled_servers_config, docsearch
 
 __all__ = [
@@ -113,6 +115,7 @@ def demo_notes_file() -> Path:
 def build_demo_loop(
     *,
     use_mcp: bool = True,
+    toolset: MCPToolset | None = None,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     **options: Any,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
@@ -121,18 +124,19 @@ def build_demo_loop(
     Args:
         use_mcp: Use the bundled MCP servers (documents, calculator, notes) as real
             subprocesses, plus the local `get_weather`; otherwise only local tools.
+        toolset: The bundled servers' toolset to use (default: a new one).
         checkpointer: Optional LangGraph checkpointer.
         **options: More `create_tool_loop` options.
     """
     if use_mcp:
-        tools: list[BaseTool] = [get_weather]
-        options.setdefault("mcp_servers", bundled_servers_config(demo_notes_file()))
+        servers = toolset or MCPToolset(bundled_servers_config(demo_notes_file()))
+        tools: list[BaseTool | MCPToolset] = [get_weather, servers]
     else:
-        tools = demo_tools()
+        tools = [*demo_tools()]
     return create_tool_loop(
         demo_planner(),
         tools,
-        answer_model=demo_answer_model(),
+        models=ModelOptions(answer_model=demo_answer_model()),
         checkpointer=checkpointer,
         name=options.pop("name", "demo_loop"),
         **options,

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+from langchain_core.language_models import BaseChatModel
 from langgraph.config import get_stream_writer
 from langgraph.types import interrupt
 from mcp import types
@@ -96,6 +97,7 @@ class CallBridge:
         read_only: Whether the tool only reads.
         loop_name: The loop's name, for events.
         redact: Applied to event text.
+        model: Answers the server's sampling requests during the call (the loop's model).
     """
 
     def __init__(
@@ -107,6 +109,7 @@ class CallBridge:
         read_only: bool = False,
         loop_name: str = "",
         redact: Redact | None = None,
+        model: BaseChatModel | None = None,
     ) -> None:
         self.server, self.tool, self.call_id = server, tool, call_id
         self._loop = asyncio.get_running_loop()
@@ -120,6 +123,7 @@ class CallBridge:
             on_elicitation=self._elicit,
             read_only=read_only,
             on_log=self._log,
+            model=model,
         )
 
     # -- on the session's loop -------------------------------------------------------------

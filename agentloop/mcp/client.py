@@ -1,8 +1,9 @@
 """The client side of MCP: what a server may ask of the loop while a tool runs.
 
 - progress notifications reach the call that asked for them (`CallHooks.on_progress`);
-- sampling requests are answered by the loop's model, when the server's config allows
-  it (`"sampling": true`), within the request's limits;
+- sampling requests are answered by the model of the loop whose call is running on the
+  server (else the toolset's own), when the server's config allows it
+  (`"sampling": true`), within the request's limits;
 - elicitation requests reach the call that is running on the server, which turns them
   into a LangGraph `interrupt(...)` a person answers;
 - roots are declared from the server's config;
@@ -53,6 +54,8 @@ class CallHooks:
     """Whether the tool only reads (an elicitation is attributed to a tool that writes)."""
     on_log: LogHook | None = None
     """Hears the server's log messages while the call runs."""
+    model: BaseChatModel | None = None
+    """Answers the server's sampling requests while the call runs (the loop's model)."""
 
 
 _LIST_CHANGED = (types.ToolListChangedNotification, types.ResourceListChangedNotification)
@@ -74,7 +77,8 @@ class ClientHandlers:
 
     Args:
         spec: The server.
-        sampler: Returns the model that answers sampling requests (None: refuse them).
+        sampler: Returns the model that answers sampling requests made while no call with
+            a model of its own runs (None: refuse them).
         on_tools_changed: Called with the server's name on `tools/list_changed` and
             `resources/list_changed`.
         redact: Applied to the stderr lines failure reasons quote (default: the
@@ -163,7 +167,8 @@ class ClientHandlers:
     async def _sample(
         self, context: Any, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.ErrorData:
-        model = self.sampler()
+        calling = [hooks.model for hooks in self.in_flight.values() if hooks.model is not None]
+        model = calling[0] if calling else self.sampler()  # the call that started first
         if model is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message="no model to sample with")
         messages: list[BaseMessage] = []

@@ -21,13 +21,9 @@ their prompts and argument completion are methods of the toolset.
 from __future__ import annotations
 
 import asyncio
-import atexit
-import contextlib
 import logging
 import threading
-import weakref
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -47,6 +43,7 @@ from agentloop.mcp.prompts import complete, completion_reference, get_prompt, li
 from agentloop.mcp.resources import Resources
 from agentloop.mcp.session import MCPSessionPool
 from agentloop.mcp.tools import READ_RESOURCE_TOOL, langchain_tool, tool_output
+from agentloop.mcp.toolset_sessions import ToolsetSessions
 from agentloop.redaction import Redactor, install_log_redaction
 from agentloop.servers import OWNER_META_KEY
 from agentloop.tools.call_config import CallInfo, call_info, call_thread
@@ -61,10 +58,8 @@ McpServersConfig = str | Mapping[str, Any]
 REFRESH_WAIT_S = 5.0
 """How long a loop waits for a tool list a server announced as changed before it plans."""
 
-_live_toolsets: weakref.WeakSet[MCPToolset] = weakref.WeakSet()
 
-
-class MCPToolset:
+class MCPToolset(ToolsetSessions):
     """The tools of some MCP servers, on sessions shared by every run.
 
     Use it as `with MCPToolset(config) as toolset:` (or `async with`), or call
@@ -76,8 +71,8 @@ class MCPToolset:
         idle_timeout_s: A run-scoped session closes after this long without a call.
         retry_interval_s: First wait before a server that failed to start is tried again
             (doubling up to 5 minutes).
-        model: Answers the servers' sampling requests (servers with `"sampling": true`);
-            a loop built with this toolset sets its own model if none is given.
+        model: Answers the servers' sampling requests (servers with `"sampling": true`)
+            outside a loop's call; during a loop's call, the loop's model does.
 
     Raises:
         ConfigurationError: The config is invalid.
@@ -105,13 +100,12 @@ class MCPToolset:
         self.model = model
         self.redact = Redactor(self.secrets)
         install_log_redaction(logger, self.redact)  # before any server starts and logs
-        self._pools = SessionPools(self.specs, self._pool, idle_timeout_s)
+        super().__init__(self.specs, SessionPools(self.specs, self._pool, idle_timeout_s))
         self._discovery_lock = threading.Lock()
         self._listings = Listings(
             self.specs, self._pools, self._pool, self._routed_tool, retry_interval_s
         )
         self._resources = Resources(self.specs, self._pools, self._listings)
-        _live_toolsets.add(self)
 
     @property
     def secrets(self) -> frozenset[str]:
@@ -190,6 +184,7 @@ class MCPToolset:
                 read_only=read_only,
                 loop_name=info.get("loop", "") if info else "",
                 redact=self.redact,
+                model=info.get("model") if info else None,
             )
             position = info["call_id"].split(":", 1)[-1] if info else ""
             decoded = await bridge.run(
@@ -352,74 +347,3 @@ class MCPToolset:
             msg = f"unknown MCP server {server!r}; configured: {', '.join(self._specs)}"
             raise ConfigurationError(msg)
         return self._pools.pool_of(server, "")
-
-    # -- lifecycle -----------------------------------------------------------------------
-
-    def sessions_opened(
-        self, run_id: str | None = None, *, thread_id: str | None = None
-    ) -> dict[str, int]:
-        """How many sessions each server has needed: shared ones, a run's or a thread's."""
-        return self._pools.sessions_opened(run_id, thread_id=thread_id)
-
-    @property
-    def has_run_scope(self) -> bool:
-        """Whether a run may open sessions of its own (`run`; `thread` without a thread)."""
-        return any(spec.scope in ("run", "thread") for spec in self.specs)
-
-    @property
-    def open_runs(self) -> list[str]:
-        """Runs whose own sessions are open."""
-        return self._pools.open_runs
-
-    @property
-    def open_threads(self) -> list[str]:
-        """Threads whose own sessions are open (closed once idle)."""
-        return self._pools.open_threads
-
-    def release(self, run_id: str) -> None:
-        """Close a run's own sessions in the background (called when the run answers)."""
-        self._pools.release(run_id)
-
-    async def arelease(self, run_id: str) -> None:
-        """Close a run's own sessions and wait until their processes exited."""
-        await self._pools.arelease(run_id)
-
-    def close(self, timeout: float = 30.0) -> None:
-        """Close every session (each server process exits) and stop the background loop.
-
-        Safe to call twice; the toolset cannot be used afterwards.
-        """
-        self._pools.close(timeout)
-
-    async def aclose(self) -> None:
-        """`close` without blocking the caller's event loop."""
-        await asyncio.to_thread(self.close)
-
-    def __enter__(self) -> MCPToolset:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> MCPToolset:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-@atexit.register
-def _close_all_toolsets() -> None:
-    for toolset in list(_live_toolsets):
-        with contextlib.suppress(Exception):  # best effort at interpreter exit
-            toolset.close(timeout=10)

@@ -97,6 +97,7 @@ def tool_config(
         "loop": parts.settings.name,
         "identity": run_identity(config, context),
         "owner": run_identity(config, context, thread=False),
+        "model": parts.models.model,
     }
     return with_call_info(config, info)
 

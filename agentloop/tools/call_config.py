@@ -1,7 +1,8 @@
 """How a tool learns which call it serves: a key of the config the loop invokes it with.
 
 The loop invokes every tool with the config of its `call_tool` task plus
-`configurable["agentloop_call"]` (`run_id`, `call_id`, `call_key`, `loop`, `identity`, `owner`).
+`configurable["agentloop_call"]` (`run_id`, `call_id`, `call_key`, `loop`, `identity`, `owner`,
+`model`).
 A tool (or a graph run inside it, such as a sub-agent) reads it with `call_info(config)`.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NotRequired
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from typing_extensions import TypedDict
 
@@ -34,6 +36,9 @@ class CallInfo(TypedDict):
     owner: NotRequired[str]
     """Who the run serves, across threads (`run_identity(..., thread=False)`): MCP servers
     configured with `"send_owner": true` receive it as `_meta["agentloop/owner"]`."""
+    model: NotRequired[BaseChatModel]
+    """The loop's model: it answers the sampling requests an MCP server makes during the call
+    (servers configured with `"sampling": true`)."""
 
 
 def call_info(config: RunnableConfig | None) -> CallInfo | None:

@@ -1,8 +1,8 @@
-"""The tools of one loop as they are now: its own tools, plus those of a source that changes.
+"""The tools of one loop as they are now: its own tools, plus those of sources that change.
 
 An MCP toolset's tools change while a loop is compiled: a server that was down at build
 time comes back, a server announces `tools/list_changed`. The catalog rebuilds the
-registry (policies, schemas, the planner's tool list) when the source's version moves,
+registry (policies, schemas, the planner's tool list) when a source's version moves,
 so a run sees the tools of the moment it plans.
 """
 
@@ -49,7 +49,7 @@ class ToolSource(Protocol):
 
 @dataclass(frozen=True)
 class _Snapshot:
-    version: int
+    version: tuple[int, ...]
     registry: ToolRegistry
     tool_list: str
     tool_schemas: list[dict[str, Any]]
@@ -60,9 +60,9 @@ class ToolCatalog:
 
     Args:
         tools: The loop's own tools (fixed).
-        source: Tools that may change (None: none).
+        sources: Tools that may change (MCP toolsets), in order.
         policies: Declared policies by tool name. A policy naming no tool is an error,
-            unless the source has unavailable parts (their tools may come later).
+            unless a source has unavailable parts (their tools may come later).
         redact: Applied to the planner's tool list, and to each tool's output and errors
             before its callbacks see them.
         registry_options: Passed to `ToolRegistry`.
@@ -71,23 +71,26 @@ class ToolCatalog:
     def __init__(
         self,
         tools: Sequence[ToolLike],
-        source: ToolSource | None = None,
+        sources: Sequence[ToolSource] = (),
         policies: Mapping[str, ToolPolicy] | None = None,
         *,
         redact: Callable[[str], str] | None = None,
         **registry_options: Any,
     ) -> None:
         self._fixed = [to_tool(tool) for tool in tools]
-        self._source = source
+        self._sources = list(sources)
         self._policies = dict(policies or {})
         self._redact = redact
         self._options = registry_options
         self._lock = threading.Lock()
-        self._snapshot = self._build(strict=not (source is not None and source.unavailable))
+        self._snapshot = self._build(strict=not self.unavailable)
+
+    def _version(self) -> tuple[int, ...]:
+        return tuple(source.version for source in self._sources)
 
     def _build(self, *, strict: bool) -> _Snapshot:
-        version = self._source.version if self._source is not None else 0
-        dynamic = self._source.tools if self._source is not None else []
+        version = self._version()
+        dynamic = [tool for source in self._sources for tool in source.tools]
         registry = ToolRegistry(
             [*self._fixed, *dynamic],
             self._policies,
@@ -104,18 +107,18 @@ class ToolCatalog:
 
     def _current(self) -> _Snapshot:
         snapshot = self._snapshot
-        if self._source is not None:
-            self._source.settle()
-        if self._source is None or self._source.version == snapshot.version:
+        for source in self._sources:
+            source.settle()
+        if self._version() == snapshot.version:
             return snapshot
         with self._lock:
-            if self._source.version != self._snapshot.version:
+            if self._version() != self._snapshot.version:
                 try:
                     self._snapshot = self._build(strict=False)
                 except Exception as error:  # keep the last good tools rather than fail a run
                     logger.error("the tool list changed but could not be used: %s", error)
                     self._snapshot = _Snapshot(
-                        self._source.version,
+                        self._version(),
                         self._snapshot.registry,
                         self._snapshot.tool_list,
                         self._snapshot.tool_schemas,
@@ -140,7 +143,7 @@ class ToolCatalog:
     @property
     def unavailable(self) -> Mapping[str, str]:
         """Sources of tools that are missing now, with the reason."""
-        return dict(self._source.unavailable) if self._source is not None else {}
+        return {part: why for source in self._sources for part, why in source.unavailable.items()}
 
 
 def _redacted(schema: dict[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agentloop import GovernanceOptions
 from bench.contenders import (
     agent_input,
     agent_script,
@@ -44,8 +43,7 @@ def _tools() -> list[Any]:
 
 
 async def _ours_ms(concurrency: int | None, unsafe_at: int | None) -> float:
-    governance = GovernanceOptions(concurrency=concurrency)
-    graph = build_loop([_commands(unsafe_at)], _tools(), governance=governance)
+    graph = build_loop([_commands(unsafe_at)], _tools(), concurrency=concurrency)
     stamps: dict[str, float] = {}
     async for event in graph.astream(loop_input(), stream_mode="custom"):
         if event["type"] in ("plan_decided", "round_completed"):

@@ -14,7 +14,7 @@ import json
 import time
 from typing import Any
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from bench.contenders import ONE_CHUNK, BenchChatModel, loop_input, sleeping_tool
 from bench.harness import Figure, Settings, Target, median
 
@@ -60,7 +60,9 @@ async def _time_to_answer(*, response_first: bool) -> tuple[float, dict[str, Any
         chunk_delay_s=CHUNK_DELAY_S,
     )
     answerer = BenchChatModel(["Answered."], chunk_size=ONE_CHUNK)
-    graph = create_tool_loop(planner, [sleeping_tool("get_item", 0)], answer_model=answerer)
+    graph = create_tool_loop(
+        planner, [sleeping_tool("get_item", 0)], models=ModelOptions(answer_model=answerer)
+    )
     decided: dict[str, Any] = {}
     started = time.time()
     async for event in graph.astream(loop_input(), stream_mode="custom"):

@@ -15,7 +15,7 @@ import time
 
 from langchain_core.tools import BaseTool, tool
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from bench.contenders import ONE_CHUNK, BenchChatModel, loop_input
 from bench.harness import Figure, Settings, Target, median
 
@@ -58,7 +58,9 @@ async def worst_stall_ms(text: str) -> float:
         chunk_size=ONE_CHUNK,
     )
     graph = create_tool_loop(
-        planner, [_tool(text)], answer_model=BenchChatModel(["Done."], chunk_size=ONE_CHUNK)
+        planner,
+        [_tool(text)],
+        models=ModelOptions(answer_model=BenchChatModel(["Done."], chunk_size=ONE_CHUNK)),
     )
     stop, delays = asyncio.Event(), []
     beating = asyncio.create_task(_heartbeat(stop, delays))

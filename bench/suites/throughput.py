@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from bench.contenders import (
     ONE_CHUNK,
     BenchChatModel,
@@ -38,7 +38,10 @@ def _ours() -> Graph:
     planner = BenchChatModel([], responder=loop_responder(COMMAND), chunk_size=ONE_CHUNK)
     answerer = BenchChatModel([], responder=lambda _: "All done.", chunk_size=ONE_CHUNK)
     return create_tool_loop(
-        planner, [sleeping_tool("get_item", 0)], answer_model=answerer, max_rounds=5
+        planner,
+        [sleeping_tool("get_item", 0)],
+        models=ModelOptions(answer_model=answerer),
+        max_rounds=5,
     )
 
 

@@ -6,13 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentloop.mcp import toolset as toolset_module
+from agentloop.mcp import toolset_sessions
 
 
 @pytest.fixture(autouse=True)
 def _close_toolsets() -> Iterator[None]:
-    """A loop built from an MCP config keeps its sessions until process exit; not here."""
-    before = set(toolset_module._live_toolsets)
+    """A toolset a test left open keeps its sessions until process exit; not here."""
+    before = set(toolset_sessions._live)
     yield
-    for toolset in set(toolset_module._live_toolsets) - before:
+    for toolset in set(toolset_sessions._live) - before:
         toolset.close()

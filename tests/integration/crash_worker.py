@@ -33,7 +33,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 from langgraph.graph import START, MessagesState, StateGraph
 
-from agentloop import as_tool, create_tool_loop
+from agentloop import ModelOptions, as_tool, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 ARGS: argparse.Namespace
@@ -119,7 +119,7 @@ def inner_loop(**options: Any) -> Any:
     return create_tool_loop(
         ScriptedChatModel(responder=planner),
         TOOLS,
-        answer_model=ScriptedChatModel(responder=answer),
+        models=ModelOptions(answer_model=ScriptedChatModel(responder=answer)),
         name="clerk",
         **options,
     )
@@ -145,7 +145,9 @@ def build(checkpointer: Any) -> Any:
     return create_tool_loop(
         ScriptedChatModel(responder=coordinator),
         [clerk],
-        answer_model=ScriptedChatModel(responder=lambda messages: "coordinated"),
+        models=ModelOptions(
+            answer_model=ScriptedChatModel(responder=lambda messages: "coordinated")
+        ),
         checkpointer=checkpointer,
         interrupt_before=interrupt,
         name="coordinator",

@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain_core.tools import tool
 
-from agentloop import GovernanceOptions, ToolPolicy, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 EFFECTS = Path(os.environ["AGENTLOOP_TEST_EFFECTS"])
@@ -51,7 +51,9 @@ def planner(messages: list[Any]) -> str:
 graph = create_tool_loop(
     ScriptedChatModel(responder=planner),
     [send_payment],
-    answer_model=ScriptedChatModel(responder=lambda messages: "payment handled"),
+    models=ModelOptions(
+        answer_model=ScriptedChatModel(responder=lambda messages: "payment handled")
+    ),
     governance=GovernanceOptions(
         policies={"send_payment": ToolPolicy(idempotent=False, timeout_s=600)}
     ),

@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentloop import GovernanceOptions, ToolPolicy, ToolRetry, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
 from agentloop.durability import LedgerKey, ledger_for
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.late import LATE_NOTE
@@ -78,7 +78,7 @@ def build() -> Any:
     return create_tool_loop(
         planner,
         [get_report, send_order],
-        answer_model=ScriptedChatModel(["the run went on"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["the run went on"])),
         governance=GovernanceOptions(
             policies={"get_report": once, "send_order": once},
             tool_threads=ToolThreads(max_abandoned=1, cancel_grace_s=0.2),

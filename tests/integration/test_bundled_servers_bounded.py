@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.mcp import MCPSessionPool, MCPToolError, MCPToolset, load_mcp_config
 from agentloop.servers import bundled_servers_config
 from agentloop.servers.notes import MAX_BODY_CHARS
@@ -86,7 +86,9 @@ async def test_notes_belong_to_their_owner(run_loop: Any, tmp_path: Path) -> Non
     with MCPToolset({"mcpServers": {"notes": config["mcpServers"]["notes"]}}) as toolset:
         answerer = ScriptedChatModel(["ok"], repeat_last=True)
         graph = create_tool_loop(
-            notes_planner(save, listing), mcp_servers=toolset, answer_model=answerer
+            notes_planner(save, listing),
+            tools=[toolset],
+            models=ModelOptions(answer_model=answerer),
         )
         alice = await run_loop(graph, {"user_input": "save"}, user("alice"))
         bob = await run_loop(graph, {"user_input": "save"}, user("bob"))

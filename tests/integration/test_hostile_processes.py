@@ -15,7 +15,7 @@ HUNG_SYNC_TOOLS = textwrap.dedent(
     """
     import time
     from langchain_core.tools import tool
-    from agentloop import GovernanceOptions, ToolPolicy, create_tool_loop
+    from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
     from agentloop.testing import ScriptedChatModel, plan_reply
 
     @tool
@@ -37,7 +37,7 @@ HUNG_SYNC_TOOLS = textwrap.dedent(
             plan_reply("response"),
         ]),
         [get_stuck, get_quick],
-        answer_model=ScriptedChatModel(["a", "b"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["a", "b"])),
         governance=GovernanceOptions(
             policies={"get_stuck": ToolPolicy(timeout_s=0.3, retry=None)}
         ),
@@ -67,7 +67,7 @@ KEYBOARD_INTERRUPT = textwrap.dedent(
     """
     import asyncio
     from langchain_core.tools import tool
-    from agentloop import create_tool_loop
+    from agentloop import ModelOptions, create_tool_loop
     from agentloop.testing import ScriptedChatModel, plan_reply
 
     @tool
@@ -81,7 +81,7 @@ KEYBOARD_INTERRUPT = textwrap.dedent(
             plan_reply("response"),
         ]),
         [get_interrupted],
-        answer_model=ScriptedChatModel(["never"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["never"])),
     )
     asyncio.run(graph.ainvoke({"user_input": "go"}))
     print("NOT INTERRUPTED", flush=True)

@@ -14,7 +14,7 @@ import pytest
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 pytestmark = pytest.mark.integration
@@ -48,7 +48,7 @@ def build(**options: Any) -> Any:
     return create_tool_loop(
         ScriptedChatModel(responder=plan, keep_requests=False),
         [get_greeting],
-        answer_model=ScriptedChatModel(responder=answer, keep_requests=False),
+        models=ModelOptions(answer_model=ScriptedChatModel(responder=answer, keep_requests=False)),
         **options,
     )
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from third_party import cmd, own_server
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.mcp import MCPToolset
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -41,9 +41,8 @@ async def test_a_timed_out_write_is_cancelled_on_the_server(tmp_path: Path, run_
             ScriptedChatModel(
                 [plan_reply("execute", [cmd("slow_write", seconds=8)]), plan_reply("response")]
             ),
-            [],
-            answer_model=ScriptedChatModel(["timed out"]),
-            mcp_servers=toolset,
+            [toolset],
+            models=ModelOptions(answer_model=ScriptedChatModel(["timed out"])),
         )
         out = await run_loop(graph, {"user_input": "write slowly"})
         (record,) = out["tool_logs"]
@@ -62,9 +61,8 @@ async def test_read_only_retries_never_overlap_on_the_server(tmp_path: Path) -> 
             ScriptedChatModel(
                 [plan_reply("execute", [cmd("slow_read", seconds=8)]), plan_reply("response")]
             ),
-            [],
-            answer_model=ScriptedChatModel(["timed out"]),
-            mcp_servers=toolset,
+            [toolset],
+            models=ModelOptions(answer_model=ScriptedChatModel(["timed out"])),
         )
         out = await graph.ainvoke({"user_input": "read slowly"})
     (record,) = out["tool_logs"]
@@ -78,8 +76,7 @@ async def test_a_cancelled_run_cancels_its_call_on_the_server(tmp_path: Path) ->
     with MCPToolset(slow_server(log)) as toolset:
         graph = create_tool_loop(
             ScriptedChatModel([plan_reply("execute", [cmd("slow_write", seconds=30)])]),
-            [],
-            mcp_servers=toolset,
+            [toolset],
         )
         run = asyncio.ensure_future(graph.ainvoke({"user_input": "write slowly"}))
         await wait_for(lambda: events(log) == ["start", "1"])

@@ -26,7 +26,7 @@ from third_party import (
     prompt_tools,
 )
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.mcp import ELICITATION_INTERRUPT, MCPToolset
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -48,9 +48,8 @@ def loop_with(
     planner = ScriptedChatModel([*plans, plan_reply("response")])
     graph = create_tool_loop(
         planner,
-        [],
-        answer_model=answer_model or ScriptedChatModel(["done"]),
-        mcp_servers=toolset,
+        [toolset],
+        models=ModelOptions(answer_model=answer_model or ScriptedChatModel(["done"])),
         **options,
     )
     return graph, planner
@@ -90,8 +89,9 @@ async def test_sampling_is_answered_by_the_loops_model() -> None:
     toolset = MCPToolset({"everything": everything_server(sampling=True)})
     with toolset:
         graph = create_tool_loop(
-            planner, [], answer_model=ScriptedChatModel(["done"]), mcp_servers=toolset
+            planner, [toolset], models=ModelOptions(answer_model=ScriptedChatModel(["done"]))
         )
+        assert toolset.model is None  # the loop's model reaches the call, not the toolset
         out = await graph.ainvoke({"user_input": "sample"})
     (record,) = out["tool_logs"]
     assert record["success"], record
@@ -284,9 +284,8 @@ async def test_a_server_killed_mid_call_fails_the_call_and_comes_back() -> None:
         )
         graph = create_tool_loop(
             planner,
-            [check_kill_everything],
-            answer_model=ScriptedChatModel(["ok"]),
-            mcp_servers=toolset,
+            [check_kill_everything, toolset],
+            models=ModelOptions(answer_model=ScriptedChatModel(["ok"])),
         )
         out = await graph.ainvoke({"user_input": "chaos"})
         long_op, kill, echo = out["tool_logs"]

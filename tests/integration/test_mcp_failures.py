@@ -15,7 +15,7 @@ import pytest
 from processes import child_pids
 from third_party import cmd, own_server
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.errors import ConfigurationError, MCPTransportError
 from agentloop.mcp import MCPToolset
 from agentloop.options import GovernanceOptions
@@ -65,7 +65,7 @@ def test_three_failed_builds_leave_no_process(
         servers[name] = own_server(script, *args, required=flag == "required")
     for _ in range(3):
         with pytest.raises(error):
-            create_tool_loop(ScriptedChatModel([]), [], mcp_servers=servers, **options)
+            create_tool_loop(ScriptedChatModel([]), [MCPToolset(servers)], **options)
     assert own_processes() == []
 
 
@@ -74,7 +74,7 @@ def test_a_failed_build_with_a_given_toolset_stops_what_it_started(tmp_path: Pat
     with MCPToolset(config) as toolset:
         for _ in range(3):
             with pytest.raises(ConfigurationError, match="both offer a tool"):
-                create_tool_loop(ScriptedChatModel([]), [], mcp_servers=toolset)
+                create_tool_loop(ScriptedChatModel([]), [toolset])
             assert own_processes() == []
     assert own_processes() == []
 
@@ -87,7 +87,7 @@ MISSING_SETTING = "missing setting FIELD_API_TOKEN"
 def test_a_required_server_that_exits_says_why(tmp_path: Path) -> None:
     config = {"field": own_server("dies_saying", MISSING_SETTING, required=True)}
     with pytest.raises(MCPTransportError) as raised:
-        create_tool_loop(ScriptedChatModel([]), [], mcp_servers=config)
+        create_tool_loop(ScriptedChatModel([]), [MCPToolset(config)])
     message = str(raised.value)
     assert "'field' could not be started" in message
     assert MISSING_SETTING in message
@@ -119,9 +119,8 @@ async def test_the_unavailable_event_and_the_log_carry_the_reason(
     with MCPToolset(config) as toolset, caplog.at_level(logging.WARNING, logger="agentloop"):
         graph = create_tool_loop(
             ScriptedChatModel([plan_reply("response")]),
-            [],
-            answer_model=ScriptedChatModel(["none"]),
-            mcp_servers=toolset,
+            [toolset],
+            models=ModelOptions(answer_model=ScriptedChatModel(["none"])),
         )
         events = [
             chunk
@@ -145,9 +144,8 @@ async def test_the_record_of_a_call_whose_server_died_quotes_its_stderr(
                     plan_reply("response"),
                 ]
             ),
-            [],
-            answer_model=ScriptedChatModel(["done"]),
-            mcp_servers=toolset,
+            [toolset],
+            models=ModelOptions(answer_model=ScriptedChatModel(["done"])),
         )
         out = await graph.ainvoke({"user_input": "explode"})
     (record,) = out["tool_logs"]

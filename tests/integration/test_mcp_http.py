@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentloop import GovernanceOptions, create_tool_loop
+from agentloop import GovernanceOptions, MCPToolset, ModelOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 pytestmark = pytest.mark.integration
@@ -74,7 +74,7 @@ async def test_loop_calls_a_streamable_http_server(http_server: str) -> None:
     )
     config = {"mcpServers": {"remote": {"url": http_server}}}
     graph = create_tool_loop(
-        planner, [], answer_model=ScriptedChatModel(["42"]), mcp_servers=config
+        planner, [MCPToolset(config)], models=ModelOptions(answer_model=ScriptedChatModel(["42"]))
     )
     out = await graph.ainvoke({"user_input": "6*7?"})
     good, bad = out["tool_logs"]
@@ -98,9 +98,8 @@ async def test_a_stopped_server_fails_calls_unless_stale_results_are_allowed(
         )
         graph = create_tool_loop(
             planner,
-            [],
-            answer_model=ScriptedChatModel(["a", "b"]),
-            mcp_servers={"mcpServers": {"remote": entry}},
+            [MCPToolset({"mcpServers": {"remote": entry}})],
+            models=ModelOptions(answer_model=ScriptedChatModel(["a", "b"])),
             governance=GovernanceOptions(default_retry=None),
         )
         loops[name] = graph, planner

@@ -13,7 +13,7 @@ import pytest
 from langchain_core.tools import tool
 from processes import server_pids
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.mcp import MCPToolset
 from agentloop.servers import bundled_servers_config
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -56,7 +56,7 @@ async def test_loop_runs_mcp_tools_with_one_session_per_server(
         ]
     )
     graph = create_tool_loop(
-        planner, [], answer_model=ScriptedChatModel(["ok"]), mcp_servers=toolset
+        planner, [toolset], models=ModelOptions(answer_model=ScriptedChatModel(["ok"]))
     )
     out = await graph.ainvoke({"user_input": "trams?"})
     records = out["tool_logs"]
@@ -114,9 +114,8 @@ async def test_tool_errors_and_a_killed_server(toolset: MCPToolset) -> None:
     )
     graph = create_tool_loop(
         planner,
-        [check_kill_calculator],
-        answer_model=ScriptedChatModel(["ok"]),
-        mcp_servers=toolset,
+        [check_kill_calculator, toolset],
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"])),
     )
     out = await graph.ainvoke({"user_input": "math"})
     bad, good, kill, after = out["tool_logs"]
@@ -143,7 +142,9 @@ async def test_mcp_config_file_and_allow_list(tmp_path: Path) -> None:
         ]
     )
     graph = create_tool_loop(
-        planner, [], answer_model=ScriptedChatModel(["ok"]), mcp_servers=str(path)
+        planner,
+        [MCPToolset(str(path))],
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"])),
     )
     out = await graph.ainvoke({"user_input": "notes"})
     listed, denied = out["tool_logs"]
@@ -157,7 +158,7 @@ def test_sync_invoke_with_mcp_tools(toolset: MCPToolset) -> None:
         [plan_reply("execute", [cmd("calculate", expression="6*7")]), plan_reply("response")]
     )
     graph = create_tool_loop(
-        planner, [], answer_model=ScriptedChatModel(["ok"]), mcp_servers=toolset
+        planner, [toolset], models=ModelOptions(answer_model=ScriptedChatModel(["ok"]))
     )
     out = graph.invoke({"user_input": "6*7"})
     assert out["tool_logs"][0]["result"]["result"] == 42

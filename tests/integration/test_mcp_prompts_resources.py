@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from third_party import cmd, everything_server, own_server, prompt_tools
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.errors import MCPToolError
 from agentloop.mcp import MCPToolset
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -51,7 +51,9 @@ async def test_the_planner_sees_resources_and_reads_one_it_was_never_shown(
         [plan_reply("execute", [cmd("read_resource", uri=uri)]), plan_reply("response")]
     )
     graph = create_tool_loop(
-        planner, [], answer_model=ScriptedChatModel(["read"]), mcp_servers=everything
+        planner,
+        [MCPToolset(everything)],
+        models=ModelOptions(answer_model=ScriptedChatModel(["read"])),
     )
     out = await graph.ainvoke({"user_input": "the architecture document"})
     description = prompt_tools(planner.requests[0])["read_resource"]["description"]
@@ -63,7 +65,9 @@ async def test_the_planner_sees_resources_and_reads_one_it_was_never_shown(
     # the same list for the next run: the planner's prompt prefix does not move
     version = everything.version
     again = ScriptedChatModel([plan_reply("response")])
-    create_tool_loop(again, [], answer_model=ScriptedChatModel(["-"]), mcp_servers=everything)
+    create_tool_loop(
+        again, [MCPToolset(everything)], models=ModelOptions(answer_model=ScriptedChatModel(["-"]))
+    )
     assert everything.version == version
 
 
@@ -72,9 +76,8 @@ async def test_server_log_messages_become_mcp_log_events_at_the_configured_level
     with MCPToolset(config) as toolset:
         graph = create_tool_loop(
             ScriptedChatModel([plan_reply("execute", [cmd("chatter")]), plan_reply("response")]),
-            [],
-            answer_model=ScriptedChatModel(["done"]),
-            mcp_servers=toolset,
+            [toolset],
+            models=ModelOptions(answer_model=ScriptedChatModel(["done"])),
         )
         events = []
         async for mode, chunk in graph.astream(
@@ -100,7 +103,7 @@ async def test_a_resource_published_during_a_run_is_listed_in_its_next_round() -
             ]
         )
         graph = create_tool_loop(
-            planner, [], answer_model=ScriptedChatModel(["ok"]), mcp_servers=toolset
+            planner, [toolset], models=ModelOptions(answer_model=ScriptedChatModel(["ok"]))
         )
         out = await graph.ainvoke({"user_input": "publish and read"})
     assert "read_resource" not in prompt_tools(planner.requests[0])  # no resources yet

@@ -18,7 +18,7 @@ import pytest
 from processes import child_pids
 from third_party import cmd, own_server
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.mcp import MCPToolset
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -54,9 +54,8 @@ async def test_timeouts_are_quiet(
         slow = [cmd("slow_write", seconds=10)]
         graph = create_tool_loop(
             planner(*[plan_reply("execute", slow)] * 3),
-            [],
-            answer_model=ScriptedChatModel(["late"]),
-            mcp_servers=toolset,
+            [toolset],
+            models=ModelOptions(answer_model=ScriptedChatModel(["late"])),
             max_rounds=3,
         )
         out = await run_loop(graph, {"user_input": "three timeouts"})
@@ -76,9 +75,8 @@ async def test_killed_servers_and_shutdown_are_quiet(
                 plan_reply("execute", [cmd("explode", marker_file=str(tmp_path / "m"))]),
                 plan_reply("execute", [cmd("toggle")]),
             ),
-            [],
-            answer_model=ScriptedChatModel(["done"]),
-            mcp_servers=toolset,
+            [toolset],
+            models=ModelOptions(answer_model=ScriptedChatModel(["done"])),
         )
         out = await graph.ainvoke({"user_input": "explode, then toggle"})
         assert [r["success"] for r in out["tool_logs"]] == [False, True]

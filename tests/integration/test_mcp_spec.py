@@ -25,7 +25,7 @@ from third_party import (
     time_server,
 )
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.errors import MCPTransportError
 from agentloop.mcp import MCPToolset
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -39,7 +39,7 @@ def loop_with(
 ) -> tuple[Any, ScriptedChatModel]:
     planner = ScriptedChatModel([*plans, plan_reply("response")])
     graph = create_tool_loop(
-        planner, [], answer_model=ScriptedChatModel([answer]), mcp_servers=toolset, **options
+        planner, [toolset], models=ModelOptions(answer_model=ScriptedChatModel([answer])), **options
     )
     return graph, planner
 
@@ -164,9 +164,10 @@ async def test_runs_and_threads_share_one_session_per_server(run_loop: Any) -> N
 
         planner = ScriptedChatModel(responder=plan)
         graph = create_tool_loop(
-            planner, [], answer_model=ScriptedChatModel(repeat_last=True, replies=["ok"]),
-            mcp_servers=toolset,
-        )  # fmt: skip
+            planner,
+            [toolset],
+            models=ModelOptions(answer_model=ScriptedChatModel(repeat_last=True, replies=["ok"])),
+        )
         first = await run_loop(graph, {"user_input": "time?"}, {"configurable": {"thread_id": "a"}})
         assert first["tool_logs"][0]["success"], first["tool_logs"]
         pids = child_pids("mcp-server-time")
@@ -199,7 +200,7 @@ async def test_a_run_scoped_server_gets_a_session_per_run(run_loop: Any) -> None
                 ]
             )
             graph = create_tool_loop(
-                planner, [], answer_model=ScriptedChatModel(["a", "b"]), mcp_servers=toolset
+                planner, [toolset], models=ModelOptions(answer_model=ScriptedChatModel(["a", "b"]))
             )
             await run_loop(graph, {"user_input": "flip"})
             out = await run_loop(graph, {"user_input": "flip again"})
@@ -247,7 +248,7 @@ async def test_a_server_that_fails_at_build_is_left_out_then_tried_again(
         )
         with caplog.at_level(logging.INFO, logger="agentloop"):
             graph = create_tool_loop(
-                planner, [], answer_model=ScriptedChatModel(["a", "b"]), mcp_servers=toolset
+                planner, [toolset], models=ModelOptions(answer_model=ScriptedChatModel(["a", "b"]))
             )
         assert "late" in toolset.unavailable
         assert "MCP server 'late' is unavailable" in caplog.text
@@ -278,7 +279,7 @@ async def test_a_server_that_fails_at_build_is_left_out_then_tried_again(
 def test_a_required_server_that_fails_stops_the_build(tmp_path: Path) -> None:
     config = {"late": own_server("wakes_late", str(tmp_path / "never"), required=True)}
     with pytest.raises(MCPTransportError, match="could not be started"):
-        create_tool_loop(ScriptedChatModel([]), [], mcp_servers=config)
+        create_tool_loop(ScriptedChatModel([]), [MCPToolset(config)])
 
 
 async def test_a_server_killed_between_calls_is_restarted(tmp_path: Path) -> None:
@@ -310,7 +311,7 @@ async def test_a_tool_added_during_a_run_is_offered_in_its_next_round(run_loop: 
             ]
         )
         graph = create_tool_loop(
-            planner, [], answer_model=ScriptedChatModel(["a"]), mcp_servers=toolset
+            planner, [toolset], models=ModelOptions(answer_model=ScriptedChatModel(["a"]))
         )
         out = await run_loop(graph, {"user_input": "unlock, then the secret"})
     assert "secret" not in prompt_tools(planner.requests[0])
@@ -332,7 +333,7 @@ async def test_the_tool_list_is_refreshed_on_list_changed(
         )
         with caplog.at_level(logging.INFO, logger="agentloop.mcp.server"):
             graph = create_tool_loop(
-                planner, [], answer_model=ScriptedChatModel(["a", "b"]), mcp_servers=toolset
+                planner, [toolset], models=ModelOptions(answer_model=ScriptedChatModel(["a", "b"]))
             )
             version = toolset.version
             first = await graph.ainvoke({"user_input": "unlock"})

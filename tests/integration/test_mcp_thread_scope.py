@@ -10,7 +10,7 @@ import pytest
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.mcp import MCPToolset
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -42,8 +42,8 @@ def loop(scope: str) -> tuple[Any, MCPToolset]:
     toolset = MCPToolset(config)
     graph = create_tool_loop(
         planner(),
-        mcp_servers=toolset,
-        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        tools=[toolset],
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
         checkpointer=InMemorySaver(),
     )
     return graph, toolset

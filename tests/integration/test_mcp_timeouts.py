@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from third_party import own_server
 
-from agentloop import GovernanceOptions, ToolPolicy, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.mcp import MCPToolset
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -34,9 +34,8 @@ async def test_a_timed_out_mcp_write_is_an_unknown_outcome(run_loop: Any, tmp_pa
         )
         graph = create_tool_loop(
             planner,
-            [],
-            answer_model=ScriptedChatModel(["checked"]),
-            mcp_servers=toolset,
+            [toolset],
+            models=ModelOptions(answer_model=ScriptedChatModel(["checked"])),
             governance=GovernanceOptions(policies={"slow_append": ToolPolicy(timeout_s=0.5)}),
         )
         out = await run_loop(graph, {"user_input": "append"})

@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from postgres import postgres_dsn
 
-from agentloop import GovernanceOptions, PlanningOptions, ToolPolicy, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.testing import ScriptedChatModel
 
 pytestmark = pytest.mark.integration
@@ -54,8 +54,8 @@ def _loop(saver: Any, effects: list[str], lock: threading.Lock) -> Any:
     return create_tool_loop(
         planner,
         [lookup, save_note],
-        answer_model=ScriptedChatModel(["noted"], repeat_last=True),
-        planning=PlanningOptions(plan_mode="native"),
+        models=ModelOptions(answer_model=ScriptedChatModel(["noted"], repeat_last=True)),
+        plan_mode="native",
         governance=GovernanceOptions(policies={"save_note": ToolPolicy(read_only=False)}),
         checkpointer=saver,
     )

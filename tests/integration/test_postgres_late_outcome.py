@@ -12,7 +12,7 @@ import pytest
 from langchain_core.tools import tool
 from postgres import postgres_dsn
 
-from agentloop import GovernanceOptions, ToolPolicy, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.durability import LedgerKey, LedgerOp, ledger_for
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.late import LATE_NOTE
@@ -36,7 +36,7 @@ def _loop(saver: Any, release: threading.Event) -> Any:
     return create_tool_loop(
         planner,
         [send_payment],
-        answer_model=ScriptedChatModel(["checked"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["checked"])),
         governance=GovernanceOptions(policies={"send_payment": ToolPolicy(timeout_s=0.3)}),
         checkpointer=saver,
     )

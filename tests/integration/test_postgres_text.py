@@ -16,7 +16,7 @@ import pytest
 from langchain_core.tools import tool
 from postgres import postgres_dsn
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 pytestmark = pytest.mark.integration
@@ -49,7 +49,10 @@ def _loop(saver: Any, received: list[str]) -> Any:
     )
     answers = ScriptedChatModel(["The total\x00 is 42.", "Still 42."])
     return create_tool_loop(
-        planner, [get_page, save_note], answer_model=answers, checkpointer=saver
+        planner,
+        [get_page, save_note],
+        models=ModelOptions(answer_model=answers),
+        checkpointer=saver,
     )
 
 
@@ -108,7 +111,7 @@ def test_nul_in_the_callers_input_on_postgres() -> None:
         loop = create_tool_loop(
             ScriptedChatModel([plan_reply("response")], repeat_last=True),
             [],
-            answer_model=ScriptedChatModel(["noted"], repeat_last=True),
+            models=ModelOptions(answer_model=ScriptedChatModel(["noted"], repeat_last=True)),
             checkpointer=saver,
         )
         config = {"configurable": {"thread_id": uuid.uuid4().hex}}

@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from agentloop import GovernanceOptions, LoopContext, ToolPolicy, create_tool_loop
+from agentloop import GovernanceOptions, LoopContext, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 pytestmark = pytest.mark.integration
@@ -57,7 +57,9 @@ class Thread:
         self.graph = create_tool_loop(
             ScriptedChatModel(responder=planner),
             [send_invoice, get_balance],
-            answer_model=ScriptedChatModel(responder=lambda messages: "invoiced"),
+            models=ModelOptions(
+                answer_model=ScriptedChatModel(responder=lambda messages: "invoiced")
+            ),
             governance=GovernanceOptions(
                 policies={"send_invoice": ToolPolicy(idempotent=False, concurrency_safe=False)}
             ),

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agentloop import create_tool_loop
+from agentloop import MCPToolset, ModelOptions, create_tool_loop
 from agentloop.redaction import REDACTED
 from agentloop.servers import bundled_servers_config
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -52,8 +52,8 @@ async def test_a_server_printing_its_env_at_startup_logs_no_secret(
     command = {"tool_name": "calculate", "tool_kwargs": {"expression": "2+2"}}
     graph = create_tool_loop(
         ScriptedChatModel([plan_reply("execute", [command]), plan_reply("response")]),
-        mcp_servers=leaky_config(tmp_path),
-        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        tools=[MCPToolset(leaky_config(tmp_path))],
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
     )
     out = await run_loop(graph, {"user_input": "2+2"})
     assert out["tool_logs"][0]["success"] is True
@@ -114,8 +114,8 @@ async def test_a_server_url_path_and_query_never_reach_the_logs(
     command = {"tool_name": "calculate", "tool_kwargs": {"expression": "6*7"}}
     graph = create_tool_loop(
         ScriptedChatModel([plan_reply("execute", [command]), plan_reply("response")]),
-        mcp_servers={"mcpServers": {"remote": {"url": secret_url}}},
-        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        tools=[MCPToolset({"mcpServers": {"remote": {"url": secret_url}}})],
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
     )
     out = await run_loop(graph, {"user_input": "6*7"})
     assert out["tool_logs"][0]["result"]["result"] == 42

@@ -17,7 +17,7 @@ import pytest
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentloop import GovernanceOptions, ToolPolicy, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.durability import LedgerKey, PostgresUriLedger, ledger_for
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -67,7 +67,7 @@ def payments_loop(effects: list[str]) -> Any:
     return create_tool_loop(
         ScriptedChatModel(responder=planner),
         [send_payment],
-        answer_model=ScriptedChatModel(responder=lambda messages: "paid"),
+        models=ModelOptions(answer_model=ScriptedChatModel(responder=lambda messages: "paid")),
         governance=GovernanceOptions(policies={"send_payment": ToolPolicy(idempotent=False)}),
         interrupt_before=["execute"],
     )

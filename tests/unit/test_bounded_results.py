@@ -13,7 +13,7 @@ import pytest
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentloop import GovernanceOptions, ToolPolicy, ToolRetry, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.results import UNREAD_MARKER
 
@@ -29,8 +29,8 @@ def cmd(tool_name: str, **kwargs: Any) -> dict[str, Any]:
 def build(commands: list[dict[str, Any]], tools: list[Any], **options: Any) -> Any:
     planner = ScriptedChatModel([plan_reply("execute", commands), plan_reply("response")])
     return create_tool_loop(
-        planner, tools, answer_model=ScriptedChatModel(["ok"]), checkpointer=InMemorySaver(),
-        **options,
+        planner, tools, models=ModelOptions(answer_model=ScriptedChatModel(["ok"])),
+        checkpointer=InMemorySaver(), **options,
     )  # fmt: skip
 
 

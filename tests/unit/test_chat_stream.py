@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import AIMessageChunk
 from langchain_core.tools import tool
 
-from agentloop import PlanningOptions, create_tool_loop
+from agentloop import ModelOptions, PlanningOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 
@@ -28,7 +28,7 @@ def _loop(**options: Any) -> Any:
         chunk_size=6,
     )
     answerer = ScriptedChatModel(["The sum is 5."], chunk_size=4)
-    return create_tool_loop(planner, [add], answer_model=answerer, **options)
+    return create_tool_loop(planner, [add], models=ModelOptions(answer_model=answerer), **options)
 
 
 async def _messages(graph: Any, entry: str) -> list[tuple[Any, dict[str, Any]]]:

@@ -13,7 +13,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
-from agentloop import ConfigurationError, PlanningOptions, create_tool_loop
+from agentloop import ConfigurationError, ModelOptions, PlanningOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 
@@ -36,7 +36,9 @@ def weather_planner(messages: list[BaseMessage]) -> str:
 
 
 def chat_app(planner: ScriptedChatModel, answerer: ScriptedChatModel, **options: Any) -> Any:
-    loop = create_tool_loop(planner, [get_weather], answer_model=answerer, **options)
+    loop = create_tool_loop(
+        planner, [get_weather], models=ModelOptions(answer_model=answerer), **options
+    )
     app = StateGraph(MessagesState)
     app.add_node("agent", loop)
     app.add_edge(START, "agent")
@@ -138,7 +140,7 @@ async def test_a_prompt_file_replaces_the_shipped_one(run_loop: Any, tmp_path: P
     graph = create_tool_loop(
         ScriptedChatModel([plan_reply("response")]),
         [get_weather],
-        answer_model=answerer,
+        models=ModelOptions(answer_model=answerer),
         planning=PlanningOptions(prompts={"answer_system": str(template)}),
     )
     await run_loop(graph, {"user_input": "hi"})
@@ -180,7 +182,9 @@ async def test_the_plan_example_uses_the_loops_real_tool_and_argument_names(
 async def test_the_plan_system_prompt_is_the_same_every_round(run_loop: Any) -> None:
     planner = ScriptedChatModel(responder=weather_planner)
     out = await run_loop(
-        create_tool_loop(planner, [get_weather], answer_model=ScriptedChatModel(["ok"])),
+        create_tool_loop(
+            planner, [get_weather], models=ModelOptions(answer_model=ScriptedChatModel(["ok"]))
+        ),
         {"user_input": "weather in Paris?"},
     )
     assert out["round_state"]["round_index"] == 1
@@ -200,7 +204,9 @@ async def test_the_plan_prompt_history_only_grows_at_its_end(run_loop: Any) -> N
              for n in range(1, 5)]  # fmt: skip
     planner = ScriptedChatModel([*plans, plan_reply("response")])
     await run_loop(
-        create_tool_loop(planner, [get_page], answer_model=ScriptedChatModel(["ok"])),
+        create_tool_loop(
+            planner, [get_page], models=ModelOptions(answer_model=ScriptedChatModel(["ok"]))
+        ),
         {"user_input": "read pages 1 to 4"},
     )
     prompts = [str(request[1].content) for request in planner.requests]
@@ -224,7 +230,7 @@ async def test_planner_calls_per_run_are_bounded(run_loop: Any) -> None:
     graph = create_tool_loop(
         planner,
         [get_weather],
-        answer_model=ScriptedChatModel(["partial"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["partial"])),
         max_rounds=20,
         planning=PlanningOptions(max_plan_calls=3),
     )
@@ -240,7 +246,7 @@ async def test_a_tool_mode_planner_that_keeps_failing_is_bounded(run_loop: Any) 
     planner = ScriptedChatModel(responder=lambda _messages: junk)
     answerer = ScriptedChatModel(["never"])
     graph = create_tool_loop(
-        planner, [get_weather], answer_model=answerer, planning=PlanningOptions(plan_mode="tool")
+        planner, [get_weather], models=ModelOptions(answer_model=answerer), plan_mode="tool"
     )
     out = await run_loop(graph, {"user_input": "hi"})
     assert len(planner.requests) == 3  # the first plan and two re-asks (the default)
@@ -282,7 +288,7 @@ async def test_tool_mode_asks_for_strict_output_where_the_model_offers_it(run_lo
                                                "execution_commands": []}}])  # fmt: skip
     model = StrictToolModel([plan, done, "Paris: rain."])
     out = await run_loop(
-        create_tool_loop(model, [get_weather], planning=PlanningOptions(plan_mode="tool")),
+        create_tool_loop(model, [get_weather], plan_mode="tool"),
         {"user_input": "?"},
     )
     assert out["round_state"]["done_plans"][0]["result"] == "Paris: rain, 11 C"

@@ -9,7 +9,7 @@ from typing import Any
 
 from langchain_core.tools import tool
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel
 
 
@@ -47,7 +47,7 @@ async def test_a_huge_plan_cut_mid_stream_runs_at_most_the_cap_and_reports_it(
     plan = huge_plan(2000)  # about 100,000 characters: past max_plan_chars (32,000)
     planner = ScriptedChatModel([plan], repeat_last=True, chunk_size=400)
     answerer = ScriptedChatModel(["unused"], repeat_last=True)
-    graph = create_tool_loop(planner, [counter.tool()], answer_model=answerer)
+    graph = create_tool_loop(planner, [counter.tool()], models=ModelOptions(answer_model=answerer))
     out = await run_loop(graph, {"user_input": "list them all"})
     assert out["status"] == "planner_failed"
     assert planner.request_count == 3  # the plan was asked again twice

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from langchain_core.tools import tool
 
-from agentloop import GovernanceOptions, ToolPolicy, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.display import RunReport, compact_json, report, shorten
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -76,7 +76,7 @@ def state() -> dict[str, Any]:
     graph = create_tool_loop(
         planner,
         [render_page, add, explode, get_long_text],
-        answer_model=ScriptedChatModel(["The page says <i>hi</i> & 1+2=3."]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["The page says <i>hi</i> & 1+2=3."])),
         governance=GovernanceOptions(
             policies={
                 "get_long_text": ToolPolicy(max_result_chars=500),
@@ -188,7 +188,7 @@ def test_cache_hits_are_flagged() -> None:
     graph = create_tool_loop(
         planner,
         [get_rate],
-        answer_model=ScriptedChatModel(["1.1"], repeat_last=True),
+        models=ModelOptions(answer_model=ScriptedChatModel(["1.1"], repeat_last=True)),
         governance=GovernanceOptions(policies={"get_rate": ToolPolicy(cache_ttl_s=60)}),
     )
     first = RunReport(run(graph, "rate?")).rows()

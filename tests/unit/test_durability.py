@@ -14,7 +14,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphInterrupt
 
-from agentloop import GovernanceOptions, ToolPolicy, as_tool, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, as_tool, create_tool_loop
 from agentloop._steps import arun_steps, run_steps
 from agentloop.durability import (
     CallGuard,
@@ -227,7 +227,7 @@ def invoicing_loop(effects: Effects, **options: Any) -> Any:
     return create_tool_loop(
         ScriptedChatModel(responder=invoicing_planner),
         side_effect_tools(effects),
-        answer_model=ScriptedChatModel(responder=lambda messages: "invoiced"),
+        models=ModelOptions(answer_model=ScriptedChatModel(responder=lambda messages: "invoiced")),
         governance=GovernanceOptions(
             policies={"send_invoice": ToolPolicy(idempotent=False, concurrency_safe=False)}
         ),
@@ -315,7 +315,9 @@ async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(run_loop: 
             )
         ),
         [send_invoice],
-        answer_model=ScriptedChatModel(responder=lambda messages: "child done"),
+        models=ModelOptions(
+            answer_model=ScriptedChatModel(responder=lambda messages: "child done")
+        ),
         governance=GovernanceOptions(policies={"send_invoice": ToolPolicy(idempotent=False)}),
     )  # fmt: skip
     parent = create_tool_loop(
@@ -327,7 +329,7 @@ async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(run_loop: 
             ]
         ),
         [as_tool(child, name="clerk", description="Invoices.")],
-        answer_model=ScriptedChatModel(["parent done"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["parent done"])),
         governance=GovernanceOptions(policies={"clerk": ToolPolicy(timeout_s=0.3)}),
         checkpointer=InMemorySaver(),
     )  # fmt: skip
@@ -352,7 +354,7 @@ async def test_a_sub_agent_runs_with_the_parents_checkpointer(run_loop: Any) -> 
             ]
         ),
         [as_tool(invoicing_loop(effects, name="clerk_loop"), name="clerk", description="Bills.")],
-        answer_model=ScriptedChatModel(["parent done"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["parent done"])),
         checkpointer=saver,
         name="boss",
     )  # fmt: skip

@@ -21,7 +21,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 from langgraph.store.sqlite.aio import AsyncSqliteStore
 
-from agentloop import GovernanceOptions, ToolPolicy, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop._steps import arun_steps
 from agentloop.durability import (
     CallGuard,
@@ -92,7 +92,7 @@ def payments_loop(effects: list[str], **options: Any) -> Any:
     return create_tool_loop(
         ScriptedChatModel(responder=planner),
         [send_payment],
-        answer_model=ScriptedChatModel(responder=lambda messages: "paid"),
+        models=ModelOptions(answer_model=ScriptedChatModel(responder=lambda messages: "paid")),
         governance=GovernanceOptions(policies={"send_payment": ToolPolicy(idempotent=False)}),
         **options,
     )
@@ -218,7 +218,9 @@ def read_only_loop(**options: Any) -> Any:
     return create_tool_loop(
         ScriptedChatModel(responder=lambda messages: str(plan_reply("response"))),
         [],
-        answer_model=ScriptedChatModel(responder=lambda messages: "nothing to do"),
+        models=ModelOptions(
+            answer_model=ScriptedChatModel(responder=lambda messages: "nothing to do")
+        ),
         **options,
     )
 

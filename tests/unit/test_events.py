@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from langchain_core.tools import tool
 
-from agentloop import EVENT_TYPES, as_tool, create_tool_loop
+from agentloop import EVENT_TYPES, ModelOptions, as_tool, create_tool_loop
 from agentloop._event_base import is_optional
 from agentloop.events import (
     EVENTS,
@@ -143,7 +143,7 @@ async def test_every_streamed_event_is_as_declared(entry: str) -> None:
             [plan_reply("execute", [_cmd("search_notes", query="a")]), plan_reply("response")]
         ),
         [search_notes],
-        answer_model=ScriptedChatModel(["child answer"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["child answer"])),
         name="child",
     )
     helper = as_tool(child, name="ask_child", description="Asks the child.")
@@ -155,7 +155,7 @@ async def test_every_streamed_event_is_as_declared(entry: str) -> None:
     loop = create_tool_loop(
         ScriptedChatModel([plan_reply("execute", commands), plan_reply("response")]),
         [search_notes, flaky_lookup, helper],
-        answer_model=ScriptedChatModel(["the answer"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["the answer"])),
         name="parent",
     )
     payload = {"user_input": "tides?"}

@@ -14,6 +14,7 @@ from agentloop import (
     AuditLog,
     ConfigurationError,
     GovernanceOptions,
+    ModelOptions,
     PlanningOptions,
     ResultCache,
     ToolInvocation,
@@ -42,7 +43,9 @@ def one_round(*commands: dict[str, Any]) -> list[Any]:
 def build(plans: list[Any], tools: list[Any], **options: Any) -> tuple[Any, ScriptedChatModel]:
     planner = ScriptedChatModel(plans)
     answerer = ScriptedChatModel(["ok"], repeat_last=True)
-    return create_tool_loop(planner, tools, answer_model=answerer, **options), planner
+    return create_tool_loop(
+        planner, tools, models=ModelOptions(answer_model=answerer), **options
+    ), planner
 
 
 async def events_and_state(graph: Any, text: str = "go") -> tuple[list[dict[str, Any]], Any]:
@@ -281,7 +284,7 @@ async def test_cache_hit_skips_the_tool_across_runs(run_loop: Any) -> None:
     graph = create_tool_loop(
         planner,
         [search_docs],
-        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
         governance=GovernanceOptions(policies={"search_docs": ToolPolicy(cache_ttl_s=60)}),
     )
     first = await run_loop(graph, {"user_input": "user one"})
@@ -421,7 +424,7 @@ async def test_stale_cache_then_stub_then_graceful_error(run_loop: Any) -> None:
     graph = create_tool_loop(
         planner,
         [get_rate, get_forecast, get_news],
-        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
         governance=GovernanceOptions(policies=policies),
     )
     await run_loop(graph, {"user_input": "one"})
@@ -466,7 +469,7 @@ async def test_no_stale_result_without_opting_in(run_loop: Any) -> None:
     graph = create_tool_loop(
         planner,
         [get_rate],
-        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
         governance=GovernanceOptions(
             policies={"get_rate": ToolPolicy(retry=ToolRetry(max_attempts=1))}
         ),
@@ -559,7 +562,7 @@ async def test_duplicate_rollback_stops_after_the_cap() -> None:
     graph = create_tool_loop(
         planner,
         [search_same],
-        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
         max_rounds=2,
         planning=PlanningOptions(max_consecutive_rollbacks=3),
     )
@@ -590,7 +593,9 @@ async def test_duplicate_in_mixed_round_is_compact_and_round_advances(run_loop: 
         ]
     )
     graph = create_tool_loop(
-        planner, [search_a], answer_model=ScriptedChatModel(["ok"], repeat_last=True)
+        planner,
+        [search_a],
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
     )
     out = await run_loop(graph, {"user_input": "go"})
     duplicate, fresh = out["round_state"]["last_round_records"]
@@ -693,7 +698,7 @@ def test_bad_configuration_is_rejected_clearly() -> None:
     with pytest.raises(ConfigurationError, match="max_rounds"):
         create_tool_loop(model, [get_a], max_rounds=-1)
     with pytest.raises(ConfigurationError, match="plan_mode"):
-        create_tool_loop(model, [get_a], planning=PlanningOptions(plan_mode="xml"))  # type: ignore[arg-type]
+        create_tool_loop(model, [get_a], plan_mode="xml")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="unique"):
         create_tool_loop(model, [get_a, get_a])
     with pytest.raises(ValueError):

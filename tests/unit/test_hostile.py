@@ -31,8 +31,7 @@ def build(commands: list[dict[str, Any]], tools: list[Any], **options: Any) -> A
     return create_tool_loop(
         planner,
         tools,
-        answer_model=ScriptedChatModel(["ok"]),
-        models=ModelOptions(retry=NO_RETRY),
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"]), retry=NO_RETRY),
         **options,
     )
 
@@ -145,8 +144,7 @@ async def test_hostile_planner_models(mode: str) -> None:
     graph = create_tool_loop(
         StreamingFailure(mode=mode),
         [get_noisy],
-        answer_model=ScriptedChatModel(["fine"]),
-        models=ModelOptions(retry=NO_RETRY),
+        models=ModelOptions(answer_model=ScriptedChatModel(["fine"]), retry=NO_RETRY),
     )
     out = await graph.ainvoke({"user_input": "hi"})
     assert out["decision"]["next_action"] == "response"
@@ -162,8 +160,7 @@ def test_hostile_answer_models_sync(mode: str) -> None:
     graph = create_tool_loop(
         ScriptedChatModel([plan_reply("response")]),
         [get_noisy],
-        answer_model=StreamingFailure(mode=mode),
-        models=ModelOptions(retry=NO_RETRY),
+        models=ModelOptions(answer_model=StreamingFailure(mode=mode), retry=NO_RETRY),
     )
     out = graph.invoke({"user_input": "hi"})
     assert isinstance(out["answer"], str)
@@ -209,7 +206,7 @@ async def test_tool_results_are_delimited_data_in_prompts() -> None:
         [plan_reply("execute", [cmd("get_page", url="http://x")]), plan_reply("response")]
     )
     answerer = ScriptedChatModel(["ok"])
-    graph = create_tool_loop(planner, [get_page], answer_model=answerer)
+    graph = create_tool_loop(planner, [get_page], models=ModelOptions(answer_model=answerer))
     await graph.ainvoke({"user_input": "read it"})
     system, human = planner.requests[1]
     assert injection not in str(system.content)  # never in the instructions

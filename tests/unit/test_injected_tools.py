@@ -19,7 +19,7 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 
-from agentloop import GovernanceOptions, LoopContext, create_tool_loop
+from agentloop import GovernanceOptions, LoopContext, ModelOptions, create_tool_loop
 from agentloop.durability import call_key
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -71,7 +71,9 @@ def commanding(value: int) -> Command[Any]:
 def _loop(commands: list[dict[str, Any]], tools: list[Any], **options: Any) -> tuple[Any, Any]:
     planner = ScriptedChatModel([plan_reply("execute", commands), plan_reply("response")])
     answerer = ScriptedChatModel(["done"], repeat_last=True)
-    return create_tool_loop(planner, tools, answer_model=answerer, **options), planner
+    return create_tool_loop(
+        planner, tools, models=ModelOptions(answer_model=answerer), **options
+    ), planner
 
 
 def _records(out: dict[str, Any]) -> list[dict[str, Any]]:
@@ -283,7 +285,10 @@ async def test_calls_started_while_the_plan_streams_get_their_injected_arguments
         chunk_size=5,
     )
     graph = create_tool_loop(
-        planner, [get_profile], answer_model=ScriptedChatModel(["ok"]), context_schema=UserContext
+        planner,
+        [get_profile],
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"])),
+        context_schema=UserContext,
     )
     events: list[dict[str, Any]] = []
     final: dict[str, Any] = {}

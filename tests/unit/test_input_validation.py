@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentloop import AgentLoopError, InputError, create_tool_loop
+from agentloop import AgentLoopError, InputError, ModelOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 
@@ -23,7 +23,10 @@ def loop() -> tuple[Any, ScriptedChatModel, ScriptedChatModel]:
     planner = ScriptedChatModel([plan_reply("response")], repeat_last=True)
     answerer = ScriptedChatModel(["hello"], repeat_last=True)
     graph = create_tool_loop(
-        planner, [get_time], answer_model=answerer, checkpointer=InMemorySaver()
+        planner,
+        [get_time],
+        models=ModelOptions(answer_model=answerer),
+        checkpointer=InMemorySaver(),
     )
     return graph, planner, answerer
 

@@ -8,7 +8,7 @@ import pytest
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentloop import InputError, create_tool_loop
+from agentloop import InputError, ModelOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 
@@ -23,7 +23,7 @@ def loop(effects: list[str]) -> Any:
     return create_tool_loop(
         ScriptedChatModel([plan_reply("execute", [command]), plan_reply("response")]),
         [send_invoice],
-        answer_model=ScriptedChatModel(["invoiced"], repeat_last=True),
+        models=ModelOptions(answer_model=ScriptedChatModel(["invoiced"], repeat_last=True)),
         checkpointer=InMemorySaver(),
         interrupt_after=["execute"],
     )

@@ -8,7 +8,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentloop import GovernanceOptions, ToolPolicy, ToolRetry, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.cache_scope import run_identity
 
@@ -42,7 +42,7 @@ def _orders_loop(policy: ToolPolicy, **options: Any) -> tuple[Any, list[str]]:
     graph = create_tool_loop(
         _planner(),
         [get_my_orders],
-        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
         governance=GovernanceOptions(policies={"get_my_orders": policy}),
         **options,
     )

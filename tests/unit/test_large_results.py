@@ -13,7 +13,7 @@ from typing import Any
 
 from langchain_core.tools import tool
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.results import UNREAD_TEXT_MARKER
 
@@ -58,7 +58,9 @@ async def test_a_fifty_megabyte_result_does_not_stall_the_event_loop(run_loop: A
         ]
     )
     loop = create_tool_loop(
-        planner, [get_export, get_sync_export], answer_model=ScriptedChatModel(["done"])
+        planner,
+        [get_export, get_sync_export],
+        models=ModelOptions(answer_model=ScriptedChatModel(["done"])),
     )
     stop, stalls = asyncio.Event(), []
     beating = asyncio.create_task(heartbeat(stop, stalls))

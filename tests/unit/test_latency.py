@@ -99,7 +99,9 @@ TWO_LOOKUPS = str(
 async def test_read_only_calls_start_while_the_plan_streams(entry: str) -> None:
     clock = Clock()
     planner = timed_planner(clock, [TWO_LOOKUPS, str(plan_reply("response"))])
-    graph = create_tool_loop(planner, tools_for(clock), answer_model=timed_answerer(clock))
+    graph = create_tool_loop(
+        planner, tools_for(clock), models=ModelOptions(answer_model=timed_answerer(clock))
+    )
     events = await collect_events(graph, {"user_input": "news and weather"}, entry)
     types = [event["type"] for event in events]
     decided = types.index("plan_decided")
@@ -119,7 +121,9 @@ async def test_read_only_calls_start_while_the_plan_streams(entry: str) -> None:
 async def test_dispatched_records_are_the_round_records(entry: str) -> None:
     clock = Clock()
     planner = timed_planner(clock, [TWO_LOOKUPS, str(plan_reply("response"))])
-    graph = create_tool_loop(planner, tools_for(clock), answer_model=timed_answerer(clock))
+    graph = create_tool_loop(
+        planner, tools_for(clock), models=ModelOptions(answer_model=timed_answerer(clock))
+    )
     payload = {"user_input": "news and weather"}
     if entry == "invoke":
         result = await asyncio.to_thread(graph.invoke, payload)
@@ -134,7 +138,9 @@ async def test_a_call_with_side_effects_keeps_its_place_in_the_order() -> None:
     clock = Clock()
     plan = plan_reply("execute", [cmd("save_note", text="x"), cmd("lookup", query="after")])
     planner = timed_planner(clock, [str(plan), str(plan_reply("response"))])
-    graph = create_tool_loop(planner, tools_for(clock), answer_model=timed_answerer(clock))
+    graph = create_tool_loop(
+        planner, tools_for(clock), models=ModelOptions(answer_model=timed_answerer(clock))
+    )
     events = await collect_events(graph, {"user_input": "save then look up"}, "ainvoke")
     assert not [e for e in events if e["type"] == "tool_dispatched"]
     assert clock.first("save started") < clock.first("lookup started")
@@ -154,7 +160,10 @@ async def test_streaming_dispatch_is_off_by_option_and_when_a_person_reviews_the
     clock = Clock()
     planner = timed_planner(clock, [TWO_LOOKUPS, str(plan_reply("response"))])
     graph = create_tool_loop(
-        planner, tools_for(clock), answer_model=timed_answerer(clock), **options
+        planner,
+        tools_for(clock),
+        models=ModelOptions(answer_model=timed_answerer(clock)),
+        **options,
     )
     config = {"configurable": {"thread_id": "review"}}
     events = [e async for e in graph.astream({"user_input": "q"}, config, stream_mode="custom")]
@@ -175,8 +184,9 @@ async def test_calls_of_a_plan_that_is_asked_again_are_not_kept(entry: str) -> N
     graph = create_tool_loop(
         planner,
         tools_for(clock, lookup_s=1.0),
-        answer_model=timed_answerer(clock),
-        models=ModelOptions(limits=ModelLimits(max_plan_chars=cut_at + 20)),
+        models=ModelOptions(
+            answer_model=timed_answerer(clock), limits=ModelLimits(max_plan_chars=cut_at + 20)
+        ),
     )
     events = await collect_events(graph, {"user_input": "q"}, entry)
     types = [event["type"] for event in events]
@@ -197,7 +207,7 @@ async def test_speculative_answer_runs_alongside_the_final_plan(entry: str) -> N
     graph = create_tool_loop(
         planner,
         tools_for(clock),
-        answer_model=answerer,
+        models=ModelOptions(answer_model=answerer),
         planning=PlanningOptions(speculative_answer=True),
     )
     payload = {"user_input": "write a welcome"}
@@ -234,7 +244,7 @@ async def test_a_speculative_answer_is_cancelled_when_the_plan_executes(entry: s
     graph = create_tool_loop(
         planner,
         tools_for(clock),
-        answer_model=timed_answerer(clock, "the news"),
+        models=ModelOptions(answer_model=timed_answerer(clock, "the news")),
         planning=PlanningOptions(speculative_answer=True),
     )
     events = await collect_events(graph, {"user_input": "news?"}, entry)
@@ -255,7 +265,7 @@ async def test_cancelled_answers_count_in_usage() -> None:
         return create_tool_loop(
             timed_planner(clock, plans),
             tools_for(clock),
-            answer_model=timed_answerer(clock, "the news"),
+            models=ModelOptions(answer_model=timed_answerer(clock, "the news")),
             planning=PlanningOptions(speculative_answer=speculative),
         )
 
@@ -272,7 +282,7 @@ async def test_the_adopted_answer_streams_from_the_answer_node() -> None:
     graph = create_tool_loop(
         timed_planner(clock, [str(plan_reply("response"))]),
         tools_for(clock),
-        answer_model=timed_answerer(clock, "a streamed welcome"),
+        models=ModelOptions(answer_model=timed_answerer(clock, "a streamed welcome")),
         planning=PlanningOptions(speculative_answer=True),
     )
     chunks = [
@@ -290,7 +300,7 @@ async def test_a_speculative_answer_that_fails_is_asked_again() -> None:
     graph = create_tool_loop(
         timed_planner(clock, [str(plan_reply("response"))]),
         tools_for(clock),
-        answer_model=answerer,
+        models=ModelOptions(answer_model=answerer),
         planning=PlanningOptions(speculative_answer=True),
     )
     events = [e async for e in graph.astream({"user_input": "hi"}, stream_mode="custom")]
@@ -306,7 +316,10 @@ async def test_streaming_dispatch_runs_with_a_checkpointer_and_replays_repeat_no
     clock = Clock()
     planner = timed_planner(clock, [TWO_LOOKUPS, str(plan_reply("response"))], repeat_last=True)
     graph = create_tool_loop(
-        planner, tools_for(clock), answer_model=timed_answerer(clock), checkpointer=InMemorySaver()
+        planner,
+        tools_for(clock),
+        models=ModelOptions(answer_model=timed_answerer(clock)),
+        checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": "durable"}}
     events = await collect_events(graph, {"user_input": "news and weather"}, entry, config=config)
@@ -328,7 +341,7 @@ async def test_every_event_a_run_emits_is_declared() -> None:
     graph = create_tool_loop(
         planner,
         tools_for(clock),
-        answer_model=timed_answerer(clock),
+        models=ModelOptions(answer_model=timed_answerer(clock)),
         planning=PlanningOptions(speculative_answer=True),
     )
     events = await collect_events(graph, {"user_input": "news and weather"}, "ainvoke")

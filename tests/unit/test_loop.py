@@ -16,9 +16,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
 from agentloop import (
-    GovernanceOptions,
     ModelOptions,
-    PlanningOptions,
     create_tool_loop,
 )
 from agentloop.model_calls import ModelRetryPolicy
@@ -51,7 +49,7 @@ def explode(reason: str) -> str:
 def loop_with(plans: list[Any], tools: list[Any], **options: Any) -> tuple[Any, Any, Any]:
     planner = ScriptedChatModel(plans, chunk_size=7)
     answerer = ScriptedChatModel(repeat_last=True, replies=["final answer"])
-    graph = create_tool_loop(planner, tools, answer_model=answerer, **options)
+    graph = create_tool_loop(planner, tools, models=ModelOptions(answer_model=answerer), **options)
     return graph, planner, answerer
 
 
@@ -198,7 +196,7 @@ async def test_concurrency_limit(run_loop: Any) -> None:
     graph, _, _ = loop_with(
         [plan_reply("execute", [cmd("get_item", n=i) for i in range(6)]), plan_reply("response")],
         [get_item],
-        governance=GovernanceOptions(concurrency=2),
+        concurrency=2,
     )
     out = await run_loop(graph, {"user_input": "go"})
     assert peak == 2
@@ -293,7 +291,9 @@ async def test_max_rounds_stops_without_a_wasted_plan_call(run_loop: Any) -> Non
 
     planner = ScriptedChatModel(responder=always_more)
     answerer = ScriptedChatModel(["done"], repeat_last=True)
-    graph = create_tool_loop(planner, [add], answer_model=answerer, max_rounds=2)
+    graph = create_tool_loop(
+        planner, [add], models=ModelOptions(answer_model=answerer), max_rounds=2
+    )
     events = [e async for e in graph.astream({"user_input": "go"}, stream_mode="custom")]
     assert len(planner.requests) == 2
     assert sum(1 for e in events if e["type"] == "round_completed") == 2
@@ -317,7 +317,7 @@ async def test_tool_plan_mode_with_streamed_tool_calls(run_loop: Any) -> None:
             plan_reply("response", as_tool_call=True),
         ],
         [add],
-        planning=PlanningOptions(plan_mode="tool"),
+        plan_mode="tool",
     )
     out = await run_loop(graph, {"user_input": "sum"})
     assert out["round_state"]["done_plans"][0]["result"] == 11
@@ -326,7 +326,7 @@ async def test_tool_plan_mode_with_streamed_tool_calls(run_loop: Any) -> None:
 
 async def test_tool_plan_mode_short_circuits(run_loop: Any) -> None:
     reply = plan_reply("response", [cmd("add", "y" * 300, a=1, b=1)] * 5, as_tool_call=True)
-    graph, planner, _ = loop_with([reply], [add], planning=PlanningOptions(plan_mode="tool"))
+    graph, planner, _ = loop_with([reply], [add], plan_mode="tool")
     out = await run_loop(graph, {"user_input": "hi"})
     assert out["round_state"]["round_index"] == 0
     assert planner.chunks_emitted < 10
@@ -401,8 +401,9 @@ async def test_answer_model_failure_gives_a_clear_answer(run_loop: Any) -> None:
     graph = create_tool_loop(
         planner,
         [add],
-        answer_model=answerer,
-        models=ModelOptions(retry=ModelRetryPolicy(max_attempts=2, initial_delay_s=0.01)),
+        models=ModelOptions(
+            answer_model=answerer, retry=ModelRetryPolicy(max_attempts=2, initial_delay_s=0.01)
+        ),
     )
     out = await run_loop(graph, {"user_input": "hi"})
     assert "network unreachable" in out["answer"]
@@ -468,7 +469,7 @@ async def test_events_on_the_custom_stream() -> None:
 async def test_answer_tokens_stream_on_messages_mode() -> None:
     planner = ScriptedChatModel([plan_reply("response")])
     answerer = ScriptedChatModel(["a fairly long final answer text"], chunk_size=4)
-    graph = create_tool_loop(planner, [add], answer_model=answerer)
+    graph = create_tool_loop(planner, [add], models=ModelOptions(answer_model=answerer))
     tokens = [
         chunk.content
         async for chunk, meta in graph.astream({"user_input": "hi"}, stream_mode="messages")
@@ -543,7 +544,7 @@ async def test_plain_langchain_fake_model(run_loop: Any) -> None:
     )
     planner = GenericFakeChatModel(messages=plans)
     answerer = GenericFakeChatModel(messages=iter([AIMessage("fifteen")]))
-    graph = create_tool_loop(planner, [add], answer_model=answerer)
+    graph = create_tool_loop(planner, [add], models=ModelOptions(answer_model=answerer))
     out = await run_loop(graph, {"user_input": "7+8?"})
     assert out["round_state"]["done_plans"][0]["result"] == 15
     assert out["answer"] == "fifteen"

@@ -17,7 +17,7 @@ import pytest
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
-from agentloop import GovernanceOptions, ToolPolicy, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.planning import extract_json_object
 from agentloop.planning.check import schema_shaped
 from agentloop.testing import ScriptedChatModel
@@ -52,7 +52,7 @@ def loop_for(case: dict[str, Any]) -> tuple[Any, ScriptedChatModel]:
     graph = create_tool_loop(
         ScriptedChatModel(responder=lambda _messages: raw),
         tools,
-        answer_model=answerer,
+        models=ModelOptions(answer_model=answerer),
         max_rounds=2,
         governance=GovernanceOptions(policies=policies),
     )

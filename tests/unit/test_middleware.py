@@ -20,7 +20,13 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from agentloop import ConfigurationError, GovernanceOptions, PlanningOptions, create_tool_loop
+from agentloop import (
+    ConfigurationError,
+    GovernanceOptions,
+    ModelOptions,
+    PlanningOptions,
+    create_tool_loop,
+)
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 deleted: list[str] = []
@@ -54,7 +60,7 @@ async def test_model_fallback_middleware_rescues_a_failing_planner(run_loop: Any
     graph = create_tool_loop(
         failing,
         [read_file],
-        answer_model=answerer,
+        models=ModelOptions(answer_model=answerer),
         middleware=[ModelFallbackMiddleware(backup)],
     )
     out = await run_loop(graph, {"user_input": "What is in a.txt?"})
@@ -66,7 +72,9 @@ async def test_model_fallback_middleware_rescues_a_failing_planner(run_loop: Any
 
 async def test_a_failing_planner_without_the_middleware_fails_the_run(run_loop: Any) -> None:
     failing = ScriptedChatModel([ValueError("planner is down")], repeat_last=True)
-    graph = create_tool_loop(failing, [read_file], answer_model=ScriptedChatModel(["x"]))
+    graph = create_tool_loop(
+        failing, [read_file], models=ModelOptions(answer_model=ScriptedChatModel(["x"]))
+    )
     out = await run_loop(graph, {"user_input": "What is in a.txt?"})
     assert out["status"] == "planner_failed"
 
@@ -89,7 +97,7 @@ async def test_wrap_tool_call_blocks_one_call_and_lets_another_through(run_loop:
     graph = create_tool_loop(
         planner,
         [read_file, delete_file],
-        answer_model=ScriptedChatModel(["done"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["done"])),
         middleware=[no_deletes],
         checkpointer=InMemorySaver(),
     )
@@ -117,7 +125,7 @@ async def test_tool_retry_middleware_retries_a_failing_tool(run_loop: Any) -> No
     graph = create_tool_loop(
         ScriptedChatModel(_plans(_call("send_report", to="ops"))),
         [send_report],
-        answer_model=ScriptedChatModel(["sent"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["sent"])),
         middleware=[retry],
     )
     out = await run_loop(graph, {"user_input": "send it"})
@@ -140,7 +148,7 @@ async def test_a_failure_no_middleware_handles_keeps_its_record(run_loop: Any) -
     graph = create_tool_loop(
         ScriptedChatModel(_plans(_call("send_report", to="ops"))),
         [send_report],
-        answer_model=ScriptedChatModel(["not sent"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["not sent"])),
         middleware=[passthrough],
     )
     out = await run_loop(graph, {"user_input": "send it"})
@@ -163,7 +171,10 @@ async def test_wrap_tool_call_sees_the_call_the_tool_and_a_tool_runtime(run_loop
 
     planner = ScriptedChatModel(_plans(_call("read_file", path="a.txt")))
     graph = create_tool_loop(
-        planner, [read_file], answer_model=ScriptedChatModel(["ok"]), middleware=[Recorder()]
+        planner,
+        [read_file],
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"])),
+        middleware=[Recorder()],
     )
     out = await run_loop(graph, {"user_input": "read a.txt"})
     [request] = seen
@@ -189,7 +200,7 @@ async def test_wrap_model_call_wraps_every_planner_and_answer_call(run_loop: Any
     graph = create_tool_loop(
         planner,
         [read_file],
-        answer_model=ScriptedChatModel(["fine"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["fine"])),
         system_prompt="House rules.",
         middleware=[record],
     )
@@ -232,7 +243,9 @@ async def test_invoke_runs_wrap_model_call_and_ainvoke_awrap_model_call(run_loop
     graph = create_tool_loop(
         ScriptedChatModel(_plans(_call("read_file", path="a.txt"))),
         [read_file],
-        answer_model=ScriptedChatModel(["fine", AIMessage("", tool_calls=[reply_call])]),
+        models=ModelOptions(
+            answer_model=ScriptedChatModel(["fine", AIMessage("", tool_calls=[reply_call])])
+        ),
         response_format={"title": "Reply", "type": "object", "properties": {"ok": {}}},
         middleware=[both, async_only],
     )
@@ -258,7 +271,7 @@ async def test_model_middleware_sees_the_answer_even_with_speculative_answers(
     graph = create_tool_loop(
         ScriptedChatModel([plan_reply("response")]),
         [read_file],
-        answer_model=ScriptedChatModel(["hi"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["hi"])),
         middleware=[count],
         planning=PlanningOptions(speculative_answer=True),
     )
@@ -276,7 +289,9 @@ async def test_model_settings_reach_the_model_like_prompt_cache_markers(run_loop
 
     planner = ScriptedChatModel(_plans(_call("read_file", path="a.txt")))
     answerer = ScriptedChatModel(["done"])
-    graph = create_tool_loop(planner, [read_file], answer_model=answerer, middleware=[cache_marker])
+    graph = create_tool_loop(
+        planner, [read_file], models=ModelOptions(answer_model=answerer), middleware=[cache_marker]
+    )
     await run_loop(graph, {"user_input": "read"})
     marker = {"type": "ephemeral"}
     assert [options.get("cache_control") for options in planner.request_options] == [marker] * 2
@@ -292,7 +307,7 @@ async def test_a_command_from_wrap_model_call_fails_the_plan_clearly(run_loop: A
     graph = create_tool_loop(
         ScriptedChatModel(_plans()),
         [read_file],
-        answer_model=ScriptedChatModel(["x"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["x"])),
         middleware=[commanding],
     )
     out = await run_loop(graph, {"user_input": "hi"})
@@ -312,7 +327,7 @@ async def test_a_reply_written_by_middleware_is_used(run_loop: Any) -> None:
     graph = create_tool_loop(
         ScriptedChatModel(_plans(_call("read_file", path="a.txt"))),
         [read_file],
-        answer_model=answerer,
+        models=ModelOptions(answer_model=answerer),
         middleware=[canned],
     )
     out = await run_loop(graph, {"user_input": "read a.txt"})
@@ -335,7 +350,7 @@ async def test_middleware_tools_join_the_loops_tools(run_loop: Any) -> None:
     graph = create_tool_loop(
         planner,
         [read_file],
-        answer_model=ScriptedChatModel(["noon"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["noon"])),
         middleware=[ClockMiddleware()],
     )
     out = await run_loop(graph, {"user_input": "time?"})
@@ -386,7 +401,7 @@ async def test_middleware_sits_inside_the_ledger_and_interceptors_see_it(run_loo
     graph = create_tool_loop(
         ScriptedChatModel(_plans(_call("read_file", path="a.txt"))),
         [read_file],
-        answer_model=ScriptedChatModel(["ok"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"])),
         middleware=[middle],
         governance=GovernanceOptions(mandatory_interceptors=[audit], interceptors=[optional]),
     )

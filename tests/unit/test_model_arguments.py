@@ -8,7 +8,7 @@ from langchain_core.tools import StructuredTool, tool
 from langgraph.prebuilt import ToolRuntime
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.policy import resolve_policy
 from agentloop.tools.spec import ToolSpec
@@ -125,7 +125,7 @@ async def test_a_run_records_what_pydantic_made_of_the_arguments(run_loop: Any) 
     graph = create_tool_loop(
         ScriptedChatModel(plans),
         [forecast],
-        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
     )
     out = await run_loop(graph, {"user_input": "go"})
     good, short_name = out["tool_logs"]

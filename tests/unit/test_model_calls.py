@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -37,8 +38,8 @@ class AuthenticationError(Exception):
 
 
 def loop(planner: Any, answerer: Any, **options: Any) -> Any:
-    options.setdefault("models", ModelOptions(retry=FAST))
-    return create_tool_loop(planner, [add], answer_model=answerer, **options)
+    models = replace(options.pop("models", ModelOptions(retry=FAST)), answer_model=answerer)
+    return create_tool_loop(planner, [add], models=models, **options)
 
 
 async def test_transient_planner_errors_are_retried() -> None:

@@ -17,14 +17,13 @@ from agentloop import (
     ConfigurationError,
     GovernanceOptions,
     LoopContext,
+    ModelOptions,
     PlanningOptions,
     ToolPolicy,
     create_tool_loop,
 )
 from agentloop.cli.parser import CliError, build_parser
 from agentloop.testing import ScriptedChatModel, plan_reply
-
-NATIVE = PlanningOptions(plan_mode="native")
 
 
 def calls(*specs: tuple[str, dict[str, Any]], text: str = "") -> AIMessage:
@@ -79,8 +78,8 @@ def native_loop(
     graph = create_tool_loop(
         planner,
         tools_for(effects, options.pop("lookup_s", 0.0)),
-        answer_model=answerer,
-        planning=options.pop("planning", NATIVE),
+        models=ModelOptions(answer_model=answerer),
+        plan_mode=options.pop("plan_mode", "native"),
         governance=GovernanceOptions(policies={"save_note": ToolPolicy(read_only=False)}),
         **options,
     )
@@ -258,19 +257,17 @@ async def test_the_plan_mode_can_be_chosen_per_run(run_loop: Any) -> None:
 def test_a_model_without_tool_calling_is_refused_when_the_loop_is_built() -> None:
     model = GenericFakeChatModel(messages=iter([AIMessage(str(plan_reply("response")))]))
     with pytest.raises(ConfigurationError, match="plan_mode='native' needs a model with tool"):
-        create_tool_loop(model, tools_for(Effects()), planning=NATIVE)
+        create_tool_loop(model, tools_for(Effects()), plan_mode="native")
     create_tool_loop(model, tools_for(Effects()))  # json mode needs no tool calling
 
 
 def test_a_fallback_without_tool_calling_is_refused_too() -> None:
-    from agentloop import ModelOptions
-
     fallback = GenericFakeChatModel(messages=iter([]))
     with pytest.raises(ConfigurationError, match="GenericFakeChatModel"):
         create_tool_loop(
             ScriptedChatModel([]),
             tools_for(Effects()),
-            planning=NATIVE,
+            plan_mode="native",
             models=ModelOptions(fallbacks=[fallback]),
         )
 
@@ -302,8 +299,8 @@ async def test_model_middleware_sees_the_tools_and_the_tool_calls(run_loop: Any)
     graph = create_tool_loop(
         planner,
         tools_for(effects),
-        answer_model=ScriptedChatModel(["fine"]),
-        planning=NATIVE,
+        models=ModelOptions(answer_model=ScriptedChatModel(["fine"])),
+        plan_mode="native",
         middleware=[record],
         max_rounds=2,
     )
@@ -344,7 +341,8 @@ async def test_speculative_answers_follow_the_native_decision(entry: str) -> Non
     graph, _, answerer = native_loop(
         effects,
         [calls(("lookup", {"query": "news"})), "That is enough."],
-        planning=PlanningOptions(plan_mode="native", speculative_answer=True),
+        plan_mode="native",
+        planning=PlanningOptions(speculative_answer=True),
     )
     events = await collect_events(graph, {"user_input": "news?"}, entry)
     speculated = [e["outcome"] for e in events if e["type"] == "answer_speculated"]

@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
 
-from agentloop import PlanningOptions, create_tool_loop
+from agentloop import ModelOptions, PlanningOptions, create_tool_loop
 from agentloop.prompts import PROMPT_VARIABLES, to_prompt_json
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -106,7 +106,7 @@ async def test_every_template_variable_quotes_hostile_text(run_loop: Any) -> Non
     graph = create_tool_loop(
         planner,
         tools,
-        answer_model=answerer,
+        models=ModelOptions(answer_model=answerer),
         planning=PlanningOptions(
             prompts={name: every_variable_template(name) for name in PROMPT_VARIABLES}
         ),
@@ -155,7 +155,9 @@ async def test_rollback_note_shows_a_forged_error_as_data(run_loop: Any) -> None
         ]
     )
     graph = create_tool_loop(
-        planner, [get_status], answer_model=ScriptedChatModel(["ok"], repeat_last=True)
+        planner,
+        [get_status],
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
     )
     out = await run_loop(graph, {"user_input": "status of a"})
     assert out["rollbacks"], "every call was flagged: the round is rolled back"

@@ -11,7 +11,7 @@ from typing import Any
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentloop import GovernanceOptions, ToolPolicy, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.freshness import ReadTracker, StateTouch
 from agentloop.tools.interceptors import Proceed, ToolInvocation
@@ -57,7 +57,9 @@ class Bank:
 def loop(plans: list[Any], bank: Bank, **options: Any) -> Any:
     planner = ScriptedChatModel(plans, chunk_size=9)
     answerer = ScriptedChatModel(repeat_last=True, replies=["done"])
-    return create_tool_loop(planner, bank.tools(), answer_model=answerer, **options)
+    return create_tool_loop(
+        planner, bank.tools(), models=ModelOptions(answer_model=answerer), **options
+    )
 
 
 def records_of(out: dict[str, Any]) -> list[dict[str, Any]]:
@@ -285,7 +287,7 @@ async def test_a_read_after_a_write_that_waits_for_a_reference_is_not_started_ea
     graph = create_tool_loop(
         planner,
         [get_account, *bank.tools()],
-        answer_model=ScriptedChatModel(["done"], repeat_last=True),
+        models=ModelOptions(answer_model=ScriptedChatModel(["done"], repeat_last=True)),
     )
     out = await run_loop(graph, {"user_input": "move 5 from ada's account, then check it"})
     _, moved, balance, _ = records_of(out)

@@ -13,7 +13,14 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tools import BaseTool, tool
 from pydantic import BaseModel
 
-from agentloop import GovernanceOptions, ToolPolicy, ToolRetry, create_tool_loop
+from agentloop import (
+    GovernanceOptions,
+    ModelOptions,
+    ToolPolicy,
+    ToolRetry,
+    create_tool_loop,
+    redaction,
+)
 from agentloop.mcp.config import load_mcp_config
 from agentloop.redaction import REDACTED, Redactor
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -43,7 +50,7 @@ def leaky_loop(monkeypatch: pytest.MonkeyPatch) -> Any:
     return create_tool_loop(
         ScriptedChatModel([plan_reply("execute", commands), plan_reply("response")]),
         [get_settings, get_balance],
-        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
         governance=GovernanceOptions(
             policies={"get_balance": ToolPolicy(retry=ToolRetry(max_attempts=1))}
         ),
@@ -119,7 +126,7 @@ async def test_base_tool_subclasses_are_redacted_before_callbacks(
     graph = create_tool_loop(
         ScriptedChatModel([plan_reply("execute", [command]), plan_reply("response")]),
         [ReadVault()],
-        answer_model=ScriptedChatModel(["ok"], repeat_last=True),
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
     )
     handler = ToolEvents()
     out = await run_loop(graph, {"user_input": "vault"}, {"callbacks": [handler]})
@@ -183,3 +190,32 @@ def test_a_redacted_record_can_be_copied(monkeypatch: pytest.MonkeyPatch) -> Non
     copied = logging.makeLogRecord(made.__dict__)  # as structlog's formatter does
     assert made.getMessage() == copied.getMessage() == f"made with {REDACTED}"
     del graph
+
+
+def test_building_a_loop_changes_no_process_wide_logging(monkeypatch: pytest.MonkeyPatch) -> None:
+    factory, hooks = logging.getLogRecordFactory(), set(redaction._hooks)
+    graph = leaky_loop(monkeypatch)
+    assert logging.getLogRecordFactory() is factory
+    assert set(redaction._hooks) == hooks
+    del graph
+
+
+def test_a_secret_exported_after_import_is_redacted_from_log_records(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    monkeypatch.setenv("LATE_SERVICE_TOKEN", "late-secret-0123456789")
+    logging.getLogger("agentloop.tools.catalog").info("using late-secret-0123456789")
+    assert "late-secret-0123456789" not in caplog.text
+    assert REDACTED in caplog.text
+
+
+def test_an_apps_redact_hook_also_redacts_log_records(caplog: pytest.LogCaptureFixture) -> None:
+    def hide_plums(text: str) -> str:
+        return text.replace("plum-orchard-77", "[PLUM]")
+
+    options = GovernanceOptions(redact=hide_plums)
+    caplog.set_level(logging.INFO)
+    logging.getLogger("agentloop.nodes").info("visiting plum-orchard-77")
+    assert "plum-orchard-77" not in caplog.text and "[PLUM]" in caplog.text
+    del options

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from langchain_core.tools import tool
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.nodes.execute import assign_batches
 from agentloop.planning.check import plan_problem, reference_example
 from agentloop.planning.references import (
@@ -261,7 +261,7 @@ def cmd(tool_name: str, **kwargs: Any) -> dict[str, Any]:
 def build(plans: list[Any], tools: list[Any]) -> tuple[Any, ScriptedChatModel]:
     planner = ScriptedChatModel(plans)
     answerer = ScriptedChatModel(["ok"], repeat_last=True)
-    return create_tool_loop(planner, tools, answer_model=answerer), planner
+    return create_tool_loop(planner, tools, models=ModelOptions(answer_model=answerer)), planner
 
 
 class Timeline:

@@ -15,7 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from agentloop import ConfigurationError, create_tool_loop
+from agentloop import ConfigurationError, ModelOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 
@@ -61,7 +61,10 @@ def _loop(answers: list[Any], response_format: Any, **model: Any) -> tuple[Any, 
     )
     answerer = ScriptedChatModel(answers, **model)
     graph = create_tool_loop(
-        planner, [network_length], answer_model=answerer, response_format=response_format
+        planner,
+        [network_length],
+        models=ModelOptions(answer_model=answerer),
+        response_format=response_format,
     )
     return graph, answerer
 
@@ -170,7 +173,7 @@ async def test_the_structured_call_goes_through_model_middleware(run_loop: Any) 
     graph = create_tool_loop(
         planner,
         [network_length],
-        answer_model=answerer,
+        models=ModelOptions(answer_model=answerer),
         response_format=TramFacts,
         middleware=[ModelFallbackMiddleware(backup)],
     )
@@ -187,7 +190,11 @@ async def test_a_later_run_without_an_answer_leaves_no_stale_result(run_loop: An
         profile=NATIVE,
     )
     graph = create_tool_loop(
-        planner, [], answer_model=answerer, response_format=TramFacts, checkpointer=InMemorySaver()
+        planner,
+        [],
+        models=ModelOptions(answer_model=answerer),
+        response_format=TramFacts,
+        checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": f"stale-{run_loop.entry}"}}
     first = await run_loop(graph, {"user_input": "How long?"}, config)

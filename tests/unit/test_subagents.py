@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from langchain_core.tools import tool
 
-from agentloop import ConfigurationError, as_tool, create_tool_loop
+from agentloop import ConfigurationError, ModelOptions, as_tool, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 
@@ -30,7 +30,9 @@ def child_loop() -> Any:
         )
     )
     answerer = ScriptedChatModel(responder=lambda messages: "child says: tides are high at 6")
-    return create_tool_loop(planner, [search_notes], answer_model=answerer, name="researcher")
+    return create_tool_loop(
+        planner, [search_notes], models=ModelOptions(answer_model=answerer), name="researcher"
+    )
 
 
 async def test_parent_calls_a_sub_agent() -> None:
@@ -50,7 +52,7 @@ async def test_parent_calls_a_sub_agent() -> None:
     parent = create_tool_loop(
         parent_planner,
         [search_notes, researcher],
-        answer_model=ScriptedChatModel(["parent answer"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["parent answer"])),
         name="boss",
     )
     events: list[dict[str, Any]] = []

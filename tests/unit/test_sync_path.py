@@ -7,7 +7,7 @@ from typing import Any
 
 from langchain_core.tools import tool
 
-from agentloop import GovernanceOptions, ToolPolicy, ToolRetry, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.interceptors import Proceed, ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
@@ -78,7 +78,7 @@ def loop(tools: list[Any], interceptor: LoopWatch) -> Any:
     return create_tool_loop(
         ScriptedChatModel(plans),
         tools,
-        answer_model=ScriptedChatModel(["done"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["done"])),
         governance=GovernanceOptions(
             policies={"get_rate": ToolPolicy(retry=retry, rate_limit_per_s=50)},
             interceptors=[interceptor],

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import pytest
 from langchain_core.messages import SystemMessage
 from langchain_core.tools import tool
 
-from agentloop import ConfigurationError, GovernanceOptions, PlanningOptions, create_tool_loop
+from agentloop import (
+    ConfigurationError,
+    GovernanceOptions,
+    ModelOptions,
+    PlanningOptions,
+    create_tool_loop,
+)
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 APP_RULES = "You are Lumen Bay's transit desk. Always answer in metres."
@@ -30,7 +37,10 @@ def _loop(system_prompt: Any) -> tuple[Any, ScriptedChatModel, ScriptedChatModel
     )
     answerer = ScriptedChatModel(["3500 metres."])
     graph = create_tool_loop(
-        planner, [tram_length], answer_model=answerer, system_prompt=system_prompt
+        planner,
+        [tram_length],
+        models=ModelOptions(answer_model=answerer),
+        system_prompt=system_prompt,
     )
     return graph, planner, answerer
 
@@ -75,7 +85,13 @@ async def test_without_system_prompt_the_loops_rules_come_alone(run_loop: Any) -
 
 
 @pytest.mark.parametrize(
-    "flat", [{"concurrency": 2}, {"plan_mode": "tool"}, {"prompts": {"answer_system": "Hi."}}]
+    "flat",
+    [
+        {"prompts": {"answer_system": "Hi."}},
+        {"answer_model": ScriptedChatModel([])},
+        {"mcp_servers": {"mcpServers": {}}},
+        {"policies": {}},
+    ],
 )
 def test_options_live_in_their_groups(flat: dict[str, Any]) -> None:
     with pytest.raises(TypeError, match="unexpected keyword argument"):
@@ -83,6 +99,21 @@ def test_options_live_in_their_groups(flat: dict[str, Any]) -> None:
     create_tool_loop(
         ScriptedChatModel([]),
         [tram_length],
-        governance=GovernanceOptions(concurrency=2),
-        planning=PlanningOptions(plan_mode="tool", prompts={"answer_system": "Hi."}),
+        concurrency=2,
+        plan_mode="tool",
+        planning=PlanningOptions(prompts={"answer_system": "Hi."}),
+        models=ModelOptions(answer_model=ScriptedChatModel([])),
     )
+
+
+@pytest.mark.parametrize(
+    ("group", "knob"),
+    [(GovernanceOptions, {"concurrency": 2}), (PlanningOptions, {"plan_mode": "tool"})],
+)
+def test_the_factory_knobs_have_no_second_home(group: Any, knob: dict[str, Any]) -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        group(**knob)
+
+
+def test_the_factory_takes_at_most_17_parameters() -> None:
+    assert len(inspect.signature(create_tool_loop).parameters) <= 17

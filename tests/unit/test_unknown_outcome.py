@@ -11,7 +11,7 @@ from typing import Any
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentloop import GovernanceOptions, ToolPolicy, as_tool, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, as_tool, create_tool_loop
 from agentloop.durability import LedgerKey, ledger_for
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.late import LATE_NOTE
@@ -56,7 +56,7 @@ async def test_a_timed_out_sync_write_is_unknown_and_its_late_outcome_recorded(
     loop = create_tool_loop(
         planner,
         [send_payment],
-        answer_model=ScriptedChatModel(["checked"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["checked"])),
         governance=GovernanceOptions(policies={"send_payment": ToolPolicy(timeout_s=0.2)}),
         checkpointer=saver,
     )
@@ -99,7 +99,9 @@ async def test_a_timed_out_sub_agent_runs_to_its_end_and_records_its_late_outcom
             )
         ),
         [send_invoice],
-        answer_model=ScriptedChatModel(responder=lambda messages: "invoice sent"),
+        models=ModelOptions(
+            answer_model=ScriptedChatModel(responder=lambda messages: "invoice sent")
+        ),
         governance=GovernanceOptions(policies={"send_invoice": ToolPolicy(idempotent=False)}),
     )  # fmt: skip
     saver = InMemorySaver()
@@ -112,7 +114,7 @@ async def test_a_timed_out_sub_agent_runs_to_its_end_and_records_its_late_outcom
             ]
         ),
         [as_tool(child, name="clerk", description="Invoices.")],
-        answer_model=ScriptedChatModel(["parent done"]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["parent done"])),
         governance=GovernanceOptions(policies={"clerk": ToolPolicy(timeout_s=0.3)}),
         checkpointer=saver,
     )  # fmt: skip

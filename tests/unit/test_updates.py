@@ -11,7 +11,7 @@ from langchain_core.tools import tool
 from langgraph.channels.delta import DeltaChannel
 from langgraph.types import Overwrite
 
-from agentloop import create_tool_loop
+from agentloop import ModelOptions, create_tool_loop
 from agentloop.state import LoopState
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.updates import (
@@ -93,7 +93,9 @@ async def test_each_node_returns_only_the_keys_of_its_update(entry: str) -> None
             plan_reply("response"),
         ]
     )
-    loop = create_tool_loop(planner, [lookup], answer_model=ScriptedChatModel(["done"]))
+    loop = create_tool_loop(
+        planner, [lookup], models=ModelOptions(answer_model=ScriptedChatModel(["done"]))
+    )
     payload = {"user_input": "what is a?"}
     if entry == "stream":
         chunks = list(loop.stream(payload, stream_mode="updates"))

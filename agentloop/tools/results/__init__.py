@@ -1,4 +1,4 @@
-"""Tool results as plain JSON data (`serialize`), within a size budget (`truncate`).
+"""Tool results as plain JSON data (`serialize`), within a size budget (`truncate`, `shrink`).
 
 Iterators a tool returns are read lazily, within the call's bounds (`lazy`).
 """
@@ -23,11 +23,9 @@ from agentloop.tools.results.serialize import (
     UNREAD_MARKER,
     to_jsonable,
 )
+from agentloop.tools.results.shrink import ITEMS_MARKER, KEYS_MARKER, TRUNCATION_MARKER
 from agentloop.tools.results.truncate import (
-    ITEMS_MARKER,
-    KEYS_MARKER,
     LARGE_TEXT_CHARS,
-    TRUNCATION_MARKER,
     UNREAD_TEXT_MARKER,
     TruncatedResult,
     truncate_result,

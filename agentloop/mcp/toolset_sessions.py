@@ -1,0 +1,105 @@
+"""The sessions of an MCP toolset: counting, releasing and closing them.
+
+`MCPToolset` gets these from `ToolsetSessions`; every toolset that is still open is
+closed at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import weakref
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Self
+
+from agentloop.mcp.config import MCPServerSpec
+from agentloop.mcp.pools import SessionPools
+
+__all__ = ["ToolsetSessions"]
+
+_live: weakref.WeakSet[ToolsetSessions] = weakref.WeakSet()
+
+
+class ToolsetSessions:
+    """The lifecycle of a toolset's sessions (one pool per server, shared by runs).
+
+    Args:
+        specs: The servers.
+        pools: Their session pools.
+    """
+
+    def __init__(self, specs: Sequence[MCPServerSpec], pools: SessionPools) -> None:
+        self.specs = list(specs)
+        self._pools = pools
+        _live.add(self)
+
+    def sessions_opened(
+        self, run_id: str | None = None, *, thread_id: str | None = None
+    ) -> dict[str, int]:
+        """How many sessions each server has needed: shared ones, a run's or a thread's."""
+        return self._pools.sessions_opened(run_id, thread_id=thread_id)
+
+    @property
+    def has_run_scope(self) -> bool:
+        """Whether a run may open sessions of its own (`run`; `thread` without a thread)."""
+        return any(spec.scope in ("run", "thread") for spec in self.specs)
+
+    @property
+    def open_runs(self) -> list[str]:
+        """Runs whose own sessions are open."""
+        return self._pools.open_runs
+
+    @property
+    def open_threads(self) -> list[str]:
+        """Threads whose own sessions are open (closed once idle)."""
+        return self._pools.open_threads
+
+    def release(self, run_id: str) -> None:
+        """Close a run's own sessions in the background (called when the run answers)."""
+        self._pools.release(run_id)
+
+    async def arelease(self, run_id: str) -> None:
+        """Close a run's own sessions and wait until their processes exited."""
+        await self._pools.arelease(run_id)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Close every session (each server process exits) and stop the background loop.
+
+        Safe to call twice; the toolset cannot be used afterwards.
+        """
+        self._pools.close(timeout)
+
+    async def aclose(self) -> None:
+        """`close` without blocking the caller's event loop."""
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+@atexit.register
+def _close_all() -> None:
+    for toolset in list(_live):
+        with contextlib.suppress(Exception):  # best effort at interpreter exit
+            toolset.close(timeout=10)
