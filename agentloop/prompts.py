@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import string
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -26,6 +26,7 @@ __all__ = [
     "load_prompt",
     "prompts_dir",
     "quote_user_text",
+    "tool_list_json",
     "render_prompt",
     "to_prompt_json",
 ]
@@ -101,6 +102,67 @@ def to_prompt_json(value: Any) -> str:
     """
     text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
     return text.translate(_PROMPT_ESCAPES)
+
+
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+"""Keywords whose value maps names to schemas."""
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+"""Keywords whose value is a list of schemas."""
+_SCHEMA_VALUES = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
+"""Keywords whose value is one schema (or a boolean)."""
+
+
+def _compact_schema(schema: Any) -> Any:
+    """A JSON schema without its `title` annotations (keywords only, never data)."""
+    if not isinstance(schema, dict):
+        return schema
+    compact: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            value = {name: _compact_schema(item) for name, item in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            value = [_compact_schema(item) for item in value]
+        elif key in _SCHEMA_VALUES:
+            value = (
+                [_compact_schema(item) for item in value]
+                if isinstance(value, list)
+                else _compact_schema(value)
+            )
+        compact[key] = value
+    return compact
+
+
+def _compact_tool(description: Mapping[str, Any]) -> dict[str, Any]:
+    """One tool of the planner's list, with only what the planner needs."""
+    schema = _compact_schema(description.get("args_schema") or {})
+    if isinstance(schema, dict):
+        if schema.get("description") == description.get("description"):
+            schema.pop("description")  # pydantic repeats the tool's docstring
+        if schema.get("type") == "object" and "properties" in schema:
+            schema.pop("type")
+    tool: dict[str, Any] = {
+        "name": description.get("name"),
+        "description": description.get("description"),
+        "args_schema": schema,
+        "side_effects": bool(description.get("side_effects")),
+    }
+    if tool["side_effects"]:
+        tool["idempotent"] = bool(description.get("idempotent"))
+    return tool
+
+
+def tool_list_json(descriptions: Sequence[Mapping[str, Any]]) -> str:
+    """The planner's tool list: a JSON array, one tool per line, quoted for a prompt.
+
+    Each tool is its name, description, argument schema (without `title` annotations,
+    the repeated description, or `"type": "object"` around its properties), and
+    `side_effects`; `idempotent` is given for tools with side effects only (a read-only
+    tool is always safe to repeat). Tool text is quoted as by `to_prompt_json`.
+    """
+    lines = ",\n".join(to_prompt_json(_compact_tool(tool)) for tool in descriptions)
+    return f"[{lines}]"
 
 
 def quote_user_text(text: str) -> str:
