@@ -23,6 +23,7 @@ __all__ = [
     "PROMPT_VARIABLES",
     "PromptFile",
     "PromptSet",
+    "compact_schema",
     "load_prompt",
     "prompts_dir",
     "quote_user_text",
@@ -112,7 +113,7 @@ _SCHEMA_VALUES = ("items", "additionalProperties", "not", "if", "then", "else", 
 """Keywords whose value is one schema (or a boolean)."""
 
 
-def _compact_schema(schema: Any) -> Any:
+def _untitled(schema: Any) -> Any:
     """A JSON schema without its `title` annotations (keywords only, never data)."""
     if not isinstance(schema, dict):
         return schema
@@ -121,27 +122,34 @@ def _compact_schema(schema: Any) -> Any:
         if key == "title" and isinstance(value, str):
             continue
         if key in _SCHEMA_MAPS and isinstance(value, dict):
-            value = {name: _compact_schema(item) for name, item in value.items()}
+            value = {name: _untitled(item) for name, item in value.items()}
         elif key in _SCHEMA_LISTS and isinstance(value, list):
-            value = [_compact_schema(item) for item in value]
+            value = [_untitled(item) for item in value]
         elif key in _SCHEMA_VALUES:
-            value = (
-                [_compact_schema(item) for item in value]
-                if isinstance(value, list)
-                else _compact_schema(value)
-            )
+            many = isinstance(value, list)
+            value = [_untitled(item) for item in value] if many else _untitled(value)
         compact[key] = value
     return compact
 
 
+def compact_schema(schema: dict[str, Any], tool_description: str | None) -> dict[str, Any]:
+    """A tool's argument schema as a model needs it: what validates, what explains.
+
+    `title` annotations (pydantic's, derived from names) are left out at every level,
+    and so is the schema's own `description` when it repeats the tool's (pydantic copies
+    the docstring there). Everything else, defaults, enums and nested schemas, stays.
+    """
+    compact = _untitled(schema)
+    if isinstance(compact, dict) and compact.get("description") == tool_description:
+        compact.pop("description")
+    return compact  # type: ignore[no-any-return]
+
+
 def _compact_tool(description: Mapping[str, Any]) -> dict[str, Any]:
     """One tool of the planner's list, with only what the planner needs."""
-    schema = _compact_schema(description.get("args_schema") or {})
-    if isinstance(schema, dict):
-        if schema.get("description") == description.get("description"):
-            schema.pop("description")  # pydantic repeats the tool's docstring
-        if schema.get("type") == "object" and "properties" in schema:
-            schema.pop("type")
+    schema = compact_schema(description.get("args_schema") or {}, description.get("description"))
+    if schema.get("type") == "object" and "properties" in schema:
+        schema.pop("type")
     tool: dict[str, Any] = {
         "name": description.get("name"),
         "description": description.get("description"),

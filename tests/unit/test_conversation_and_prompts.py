@@ -220,6 +220,40 @@ async def test_the_plan_prompts_tool_list_is_compact_json(run_loop: Any) -> None
     )
 
 
+async def test_native_planners_bound_tools_have_compact_schemas(run_loop: Any) -> None:
+    @tool(args_schema=_Order)
+    def order_book(title: str, copies: int = 1) -> str:
+        """Order a book."""
+        return "ordered"
+
+    planner = ScriptedChatModel(["Nothing to call."])
+    governance = GovernanceOptions(policies={"order_book": ToolPolicy(read_only=False)})
+    graph = create_tool_loop(
+        planner,
+        [get_weather, order_book],
+        answer_model=ScriptedChatModel(["ok"]),
+        governance=governance,
+        planning=PlanningOptions(plan_mode="native"),
+    )
+    await run_loop(graph, {"user_input": "hi"})
+    bound = {item["function"]["name"]: item["function"] for item in planner.bound_tools}
+    assert bound["get_weather"] == {
+        "name": "get_weather",
+        "description": "Today's weather of a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    }
+    order = bound["order_book"]
+    assert order["description"].startswith("Order a book.\n(has side effects")
+    assert order["parameters"]["properties"]["title"] == {
+        "description": "The book's title",
+        "type": "string",
+    }
+
+
 async def test_the_plan_system_prompt_is_the_same_every_round(run_loop: Any) -> None:
     planner = ScriptedChatModel(responder=weather_planner)
     out = await run_loop(
