@@ -153,10 +153,6 @@ class RequestLog:
     def __deepcopy__(self, memo: dict[int, Any]) -> RequestLog:
         return self
 
-    def of(self, kind: RequestKind) -> list[ModelRequest]:
-        """Return the requests of one kind, in order."""
-        return [request for request in self.requests if request.kind == kind]
-
 
 @dataclass(frozen=True)
 class Decisions:
