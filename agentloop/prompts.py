@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import string
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -23,9 +23,11 @@ __all__ = [
     "PROMPT_VARIABLES",
     "PromptFile",
     "PromptSet",
+    "compact_schema",
     "load_prompt",
     "prompts_dir",
     "quote_user_text",
+    "tool_list_json",
     "render_prompt",
     "to_prompt_json",
 ]
@@ -101,6 +103,74 @@ def to_prompt_json(value: Any) -> str:
     """
     text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
     return text.translate(_PROMPT_ESCAPES)
+
+
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+"""Keywords whose value maps names to schemas."""
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+"""Keywords whose value is a list of schemas."""
+_SCHEMA_VALUES = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
+"""Keywords whose value is one schema (or a boolean)."""
+
+
+def _untitled(schema: Any) -> Any:
+    """A JSON schema without its `title` annotations (keywords only, never data)."""
+    if not isinstance(schema, dict):
+        return schema
+    compact: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            value = {name: _untitled(item) for name, item in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            value = [_untitled(item) for item in value]
+        elif key in _SCHEMA_VALUES:
+            many = isinstance(value, list)
+            value = [_untitled(item) for item in value] if many else _untitled(value)
+        compact[key] = value
+    return compact
+
+
+def compact_schema(schema: dict[str, Any], tool_description: str | None) -> dict[str, Any]:
+    """A tool's argument schema as a model needs it: what validates, what explains.
+
+    `title` annotations (pydantic's, derived from names) are left out at every level,
+    and so is the schema's own `description` when it repeats the tool's (pydantic copies
+    the docstring there). Everything else, defaults, enums and nested schemas, stays.
+    """
+    compact = _untitled(schema)
+    if isinstance(compact, dict) and compact.get("description") == tool_description:
+        compact.pop("description")
+    return compact  # type: ignore[no-any-return]
+
+
+def _compact_tool(description: Mapping[str, Any]) -> dict[str, Any]:
+    """One tool of the planner's list, with only what the planner needs."""
+    schema = compact_schema(description.get("args_schema") or {}, description.get("description"))
+    if schema.get("type") == "object" and "properties" in schema:
+        schema.pop("type")
+    tool: dict[str, Any] = {
+        "name": description.get("name"),
+        "description": description.get("description"),
+        "args_schema": schema,
+        "side_effects": bool(description.get("side_effects")),
+    }
+    if tool["side_effects"]:
+        tool["idempotent"] = bool(description.get("idempotent"))
+    return tool
+
+
+def tool_list_json(descriptions: Sequence[Mapping[str, Any]]) -> str:
+    """The planner's tool list: a JSON array, one tool per line, quoted for a prompt.
+
+    Each tool is its name, description, argument schema (without `title` annotations,
+    the repeated description, or `"type": "object"` around its properties), and
+    `side_effects`; `idempotent` is given for tools with side effects only (a read-only
+    tool is always safe to repeat). Tool text is quoted as by `to_prompt_json`.
+    """
+    lines = ",\n".join(to_prompt_json(_compact_tool(tool)) for tool in descriptions)
+    return f"[{lines}]"
 
 
 def quote_user_text(text: str) -> str:

@@ -210,20 +210,17 @@ class Task:
 
     def agent_turns(self) -> list[AIMessage]:
         """Return `create_agent`'s tool-calling turns, one per round."""
-        return [
-            AIMessage(
-                content="",
-                tool_calls=[
-                    ToolCall(
-                        name=command["tool_name"],
-                        args=dict(command["tool_kwargs"]),
-                        id=f"call_{turn}_{index}",
-                    )
-                    for index, command in enumerate(commands)
-                ],
-            )
-            for turn, commands in enumerate(self.rounds)
-        ]
+        return _tool_call_turns(self.rounds)
+
+    def native_plans(self) -> list[AIMessage]:
+        """Return our native planner's replies: one turn of tool calls per plan, then text.
+
+        The tool calls are the plan's commands, references included (`"$1"`); the last
+        reply has no tool call, so the loop answers: its text is the answer, as a model
+        that has what it needs would write it.
+        """
+        plans = self.rounds if self.plans is None else self.plans
+        return [*_tool_call_turns(plans), AIMessage(content=self.answer)]
 
     def expected_calls(self) -> list[tuple[str, dict[str, Any]]]:
         """Return the calls the tools must receive, in order."""
@@ -234,6 +231,23 @@ class Task:
             for commands in self.rounds
             for command in commands
         ]
+
+
+def _tool_call_turns(plans: Sequence[Sequence[Command]]) -> list[AIMessage]:
+    return [
+        AIMessage(
+            content="",
+            tool_calls=[
+                ToolCall(
+                    name=command["tool_name"],
+                    args=dict(command["tool_kwargs"]),
+                    id=f"call_{turn}_{index}",
+                )
+                for index, command in enumerate(commands)
+            ],
+        )
+        for turn, commands in enumerate(plans)
+    ]
 
 
 def _command(purpose: str, tool: str, kwargs: dict[str, Any], todo: str = "") -> Command:

@@ -5,8 +5,9 @@
 output rate. Tokens are estimated as one per 4 characters, rounded up, of the rendered
 request (`render_request`: the bound tools as JSON, then each message's role, text and
 tool calls) and of the reply. Its decisions come from a `Decisions` script, chosen by
-what it is asked: our planner's prompt, our answer prompt, or a tool-calling turn of
-`create_agent` (tools bound). Every request is recorded in a `RequestLog`.
+what it is asked: our planner's prompt (with or without the tools bound), our answer
+prompt, or a tool-calling turn of `create_agent` (tools bound, no plan prompt). Every
+request is recorded in a `RequestLog`.
 """
 
 from __future__ import annotations
@@ -40,14 +41,15 @@ __all__ = [
     "ServiceProfile",
     "SimulatedChatModel",
     "estimate_tokens",
-    "prefix_share",
     "render_request",
 ]
 
 CHARS_PER_TOKEN = 4
 """The token estimate: one token per 4 characters, rounded up."""
-PLAN_MARKER = '"next_action"'
-"""Text only our planner's prompt contains: the field its reply must start with."""
+PLAN_MARKER = "</rounds>"
+"""Text only our planner's prompt contains (it closes the history of rounds), in both plan
+modes: a request with tools bound that carries it is our native planner's, not
+`create_agent`'s."""
 
 RequestKind = Literal["plan", "answer", "agent"]
 """Our planner, our answer model, or a tool-calling turn of `create_agent`."""
@@ -101,20 +103,6 @@ def render_request(messages: Sequence[BaseMessage], tools: Sequence[dict[str, An
     return "".join(parts)
 
 
-def prefix_share(previous: str, later: str) -> float:
-    """Return the share of `later` that repeats a prefix of `previous` (0 to 1)."""
-    if not later:
-        return 0.0
-    low, high = 0, min(len(previous), len(later))
-    while low < high:  # the longest common prefix, by bisection of slice comparisons
-        middle = (low + high + 1) // 2
-        if previous[:middle] == later[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low / len(later)
-
-
 @dataclass
 class ModelRequest:
     """One request to the simulated service, as it ran."""
@@ -139,6 +127,8 @@ class ModelRequest:
     """When the first chunk was sent."""
     ended: float | None = None
     """When the last chunk the caller took was sent."""
+    due: list[float] = field(default_factory=list)
+    """When each chunk the caller took was due (what the service alone would take)."""
 
     @property
     def duration_s(self) -> float:
@@ -163,17 +153,14 @@ class RequestLog:
     def __deepcopy__(self, memo: dict[int, Any]) -> RequestLog:
         return self
 
-    def of(self, kind: RequestKind) -> list[ModelRequest]:
-        """Return the requests of one kind, in order."""
-        return [request for request in self.requests if request.kind == kind]
-
 
 @dataclass(frozen=True)
 class Decisions:
     """What the simulated model replies, by who asks."""
 
-    plans: Sequence[str] = ()
-    """Our planner's replies (plan JSON), one per plan request, in order."""
+    plans: Sequence[str | AIMessage] = ()
+    """Our planner's replies, one per plan request, in order: plan JSON text, or (for the
+    native planner) a message with tool calls, or the text that ends its rounds."""
     agent_turns: Sequence[AIMessage] = ()
     """`create_agent`'s tool-calling turns, in order; the answer follows them."""
     answer: str = "Done."
@@ -260,10 +247,10 @@ class SimulatedChatModel(BaseChatModel):
     ) -> tuple[ModelRequest, AIMessage]:
         """Record the request and choose its reply."""
         kind: RequestKind
-        if tools:
-            kind = "agent"
-        elif any(PLAN_MARKER in message.text for message in messages):
+        if any(PLAN_MARKER in message.text for message in messages):
             kind = "plan"
+        elif tools:
+            kind = "agent"
         else:
             kind = "answer"
         with self._lock:
@@ -298,10 +285,9 @@ class SimulatedChatModel(BaseChatModel):
             if number >= len(decisions.plans):
                 msg = f"the script has {len(decisions.plans)} plans; plan #{number + 1} was asked"
                 raise RuntimeError(msg)
-            return AIMessage(content=decisions.plans[number], id=message_id)
+            return _copy(decisions.plans[number], message_id)
         if kind == "agent" and number < len(decisions.agent_turns):
-            turn = decisions.agent_turns[number]
-            return AIMessage(content=turn.content, tool_calls=list(turn.tool_calls), id=message_id)
+            return _copy(decisions.agent_turns[number], message_id)
         return AIMessage(content=decisions.answer, id=message_id)
 
     def _deadlines(self, request: ModelRequest, chunks: list[_Chunk]) -> Iterator[float]:
@@ -312,27 +298,29 @@ class SimulatedChatModel(BaseChatModel):
             sent += chunk.tokens
             yield first + (sent - 1) * self._profile.token_s()
 
-    def _whole_reply_wait(self, request: ModelRequest, reply: AIMessage) -> float:
-        """Seconds until the whole reply is generated (a request that does not stream)."""
+    def _last_due(self, request: ModelRequest, reply: AIMessage) -> float:
+        """When the whole reply is generated (perf_counter seconds)."""
         *_, last = self._deadlines(request, _chunks(reply))
-        return max(0.0, last - time.perf_counter())
+        return last
 
     @staticmethod
-    def _whole_reply(request: ModelRequest, reply: AIMessage) -> ChatResult:
+    def _whole_reply(request: ModelRequest, reply: AIMessage, last_due: float) -> ChatResult:
         """Count the whole reply as sent; its first token was due after TTFT and prefill."""
         request.first_token = request.started + request.fixed_s + request.prefill_s
         request.output_tokens = request.reply_tokens
         request.ended = time.perf_counter()
+        request.due.append(last_due)
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
     @staticmethod
-    def _sent(request: ModelRequest, chunk: _Chunk) -> None:
+    def _sent(request: ModelRequest, chunk: _Chunk, due: float) -> None:
         """Count a chunk as sent; the request ends with the last chunk the caller takes."""
         now = time.perf_counter()
         if request.first_token is None:
             request.first_token = now
         request.output_tokens += chunk.tokens
         request.ended = now
+        request.due.append(due)
 
     def _generate(
         self,
@@ -342,8 +330,9 @@ class SimulatedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         request, reply = self._start(messages, kwargs.get("tools") or ())
-        time.sleep(self._whole_reply_wait(request, reply))
-        return self._whole_reply(request, reply)
+        last_due = self._last_due(request, reply)
+        time.sleep(max(0.0, last_due - time.perf_counter()))
+        return self._whole_reply(request, reply, last_due)
 
     async def _agenerate(
         self,
@@ -353,8 +342,9 @@ class SimulatedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         request, reply = self._start(messages, kwargs.get("tools") or ())
-        await asyncio.sleep(self._whole_reply_wait(request, reply))
-        return self._whole_reply(request, reply)
+        last_due = self._last_due(request, reply)
+        await asyncio.sleep(max(0.0, last_due - time.perf_counter()))
+        return self._whole_reply(request, reply, last_due)
 
     def _stream(
         self,
@@ -368,7 +358,7 @@ class SimulatedChatModel(BaseChatModel):
         _finish(chunks, reply)
         for chunk, due in zip(chunks, self._deadlines(request, chunks), strict=True):
             time.sleep(max(0.0, due - time.perf_counter()))
-            self._sent(request, chunk)
+            self._sent(request, chunk, due)
             generation = ChatGenerationChunk(message=chunk.chunk)
             if run_manager is not None:
                 run_manager.on_llm_new_token(chunk.chunk.text, chunk=generation)
@@ -386,11 +376,18 @@ class SimulatedChatModel(BaseChatModel):
         _finish(chunks, reply)
         for chunk, due in zip(chunks, self._deadlines(request, chunks), strict=True):
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            self._sent(request, chunk)
+            self._sent(request, chunk, due)
             generation = ChatGenerationChunk(message=chunk.chunk)
             if run_manager is not None:
                 await run_manager.on_llm_new_token(chunk.chunk.text, chunk=generation)
             yield generation
+
+
+def _copy(reply: str | AIMessage, message_id: str) -> AIMessage:
+    """A fresh reply message (text, or a scripted message's text and tool calls)."""
+    if isinstance(reply, str):
+        return AIMessage(content=reply, id=message_id)
+    return AIMessage(content=reply.content, tool_calls=list(reply.tool_calls), id=message_id)
 
 
 def _finish(chunks: list[_Chunk], reply: AIMessage) -> None:

@@ -10,7 +10,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as as_langchain_tool
 
 from agentloop.errors import ConfigurationError
-from agentloop.prompts import to_prompt_json
+from agentloop.prompts import tool_list_json
 from agentloop.tools.policy import (
     DEFAULT_TIMEOUT_S,
     ResolvedPolicy,
@@ -141,8 +141,8 @@ class ToolRegistry:
 
     @cached_property
     def descriptions_json(self) -> str:
-        """`descriptions` as prompt JSON (tool results cannot close a prompt tag with it)."""
-        return to_prompt_json(self.descriptions)
+        """`descriptions` as the planner's compact tool list (`tool_list_json`)."""
+        return tool_list_json(self.descriptions)
 
     @cached_property
     def descriptions(self) -> list[dict[str, Any]]:

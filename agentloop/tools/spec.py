@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
+from agentloop.prompts import compact_schema
 from agentloop.tools.arguments import ArgumentSpec, ValidatedArguments, tool_json_schema
 from agentloop.tools.injected import InjectedArguments
 from agentloop.tools.invoke import crash_proof
@@ -129,20 +130,17 @@ class ToolSpec:
     def tool_schema(self) -> dict[str, Any]:
         """The tool as a model binds it (OpenAI format), injected arguments hidden.
 
-        The description says whether the tool has side effects, as the JSON plan prompt's
-        tool list does.
+        A tool with side effects says so in its description (the planner's rules say that
+        the others run in parallel); the schema is `compact_schema`'s.
         """
-        effect = (
-            "read-only; calls of one reply run in parallel"
-            if self.policy.read_only
-            else "has side effects; runs alone, in the order called, never repeated"
-        )
         description = (self.tool.description or self.name).strip()
+        if not self.policy.read_only:
+            description += "\n(has side effects; runs alone, in the order called, never repeated)"
         return {
             "type": "function",
             "function": {
                 "name": self.name,
-                "description": f"{description}\n({effect})",
-                "parameters": self.schema,
+                "description": description,
+                "parameters": compact_schema(self.schema, self.tool.description),
             },
         }

@@ -3,12 +3,13 @@
 The model (`bench.simulated.SimulatedChatModel`) waits a time to first token plus
 prefill before its first chunk and streams the rest at an output rate; the tools sleep
 1.5 s (web search) or 0.3 s. Our loop (`create_tool_loop` with its defaults, one model
-for plans and answers) and `langchain.agents.create_agent` get the same decisions on
-five tasks: chat (no tool), fanout (4 independent calls, one slow), chain (3 dependent
-calls, one round each), chainref (the chain as one plan of ours whose later commands
-reference earlier results) and long (12 rounds of 1.5 kB results). Each task reports
-wall time, the time spent waiting on the model and on tools, model calls, input and
-output tokens, and how much of each plan prompt repeats the previous one's prefix.
+for plans and answers, a checkpointer; once with `plan_mode="json"`, the default, and
+once with `plan_mode="native"`) and `langchain.agents.create_agent` (a checkpointer) get
+the same decisions on five tasks: chat (no tool), fanout (4 independent calls, one
+slow), chain (3 dependent calls, one round each), chainref (the chain as one plan of
+ours whose later commands reference earlier results) and long (12 rounds of 1.5 kB
+results). Each task reports, per plan mode, wall time, the critical-path floor, model
+calls, input tokens, the input tokens a prefix cache would not reuse, and output tokens.
 
 The runs of one repetition run at the same time on one event loop, started 0.2 s apart:
 they mostly wait, and the framework's CPU time is a small share of every figure.
@@ -17,32 +18,24 @@ they mostly wait, and the framework's CPU time is a small share of every figure.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, Literal
+from typing import Literal
 
 from langchain.agents import create_agent
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentloop import PlanningOptions, create_tool_loop
+from agentloop import create_tool_loop
 from bench.contenders import Graph
 from bench.harness import Figure, Settings, Target, median
+from bench.service_measure import RunMeasure
 from bench.service_tasks import TASKS, Task, ToolCallLog, service_tools
-from bench.simulated import (
-    Decisions,
-    ModelRequest,
-    RequestLog,
-    ServiceProfile,
-    SimulatedChatModel,
-    prefix_share,
-)
+from bench.simulated import Decisions, RequestLog, ServiceProfile, SimulatedChatModel
 
-__all__ = ["NAME", "RunMeasure", "profile_workload", "run", "run_agent", "run_ours"]
+__all__ = ["NAME", "PLAN_MODES", "profile_workload", "run", "run_agent", "run_ours"]
 
 NAME = "service"
 QUICK_SCALE = 0.25
@@ -52,82 +45,23 @@ STAGGER_S = 0.2
 """Seconds between the starts of concurrent runs, so that their first steps (the busiest:
 building and rendering the first prompt) do not compete for the CPU."""
 MAX_ROUNDS = 16
-KEEP_TOOL_RESULTS = 5
 """Above every task's need (the default, 5, is too few for the long task): each run ends
 when the planner chooses `response`, as it would with a real model."""
-TARGETS = {
-    "chat": Target(1.0),
-    "fanout": Target(1.05),
-    "chain": Target(1.0),
-    "chainref": Target(0.9),
-    "long": Target(0.9),
+PlanMode = Literal["json", "native"]
+PLAN_MODES: tuple[PlanMode, ...] = ("json", "native")
+"""Our side's plan modes, each measured against the same `create_agent` runs."""
+WALL_TARGETS: dict[PlanMode, dict[str, float]] = {
+    "json": {"chat": 1.0, "fanout": 1.05, "chain": 1.15, "chainref": 0.9, "long": 0.95},
+    "native": {"chat": 1.0, "fanout": 1.0, "chain": 1.0, "chainref": 0.9, "long": 0.9},
 }
-RECOMMENDED = PlanningOptions(speculative_answer=True, keep_tool_results=KEEP_TOOL_RESULTS)
-"""The settings recommended for latency: the answer requested alongside every plan
-(streaming dispatch is on by default)."""
-PREFIX_TARGET = Target(80, at_most=False, on="ours")
-"""From the second plan prompt on, at least 80 % of each repeats the previous one's prefix."""
+"""Wall time, ours / create_agent, by plan mode and task."""
+TOKEN_TARGETS: dict[PlanMode, dict[str, float]] = {
+    "json": {"chat": 8.0, "fanout": 3.0, "chain": 3.0, "chainref": 3.0, "long": 2.0},
+    "native": {"chat": 3.0, "fanout": 1.5, "chain": 1.5, "chainref": 1.5, "long": 1.5},
+}
+"""Input tokens, ours / create_agent, by plan mode and task."""
 
-Side = Literal["ours", "create_agent"]
-
-
-@dataclass(frozen=True)
-class RunMeasure:
-    """One run of one side: its wall time, the model requests and the tool calls."""
-
-    wall_s: float
-    """From the call to `ainvoke` to its return."""
-    requests: Sequence[ModelRequest]
-    """Every model request, in order."""
-    tools: ToolCallLog
-    """Every tool call."""
-    plan_kind: Literal["plan", "agent"]
-    """The kind of the requests that decide the rounds."""
-    records: Sequence[dict[str, Any]] = ()
-    """Our loop's execution records (`tool_logs`); empty for `create_agent`."""
-
-    @property
-    def model_s(self) -> float:
-        """Seconds waiting on the model (its requests never overlap)."""
-        return sum(request.duration_s for request in self.requests)
-
-    @property
-    def split_s(self) -> tuple[float, float, float]:
-        """The model wait as (time to first token, prefill, output) seconds."""
-        return (
-            sum(request.fixed_s for request in self.requests),
-            sum(request.prefill_s for request in self.requests),
-            sum(request.output_s for request in self.requests),
-        )
-
-    @property
-    def tools_s(self) -> float:
-        """Seconds during which a tool was running."""
-        return self.tools.busy_s()
-
-    @property
-    def input_tokens(self) -> int:
-        """Input tokens of all requests."""
-        return sum(request.input_tokens for request in self.requests)
-
-    @property
-    def output_tokens(self) -> int:
-        """Output tokens sent (a stream closed early counts what was sent)."""
-        return sum(request.output_tokens for request in self.requests)
-
-    def prefix_shares(self) -> list[float]:
-        """Return the share of each plan prompt, from the 2nd, repeating the previous prefix."""
-        prompts = [request.prompt for request in self.requests if request.kind == self.plan_kind]
-        return [prefix_share(earlier, later) for earlier, later in itertools.pairwise(prompts)]
-
-    def breakdown(self) -> str:
-        """Describe where the wall time went."""
-        fixed, prefill, output = self.split_s
-        rest = self.wall_s - self.model_s - self.tools_s
-        return (
-            f"model {self.model_s:.2f} s (TTFT {fixed:.2f}, prefill {prefill:.2f}, "
-            f"output {output:.2f}), tools {self.tools_s:.2f} s, rest {rest:.2f} s"
-        )
+Side = Literal["json", "native", "create_agent"]
 
 
 def _profile(time_scale: float) -> ServiceProfile:
@@ -152,25 +86,26 @@ def _thread() -> RunnableConfig:
     return {"configurable": {"thread_id": uuid.uuid4().hex}}
 
 
-async def run_ours(task: Task, time_scale: float) -> RunMeasure:
-    """Run our loop on a task; return what it waited for."""
+async def run_ours(task: Task, time_scale: float, plan_mode: PlanMode = "json") -> RunMeasure:
+    """Run our loop, with its defaults but the plan mode, on a task; return what it waited for."""
     log, tools = RequestLog(), ToolCallLog()
-    decisions = Decisions(plans=task.plan_texts(), answer=task.answer)
+    plans = task.native_plans() if plan_mode == "native" else task.plan_texts()
+    decisions = Decisions(plans=plans, answer=task.answer)
     model = SimulatedChatModel(_profile(time_scale), decisions, log)
     graph = create_tool_loop(
         model,
         service_tools(tools, time_scale),
         max_rounds=MAX_ROUNDS,
-        planning=RECOMMENDED,
+        plan_mode=plan_mode,
         checkpointer=InMemorySaver(),
     )
     started = time.perf_counter()
     out = await graph.ainvoke({"user_input": task.request}, _thread())
     wall = time.perf_counter() - started
-    _check_answer(task, "ours", out["answer"])
+    _check_answer(task, plan_mode, out["answer"])
     if not task.plans:  # a plan with references is judged by the suite, not refused
-        _check_calls(task, "ours", tools)
-    return RunMeasure(wall, log.requests, tools, "plan", out.get("tool_logs") or [])
+        _check_calls(task, plan_mode, tools)
+    return RunMeasure(wall, log.requests, tools, out.get("tool_logs") or [])
 
 
 async def run_agent(task: Task, time_scale: float) -> RunMeasure:
@@ -186,7 +121,7 @@ async def run_agent(task: Task, time_scale: float) -> RunMeasure:
     wall = time.perf_counter() - started
     _check_answer(task, "create_agent", out["messages"][-1].text)
     _check_calls(task, "create_agent", tools)
-    return RunMeasure(wall, log.requests, tools, "agent")
+    return RunMeasure(wall, log.requests, tools)
 
 
 def references_verdict(task: Task, measure: RunMeasure) -> str:
@@ -211,6 +146,7 @@ def references_verdict(task: Task, measure: RunMeasure) -> str:
 
 
 Runs = dict[tuple[Side, str], RunMeasure]
+"""One repetition's runs, by side and task."""
 
 
 async def _after(delay_s: float, job: Callable[[], Awaitable[RunMeasure]]) -> RunMeasure:
@@ -225,7 +161,8 @@ async def _repetition(time_scale: float, *, concurrent: bool) -> Runs:
     """
     jobs: list[tuple[tuple[Side, str], Callable[[], Awaitable[RunMeasure]]]] = []
     for task in reversed(TASKS):
-        jobs.append((("ours", task.name), partial(run_ours, task, time_scale)))
+        for mode in PLAN_MODES:
+            jobs.append(((mode, task.name), partial(run_ours, task, time_scale, mode)))
         if not task.agent_task:
             jobs.append((("create_agent", task.name), partial(run_agent, task, time_scale)))
     if concurrent:
@@ -241,18 +178,22 @@ def _scaled(label: str, time_scale: float) -> str:
 
 
 def _task_figures(
-    task: Task, ours: list[RunMeasure], agent: list[RunMeasure], time_scale: float
+    task: Task,
+    mode: PlanMode,
+    ours: list[RunMeasure],
+    agent: list[RunMeasure],
+    time_scale: float,
 ) -> list[Figure]:
-    name = f"Service {task.name}"
+    name = f"Service {task.name}, {mode}"
     versus = "create_agent" if not task.agent_task else f"create_agent, {task.agent_task}"
     missing = references_verdict(task, ours[0]) if task.plans else ""
 
     def figure(
         label: str,
         unit: str,
-        value: Any,
+        value: Callable[[RunMeasure], float],
         target: Target | None = None,
-        notes: str = "",
+        notes: str = "information",
         *,
         scaled: bool = False,
         why_no_ratio: str = "",
@@ -275,61 +216,41 @@ def _task_figures(
     notes = f"ours: {middle_ours.breakdown()}; create_agent: {middle_agent.breakdown()}"
     if missing:
         notes += f"; {missing}: the tools received {middle_ours.tools.received()}"
-    figures = [
+    return [
         figure(
             "wall time",
             "s",
             lambda m: m.wall_s,
-            TARGETS[task.name],
+            Target(WALL_TARGETS[mode][task.name]),
             notes,
             scaled=True,
             why_no_ratio=missing,
         ),
         figure(
-            "waiting on the model",
+            "critical-path floor",
             "s",
-            lambda m: m.model_s,
-            notes="information: time to first token + prefill + output of every request",
+            lambda m: m.floor_s,
+            notes="information: model time to first token + prefill + output and tool time "
+            "of the steps on the critical path, no framework cost",
             scaled=True,
         ),
-    ]
-    if task.rounds:
-        figures.append(
-            figure("waiting on tools", "s", lambda m: m.tools_s, notes="information", scaled=True)
-        )
-    figures += [
-        figure("model calls", "calls", lambda m: len(m.requests), notes="information"),
+        figure("model calls", "calls", lambda m: len(m.requests)),
         figure(
             "input tokens",
             "tokens",
             lambda m: m.input_tokens,
-            notes="information: 4 characters per token",
+            Target(TOKEN_TARGETS[mode][task.name]),
+            "4 characters per token",
         ),
         figure(
-            "output tokens", "tokens", lambda m: m.output_tokens, notes="information: tokens sent"
+            "uncached input tokens",
+            "tokens",
+            lambda m: m.uncached_tokens,
+            notes="information: each request's input tokens minus its longest common prefix "
+            "with an earlier request of the same run",
         ),
+        figure("output tokens", "tokens", lambda m: m.output_tokens, notes="information: sent"),
     ]
-    shares = ours[0].prefix_shares()
-    if shares:
-        agent_shares = agent[0].prefix_shares()
-        figures.append(
-            Figure(
-                f"{name}: plan prompt prefix reused (lowest, from the 2nd)",
-                100 * min(shares),
-                100 * min(agent_shares) if agent_shares else float("nan"),
-                "%",
-                versus,
-                PREFIX_TARGET,
-                {
-                    "ours": [100 * share for share in shares],
-                    "contender": [100 * share for share in agent_shares],
-                },
-                "each plan prompt's longest common prefix with the previous plan prompt, over "
-                "its length (create_agent: each request against the previous one); samples: "
-                "every prompt of the first repetition",
-            )
-        )
-    return figures
 
 
 def time_scale_of(settings: Settings) -> float:
@@ -346,14 +267,16 @@ async def run(settings: Settings) -> list[Figure]:
     repetitions = [await _repetition(time_scale, concurrent=True) for _ in range(settings.repeats)]
     figures: list[Figure] = []
     for task in TASKS:
-        ours = [runs["ours", task.name] for runs in repetitions]
         agent = [runs["create_agent", task.agent_task or task.name] for runs in repetitions]
-        figures.extend(_task_figures(task, ours, agent, time_scale))
+        for mode in PLAN_MODES:
+            ours = [runs[mode, task.name] for runs in repetitions]
+            figures.extend(_task_figures(task, mode, ours, agent, time_scale))
     return figures
 
 
 async def profile_workload(settings: Settings) -> None:
-    """Run our side of every task once, one after the other (for `--profile service`)."""
+    """Run our side of every task once in each plan mode, one after the other (`--profile`)."""
     time_scale = time_scale_of(settings)
-    for task in TASKS:
-        await run_ours(task, time_scale)
+    for mode in PLAN_MODES:
+        for task in TASKS:
+            await run_ours(task, time_scale, mode)

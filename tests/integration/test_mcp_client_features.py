@@ -229,7 +229,7 @@ async def test_resources_are_summarized_and_readable(everything: MCPToolset) -> 
     assert "read it with read_resource" in links["result"]
     assert "[resource demo://resource/dynamic/text/2 (text/plain)]" in embedded["result"]
     assert read["success"] and read["result"].startswith("Resource 2")
-    assert prompt_tools(planner.requests[0])["read_resource"]["read_only"] is True
+    assert prompt_tools(planner.requests[0])["read_resource"]["side_effects"] is False
 
 
 async def test_a_tool_error_is_a_failed_record_not_retried(everything: MCPToolset) -> None:

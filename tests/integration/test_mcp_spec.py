@@ -100,7 +100,6 @@ async def test_a_commit_runs_alone_and_in_order(tmp_path: Path, run_loop: Any) -
     assert "first commit" in log["result"]
     listed = prompt_tools(planner.requests[0])
     assert listed["git_commit"]["side_effects"] is True
-    assert listed["git_commit"]["read_only"] is False
     assert listed["git_commit"]["idempotent"] is False
     assert listed["git_add"]["idempotent"] is True
     assert listed["git_log"]["side_effects"] is False

@@ -12,8 +12,16 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
+from pydantic import BaseModel, Field
 
-from agentloop import ConfigurationError, ModelOptions, PlanningOptions, create_tool_loop
+from agentloop import (
+    ConfigurationError,
+    GovernanceOptions,
+    ModelOptions,
+    PlanningOptions,
+    ToolPolicy,
+    create_tool_loop,
+)
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 
@@ -177,6 +185,76 @@ async def test_the_plan_example_uses_the_loops_real_tool_and_argument_names(
     assert '"tool_name": "get_weather", "tool_kwargs": {"city": ' in system
     assert "one of the available tool names" not in system
     assert '"argument": "value"' not in system
+
+
+class _Order(BaseModel):
+    title: str = Field(description="The book's title")
+    copies: int = Field(default=1, description="How many")
+
+
+async def test_the_plan_prompts_tool_list_is_compact_json(run_loop: Any) -> None:
+    @tool(args_schema=_Order)
+    def order_book(title: str, copies: int = 1) -> str:
+        """Order a book."""
+        return "ordered"
+
+    planner = ScriptedChatModel([plan_reply("response"), "ok"])
+    governance = GovernanceOptions(policies={"order_book": ToolPolicy(read_only=False)})
+    graph = create_tool_loop(planner, [get_weather, order_book], governance=governance)
+    await run_loop(graph, {"user_input": "hi"})
+    prompt = str(planner.requests[0][-1].content)
+    listed = prompt.split("<available_tools>\n")[1].split("\n</available_tools>")[0]
+    assert len(listed.splitlines()) == 2  # one tool per line
+    weather, order = json.loads(listed)
+    assert weather == {
+        "name": "get_weather",
+        "description": "Today's weather of a city.",
+        "args_schema": {"properties": {"city": {"type": "string"}}, "required": ["city"]},
+        "side_effects": False,
+    }
+    # a property named "title" is an argument, not an annotation: it stays
+    assert order["args_schema"]["properties"] == {
+        "title": {"description": "The book's title", "type": "string"},
+        "copies": {"default": 1, "description": "How many", "type": "integer"},
+    }
+    assert order["side_effects"] is True and order["idempotent"] is False
+    assert "read_only" not in weather and "title" not in json.dumps(
+        order["args_schema"]["properties"]["copies"]
+    )
+
+
+async def test_native_planners_bound_tools_have_compact_schemas(run_loop: Any) -> None:
+    @tool(args_schema=_Order)
+    def order_book(title: str, copies: int = 1) -> str:
+        """Order a book."""
+        return "ordered"
+
+    planner = ScriptedChatModel(["Nothing to call."])
+    governance = GovernanceOptions(policies={"order_book": ToolPolicy(read_only=False)})
+    graph = create_tool_loop(
+        planner,
+        [get_weather, order_book],
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"])),
+        governance=governance,
+        plan_mode="native",
+    )
+    await run_loop(graph, {"user_input": "hi"})
+    bound = {item["function"]["name"]: item["function"] for item in planner.bound_tools}
+    assert bound["get_weather"] == {
+        "name": "get_weather",
+        "description": "Today's weather of a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    }
+    order = bound["order_book"]
+    assert order["description"].startswith("Order a book.\n(has side effects")
+    assert order["parameters"]["properties"]["title"] == {
+        "description": "The book's title",
+        "type": "string",
+    }
 
 
 async def test_the_plan_system_prompt_is_the_same_every_round(run_loop: Any) -> None:
