@@ -31,6 +31,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
 
+from agentloop._scripted_native import as_native_reply
 from agentloop._scripted_stream import estimate_usage, reply_chunks, reply_pieces
 
 __all__ = ["ScriptExhaustedError", "ScriptedChatModel", "plan_reply"]
@@ -85,6 +86,12 @@ class ScriptedChatModel(BaseChatModel):
 
     A non-streamed request (`invoke`) sleeps as long as the stream of the same reply
     would, so timing does not depend on whether the caller streams.
+
+    One script serves every plan mode: bound to the loop's tools by a planner of
+    `plan_mode="native"`, a reply that is a JSON plan (`plan_reply`) comes back as that
+    planner's reply: an `execute` plan as one tool call per command (name `tool_name`,
+    arguments `tool_kwargs`; purposes are dropped), streamed as tool-call chunks, and
+    any other plan as a short text reply without tool calls.
 
     Example:
         ```python
@@ -278,7 +285,7 @@ class ScriptedChatModel(BaseChatModel):
             raise entry
         if callable(entry):
             entry = entry(list(messages))
-        return self._complete(entry, messages)
+        return self._complete(as_native_reply(entry, options or {}), messages)
 
     def _complete(self, reply: Any, messages: list[BaseMessage]) -> AIMessage:
         """Turn a scripted reply into a fresh message with ids, metadata and usage."""

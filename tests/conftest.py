@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from agentloop import PlanningOptions
+
 _REPORT: list[str] = []
 
 _real_connect = socket.socket.connect
@@ -67,3 +69,42 @@ def run_loop(request: pytest.FixtureRequest) -> Callable[..., Any]:
 
     run.entry = request.param  # type: ignore[attr-defined]
     return run
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "json_only(reason): the test cannot hold in plan_mode='native', for this reason "
+        "(it skips there)",
+    )
+
+
+@pytest.fixture(params=["json", "native"])
+def plan_mode(request: pytest.FixtureRequest) -> str:
+    """The planner's plan mode: tests using it (or `planning_for`) run once per mode.
+
+    Scripts stay JSON plans (`plan_reply`): bound to the loop's tools in native mode,
+    `ScriptedChatModel` replies with the equivalent tool calls. A test marked
+    `@pytest.mark.json_only("why")` skips in native mode, saying why.
+    """
+    json_only = request.node.get_closest_marker("json_only")
+    if request.param == "native" and json_only is not None:
+        pytest.skip(f"native plan mode: {json_only.args[0]}")
+    return str(request.param)
+
+
+@pytest.fixture
+def planning_for(plan_mode: str) -> Callable[..., dict[str, Any]]:
+    """The one place a loop gets the test's plan mode.
+
+    `create_tool_loop(model, tools, **planning_for(keep_tool_results=2))`: returns the
+    `create_tool_loop` keyword arguments that select the plan mode, with planning `fields`.
+    """
+
+    def loop_kwargs(**fields: Any) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"plan_mode": plan_mode}
+        if fields:
+            kwargs["planning"] = PlanningOptions(**fields)
+        return kwargs
+
+    return loop_kwargs

@@ -2,7 +2,8 @@
 
 Usage:
     agentloop run "question" [--model provider:name] [--mcp-config FILE]
-                             [--max-rounds N] [--concurrency N] [--plan-mode json|tool]
+                             [--max-rounds N] [--concurrency N]
+                             [--plan-mode json|tool|native]
                              [--json] [--quiet] [--verbose]
     agentloop demo ["question"] [--json] [--quiet] [--verbose]
     agentloop --version

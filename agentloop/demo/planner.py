@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -179,12 +181,21 @@ def _earlier_questions(section: str) -> list[str]:
     ]
 
 
-def _plan(messages: list[BaseMessage]) -> str | AIMessage:
-    """Plan one round from the planner's request (a follow-up reads the conversation)."""
+def _plan(
+    messages: list[BaseMessage], bound_tools: Callable[[], list[dict[str, Any]]]
+) -> str | AIMessage:
+    """Plan one round from the planner's request (a follow-up reads the conversation).
+
+    The tools are those the request lists, or, in `plan_mode="native"` (no list), those
+    bound to the planner.
+    """
     text = message_text(messages[-1])
     earlier = _earlier_questions(_section(text, "conversation"))
     question = _read_question(str(_json_section(text, "user_input", "")), earlier)
-    tools = {t.get("name", "") for t in _json_section(text, "available_tools", []) if t}
+    if "<available_tools>" in text:
+        tools = {t.get("name", "") for t in _json_section(text, "available_tools", []) if t}
+    else:
+        tools = {tool["function"]["name"] for tool in bound_tools()}
     records = [
         record
         for record in _history(_section(text, "rounds"))
@@ -197,5 +208,10 @@ def _plan(messages: list[BaseMessage]) -> str | AIMessage:
 
 
 def demo_planner() -> ScriptedChatModel:
-    """The demo's planner: a local chat model that plans by rules and streams its JSON."""
-    return ScriptedChatModel(responder=_plan, chunk_size=16, keep_requests=False)
+    """The demo's planner: a local chat model that plans by rules and streams its JSON.
+
+    In `plan_mode="native"` its plans come back as tool calls (see `ScriptedChatModel`).
+    """
+    model = ScriptedChatModel(chunk_size=16, keep_requests=False)
+    model.responder = partial(_plan, bound_tools=lambda: model.bound_tools)
+    return model

@@ -7,8 +7,10 @@ if any, -> `purpose`) and a reply without tool calls is `next_action="response"`
 `NativeCallParser` offers the command stream interface of `PlanStreamParser` that
 streaming dispatch consumes (`next_action`, `finished`, `commands_completed`,
 `completed_commands`): a tool call is complete when the next one starts or the stream
-ends. `NativePlanReader` feeds it chunk by chunk and short-circuits on the first content
-token that comes before any tool-call chunk: the reply is a `response`.
+ends, and a complete call never changes: its `purpose` is the reply's text as it stood
+then, so a call started early and the final plan agree. `NativePlanReader` feeds it chunk
+by chunk and short-circuits on the first content token that comes before any tool-call
+chunk: the reply is a `response`.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class _CallBuffer:
     name: str = ""
     call_id: str = ""
     parts: list[str] = field(default_factory=list)
+    purpose: str | None = None
+    """The reply's text when the call completed (None while it streams)."""
 
     @property
     def arguments(self) -> str:
@@ -78,6 +82,13 @@ class NativeCallParser:
             self._text.append(text)
         if getattr(chunk, "chunk_position", None) == "last":
             self.ended = True
+            for buffer in self._calls.values():
+                self._complete(buffer)
+
+    def _complete(self, buffer: _CallBuffer) -> None:
+        """Fix a call's purpose once it is complete: the reply's text so far."""
+        if buffer.purpose is None:
+            buffer.purpose = self.text.strip()
 
     def _feed_call(self, call_chunk: Any) -> None:
         index, call_id = call_chunk.get("index"), call_chunk.get("id") or ""
@@ -89,6 +100,8 @@ class NativeCallParser:
             key = self._last if self._last is not None else 0
         buffer = self._calls.get(key)
         if buffer is None:
+            for earlier in self._calls.values():  # a new call completes those before it
+                self._complete(earlier)
             buffer = self._calls[key] = _CallBuffer()
         self._last = key
         if call_chunk.get("name"):
@@ -148,7 +161,7 @@ class NativeCallParser:
             "tool_name": buffer.name,
             "tool_kwargs": decode_arguments(buffer.arguments),
         }
-        purpose = self.text.strip()
+        purpose = self.text.strip() if buffer.purpose is None else buffer.purpose
         if purpose:
             command["purpose"] = purpose
         return command

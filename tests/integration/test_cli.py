@@ -260,6 +260,26 @@ def test_run_json_reads_the_model_from_the_environment(
     assert document["action_results"] == {"compute": {"expression": "6 * 7", "result": 42.0}}
 
 
+def test_run_plan_mode_native_binds_the_servers_tools_to_the_planner(
+    scripted: Any, capfd: Any
+) -> None:
+    scripted(
+        plan_reply("execute", [calc("42 / 4")]),  # the planner's tool call, in native mode
+        plan_reply("response"),
+        "Each line has 10.5 km of track.",
+    )
+    model = agentloop.cli.resolve_model("fake:model")
+    code = main(["run", "--model", "fake:model", "--plan-mode", "native", "--json", "km?"])
+    captured = capfd.readouterr()
+    assert code == 0, captured.err
+    document = json.loads(captured.out)
+    assert document["answer"] == "Each line has 10.5 km of track."
+    assert document["records"][0]["result"]["result"] == 10.5
+    planner_tools = [tool["function"]["name"] for tool in model.request_options[0]["tools"]]
+    assert "calculate" in planner_tools and "PlanDecision" not in planner_tools
+    assert "tools" not in model.request_options[2]  # the answer is asked without tools
+
+
 def test_run_with_an_mcp_config_replaces_the_bundled_servers(
     scripted: Any, capfd: Any, tmp_path: Path
 ) -> None:

@@ -157,6 +157,28 @@ async def test_studio_per_run_context(server: str) -> None:
     assert final["round_state"]["round_index"] == 1
 
 
+async def test_studio_runs_the_loop_in_native_plan_mode(server: str) -> None:
+    from langgraph_sdk import get_client
+
+    client = get_client(url=server)
+    thread = await client.threads.create()
+    final = await client.runs.wait(
+        thread["thread_id"],
+        "tool_loop",
+        input={"user_input": "How long is the Lumen Bay tram network, and how many km per line?"},
+        context={"plan_mode": "native"},  # the context form's plan_mode field
+    )
+    assert isinstance(final, dict)
+    assert final["decision"]["next_action"] == "response"
+    assert final["round_state"]["round_index"] == 2
+    assert [record["tool_name"] for record in final["tool_logs"]] == [
+        "search_documents",
+        "calculate",
+    ]
+    assert all(record["success"] for record in final["tool_logs"])
+    assert "10.5" in final["answer"]
+
+
 async def test_studio_follow_up_takes_its_city_from_the_conversation(server: str) -> None:
     from langgraph_sdk import get_client
 

@@ -235,9 +235,13 @@ def invoicing_loop(effects: Effects, **options: Any) -> Any:
     )
 
 
-async def test_two_workers_resuming_one_paused_thread_send_one_invoice(run_loop: Any) -> None:
+async def test_two_workers_resuming_one_paused_thread_send_one_invoice(
+    run_loop: Any, planning_for: Callable[..., dict[str, Any]]
+) -> None:
     effects = Effects()
-    graph = invoicing_loop(effects, checkpointer=InMemorySaver(), interrupt_before=["execute"])
+    graph = invoicing_loop(
+        effects, checkpointer=InMemorySaver(), interrupt_before=["execute"], **planning_for()
+    )
     config = {"configurable": {"thread_id": "approval"}}
     await run_loop(graph, {"user_input": "invoice bob"}, config)
     outs = await asyncio.gather(*(run_loop(graph, None, config) for _ in range(2)))
@@ -248,9 +252,11 @@ async def test_two_workers_resuming_one_paused_thread_send_one_invoice(run_loop:
     assert sum(bool(r.get("replayed")) for r in invoices) == 1
 
 
-async def test_exit_durability_warns_once(run_loop: Any, caplog: pytest.LogCaptureFixture) -> None:
+async def test_exit_durability_warns_once(
+    run_loop: Any, caplog: pytest.LogCaptureFixture, planning_for: Callable[..., dict[str, Any]]
+) -> None:
     effects = Effects()
-    graph = invoicing_loop(effects, checkpointer=InMemorySaver())
+    graph = invoicing_loop(effects, checkpointer=InMemorySaver(), **planning_for())
     events: list[dict[str, Any]] = []
     with caplog.at_level(logging.WARNING, logger="agentloop"):
         for thread in ("a", "b"):
@@ -270,8 +276,10 @@ async def test_exit_durability_warns_once(run_loop: Any, caplog: pytest.LogCaptu
     assert sum("durability='exit'" in r.getMessage() for r in caplog.records) == 1
 
 
-async def test_no_warning_with_the_default_durability(run_loop: Any) -> None:
-    graph = invoicing_loop(Effects(), checkpointer=InMemorySaver())
+async def test_no_warning_with_the_default_durability(
+    run_loop: Any, planning_for: Callable[..., dict[str, Any]]
+) -> None:
+    graph = invoicing_loop(Effects(), checkpointer=InMemorySaver(), **planning_for())
     config = {"configurable": {"thread_id": "t"}}
     events = [e async for e in graph.astream({"user_input": "x"}, config, stream_mode="custom")]
     assert not [e for e in events if e["type"] == "durability_warning"]
@@ -295,7 +303,9 @@ def test_a_sub_agent_has_side_effects_unless_declared() -> None:
     assert (reader.idempotent, reader.concurrency_safe) == (True, True)
 
 
-async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(run_loop: Any) -> None:
+async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(
+    run_loop: Any, planning_for: Callable[..., dict[str, Any]]
+) -> None:
     effects = Effects()
 
     @tool
@@ -319,6 +329,7 @@ async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(run_loop: 
             answer_model=ScriptedChatModel(responder=lambda messages: "child done")
         ),
         governance=GovernanceOptions(policies={"send_invoice": ToolPolicy(idempotent=False)}),
+        **planning_for(),
     )  # fmt: skip
     parent = create_tool_loop(
         ScriptedChatModel(
@@ -332,6 +343,7 @@ async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(run_loop: 
         models=ModelOptions(answer_model=ScriptedChatModel(["parent done"])),
         governance=GovernanceOptions(policies={"clerk": ToolPolicy(timeout_s=0.3)}),
         checkpointer=InMemorySaver(),
+        **planning_for(),
     )  # fmt: skip
     out = await run_loop(parent, {"user_input": "go"}, {"configurable": {"thread_id": "t"}})
     [record] = out["tool_logs"]
@@ -342,7 +354,9 @@ async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(run_loop: 
     assert effects.done == ["invoice:bob"]
 
 
-async def test_a_sub_agent_runs_with_the_parents_checkpointer(run_loop: Any) -> None:
+async def test_a_sub_agent_runs_with_the_parents_checkpointer(
+    run_loop: Any, planning_for: Callable[..., dict[str, Any]]
+) -> None:
     effects = Effects()
     saver = InMemorySaver()
     parent = create_tool_loop(
@@ -353,10 +367,12 @@ async def test_a_sub_agent_runs_with_the_parents_checkpointer(run_loop: Any) -> 
                 plan_reply("response"),
             ]
         ),
-        [as_tool(invoicing_loop(effects, name="clerk_loop"), name="clerk", description="Bills.")],
+        [as_tool(invoicing_loop(effects, name="clerk_loop", **planning_for()), name="clerk",
+                 description="Bills.")],
         models=ModelOptions(answer_model=ScriptedChatModel(["parent done"])),
         checkpointer=saver,
         name="boss",
+        **planning_for(),
     )  # fmt: skip
     out = await run_loop(parent, {"user_input": "go"}, {"configurable": {"thread_id": "t"}})
     assert out["tool_logs"][0]["result"] == "invoiced"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,7 +16,6 @@ from agentloop import (
     ConfigurationError,
     GovernanceOptions,
     ModelOptions,
-    PlanningOptions,
     ResultCache,
     ToolInvocation,
     ToolOutcome,
@@ -40,12 +40,22 @@ def one_round(*commands: dict[str, Any]) -> list[Any]:
     return [plan_reply("execute", list(commands)), plan_reply("response")]
 
 
-def build(plans: list[Any], tools: list[Any], **options: Any) -> tuple[Any, ScriptedChatModel]:
-    planner = ScriptedChatModel(plans)
-    answerer = ScriptedChatModel(["ok"], repeat_last=True)
-    return create_tool_loop(
-        planner, tools, models=ModelOptions(answer_model=answerer), **options
-    ), planner
+Builder = Callable[..., tuple[Any, ScriptedChatModel]]
+
+
+@pytest.fixture
+def build(planning_for: Callable[..., dict[str, Any]]) -> Builder:
+    """A loop of scripted models in the test's plan mode (options given override it)."""
+
+    def loop(plans: list[Any], tools: list[Any], **options: Any) -> tuple[Any, ScriptedChatModel]:
+        planner = ScriptedChatModel(plans)
+        answerer = ScriptedChatModel(["ok"], repeat_last=True)
+        options = {**planning_for(), **options}
+        return create_tool_loop(
+            planner, tools, models=ModelOptions(answer_model=answerer), **options
+        ), planner
+
+    return loop
 
 
 async def events_and_state(graph: Any, text: str = "go") -> tuple[list[dict[str, Any]], Any]:
@@ -62,7 +72,7 @@ async def events_and_state(graph: Any, text: str = "go") -> tuple[list[dict[str,
 # -- timeouts and retries -------------------------------------------------------------------
 
 
-async def test_non_idempotent_timeout_runs_exactly_once(run_loop: Any) -> None:
+async def test_non_idempotent_timeout_runs_exactly_once(run_loop: Any, build: Builder) -> None:
     calls = 0
 
     @tool
@@ -90,7 +100,7 @@ async def test_non_idempotent_timeout_runs_exactly_once(run_loop: Any) -> None:
     assert record["result"]["suggestion"]
 
 
-async def test_idempotent_flaky_tool_succeeds_on_third_attempt() -> None:
+async def test_idempotent_flaky_tool_succeeds_on_third_attempt(build: Builder) -> None:
     attempts = 0
 
     @tool
@@ -116,7 +126,7 @@ async def test_idempotent_flaky_tool_succeeds_on_third_attempt() -> None:
     assert [e["attempt"] for e in retries] == [1, 2]
 
 
-async def test_non_transient_errors_are_not_retried(run_loop: Any) -> None:
+async def test_non_transient_errors_are_not_retried(run_loop: Any, build: Builder) -> None:
     attempts = 0
 
     @tool
@@ -136,7 +146,9 @@ async def test_non_transient_errors_are_not_retried(run_loop: Any) -> None:
     assert out["tool_logs"][0]["error_type"] == "internal_error"
 
 
-async def test_sync_tool_timeout_is_abandoned_with_clear_error(run_loop: Any) -> None:
+async def test_sync_tool_timeout_is_abandoned_with_clear_error(
+    run_loop: Any, build: Builder
+) -> None:
     @tool
     def read_slow(path: str) -> str:
         """Blocks."""
@@ -182,7 +194,7 @@ async def test_timeout_resolution_order() -> None:
 # -- validation and repair ------------------------------------------------------------------
 
 
-async def test_invalid_arguments_never_reach_the_tool(run_loop: Any) -> None:
+async def test_invalid_arguments_never_reach_the_tool(run_loop: Any, build: Builder) -> None:
     seen: list[Any] = []
 
     @tool
@@ -210,7 +222,9 @@ async def test_invalid_arguments_never_reach_the_tool(run_loop: Any) -> None:
     assert seen == [(3, True)]
 
 
-async def test_raw_json_schema_tools_are_validated_and_coerced(run_loop: Any) -> None:
+async def test_raw_json_schema_tools_are_validated_and_coerced(
+    run_loop: Any, build: Builder
+) -> None:
     received: list[dict[str, Any]] = []
 
     async def lookup(**kwargs: Any) -> str:
@@ -241,7 +255,7 @@ async def test_raw_json_schema_tools_are_validated_and_coerced(run_loop: Any) ->
     assert bad["error_type"] == "invalid_arguments" and "query" in bad["error"]
 
 
-async def test_argument_aliases_repair_without_mutating(run_loop: Any) -> None:
+async def test_argument_aliases_repair_without_mutating(run_loop: Any, build: Builder) -> None:
     @tool
     def get_profile(info_to_extract: str) -> str:
         """Extract info."""
@@ -264,7 +278,9 @@ async def test_argument_aliases_repair_without_mutating(run_loop: Any) -> None:
 # -- interceptors and cache -----------------------------------------------------------------
 
 
-async def test_cache_hit_skips_the_tool_across_runs(run_loop: Any) -> None:
+async def test_cache_hit_skips_the_tool_across_runs(
+    run_loop: Any, planning_for: Callable[..., dict[str, Any]]
+) -> None:
     calls = 0
 
     @tool
@@ -286,6 +302,7 @@ async def test_cache_hit_skips_the_tool_across_runs(run_loop: Any) -> None:
         [search_docs],
         models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
         governance=GovernanceOptions(policies={"search_docs": ToolPolicy(cache_ttl_s=60)}),
+        **planning_for(),
     )
     first = await run_loop(graph, {"user_input": "user one"})
     second = await run_loop(graph, {"user_input": "user two"})
@@ -295,7 +312,9 @@ async def test_cache_hit_skips_the_tool_across_runs(run_loop: Any) -> None:
     assert second["tool_logs"][0]["result"] == "docs about tides"
 
 
-async def test_short_circuiting_interceptor_keeps_the_audit_trace(run_loop: Any) -> None:
+async def test_short_circuiting_interceptor_keeps_the_audit_trace(
+    run_loop: Any, build: Builder
+) -> None:
     calls = 0
 
     @tool
@@ -325,7 +344,7 @@ async def test_short_circuiting_interceptor_keeps_the_audit_trace(run_loop: Any)
     assert entry.success is True
 
 
-async def test_interceptor_can_change_the_call(run_loop: Any) -> None:
+async def test_interceptor_can_change_the_call(run_loop: Any, build: Builder) -> None:
     @tool
     def get_echo(text: str) -> str:
         """Echo."""
@@ -344,7 +363,7 @@ async def test_interceptor_can_change_the_call(run_loop: Any) -> None:
     assert out["tool_logs"][0]["result"] == "hi!"
 
 
-async def test_failing_interceptor_gives_a_failed_record(run_loop: Any) -> None:
+async def test_failing_interceptor_gives_a_failed_record(run_loop: Any, build: Builder) -> None:
     @tool
     def get_x(q: str) -> str:
         """X."""
@@ -361,7 +380,7 @@ async def test_failing_interceptor_gives_a_failed_record(run_loop: Any) -> None:
     assert "interceptor bug" in out["tool_logs"][0]["error"]
 
 
-async def test_rate_limit_spaces_calls(run_loop: Any) -> None:
+async def test_rate_limit_spaces_calls(run_loop: Any, build: Builder) -> None:
     @tool
     async def get_tick(n: int) -> int:
         """Tick."""
@@ -381,7 +400,9 @@ async def test_rate_limit_spaces_calls(run_loop: Any) -> None:
 # -- fallbacks ------------------------------------------------------------------------------
 
 
-async def test_stale_cache_then_stub_then_graceful_error(run_loop: Any) -> None:
+async def test_stale_cache_then_stub_then_graceful_error(
+    run_loop: Any, planning_for: Callable[..., dict[str, Any]]
+) -> None:
     healthy = True
 
     @tool
@@ -426,6 +447,7 @@ async def test_stale_cache_then_stub_then_graceful_error(run_loop: Any) -> None:
         [get_rate, get_forecast, get_news],
         models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
         governance=GovernanceOptions(policies=policies),
+        **planning_for(),
     )
     await run_loop(graph, {"user_input": "one"})
     healthy = False
@@ -449,7 +471,9 @@ async def test_stale_cache_then_stub_then_graceful_error(run_loop: Any) -> None:
     }
 
 
-async def test_no_stale_result_without_opting_in(run_loop: Any) -> None:
+async def test_no_stale_result_without_opting_in(
+    run_loop: Any, planning_for: Callable[..., dict[str, Any]]
+) -> None:
     healthy = True
 
     @tool
@@ -473,6 +497,7 @@ async def test_no_stale_result_without_opting_in(run_loop: Any) -> None:
         governance=GovernanceOptions(
             policies={"get_rate": ToolPolicy(retry=ToolRetry(max_attempts=1))}
         ),
+        **planning_for(),
     )
     await run_loop(graph, {"user_input": "one"})
     healthy = False
@@ -485,7 +510,7 @@ async def test_no_stale_result_without_opting_in(run_loop: Any) -> None:
 # -- results ---------------------------------------------------------------------------------
 
 
-async def test_huge_json_result_stays_valid_json(run_loop: Any) -> None:
+async def test_huge_json_result_stays_valid_json(run_loop: Any, build: Builder) -> None:
     @tool
     def get_dump(n: int) -> str:
         """A 2 MB JSON document."""
@@ -502,7 +527,7 @@ async def test_huge_json_result_stays_valid_json(run_loop: Any) -> None:
     assert "truncated" in text
 
 
-async def test_non_serializable_result_becomes_data(run_loop: Any) -> None:
+async def test_non_serializable_result_becomes_data(run_loop: Any, build: Builder) -> None:
     class Thing:
         def __repr__(self) -> str:
             return "<Thing>"
@@ -520,7 +545,7 @@ async def test_non_serializable_result_becomes_data(run_loop: Any) -> None:
 # -- judging, duplicates, rollback ----------------------------------------------------------
 
 
-async def test_useless_result_is_flagged_and_compact(run_loop: Any) -> None:
+async def test_useless_result_is_flagged_and_compact(run_loop: Any, build: Builder) -> None:
     @tool
     def search_hits(query: str) -> list[str]:
         """Search."""
@@ -546,7 +571,9 @@ async def test_useless_result_is_flagged_and_compact(run_loop: Any) -> None:
     assert out["round_state"]["round_index"] == 1
 
 
-async def test_duplicate_rollback_stops_after_the_cap() -> None:
+async def test_duplicate_rollback_stops_after_the_cap(
+    planning_for: Callable[..., dict[str, Any]],
+) -> None:
     calls = 0
 
     @tool
@@ -564,7 +591,7 @@ async def test_duplicate_rollback_stops_after_the_cap() -> None:
         [search_same],
         models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
         max_rounds=2,
-        planning=PlanningOptions(max_consecutive_rollbacks=3),
+        **planning_for(max_consecutive_rollbacks=3),
     )
     events, out = await events_and_state(graph)
     rolled = [e for e in events if e["type"] == "tool_rolled_back"]
@@ -579,7 +606,9 @@ async def test_duplicate_rollback_stops_after_the_cap() -> None:
     assert out["answer"] == "ok"
 
 
-async def test_duplicate_in_mixed_round_is_compact_and_round_advances(run_loop: Any) -> None:
+async def test_duplicate_in_mixed_round_is_compact_and_round_advances(
+    run_loop: Any, planning_for: Callable[..., dict[str, Any]]
+) -> None:
     @tool
     def search_a(query: str) -> str:
         """Search."""
@@ -596,6 +625,7 @@ async def test_duplicate_in_mixed_round_is_compact_and_round_advances(run_loop: 
         planner,
         [search_a],
         models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
+        **planning_for(),
     )
     out = await run_loop(graph, {"user_input": "go"})
     duplicate, fresh = out["round_state"]["last_round_records"]
@@ -607,7 +637,9 @@ async def test_duplicate_in_mixed_round_is_compact_and_round_advances(run_loop: 
     assert out["rollbacks"] == []
 
 
-async def test_planner_sees_only_recent_results_in_full(run_loop: Any) -> None:
+async def test_planner_sees_only_recent_results_in_full(
+    run_loop: Any, build: Builder, planning_for: Callable[..., dict[str, Any]]
+) -> None:
     @tool
     def get_n(n: int) -> str:
         """Numbered result."""
@@ -616,9 +648,7 @@ async def test_planner_sees_only_recent_results_in_full(run_loop: Any) -> None:
     plans = [plan_reply("execute", [cmd("get_n", n=i)]) for i in range(5)] + [
         plan_reply("response")
     ]
-    graph, planner = build(
-        plans, [get_n], max_rounds=6, planning=PlanningOptions(keep_tool_results=2)
-    )
+    graph, planner = build(plans, [get_n], max_rounds=6, **planning_for(keep_tool_results=2))
     await run_loop(graph, {"user_input": "go"})
     prompts = [str(request[-1].content) for request in planner.requests]
     # 4 results shown before: a block of 2 omitted at once, the 2 latest and the new one kept
@@ -630,7 +660,9 @@ async def test_planner_sees_only_recent_results_in_full(run_loop: Any) -> None:
     assert OMITTED not in prompts[4]
 
 
-async def test_keep_tool_results_never_hides_a_result_not_shown_yet(run_loop: Any) -> None:
+async def test_keep_tool_results_never_hides_a_result_not_shown_yet(
+    run_loop: Any, build: Builder, planning_for: Callable[..., dict[str, Any]]
+) -> None:
     @tool
     def get_n(n: int) -> str:
         """Numbered result."""
@@ -641,7 +673,7 @@ async def test_keep_tool_results_never_hides_a_result_not_shown_yet(run_loop: An
         plan_reply("execute", [cmd("get_n", n=8)]),
         plan_reply("response"),
     ]
-    graph, planner = build(plans, [get_n], planning=PlanningOptions(keep_tool_results=5))
+    graph, planner = build(plans, [get_n], **planning_for(keep_tool_results=5))
     await run_loop(graph, {"user_input": "go"})
     after_big_round = str(planner.requests[1][-1].content)
     assert all(f"RESULT-{n}" in after_big_round for n in range(8))
@@ -717,7 +749,7 @@ def test_transient_error_classification() -> None:
     assert not is_transient_error(KeyError("x"))
 
 
-async def test_idempotency_key_is_the_stable_call_key(run_loop: Any) -> None:
+async def test_idempotency_key_is_the_stable_call_key(run_loop: Any, build: Builder) -> None:
     keys: list[str] = []
 
     @tool

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +47,24 @@ def explode(reason: str) -> str:
     raise RuntimeError(f"boom: {reason}")
 
 
-def loop_with(plans: list[Any], tools: list[Any], **options: Any) -> tuple[Any, Any, Any]:
+Builder = Callable[..., tuple[Any, Any, Any]]
+
+
+def build_loop(plans: list[Any], tools: list[Any], **options: Any) -> tuple[Any, Any, Any]:
     planner = ScriptedChatModel(plans, chunk_size=7)
     answerer = ScriptedChatModel(repeat_last=True, replies=["final answer"])
     graph = create_tool_loop(planner, tools, models=ModelOptions(answer_model=answerer), **options)
     return graph, planner, answerer
+
+
+@pytest.fixture
+def loop_with(planning_for: Callable[..., dict[str, Any]]) -> Builder:
+    """`build_loop` in the test's plan mode (options given override it)."""
+
+    def build(plans: list[Any], tools: list[Any], **options: Any) -> tuple[Any, Any, Any]:
+        return build_loop(plans, tools, **{**planning_for(), **options})
+
+    return build
 
 
 RECORD_KEYS = {
@@ -65,7 +79,7 @@ RECORD_KEYS = {
 }
 
 
-async def test_two_rounds_then_answer(run_loop: Any) -> None:
+async def test_two_rounds_then_answer(run_loop: Any, loop_with: Builder, plan_mode: str) -> None:
     graph, planner, answerer = loop_with(
         [
             plan_reply(
@@ -90,12 +104,20 @@ async def test_two_rounds_then_answer(run_loop: Any) -> None:
         assert record["next"] == record["todo_suggestion"]
     assert state["done_plans"][0]["result"] == "results for cats"
     assert state["done_plans"][1]["purpose"] == "Use add"
-    assert state["last_round_records"][0]["todo_suggestion"] == "done"
-    assert out["action_results"] == {
-        "find it": "results for cats",
-        "Use add": 3,
-        "sum again": 7,
-    }
+    if plan_mode == "json":
+        assert state["last_round_records"][0]["todo_suggestion"] == "done"
+        assert out["action_results"] == {
+            "find it": "results for cats",
+            "Use add": 3,
+            "sum again": 7,
+        }
+    else:  # a native tool call has no purpose or todo of its own
+        assert state["last_round_records"][0]["todo_suggestion"] == ""
+        assert out["action_results"] == {
+            "Use search_web": "results for cats",
+            "Use add": 3,
+            "Use add (2)": 7,
+        }
     assert out["answer"] == "final answer"
     assert isinstance(out["messages"][-1], AIMessage)
     assert out["messages"][-1].content == "final answer"
@@ -103,8 +125,13 @@ async def test_two_rounds_then_answer(run_loop: Any) -> None:
     assert len(planner.requests) == 3
     # the planner saw everything it needs
     first_prompt = "\n".join(str(m.content) for m in planner.requests[0])
-    for needle in ("tell me", "be brief", "search_web", "round_index: 0", "max_rounds: 5"):
+    for needle in ("tell me", "be brief", "round_index: 0", "max_rounds: 5"):
         assert needle in first_prompt
+    if plan_mode == "json":  # the tools are listed in the prompt, or bound to the planner
+        assert "search_web" in first_prompt
+    else:
+        bound = [tool["function"]["name"] for tool in planner.request_options[0]["tools"]]
+        assert bound == ["search_web", "add"]
     second_prompt = str(planner.requests[1][-1].content)
     assert "results for cats" in second_prompt
     # the answer got the results and the instruction to cite them
@@ -114,7 +141,7 @@ async def test_two_rounds_then_answer(run_loop: Any) -> None:
     assert "quote" in answer_prompt
 
 
-async def test_no_tools_needed_injects_no_results(run_loop: Any) -> None:
+async def test_no_tools_needed_injects_no_results(run_loop: Any, loop_with: Builder) -> None:
     graph, _, answerer = loop_with([plan_reply("response")], [add])
     out = await run_loop(graph, {"user_input": "hello"})
     assert out["action_results"] == {}
@@ -123,7 +150,7 @@ async def test_no_tools_needed_injects_no_results(run_loop: Any) -> None:
     assert out["tool_logs"] == []
 
 
-async def test_short_circuit_stops_reading_the_stream() -> None:
+async def test_short_circuit_stops_reading_the_stream(loop_with: Builder) -> None:
     padding = [cmd("add", "x" * 200, a=1, b=1) for _ in range(20)]
     reply = json.dumps({"next_action": "response", "execution_commands": padding})
     graph, planner, _ = loop_with([reply], [add])
@@ -135,7 +162,10 @@ async def test_short_circuit_stops_reading_the_stream() -> None:
     assert decided[0]["next_action"] == "response"
 
 
-async def test_partial_response_value_does_not_decide(run_loop: Any) -> None:
+@pytest.mark.json_only(
+    "a native reply has no next_action value to misspell; this reads the JSON one"
+)
+async def test_partial_response_value_does_not_decide(run_loop: Any, loop_with: Builder) -> None:
     # "responsive" starts like "response" but the value is only known when complete
     reply = json.dumps({"next_action": "responsive", "execution_commands": [cmd("add", a=1, b=2)]})
     graph, _, _ = loop_with([reply, plan_reply("response")], [add])
@@ -144,14 +174,19 @@ async def test_partial_response_value_does_not_decide(run_loop: Any) -> None:
     assert out["round_state"]["done_plans"][0]["result"] == 3
 
 
-async def test_execute_does_not_short_circuit_and_reads_everything(run_loop: Any) -> None:
+@pytest.mark.json_only(
+    "counts the chunks of the JSON plan text; a native reply never short-circuits on tool calls"
+)
+async def test_execute_does_not_short_circuit_and_reads_everything(
+    run_loop: Any, loop_with: Builder
+) -> None:
     reply = plan_reply("execute", [cmd("add", a=1, b=2)])
     graph, planner, _ = loop_with([reply, plan_reply("response")], [add])
     await run_loop(graph, {"user_input": "hi"})
     assert planner.chunks_emitted >= -(-len(str(reply)) // 7)
 
 
-async def test_parallel_round_is_concurrent(run_loop: Any) -> None:
+async def test_parallel_round_is_concurrent(run_loop: Any, loop_with: Builder) -> None:
     @tool
     async def get_slow(n: int) -> int:
         """Sleep 0.3 s."""
@@ -179,7 +214,7 @@ async def test_parallel_round_is_concurrent(run_loop: Any) -> None:
         assert elapsed < 0.9, f"{slow.name}: 4 x 0.3 s took {elapsed:.2f}s"
 
 
-async def test_concurrency_limit(run_loop: Any) -> None:
+async def test_concurrency_limit(run_loop: Any, loop_with: Builder) -> None:
     running = 0
     peak = 0
 
@@ -203,7 +238,9 @@ async def test_concurrency_limit(run_loop: Any) -> None:
     assert [r["result"] for r in out["round_state"]["done_plans"]] == list(range(6))
 
 
-async def test_records_keep_command_order_whatever_finishes_first(run_loop: Any) -> None:
+async def test_records_keep_command_order_whatever_finishes_first(
+    run_loop: Any, loop_with: Builder
+) -> None:
     @tool
     async def get_delayed(delay: float, label: str) -> str:
         """Sleep, then return the label."""
@@ -224,7 +261,7 @@ async def test_records_keep_command_order_whatever_finishes_first(run_loop: Any)
     assert [r["index"] for r in out["tool_logs"]] == [0, 1, 2, 3]
 
 
-async def test_unsafe_tools_run_alone_in_order(run_loop: Any) -> None:
+async def test_unsafe_tools_run_alone_in_order(run_loop: Any, loop_with: Builder) -> None:
     timeline: list[tuple[str, str]] = []
 
     @tool
@@ -262,7 +299,7 @@ async def test_unsafe_tools_run_alone_in_order(run_loop: Any) -> None:
     assert position[("start", "r2")] < position[("end", "r1")]
 
 
-async def test_errors_are_isolated(run_loop: Any) -> None:
+async def test_errors_are_isolated(run_loop: Any, loop_with: Builder) -> None:
     commands = [
         cmd("explode", reason="x"),
         cmd("no_such_tool", q=1),
@@ -283,7 +320,9 @@ async def test_errors_are_isolated(run_loop: Any) -> None:
     assert out["answer"] == "final answer"
 
 
-async def test_max_rounds_stops_without_a_wasted_plan_call(run_loop: Any) -> None:
+async def test_max_rounds_stops_without_a_wasted_plan_call(
+    run_loop: Any, planning_for: Callable[..., dict[str, Any]]
+) -> None:
     asked = iter(range(100))
 
     def always_more(messages: Any) -> str:
@@ -292,7 +331,7 @@ async def test_max_rounds_stops_without_a_wasted_plan_call(run_loop: Any) -> Non
     planner = ScriptedChatModel(responder=always_more)
     answerer = ScriptedChatModel(["done"], repeat_last=True)
     graph = create_tool_loop(
-        planner, [add], models=ModelOptions(answer_model=answerer), max_rounds=2
+        planner, [add], models=ModelOptions(answer_model=answerer), max_rounds=2, **planning_for()
     )
     events = [e async for e in graph.astream({"user_input": "go"}, stream_mode="custom")]
     assert len(planner.requests) == 2
@@ -303,7 +342,7 @@ async def test_max_rounds_stops_without_a_wasted_plan_call(run_loop: Any) -> Non
     assert state["answer"] == "done"
 
 
-async def test_max_rounds_zero_answers_directly(run_loop: Any) -> None:
+async def test_max_rounds_zero_answers_directly(run_loop: Any, loop_with: Builder) -> None:
     graph, planner, _ = loop_with([], [add], max_rounds=0)
     out = await run_loop(graph, {"user_input": "hi"})
     assert planner.requests == []
@@ -311,7 +350,7 @@ async def test_max_rounds_zero_answers_directly(run_loop: Any) -> None:
 
 
 async def test_tool_plan_mode_with_streamed_tool_calls(run_loop: Any) -> None:
-    graph, planner, _ = loop_with(
+    graph, planner, _ = build_loop(
         [
             plan_reply("execute", [cmd("add", a=5, b=6)], as_tool_call=True),
             plan_reply("response", as_tool_call=True),
@@ -326,13 +365,18 @@ async def test_tool_plan_mode_with_streamed_tool_calls(run_loop: Any) -> None:
 
 async def test_tool_plan_mode_short_circuits(run_loop: Any) -> None:
     reply = plan_reply("response", [cmd("add", "y" * 300, a=1, b=1)] * 5, as_tool_call=True)
-    graph, planner, _ = loop_with([reply], [add], plan_mode="tool")
+    graph, planner, _ = build_loop([reply], [add], plan_mode="tool")
     out = await run_loop(graph, {"user_input": "hi"})
     assert out["round_state"]["round_index"] == 0
     assert planner.chunks_emitted < 10
 
 
-async def test_an_unusable_plan_is_asked_again_then_reported(run_loop: Any) -> None:
+@pytest.mark.json_only(
+    "prose is a valid native reply (a response), so there is nothing to ask again"
+)
+async def test_an_unusable_plan_is_asked_again_then_reported(
+    run_loop: Any, loop_with: Builder
+) -> None:
     prose = "I think I'd rather chat about the weather."
     graph, planner, answerer = loop_with([prose] * 3, [add])
     out = await run_loop(graph, {"user_input": "hi"})
@@ -347,7 +391,12 @@ async def test_an_unusable_plan_is_asked_again_then_reported(run_loop: Any) -> N
     assert out["usage"]["tool_loop"]["model_calls"] == 3
 
 
-async def test_a_reasked_planner_that_recovers_runs_its_plan(run_loop: Any) -> None:
+@pytest.mark.json_only(
+    "prose is a valid native reply (a response), so there is nothing to ask again"
+)
+async def test_a_reasked_planner_that_recovers_runs_its_plan(
+    run_loop: Any, loop_with: Builder
+) -> None:
     replies = [
         "Let me think.",
         plan_reply("execute", [cmd("add", a=2, b=3)]),
@@ -361,7 +410,8 @@ async def test_a_reasked_planner_that_recovers_runs_its_plan(run_loop: Any) -> N
     assert out["usage"]["tool_loop"]["model_calls"] == 4  # 3 plans (one re-ask) + answer
 
 
-async def test_a_reask_is_an_event() -> None:
+@pytest.mark.json_only("'{}' is a valid native reply (a text response), not a broken JSON plan")
+async def test_a_reask_is_an_event(loop_with: Builder) -> None:
     graph, _, _ = loop_with(["{}", plan_reply("response")], [add])
     events = [
         event
@@ -378,7 +428,8 @@ async def test_a_reask_is_an_event() -> None:
     ]
 
 
-async def test_fenced_json_with_prose_is_accepted(run_loop: Any) -> None:
+@pytest.mark.json_only("tests the repair of JSON plan text; a native plan is tool calls")
+async def test_fenced_json_with_prose_is_accepted(run_loop: Any, loop_with: Builder) -> None:
     body = plan_reply("execute", [cmd("add", a=1, b=1)])
     graph, _, _ = loop_with(
         [f"Sure! Here is my plan:\n```json\n{body}\n```\nDone.", plan_reply("response")], [add]
@@ -387,7 +438,7 @@ async def test_fenced_json_with_prose_is_accepted(run_loop: Any) -> None:
     assert out["round_state"]["done_plans"][0]["result"] == 2
 
 
-async def test_planner_model_failure_does_not_crash(run_loop: Any) -> None:
+async def test_planner_model_failure_does_not_crash(run_loop: Any, loop_with: Builder) -> None:
     graph, _, _ = loop_with([RuntimeError("provider down")], [add])
     out = await run_loop(graph, {"user_input": "hi"})
     assert "provider down" in out["decision"]["parse_error"]
@@ -395,7 +446,9 @@ async def test_planner_model_failure_does_not_crash(run_loop: Any) -> None:
     assert out["answer"].startswith("I could not answer: planner model failed")
 
 
-async def test_answer_model_failure_gives_a_clear_answer(run_loop: Any) -> None:
+async def test_answer_model_failure_gives_a_clear_answer(
+    run_loop: Any, planning_for: Callable[..., dict[str, Any]]
+) -> None:
     planner = ScriptedChatModel([plan_reply("response")])
     answerer = ScriptedChatModel([ConnectionError("network unreachable")] * 2)
     graph = create_tool_loop(
@@ -404,12 +457,13 @@ async def test_answer_model_failure_gives_a_clear_answer(run_loop: Any) -> None:
         models=ModelOptions(
             answer_model=answerer, retry=ModelRetryPolicy(max_attempts=2, initial_delay_s=0.01)
         ),
+        **planning_for(),
     )
     out = await run_loop(graph, {"user_input": "hi"})
     assert "network unreachable" in out["answer"]
 
 
-def test_sync_invoke_works() -> None:
+def test_sync_invoke_works(loop_with: Builder) -> None:
     graph, _, _ = loop_with(
         [
             plan_reply("execute", [cmd("add", a=1, b=2), cmd("search_web", query="q")]),
@@ -422,7 +476,7 @@ def test_sync_invoke_works() -> None:
     assert out["answer"] == "final answer"
 
 
-async def test_sync_invoke_inside_a_running_event_loop() -> None:
+async def test_sync_invoke_inside_a_running_event_loop(loop_with: Builder) -> None:
     graph, _, _ = loop_with(
         [plan_reply("execute", [cmd("search_web", query="q")]), plan_reply("response")],
         [search_web],
@@ -438,7 +492,7 @@ async def test_sync_invoke_inside_a_running_event_loop() -> None:
     assert out2["tool_logs"][0]["result"] == "results for z"
 
 
-async def test_events_on_the_custom_stream() -> None:
+async def test_events_on_the_custom_stream(loop_with: Builder) -> None:
     graph, _, _ = loop_with(
         [
             plan_reply("execute", [cmd("add", a=1, b=2), cmd("explode", reason="r")]),
@@ -466,10 +520,14 @@ async def test_events_on_the_custom_stream() -> None:
     assert decided[0]["command_count"] == 2 and decided[0]["short_circuited"] is False
 
 
-async def test_answer_tokens_stream_on_messages_mode() -> None:
+async def test_answer_tokens_stream_on_messages_mode(
+    planning_for: Callable[..., dict[str, Any]],
+) -> None:
     planner = ScriptedChatModel([plan_reply("response")])
     answerer = ScriptedChatModel(["a fairly long final answer text"], chunk_size=4)
-    graph = create_tool_loop(planner, [add], models=ModelOptions(answer_model=answerer))
+    graph = create_tool_loop(
+        planner, [add], models=ModelOptions(answer_model=answerer), **planning_for()
+    )
     tokens = [
         chunk.content
         async for chunk, meta in graph.astream({"user_input": "hi"}, stream_mode="messages")
@@ -479,7 +537,9 @@ async def test_answer_tokens_stream_on_messages_mode() -> None:
     assert "".join(tokens) == "a fairly long final answer text"
 
 
-async def test_input_from_messages_and_parent_composition(run_loop: Any) -> None:
+async def test_input_from_messages_and_parent_composition(
+    run_loop: Any, loop_with: Builder
+) -> None:
     graph, planner, _ = loop_with(
         [plan_reply("execute", [cmd("add", a=2, b=3)]), plan_reply("response")], [add]
     )
@@ -493,7 +553,9 @@ async def test_input_from_messages_and_parent_composition(run_loop: Any) -> None
     assert "what is 2+3?" in str(planner.requests[0][-1].content)
 
 
-async def test_checkpointer_interrupt_inspect_edit_resume(run_loop: Any) -> None:
+async def test_checkpointer_interrupt_inspect_edit_resume(
+    run_loop: Any, loop_with: Builder
+) -> None:
     graph, _, _ = loop_with(
         [plan_reply("execute", [cmd("add", a=1, b=1)]), plan_reply("response")],
         [add],
@@ -514,14 +576,14 @@ async def test_checkpointer_interrupt_inspect_edit_resume(run_loop: Any) -> None
     assert len(history) > 3
 
 
-def test_drawn_graph_matches_the_snapshot() -> None:
+def test_drawn_graph_matches_the_snapshot(loop_with: Builder) -> None:
     # a changed shape must be a reviewed change: update tests/unit/snapshots/tool_loop.mmd
     graph, _, _ = loop_with([], [add])
     snapshot = Path(__file__).with_name("snapshots") / "tool_loop.mmd"
     assert graph.get_graph().draw_mermaid() == snapshot.read_text()
 
 
-def test_graph_shape_and_mermaid() -> None:
+def test_graph_shape_and_mermaid(loop_with: Builder) -> None:
     graph, _, _ = loop_with([], [add])
     nodes = set(graph.get_graph().nodes)
     assert {"plan", "execute", "answer"} <= nodes

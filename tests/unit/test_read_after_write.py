@@ -6,16 +6,16 @@ check -> change -> check, with plain `@tool` functions, as a real task does it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.freshness import ReadTracker, StateTouch
-from agentloop.tools.interceptors import Proceed, ToolInvocation
-from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.policy import resolve_policy
 
 
@@ -54,19 +54,29 @@ class Bank:
         return [get_balance, transfer]
 
 
-def loop(plans: list[Any], bank: Bank, **options: Any) -> Any:
-    planner = ScriptedChatModel(plans, chunk_size=9)
-    answerer = ScriptedChatModel(repeat_last=True, replies=["done"])
-    return create_tool_loop(
-        planner, bank.tools(), models=ModelOptions(answer_model=answerer), **options
-    )
+Builder = Callable[..., Any]
+
+
+@pytest.fixture
+def loop(planning_for: Callable[..., dict[str, Any]]) -> Builder:
+    """A loop of scripted models over a bank, in the test's plan mode."""
+
+    def build(plans: list[Any], bank: Bank, **options: Any) -> Any:
+        planner = ScriptedChatModel(plans, chunk_size=9)
+        answerer = ScriptedChatModel(repeat_last=True, replies=["done"])
+        options = {**planning_for(), **options}
+        return create_tool_loop(
+            planner, bank.tools(), models=ModelOptions(answer_model=answerer), **options
+        )
+
+    return build
 
 
 def records_of(out: dict[str, Any]) -> list[dict[str, Any]]:
     return list(out["round_state"]["done_plans"])
 
 
-async def test_check_change_check_reads_again(run_loop: Any) -> None:
+async def test_check_change_check_reads_again(run_loop: Any, loop: Builder) -> None:
     bank = Bank()
     graph = loop(
         [
@@ -87,7 +97,9 @@ async def test_check_change_check_reads_again(run_loop: Any) -> None:
     assert bank.reads == 2
 
 
-async def test_a_write_in_the_same_plan_makes_the_later_read_run(run_loop: Any) -> None:
+async def test_a_write_in_the_same_plan_makes_the_later_read_run(
+    run_loop: Any, loop: Builder
+) -> None:
     bank = Bank()
     graph = loop(
         [
@@ -109,7 +121,9 @@ async def test_a_write_in_the_same_plan_makes_the_later_read_run(run_loop: Any) 
     assert records_of(out)[2]["after_write"] == "transfer"
 
 
-async def test_repeats_with_no_write_between_are_still_duplicates(run_loop: Any) -> None:
+async def test_repeats_with_no_write_between_are_still_duplicates(
+    run_loop: Any, loop: Builder
+) -> None:
     bank = Bank()
     graph = loop(
         [
@@ -129,7 +143,7 @@ async def test_repeats_with_no_write_between_are_still_duplicates(run_loop: Any)
     assert bank.reads == 2
 
 
-async def test_state_keys_narrow_what_a_write_makes_stale(run_loop: Any) -> None:
+async def test_state_keys_narrow_what_a_write_makes_stale(run_loop: Any, loop: Builder) -> None:
     bank = Bank()
     keyed = ToolPolicy(state_keys=("account",))
     graph = loop(
@@ -152,7 +166,9 @@ async def test_state_keys_narrow_what_a_write_makes_stale(run_loop: Any) -> None
     assert last_d["result"] == "d: 45" and last_d["after_write"] == "transfer"
 
 
-async def test_the_cache_never_answers_with_data_from_before_a_write(run_loop: Any) -> None:
+async def test_the_cache_never_answers_with_data_from_before_a_write(
+    run_loop: Any, loop: Builder
+) -> None:
     bank = Bank()
     cached = ToolPolicy(read_only=True, cache_ttl_s=600)
     read = [plan_reply("execute", [cmd("get_balance", account="c")]), plan_reply("response")]
@@ -178,34 +194,7 @@ async def test_the_cache_never_answers_with_data_from_before_a_write(run_loop: A
     assert bank.reads == 2
 
 
-async def refuse_transfers(call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
-    """An app's rule: money does not move."""
-    if call.tool_name == "transfer":
-        return ToolOutcome.refused("refused", call.tool_name, "transfers are disabled")
-    return await proceed(call)
-
-
-async def test_a_refused_write_leaves_earlier_reads_fresh(run_loop: Any) -> None:
-    bank = Bank()
-    graph = loop(
-        [
-            plan_reply("execute", [cmd("get_balance", account="c")]),
-            plan_reply("execute", [cmd("transfer", account="c", amount=30)]),
-            plan_reply("execute", [cmd("get_balance", account="c")]),
-            plan_reply("response"),
-        ],
-        bank,
-        governance=GovernanceOptions(interceptors=[refuse_transfers]),
-    )
-    out = await run_loop(graph, {"user_input": "check, move 30, check again"})
-    refused, third = out["tool_logs"][1:]
-    assert refused["error_type"] == "refused"
-    assert bank.balances["c"] == 100
-    assert third["duplicate"] and not third.get("after_write")
-    assert bank.reads == 1
-
-
-async def test_stale_fallback_is_dropped_by_a_write(run_loop: Any) -> None:
+async def test_stale_fallback_is_dropped_by_a_write(run_loop: Any, loop: Builder) -> None:
     bank = Bank()
     bank.break_reads_after_write = True
     fallback = ToolPolicy(read_only=True, stale_fallback_s=600)
@@ -260,7 +249,7 @@ def test_a_round_orders_reads_and_possible_writes_of_one_state() -> None:
 
 
 async def test_a_read_after_a_write_that_waits_for_a_reference_is_not_started_early(
-    run_loop: Any,
+    run_loop: Any, planning_for: Callable[..., dict[str, Any]]
 ) -> None:
     bank = Bank()
 
@@ -288,6 +277,7 @@ async def test_a_read_after_a_write_that_waits_for_a_reference_is_not_started_ea
         planner,
         [get_account, *bank.tools()],
         models=ModelOptions(answer_model=ScriptedChatModel(["done"], repeat_last=True)),
+        **planning_for(),
     )
     out = await run_loop(graph, {"user_input": "move 5 from ada's account, then check it"})
     _, moved, balance, _ = records_of(out)

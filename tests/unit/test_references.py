@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -258,10 +259,21 @@ def cmd(tool_name: str, **kwargs: Any) -> dict[str, Any]:
     }
 
 
-def build(plans: list[Any], tools: list[Any]) -> tuple[Any, ScriptedChatModel]:
-    planner = ScriptedChatModel(plans)
-    answerer = ScriptedChatModel(["ok"], repeat_last=True)
-    return create_tool_loop(planner, tools, models=ModelOptions(answer_model=answerer)), planner
+Builder = Callable[[list[Any], list[Any]], tuple[Any, ScriptedChatModel]]
+
+
+@pytest.fixture
+def build(planning_for: Callable[..., dict[str, Any]]) -> Builder:
+    """A loop of scripted models in the test's plan mode."""
+
+    def loop(plans: list[Any], tools: list[Any]) -> tuple[Any, ScriptedChatModel]:
+        planner = ScriptedChatModel(plans)
+        answerer = ScriptedChatModel(["ok"], repeat_last=True)
+        return create_tool_loop(
+            planner, tools, models=ModelOptions(answer_model=answerer), **planning_for()
+        ), planner
+
+    return loop
 
 
 class Timeline:
@@ -285,7 +297,9 @@ class Timeline:
         return a_start < b_end and b_start < a_end
 
 
-async def test_a_chain_of_references_gives_the_tools_resolved_values(run_loop: Any) -> None:
+async def test_a_chain_of_references_gives_the_tools_resolved_values(
+    run_loop: Any, build: Builder
+) -> None:
     seen = Timeline()
 
     @tool
@@ -334,7 +348,7 @@ async def test_a_chain_of_references_gives_the_tools_resolved_values(run_loop: A
 
 
 async def test_independent_commands_run_in_parallel_while_a_referring_one_waits(
-    run_loop: Any,
+    run_loop: Any, build: Builder
 ) -> None:
     seen = Timeline()
 
@@ -369,7 +383,9 @@ async def test_independent_commands_run_in_parallel_while_a_referring_one_waits(
     assert records[1]["kwargs"] == {"q": "after from a"}
 
 
-async def test_a_reference_to_a_failed_command_fails_without_running(run_loop: Any) -> None:
+async def test_a_reference_to_a_failed_command_fails_without_running(
+    run_loop: Any, build: Builder
+) -> None:
     ran: list[str] = []
 
     @tool
@@ -429,7 +445,9 @@ async def test_a_reference_to_a_failed_command_fails_without_running(run_loop: A
     assert "refers to $4 (get_count), which failed: Invalid arguments" in by_count["error"]
 
 
-async def test_a_forward_reference_makes_the_planner_plan_again(run_loop: Any) -> None:
+async def test_a_forward_reference_makes_the_planner_plan_again(
+    run_loop: Any, build: Builder
+) -> None:
     ran: list[str] = []
 
     @tool
@@ -449,7 +467,7 @@ async def test_a_forward_reference_makes_the_planner_plan_again(run_loop: Any) -
     assert out["status"] == "ok"
 
 
-async def test_a_forward_reference_is_a_plan_reasked_event() -> None:
+async def test_a_forward_reference_is_a_plan_reasked_event(build: Builder) -> None:
     @tool
     def get_value(key: str) -> str:
         """A value."""
@@ -468,7 +486,9 @@ async def test_a_forward_reference_is_a_plan_reasked_event() -> None:
     assert [(e["type"], e.get("reason")) for e in events] == [("plan_reasked", reason)]
 
 
-async def test_an_unsafe_tool_with_references_keeps_its_order(run_loop: Any) -> None:
+async def test_an_unsafe_tool_with_references_keeps_its_order(
+    run_loop: Any, build: Builder
+) -> None:
     seen = Timeline()
 
     @tool
@@ -514,7 +534,9 @@ async def test_an_unsafe_tool_with_references_keeps_its_order(run_loop: Any) -> 
     assert all(r["success"] for r in out["tool_logs"])
 
 
-async def test_the_plan_prompt_teaches_references_with_the_loops_tools(run_loop: Any) -> None:
+async def test_the_plan_prompt_teaches_references_with_the_loops_tools(
+    run_loop: Any, build: Builder, plan_mode: str
+) -> None:
     @tool
     def get_weather(city: str) -> str:
         """The weather in a city."""
@@ -523,14 +545,20 @@ async def test_the_plan_prompt_teaches_references_with_the_loops_tools(run_loop:
     graph, planner = build([plan_reply("response")], [get_weather])
     await run_loop(graph, {"user_input": "hi"})
     system = str(planner.requests[0][0].content)
-    assert '"$1" is the whole result of command 1' in system
-    assert (
-        '"execution_commands": [{"tool_name": "get_weather", "tool_kwargs": {"city": "text from '
-        'the request"}}, {"tool_name": "get_weather", "tool_kwargs": {"city": "${1}"}}]'
-    ) in system
+    if plan_mode == "native":  # calls of one reply, numbered from 1; no JSON plan to show
+        assert '"$1" is the whole result of call 1 of the same reply, "${1}" inside a' in system
+        assert "execution_commands" not in system
+    else:
+        assert '"$1" is the whole result of command 1' in system
+        assert (
+            '"execution_commands": [{"tool_name": "get_weather", "tool_kwargs": {"city": "text '
+            'from the request"}}, {"tool_name": "get_weather", "tool_kwargs": {"city": "${1}"}}]'
+        ) in system
 
 
-async def test_a_whole_reference_is_coerced_for_an_integer_parameter(run_loop: Any) -> None:
+async def test_a_whole_reference_is_coerced_for_an_integer_parameter(
+    run_loop: Any, build: Builder
+) -> None:
     @tool
     def count_text(text: str) -> str:
         """A count, as text."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.tools import tool
@@ -34,7 +35,7 @@ async def late_entry(saver: Any, thread_id: str, call_key: str) -> dict[str, Any
 
 
 async def test_a_timed_out_sync_write_is_unknown_and_its_late_outcome_recorded(
-    run_loop: Any,
+    run_loop: Any, planning_for: Callable[..., dict[str, Any]]
 ) -> None:
     paid: list[str] = []
     release = threading.Event()
@@ -59,6 +60,7 @@ async def test_a_timed_out_sync_write_is_unknown_and_its_late_outcome_recorded(
         models=ModelOptions(answer_model=ScriptedChatModel(["checked"])),
         governance=GovernanceOptions(policies={"send_payment": ToolPolicy(timeout_s=0.2)}),
         checkpointer=saver,
+        **planning_for(),
     )
     run_config = config()
     out = await run_loop(loop, {"user_input": "pay a"}, run_config)
@@ -77,7 +79,7 @@ async def test_a_timed_out_sync_write_is_unknown_and_its_late_outcome_recorded(
 
 
 async def test_a_timed_out_sub_agent_runs_to_its_end_and_records_its_late_outcome(
-    run_loop: Any,
+    run_loop: Any, planning_for: Callable[..., dict[str, Any]]
 ) -> None:
     invoiced: list[str] = []
     release = threading.Event()
@@ -103,6 +105,7 @@ async def test_a_timed_out_sub_agent_runs_to_its_end_and_records_its_late_outcom
             answer_model=ScriptedChatModel(responder=lambda messages: "invoice sent")
         ),
         governance=GovernanceOptions(policies={"send_invoice": ToolPolicy(idempotent=False)}),
+        **planning_for(),
     )  # fmt: skip
     saver = InMemorySaver()
     parent = create_tool_loop(
@@ -117,6 +120,7 @@ async def test_a_timed_out_sub_agent_runs_to_its_end_and_records_its_late_outcom
         models=ModelOptions(answer_model=ScriptedChatModel(["parent done"])),
         governance=GovernanceOptions(policies={"clerk": ToolPolicy(timeout_s=0.3)}),
         checkpointer=saver,
+        **planning_for(),
     )  # fmt: skip
     run_config = config()
     out = await run_loop(parent, {"user_input": "go"}, run_config)
