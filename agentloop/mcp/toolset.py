@@ -191,7 +191,7 @@ class MCPToolset:
                 loop_name=info.get("loop", "") if info else "",
                 redact=self.redact,
             )
-            position = info["call_id"].split(":", 1)[-1] if info else ""
+            position = info.get("place", "") if info else ""
             decoded = await bridge.run(
                 self._call(
                     server,

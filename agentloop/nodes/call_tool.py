@@ -39,8 +39,7 @@ class _CallTool:
 
     def _early(self, call: PreparedCall) -> EarlyCall | None:
         """The call as the plan node started it while the plan streamed, if it did."""
-        run_id = call["call_id"].split(":", 1)[0]
-        return self.parts.inflight.take_call(run_id, call["call_id"], call["call_key"])
+        return self.parts.inflight.take_call(call["run_id"], call["call_id"], call["call_key"])
 
     def _refused(self, record: ToolExecutionRecord, emit: Emit) -> dict[str, Any]:
         """The update of a call settled before running (a failed reference, bad arguments)."""
