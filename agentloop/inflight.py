@@ -1,11 +1,26 @@
-"""Work a node starts for a later node of the same run: early tool calls, speculative answers.
+"""The run's work in flight: what a node starts for a later node of the same run.
 
-The `plan` node may start a tool call before the plan has finished streaming, and an
-answer before it knows the loop will answer; the `call_tool` and `answer` nodes adopt
-that work when it is what they would have started themselves, and the plan or execute
-node cancels what will not be adopted. `InFlight` holds it in between, in memory, by
-run: a checkpoint never holds it, so a run resumed elsewhere simply starts its calls and
-its answer anew (only idempotent calls are ever started early).
+This is the one seam through which work passes between nodes outside the graph state:
+a tool call streaming dispatch starts while the plan streams, and an answer started
+speculatively alongside a plan call. Its contract:
+
+- **Owner and lifetime.** One `InFlight` per compiled loop (`LoopParts.inflight`),
+  holding work by run id, in this process's memory, for the time between the node
+  that starts the work and the node that adopts it (one step of the graph).
+- **Who writes, who clears.** The plan node adds an early call (`add_call`: its
+  command, the call exactly as `agentloop.nodes.preparation` prepared it, and its
+  running handle) and settles them all when the plan is rejected (`withdraw_calls`).
+  `execute` adopts the prepared call of each command that is the same command
+  (`started_calls`) and cancels the rest (`cancel_calls`); each `call_tool` task takes
+  its own (`take_call`, checked by `call_key`). The plan node sets a speculative answer
+  and the `answer` node takes it, or the next plan call replaces it. Work nobody
+  adopted (a run that died between two nodes) is dropped after `STALE_AFTER_S`.
+- **Replay, fork, another worker.** A checkpoint never holds this work: a run resumed
+  from a checkpoint, replayed, forked, or picked up by another process finds nothing
+  here, so each call takes its ordinary route through `call_tool` and the side-effect
+  ledger decides whether it runs, is replayed, or is `unknown_outcome` (an early call
+  went through the same ledger guard, so its outcome is recorded like any other).
+  Only read-only, idempotent calls start early, so losing one costs time, not effects.
 """
 
 from __future__ import annotations
@@ -17,6 +32,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from agentloop.state import PreparedCall, ToolCommand
 
 __all__ = ["EarlyCall", "InFlight", "Startable"]
 
@@ -37,12 +54,16 @@ class EarlyCall:
     """A tool call started while its plan was streaming.
 
     Attributes:
-        call_key: The call's identity (tool and arguments), checked on adoption.
+        command: The command as the plan wrote it (execute adopts the call only for the
+            same command at the same position).
+        call: The call as it was prepared (`agentloop.nodes.preparation`): execute
+            adopts it as is; its `call_key` is checked when `call_tool` takes it.
         handle: The running call: an `asyncio.Task` (under `ainvoke`) or a
             `concurrent.futures.Future` (under `invoke`) of its record.
     """
 
-    call_key: str
+    command: ToolCommand
+    call: PreparedCall
     handle: asyncio.Task[Any] | concurrent.futures.Future[Any]
 
     def cancel(self) -> None:
@@ -103,12 +124,19 @@ class InFlight:
                 dropped.append(work.answer)
         return dropped
 
-    def add_call(self, run_id: str, call_id: str, call: EarlyCall) -> None:
+    def add_call(self, early: EarlyCall) -> None:
         """Hold an early call until `call_tool` adopts it or it is cancelled."""
+        call = early.call
         with self._lock:
             dropped = self._drop_stale()
-            self._work(run_id).calls[call_id] = call
+            self._work(call["run_id"]).calls[call["call_id"]] = early
         _cancel_all(dropped)
+
+    def started_calls(self, run_id: str) -> dict[str, EarlyCall]:
+        """The run's early calls, by call id (they stay held: `call_tool` takes them)."""
+        with self._lock:
+            work = self._runs.get(run_id)
+            return dict(work.calls) if work is not None else {}
 
     def take_call(self, run_id: str, call_id: str, call_key: str) -> EarlyCall | None:
         """Adopt the early call of `call_id`, when it is the same call (same identity)."""
@@ -118,7 +146,7 @@ class InFlight:
             self._forget_if_empty(run_id)
         if early is None:
             return None
-        if early.call_key != call_key:
+        if early.call["call_key"] != call_key:
             early.cancel()
             return None
         return early

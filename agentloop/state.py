@@ -164,9 +164,15 @@ class PreparedCall(TypedDict):
     """A command ready to run (or already settled), as it is kept in the graph state."""
 
     call_id: str
+    """The call's place in the run, as records and events show it (`str(CallId)`)."""
     call_key: str
     """Stable identity of the call (see `ToolExecutionRecord.call_key`)."""
+    run_id: str
+    """The run the call belongs to (the `run_id` of `agentloop.tools.call_id.CallId`)."""
+    round_label: str
+    """Its round, with the rollbacks that re-planned it (`CallId.round_label`)."""
     index: int
+    """Its position in the plan (`CallId.position`)."""
     round_index: int
     purpose: str
     tool_name: str

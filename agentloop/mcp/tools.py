@@ -141,7 +141,7 @@ def read_resource_tool(read: ResourceRead, catalog: str = "") -> BaseTool:
         config: RunnableConfig, uri: str, server: str | None = None
     ) -> tuple[str, dict[str, Any]]:
         info = call_info(config)
-        position = info["call_id"].split(":", 1)[-1] if info else ""
+        position = info.get("place", "") if info else ""
         prefix = f"{READ_RESOURCE_TOOL}:{position}" if position else READ_RESOURCE_TOOL
         decoded = await read(uri, server, info["run_id"] if info else "", prefix)
         return tool_output(decoded)

@@ -186,7 +186,7 @@ class MCPToolset(ToolsetSessions):
                 redact=self.redact,
                 model=info.get("model") if info else None,
             )
-            position = info["call_id"].split(":", 1)[-1] if info else ""
+            position = info.get("place", "") if info else ""
             decoded = await bridge.run(
                 self._call(
                     server,

@@ -40,8 +40,7 @@ class _CallTool:
 
     def _early(self, call: PreparedCall) -> EarlyCall | None:
         """The call as the plan node started it while the plan streamed, if it did."""
-        run_id = call["call_id"].split(":", 1)[0]
-        return self.parts.inflight.take_call(run_id, call["call_id"], call["call_key"])
+        return self.parts.inflight.take_call(call["run_id"], call["call_id"], call["call_key"])
 
     def _begin(
         self, call: PreparedCall, runtime: Runtime[LoopContext]

@@ -29,23 +29,21 @@ from typing import Any, Protocol, cast
 
 from langchain_core.runnables import RunnableConfig
 
-from agentloop.durability import call_key
 from agentloop.events import ToolDispatched
 from agentloop.inflight import EarlyCall
 from agentloop.nodes.guarded import arun_guarded, run_guarded
 from agentloop.nodes.parts import LoopParts
-from agentloop.nodes.reads import note_call, run_history
+from agentloop.nodes.preparation import PlanPreparation
 from agentloop.planning.normalize import normalize_plan_decision
-from agentloop.planning.references import command_dependencies
 from agentloop.settings import RunScope
-from agentloop.state import LoopState, PreparedCall, ToolExecutionRecord, empty_round_state
+from agentloop.state import LoopState, PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.cache_scope import run_identity
 from agentloop.tools.call_config import CallInfo, with_call_info
-from agentloop.tools.freshness import reads_so_far
+from agentloop.tools.call_id import CallId
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
 
-__all__ = ["REJECTED_NOTE", "CommandStream", "EarlyDispatch", "round_label", "tool_config"]
+__all__ = ["REJECTED_NOTE", "CommandStream", "EarlyDispatch", "tool_config"]
 
 REJECTED_NOTE = (
     "ran while its plan was streaming; that plan was rejected, so its result was not used"
@@ -78,21 +76,14 @@ class CommandStream(Protocol):
         ...
 
 
-def round_label(state: LoopState) -> str:
-    """The label of the round being planned: its index, and rollbacks that re-planned it."""
-    round_state = state.get("round_state") or empty_round_state()
-    rollbacks = state.get("consecutive_rollbacks", 0)
-    index = round_state["round_index"]
-    return f"{index}.{rollbacks}" if rollbacks else str(index)
-
-
 def tool_config(
     parts: LoopParts, call: PreparedCall, config: RunnableConfig, context: Any
 ) -> RunnableConfig:
     """The config a tool is called with: the node's, naming the call and whom it serves."""
     info: CallInfo = {
-        "run_id": call["call_id"].split(":", 1)[0],
+        "run_id": call["run_id"],
         "call_id": call["call_id"],
+        "place": CallId(call["run_id"], call["round_label"], call["index"]).in_run,
         "call_key": call["call_key"],
         "loop": parts.settings.name,
         "identity": run_identity(config, context),
@@ -131,18 +122,15 @@ class EarlyDispatch:
         *,
         asynchronous: bool,
     ) -> None:
-        settings = scope.settings
         self.parts, self.scope, self.config = parts, scope, config
+        self.state = state
         self.asynchronous = asynchronous
         # an early call takes the same guarded route as in call_tool: with a checkpointer,
         # the ledger is read before it runs (replays, forks) and its outcome recorded
-        self.enabled = settings.streaming_dispatch
+        self.enabled = scope.settings.streaming_dispatch
         self.run_id = state.get("run_id", "run")
-        self.round_label = round_label(state)
-        round_state = state.get("round_state") or empty_round_state()
-        self.round_index = round_state["round_index"]
-        self.history = run_history(state)
-        self.reads = reads_so_far(self.history, parts.registry.policy_or_none)
+        self.preparation = PlanPreparation(parts, state, scope.settings)
+        """Prepares each command as execute will (same function, same order)."""
         self.looked_at = 0
         self.started = 0
         self.started_in_round = 0
@@ -154,7 +142,7 @@ class EarlyDispatch:
 
     def reset(self) -> None:
         """Forget the commands looked at, for a new reply to the same request."""
-        self.reads = reads_so_far(self.history, self.parts.registry.policy_or_none)
+        self.preparation = PlanPreparation(self.parts, self.state, self.scope.settings)
         self.looked_at = self.started = 0
         self.stopped = False
 
@@ -185,34 +173,23 @@ class EarlyDispatch:
         if not commands:
             return False
         command = commands[0]
-        if self.parts.registry.get(command["tool_name"]) is None:
-            return True  # an unknown tool is settled without running
-        policy = self.parts.registry.policy(command["tool_name"])
-        if not (policy.read_only and policy.concurrency_safe and policy.idempotent):
-            return False
-        if command_dependencies(command):
+        if self.parts.registry.get(command["tool_name"]) is not None:
+            policy = self.parts.registry.policy(command["tool_name"])
+            if not (policy.read_only and policy.concurrency_safe and policy.idempotent):
+                return False  # a call with side effects keeps its place in the order
+        call, settled = self.preparation.prepare(position, command)
+        if settled is not None:
+            return True  # settled without running (unknown tool, bad arguments, duplicate)
+        if call.get("depends_on"):
             # it waits for its inputs and execute sends it; what comes after a possible
             # write must wait for it, so nothing later starts early
-            return not policy.writes_state
-        call, refused = self.parts.runner.prepare(
-            command,
-            call_id=f"{self.run_id}:{self.round_label}:{position}",
-            round_index=self.round_index,
-            index=position,
-        )
-        if refused is not None or self.reads.ran_in(call["query_key"]) is not None:
-            return True  # settled without running, or a duplicate
-        if self.reads.stale_after(call["query_key"]):
-            return False  # execute names the write that made it run again
-        if note_call(self.parts, self.reads, call):
-            return False  # it must wait for an earlier call: execute orders them
-        call["call_key"] = call_key(
-            self.run_id, self.round_label, call["tool_name"], call["arguments"], 0
-        )
-        self._start(call)
+            return not self.parts.registry.policy(call["tool_name"]).writes_state
+        if call.get("after_write") or call.get("follows"):
+            return False  # it must wait for an earlier call (execute names and orders it)
+        self._start(command, call)
         return True
 
-    def _start(self, call: PreparedCall) -> None:
+    def _start(self, command: ToolCommand, call: PreparedCall) -> None:
         config = tool_config(self.parts, call, self.config, self.scope.context)
         emit = self.scope.emit
         parts, scope = self.parts, self.scope
@@ -222,9 +199,7 @@ class EarlyDispatch:
             handle = asyncio.get_running_loop().create_task(running)
         else:
             handle = _future_on_thread(lambda: run_guarded(parts, call, scope, config))
-        self.parts.inflight.add_call(
-            self.run_id, call["call_id"], EarlyCall(call["call_key"], handle)
-        )
+        self.parts.inflight.add_call(EarlyCall(command, call, handle))
         self.started += 1
         self.started_in_round += 1
         self.calls[call["call_id"]] = call

@@ -1,12 +1,13 @@
 """The execute path: start a round, run its calls batch by batch, collect the round.
 
-- `execute` prepares the round's commands (resolve, repair, validate, find duplicates,
-  name each call) and splits the runnable ones into batches: concurrency-safe calls
-  share a parallel batch (at most `concurrency` calls), an unsafe call forms a batch of
-  its own. A command whose arguments refer to earlier commands' results (`"$N"`,
-  `"${N}"`, see `agentloop.planning.references`) is validated only once they are
-  known: it runs in a batch after theirs, and fails without running when one of them
-  failed or did not run (`reference_failed`).
+- `execute` prepares the round's commands (`agentloop.nodes.preparation`: resolve,
+  repair, validate, find duplicates, name each call; a call streaming dispatch already
+  started is adopted as it was prepared then) and splits the runnable ones into
+  batches: concurrency-safe calls share a parallel batch (at most `concurrency`
+  calls), an unsafe call forms a batch of its own. A command whose arguments refer to
+  earlier commands' results (`"$N"`, `"${N}"`, see `agentloop.planning.references`)
+  is validated only once they are known: it runs in a batch after theirs, and fails
+  without running when one of them failed or did not run (`reference_failed`).
 - Each batch is one super-step of `call_tool` tasks sent with `Send`, one per call
   (see `agentloop.nodes.call_tool`); a referring call carries the outcomes it needs.
 - `collect` runs after each batch; once every call is done it orders the records by
@@ -22,23 +23,20 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite, Send
 
-from agentloop.durability import call_key
 from agentloop.events import QueueDrained, RoundCompleted, ToolQueued, ToolRolledBack
 from agentloop.nodes.parts import LoopParts
-from agentloop.nodes.reads import mark_after_write, note_call, run_reads
-from agentloop.planning.references import command_dependencies
+from agentloop.nodes.preparation import PlanPreparation
 from agentloop.prompts import to_prompt_json
 from agentloop.settings import LoopContext
 from agentloop.state import (
     LoopState,
     PreparedCall,
-    ReferencedOutcome,
     ToolExecutionRecord,
     empty_round_state,
     new_round,
     run_limit,
 )
-from agentloop.tools.deferred import reference_failed_record, referenced_outcome
+from agentloop.tools.deferred import referenced_outcome
 from agentloop.tools.judge import compact_record
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
@@ -168,56 +166,6 @@ def round_records(
     return records
 
 
-def _repeatable(parts: LoopParts, call: PreparedCall) -> bool:
-    """Whether a repeated call may be answered by the earlier one (never for side effects)."""
-    spec = parts.registry.spec(call["tool_name"])
-    return spec is not None and spec.policy.idempotent
-
-
-def _duplicate_record(
-    call: PreparedCall, first_round: int, same_round: bool
-) -> ToolExecutionRecord:
-    where = "earlier in this round" if same_round else f"in round {first_round}"
-    message = (
-        f"Duplicate query: {call['tool_name']} with these arguments already ran {where}; "
-        "its result is in done_plans. Use it instead of repeating the call."
-    )
-    outcome = ToolOutcome.refused("duplicate", call["tool_name"], message)
-    return make_record(call, outcome, flagged=True, duplicate=True)
-
-
-def _over_cap_record(call: PreparedCall, count: int, cap: int) -> ToolExecutionRecord:
-    message = (
-        f"The plan had {count} commands; at most {cap} run per round, so this one was not "
-        "run. Plan fewer calls per round, most important first."
-    )
-    return make_record(call, ToolOutcome.refused("too_many_commands", call["tool_name"], message))
-
-
-def _failed_reference(
-    call: PreparedCall, earlier: Sequence[PreparedCall], settled: dict[str, ToolExecutionRecord]
-) -> ToolExecutionRecord | None:
-    """The record of a call that refers to a command settled without running, if it does.
-
-    A reference to a command that is not an earlier one of the round (a plan edited
-    after it was checked) fails the call too.
-    """
-    for index in call.get("depends_on", []):
-        if not 0 <= index < len(earlier):
-            outcome: ReferencedOutcome = {
-                "index": index,
-                "tool_name": "no earlier command",
-                "success": False,
-                "result": None,
-                "error": "a command can use only the results of the commands listed before it",
-            }
-            return reference_failed_record(call, outcome)
-        record = settled.get(earlier[index]["call_id"])
-        if record is not None:
-            return reference_failed_record(call, referenced_outcome(index, record))
-    return None
-
-
 def route_execute(state: LoopState) -> list[Send] | Literal["collect"]:
     """Send the first batch, or go straight to `collect` when nothing has to run."""
     return next_batch(state) or "collect"
@@ -239,65 +187,23 @@ def make_execute(parts: LoopParts) -> Any:
     def execute(state: LoopState, runtime: Runtime[LoopContext]) -> ExecuteUpdate:
         scope = parts.scope(runtime)
         decision = state.get("decision") or {"next_action": "response", "execution_commands": []}
-        round_state = state.get("round_state") or empty_round_state()
-        round_index = round_state["round_index"]
-        rollbacks = state.get("consecutive_rollbacks", 0)
-        allow_duplicates = rollbacks >= scope.settings.max_consecutive_rollbacks
-        reads = run_reads(parts, state)
-        run_id = state.get("run_id", "run")
-        round_label = f"{round_index}.{rollbacks}" if rollbacks else str(round_index)
-        calls: list[PreparedCall] = []
-        settled: dict[str, ToolExecutionRecord] = {}
-        occurrences: dict[str, int] = {}
+        preparation = PlanPreparation(parts, state, scope.settings)
+        run_id = preparation.run_id
+        started = parts.inflight.started_calls(run_id)
         commands = decision["execution_commands"]
         cap = scope.settings.max_commands_per_round
+        adopted: set[str] = set()
         for index, command in enumerate(commands):
-            call_id = f"{run_id}:{round_label}:{index}"
+            early = started.get(str(preparation.call_id(index)))
             if index >= cap:
-                call = parts.runner.unprepared(
-                    command, call_id=call_id, round_index=round_index, index=index
-                )
-                settled[call["call_id"]] = _over_cap_record(call, len(commands), cap)
-                calls.append(call)
-                continue
-            depends_on = command_dependencies(command)
-            if depends_on:  # validated once the results it refers to are known
-                call, record = parts.runner.defer(
-                    command,
-                    call_id=call_id,
-                    round_index=round_index,
-                    index=index,
-                    depends_on=depends_on,
-                )
+                preparation.over_cap(index, command, planned=len(commands), cap=cap)
+            elif early is not None and early.command == command:
+                adopted.add(preparation.adopt(early.call)["call_id"])  # prepared while streaming
             else:
-                call, record = parts.runner.prepare(
-                    command, call_id=call_id, round_index=round_index, index=index
-                )
-            identity = f"{call['tool_name']}\x1f{call['query_key']}"
-            occurrence = occurrences.get(identity, 0)
-            occurrences[identity] = occurrence + 1
-            written = call["kwargs"] if depends_on else call["arguments"]
-            call["call_key"] = call_key(run_id, round_label, call["tool_name"], written, occurrence)
-            key = call["query_key"]
-            if record is None and depends_on:
-                record = _failed_reference(call, calls, settled)
-            elif record is None:
-                first = reads.ran_in(key)
-                if first is not None and not allow_duplicates and _repeatable(parts, call):
-                    record = _duplicate_record(call, first, first == round_index)
-                elif reads.stale_after(key):
-                    mark_after_write(call, reads.stale_after(key))
-            if record is None:
-                follows = note_call(parts, reads, call)
-                if follows:
-                    call["follows"] = follows
-            else:
-                record["call_key"] = call["call_key"]  # named after the record was made
-                settled[call["call_id"]] = record
-            calls.append(call)
+                preparation.prepare(index, command)
+        calls, settled = preparation.calls, preparation.settled
         runnable = [call for call in calls if call["call_id"] not in settled]
-        will_run = {call["call_id"] for call in runnable}
-        parts.inflight.cancel_calls(run_id, keep=will_run.__contains__)
+        parts.inflight.cancel_calls(run_id, keep=adopted.__contains__)
         safe = [c["concurrency_safe"] for c in runnable]
         position = {call["index"]: p for p, call in enumerate(runnable)}
         waits_for = [

@@ -1,8 +1,8 @@
 """How a tool learns which call it serves: a key of the config the loop invokes it with.
 
 The loop invokes every tool with the config of its `call_tool` task plus
-`configurable["agentloop_call"]` (`run_id`, `call_id`, `call_key`, `loop`, `identity`, `owner`,
-`model`).
+`configurable["agentloop_call"]` (`run_id`, `call_id`, `place`, `call_key`, `loop`, `identity`,
+`owner`, `model`).
 A tool (or a graph run inside it, such as a sub-agent) reads it with `call_info(config)`.
 """
 
@@ -26,7 +26,9 @@ class CallInfo(TypedDict):
     run_id: str
     """The loop run (stable across resume, replay and fork)."""
     call_id: str
-    """The call's position: `<run>:<round>:<index>`."""
+    """The call's id as records and events show it (`str(CallId)`: `<run>:<round>:<index>`)."""
+    place: NotRequired[str]
+    """The call's place within its run, `<round>:<index>` (`CallId.in_run`)."""
     call_key: str
     """The call's stable identity (also its `idempotency_key`)."""
     loop: NotRequired[str]

@@ -27,6 +27,7 @@ from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT, ATTACHMENTS_ARTIFACT
 from agentloop.tools.cache import ResultCache, canonical_key
 from agentloop.tools.cache_scope import run_identity
 from agentloop.tools.call_config import call_info
+from agentloop.tools.call_id import CallId
 from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.injected import refuse_command, run_context
 from agentloop.tools.interceptors import (
@@ -79,15 +80,17 @@ class ToolRunner:
     # -- first half: when the round starts ---------------------------------------------
 
     def unprepared(
-        self, command: ToolCommand, *, call_id: str, round_index: int, index: int
+        self, command: ToolCommand, *, call_id: CallId, round_index: int
     ) -> PreparedCall:
         """A command as a call that will not run (nothing resolved or validated)."""
         name = command["tool_name"]
         kwargs = dict(command["tool_kwargs"])
         return {
-            "call_id": call_id,
+            "call_id": str(call_id),
             "call_key": "",
-            "index": index,
+            "run_id": call_id.run_id,
+            "round_label": call_id.round_label,
+            "index": call_id.position,
             "round_index": round_index,
             "purpose": command["purpose"],
             "tool_name": name,
@@ -101,7 +104,7 @@ class ToolRunner:
         }
 
     def prepare(
-        self, command: ToolCommand, *, call_id: str, round_index: int, index: int
+        self, command: ToolCommand, *, call_id: CallId, round_index: int
     ) -> tuple[PreparedCall, ToolExecutionRecord | None]:
         """Resolve, repair and validate a command.
 
@@ -109,16 +112,15 @@ class ToolRunner:
             The prepared call, and a finished (failed) record when the command must not
             run: unknown tool or invalid arguments.
         """
-        call = self.unprepared(command, call_id=call_id, round_index=round_index, index=index)
+        call = self.unprepared(command, call_id=call_id, round_index=round_index)
         return self.validate(call)
 
     def defer(
         self,
         command: ToolCommand,
         *,
-        call_id: str,
+        call_id: CallId,
         round_index: int,
-        index: int,
         depends_on: Sequence[int],
     ) -> tuple[PreparedCall, ToolExecutionRecord | None]:
         """Resolve a command whose arguments refer to other commands' results.
@@ -127,15 +129,14 @@ class ToolRunner:
 
         Args:
             command: The command, with its references as written.
-            call_id: The call's position.
+            call_id: The call's identity (its run, round and position).
             round_index: The round.
-            index: The command's position in the round.
             depends_on: Positions of the commands it refers to.
 
         Returns:
             The call, and a finished (failed) record when its tool is unknown.
         """
-        call = self.unprepared(command, call_id=call_id, round_index=round_index, index=index)
+        call = self.unprepared(command, call_id=call_id, round_index=round_index)
         call["depends_on"] = list(depends_on)
         spec = self.tools.registry.spec(call["tool_name"])
         if spec is None:

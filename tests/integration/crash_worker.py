@@ -2,12 +2,16 @@
 
     python crash_worker.py start|resume --backend sqlite|asqlite|postgres|apostgres
         --target PATH_OR_DSN --thread ID --ledger FILE
-        [--entry invoke|ainvoke|stream|astream] [--durability default|sync|exit]
-        [--topology top|subgraph|subagent] [--crash-at effect|sibling|planner|answer]
+        [--entry invoke|ainvoke|stream|astream] [--durability default|async|sync|exit]
+        [--topology top|subgraph|subagent] [--crash-at early|effect|sibling|planner|answer]
         [--interrupt] [--barrier EPOCH] [--rounds N] [--announce]
 
 Every tool appends what it did to the ledger file (with fsync), so the test can count
 side effects. `--crash-at` ends the process with `os._exit`:
+- `early`: inside the read-only `get_status` of the last round, before its read, which
+  streaming dispatch started while that round's plan was still streaming: the worker
+  checks that the call runs in the plan node (else it exits with 3) and prints
+  `EARLY_CALL_IN plan` first;
 - `effect`: inside the unsafe `send_payment`, right after its effect;
 - `sibling`: inside the safe `get_receipt`, a call of a later batch, before its effect;
 - `planner`: when the planner is called for the next round;
@@ -15,6 +19,10 @@ side effects. `--crash-at` ends the process with `os._exit`:
 `--interrupt` pauses before `execute`; `--barrier` makes a resume wait until that moment
 (two workers resuming one thread at once); `--announce` prints READY just before the run
 starts. The last stdout line is a JSON summary.
+
+With `--durability exit` nothing is saved before the run ends, so a crashed run leaves
+nothing to resume: `resume` then sends the same request again, as a user would (the
+same run, named by its turn and request, so the side-effect ledger still decides).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.graph import START, MessagesState, StateGraph
 
@@ -60,8 +69,15 @@ async def save_order(item: str) -> str:
 
 
 @tool
-def get_status(n: int) -> str:
+def get_status(n: int, config: RunnableConfig) -> str:
     """Read a status (a sync tool)."""
+    if ARGS.crash_at == "early" and n == 1 + 10 * (ARGS.rounds - 1):  # in the last round
+        node = (config.get("metadata") or {}).get("langgraph_node")
+        if node != "plan":  # not started while the plan streamed: the test must fail
+            print(f"NOT_EARLY {node}", flush=True)
+            os._exit(3)
+        print(f"EARLY_CALL_IN {node}", flush=True)
+        os._exit(137)
     ledger(f"status:{n}")
     return f"status {n} ok"
 
@@ -154,8 +170,9 @@ def build(checkpointer: Any) -> Any:
     )
 
 
-def payload() -> Any:
-    if ARGS.command == "resume":
+def payload(*, again: bool = False) -> Any:
+    """The run's input: the request, or None to resume (`again`: send the request again)."""
+    if ARGS.command == "resume" and not again:
         return None
     if ARGS.topology == "subgraph":
         return {"messages": [HumanMessage(REQUEST)]}
@@ -207,13 +224,17 @@ def run_sync() -> None:
         graph = build(checkpointer)
         config = {"configurable": {"thread_id": ARGS.thread}}
         wait_for_barrier()
-        if ARGS.command == "resume" and not graph.get_state(config).values:
+        again = ARGS.command == "resume" and not graph.get_state(config).values
+        if again and ARGS.durability != "exit":
             print(summary({}))  # killed before its first checkpoint: nothing to resume
             return
         if ARGS.entry == "invoke":
-            graph.invoke(payload(), config, **durability())
+            graph.invoke(payload(again=again), config, **durability())
         else:
-            for _ in graph.stream(payload(), config, stream_mode="updates", **durability()):
+            chunks = graph.stream(
+                payload(again=again), config, stream_mode="updates", **durability()
+            )
+            for _ in chunks:
                 pass
         print(summary(graph.get_state(config).values))
 
@@ -225,13 +246,17 @@ async def run_async() -> None:
         graph = build(checkpointer)
         config = {"configurable": {"thread_id": ARGS.thread}}
         wait_for_barrier()
-        if ARGS.command == "resume" and not (await graph.aget_state(config)).values:
+        again = ARGS.command == "resume" and not (await graph.aget_state(config)).values
+        if again and ARGS.durability != "exit":
             print(summary({}))
             return
         if ARGS.entry == "ainvoke":
-            await graph.ainvoke(payload(), config, **durability())
+            await graph.ainvoke(payload(again=again), config, **durability())
         else:
-            async for _ in graph.astream(payload(), config, stream_mode="updates", **durability()):
+            chunks = graph.astream(
+                payload(again=again), config, stream_mode="updates", **durability()
+            )
+            async for _ in chunks:
                 pass
         print(summary((await graph.aget_state(config)).values))
 
@@ -246,7 +271,9 @@ if __name__ == "__main__":
     parser.add_argument("--thread", required=True)
     parser.add_argument("--ledger", required=True)
     parser.add_argument("--entry", choices=["invoke", "ainvoke", "stream", "astream"])
-    parser.add_argument("--durability", choices=["default", "sync", "exit"], default="default")
+    parser.add_argument(
+        "--durability", choices=["default", "async", "sync", "exit"], default="default"
+    )
     parser.add_argument("--topology", choices=["top", "subgraph", "subagent"], default="top")
     parser.add_argument("--crash-at", default="")
     parser.add_argument("--interrupt", action="store_true")

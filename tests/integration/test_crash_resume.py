@@ -1,9 +1,12 @@
 """Kill real processes mid-run and resume them in new ones, on SQLite and PostgreSQL.
 
-With LangGraph's default durability as well as "sync", through invoke, ainvoke, stream
-and astream, at the loop's top level, as a node of a parent graph and as a sub-agent:
-a finished call is never run again, a call with side effects cut off by the crash is
-`unknown_outcome` and never repeated, and every resumed run finishes.
+Under every durability mode (LangGraph's default, and "async", "sync" and "exit" given
+explicitly), through invoke, ainvoke, stream and astream, at the loop's top level, as a
+node of a parent graph and as a sub-agent, and inside a read that streaming dispatch
+started while its plan was streaming: a finished call is never run again, a call with
+side effects cut off by the crash is `unknown_outcome` and never repeated, every
+command has one record, and every resumed run finishes. Under "exit" nothing was saved,
+so the request is sent again: the side-effect ledger still decides.
 
 The default run takes a subset of the matrix; `pytest -m crash_matrix` runs all of it
 (`.ci/run` does both).
@@ -35,8 +38,22 @@ ENTRIES = {
     "postgres": ("invoke", "stream"),
     "apostgres": ("ainvoke", "astream"),
 }
-CRASH_POINTS = ("effect", "sibling", "planner", "answer")
-ONE_ROUND = Counter({"order:A0": 1, "status:1": 1, "payment:5": 1, "receipt:1": 1})
+CRASH_POINTS = ("early", "effect", "sibling", "planner", "answer")
+DURABILITIES = ("default", "async", "sync", "exit")
+EARLY_ROUNDS = 2
+"""A crash in an early call comes in the last round, after the first round's effects."""
+
+
+def effects_of(rounds: int) -> Counter[str]:
+    """Every effect and read of `rounds` rounds, once each."""
+    effects: Counter[str] = Counter()
+    for n in range(rounds):
+        effects.update([f"order:A{n}", f"status:{1 + 10 * n}", f"payment:{5 + 10 * n}"])
+        effects.update([f"receipt:{1 + 10 * n}"])
+    return effects
+
+
+ONE_ROUND = effects_of(1)
 
 
 def postgres_reason() -> str:
@@ -83,7 +100,9 @@ class Worker:
 
     def start_crashing(self, crash_at: str) -> None:
         crashed = self.run("start", "--crash-at", crash_at)
-        assert crashed.returncode == 137, crashed.stderr[-3000:]
+        assert crashed.returncode == 137, (crashed.stdout[-500:], crashed.stderr[-3000:])
+        if crash_at == "early":  # the read had started while its plan was streaming
+            assert "EARLY_CALL_IN plan" in crashed.stdout.splitlines(), crashed.stdout
 
     def resume(self, *extra: str) -> dict[str, Any]:
         resumed = self.run("resume", *extra)
@@ -97,14 +116,16 @@ class Worker:
         return Counter(self.ledger.read_text().splitlines())
 
 
-def check_resumed(crash_at: str, topology: str, worker: Worker, out: dict[str, Any]) -> None:
-    assert worker.effects() == ONE_ROUND, (crash_at, worker.effects())
+def check_resumed(
+    crash_at: str, topology: str, worker: Worker, out: dict[str, Any], rounds: int = 1
+) -> None:
+    assert worker.effects() == effects_of(rounds), (crash_at, worker.effects())
     expected_answer = "coordinated" if topology == "subagent" else "done"
     assert out["answer"] == expected_answer
     if topology != "top":
         return
     by_tool = {record["tool_name"]: record for record in out["records"]}
-    assert [record["index"] for record in out["records"]] == [0, 1, 2, 3]
+    assert [record["index"] for record in out["records"]] == [0, 1, 2, 3] * rounds
     payment = by_tool.pop("send_payment")
     if crash_at == "effect":
         assert payment["success"] is False
@@ -115,19 +136,49 @@ def check_resumed(crash_at: str, topology: str, worker: Worker, out: dict[str, A
         assert record["success"] is True, (name, record)
 
 
+def in_matrix(backend: str, entry: str, durability: str, crash_at: str) -> bool:
+    """Whether a case runs only with `-m crash_matrix` (the default run takes a subset).
+
+    The default run: the first entry of each backend, its default durability, crashing
+    after an effect or in the planner, plus the early read on SQLite.
+    """
+    first = entry == ENTRIES[backend][0]
+    if first and durability == "default" and crash_at in ("effect", "planner"):
+        return False
+    return not (
+        first
+        and durability == "default"
+        and crash_at == "early"
+        and backend in ("sqlite", "asqlite")
+    )
+
+
+def crash_points(backend: str, entry: str, durability: str) -> tuple[str, ...]:
+    """Where a case crashes, by durability.
+
+    Every crash point under LangGraph's default durability and "sync", through every
+    entry; the crash inside the early read and right after an effect under "exit"
+    through every entry, and under "async" (what the default is) through the first.
+    """
+    if durability in ("default", "sync"):
+        return CRASH_POINTS
+    if durability == "exit" or entry == ENTRIES[backend][0]:
+        return ("early", "effect")
+    return ()
+
+
 def matrix() -> list[Any]:
-    """Every combination; the ones outside the default subset carry `crash_matrix`."""
+    """The cases of the crash matrix; the ones outside the default subset carry its mark."""
     cases = []
     for backend, entries in ENTRIES.items():
         for entry in entries:
-            for durability in ("default", "sync"):
-                for crash_at in CRASH_POINTS:
-                    default = (
-                        entry == entries[0]
-                        and durability == "default"
-                        and crash_at in ("effect", "planner")
+            for durability in DURABILITIES:
+                for crash_at in crash_points(backend, entry, durability):
+                    marks = (
+                        (pytest.mark.crash_matrix,)
+                        if in_matrix(backend, entry, durability, crash_at)
+                        else ()
                     )
-                    marks = () if default else (pytest.mark.crash_matrix,)
                     cases.append(
                         pytest.param(
                             backend, entry, durability, crash_at, marks=marks,
@@ -141,10 +192,12 @@ def matrix() -> list[Any]:
 def test_crash_and_resume(
     tmp_path: Path, backend: str, entry: str, durability: str, crash_at: str
 ) -> None:
-    worker = Worker(backend, tmp_path, "--entry", entry, "--durability", durability)
+    rounds = EARLY_ROUNDS if crash_at == "early" else 1
+    options = ("--entry", entry, "--durability", durability, "--rounds", str(rounds))
+    worker = Worker(backend, tmp_path, *options)
     worker.start_crashing(crash_at)
     out = worker.resume()
-    check_resumed(crash_at, "top", worker, out)
+    check_resumed(crash_at, "top", worker, out, rounds)
 
 
 def topologies() -> list[Any]:
