@@ -61,6 +61,8 @@ def safe_text(text: str) -> str:
     """Return `text` with lone surrogates and U+0000 (NUL) replaced by U+FFFD."""
     if _NUL in text:
         text = text.replace(_NUL, "\ufffd")
+    if text.isascii():  # no surrogate; and no copy, unlike encoding
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -107,7 +109,14 @@ def _safe_dict(value: dict[Any, Any], text: TextHook | None, depth: int) -> dict
     for key, item in value.items():
         raw_key = key if type(key) is str else str(to_jsonable(key))
         safe_key = safe_text(text(raw_key) if text is not None else raw_key)
-        safe_item = checkpoint_safe(item, text, depth + 1)
+        kind = type(item)
+        # the common leaves inline: a record or an event is mostly short text and numbers
+        if kind is str:
+            safe_item = safe_text(text(item) if text is not None else item)
+        elif item is None or kind is bool or (kind is int and _fits(item)):
+            safe_item = item
+        else:
+            safe_item = checkpoint_safe(item, text, depth + 1)
         changed = changed or safe_key != key or safe_item is not item
         safe[safe_key] = safe_item
     return safe if changed else value

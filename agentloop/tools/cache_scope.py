@@ -11,8 +11,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import threading
 from collections.abc import Mapping
 from typing import Any, Literal
+
+from cachetools import LRUCache
 
 __all__ = ["CacheScope", "run_identity", "scoped_key"]
 
@@ -70,6 +73,24 @@ def _plain(value: Any) -> Any:
     return value
 
 
+_SCALARS = (str, int, float, bool, type(None))
+_digests: LRUCache[tuple[Any, ...], str] = LRUCache(maxsize=1024)
+_digests_lock = threading.Lock()
+
+
+def _memo_key(configurable: dict[str, Any], context: Any, thread: bool) -> tuple[Any, ...] | None:
+    """A key for the digest of plain values (None: a value could change in place)."""
+    if type(context) not in _SCALARS or any(
+        type(value) not in _SCALARS for value in configurable.values()
+    ):
+        return None
+    # the types too: 1, 1.0 and True are equal keys but different JSON
+    items = tuple(
+        sorted((name, type(value).__name__, value) for name, value in configurable.items())
+    )
+    return (thread, type(context).__name__, context, items)
+
+
 def run_identity(
     config: Mapping[str, Any] | None, context: Any = None, *, thread: bool = True
 ) -> str:
@@ -89,12 +110,22 @@ def run_identity(
     configurable = _user_configurable((config or {}).get("configurable") or {})
     if not thread:
         configurable.pop("thread_id", None)
+    key = _memo_key(configurable, context, thread)
+    if key is not None:
+        with _digests_lock:  # an LRU reorders itself on reads too
+            found = _digests.get(key)
+        if found is not None:
+            return found
     identity = {"configurable": configurable, "context": _plain(context)}
     try:
         body = json.dumps(identity, sort_keys=True, default=repr)
     except (TypeError, ValueError, RecursionError):
         body = repr(identity)
-    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    digest = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    if key is not None:
+        with _digests_lock:
+            _digests[key] = digest
+    return digest
 
 
 def scoped_key(key: str, identity: str, scope: CacheScope) -> str:

@@ -125,3 +125,31 @@ def test_run_identity_counts_users_and_threads_not_per_run_keys() -> None:
     assert run_identity(alice, thread=False) == run_identity(other_thread, thread=False)
     assert run_identity(alice, {"tenant": "a"}) != run_identity(alice, {"tenant": "b"})
     assert run_identity(alice, object()) != run_identity(alice, object())  # never shared
+
+
+def test_run_identity_digests_plain_identities_once(monkeypatch: Any) -> None:
+    import agentloop.tools.cache_scope as cache_scope
+
+    digests: list[bytes] = []
+    sha256 = cache_scope.hashlib.sha256
+
+    def counting(data: bytes) -> Any:
+        digests.append(data)
+        return sha256(data)
+
+    monkeypatch.setattr(cache_scope.hashlib, "sha256", counting)
+    carol: RunnableConfig = {"configurable": {"thread_id": "t-carol", "user_id": "carol"}}
+    first = run_identity(carol)
+    for task in range(5):  # every call of a run: its own task id, the same identity
+        config: RunnableConfig = {"configurable": {**carol["configurable"], "task_id": task}}
+        assert run_identity(config) == first
+    assert len(digests) == 1
+    # equal as Python keys, different as JSON: not one cached identity
+    assert run_identity({"configurable": {"user_id": 1}}) != run_identity(
+        {"configurable": {"user_id": True}}
+    )
+    # a context that can change in place is digested every time
+    context = {"tenant": "a"}
+    before = run_identity(carol, context)
+    context["tenant"] = "b"
+    assert run_identity(carol, context) != before
