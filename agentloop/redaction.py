@@ -74,6 +74,7 @@ PARAMETER = (
 _SHORTEST_MATCH = 8
 """No literal secret, credential shape or parameter is shorter: shorter text is left alone."""
 _MEMO_MAX_CHARS = 512
+_LONGEST_NAME = len("x-amz-signature=")
 _MEMO_ENTRIES = 4096
 SHAPE_TRIGGERS = (
     "bearer", "basic", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox",
@@ -159,6 +160,10 @@ class Redactor:
         # One pass: a parameter's value, else a literal secret in one of its forms (longest
         # first) or a shape.
         self._pattern = re.compile(f"{PARAMETER}|" + "|".join(alternatives))
+        # a secret inside a parameter's name (`SIGNATURE=`) goes with the whole match
+        self._in_names = tuple(
+            form for form in {form.lower() for form, _ in literals} if len(form) <= _LONGEST_NAME
+        )
         self._triggers: tuple[str, ...] | None = (
             (*SHAPE_TRIGGERS, *{form.lower() for form, _ in literals})
             if self.shapes == CREDENTIAL_SHAPES
@@ -180,15 +185,23 @@ class Redactor:
                 lowered = text.lower()
                 if not any(trigger in lowered for trigger in self._triggers):
                     return text
-            return self._pattern.sub(_replace, text)
+            return self._pattern.sub(self._replace, text)
         found = self._memo.get(text)
         if found is None:
-            found = self._pattern.sub(_replace, text)
+            found = self._pattern.sub(self._replace, text)
             with self._lock:
                 if len(self._memo) >= _MEMO_ENTRIES:
                     self._memo.clear()
                 self._memo[text] = found
         return found
+
+    def _replace(self, match: re.Match[str]) -> str:
+        name = match.group("name")
+        if name is None:
+            return REDACTED
+        if self._in_names and any(form in name.lower() for form in self._in_names):
+            return REDACTED
+        return _replace(match)
 
 
 def _replace(match: re.Match[str]) -> str:

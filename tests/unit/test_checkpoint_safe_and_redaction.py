@@ -155,3 +155,10 @@ def test_redacting_data_keeps_its_shape(value: Any) -> None:
     assert type(redacted) is type(safe)
     if isinstance(safe, dict | list):
         assert len(redacted) == len(safe)
+
+
+def test_a_secret_inside_a_parameter_name_is_redacted() -> None:
+    assert Redactor(["SIGNATURE="], environ={})("SIGNATURE=????") == "[REDACTED]"
+    assert Redactor(["h_token="], environ={})("refresh_token=abcd") == "[REDACTED]"
+    # other parameters keep their name
+    assert Redactor(["SIGNATURE="], environ={})("password=hunter22") == "password=[REDACTED]"
