@@ -144,7 +144,7 @@ def create_tool_loop(
         history_turns=planning.history_turns,
         history_chars=planning.history_chars,
         # a speculative answer would not go through the app's wrap_model_call middleware
-        speculative_answer=planning.speculative_answer and not wrappers.models,
+        speculative_answer=False if wrappers.models else planning.speculative_answer,
         streaming_dispatch=planning.streaming_dispatch and not _reviews_plan(interrupt_before),
         stream_plan_tokens=planning.stream_plan_tokens,
         name=name,

@@ -38,7 +38,7 @@ class LoopSettings:
     max_plan_calls: int | None = None
     history_turns: int = 5
     history_chars: int = 6_000
-    speculative_answer: bool = False
+    speculative_answer: bool | Literal["auto"] = "auto"
     streaming_dispatch: bool = True
     stream_plan_tokens: bool = False
     name: str = "tool_loop"
@@ -70,7 +70,11 @@ class LoopSettings:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 msg = f"{name} must be an int >= 0, got {value!r}"
                 raise ConfigurationError(msg)
-        for name in ("speculative_answer", "streaming_dispatch", "stream_plan_tokens"):
+        speculate = self.speculative_answer
+        if not isinstance(speculate, bool) and speculate != "auto":
+            msg = f"speculative_answer must be True, False or 'auto', got {speculate!r}"
+            raise ConfigurationError(msg)
+        for name in ("streaming_dispatch", "stream_plan_tokens"):
             if not isinstance(getattr(self, name), bool):
                 msg = f"{name} must be True or False, got {getattr(self, name)!r}"
                 raise ConfigurationError(msg)

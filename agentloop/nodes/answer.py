@@ -25,7 +25,7 @@ from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
 from agentloop.structured import StructuredResult, Wrapped
 from agentloop.system_prompt import with_app_instructions
-from agentloop.usage import message_usage, sum_usage, usage_entry
+from agentloop.usage import message_usage, sum_usage, usage_entry, wasted_usage
 
 __all__ = [
     "ANSWER_TAGS",
@@ -253,7 +253,7 @@ class _Answer:
     def _drop(self, call: _AnswerCall, speculative: SpeculativeAnswer, outcome: str) -> None:
         """Cancel a speculative answer that is not used; its tokens still count."""
         name, tokens_in, tokens_out = speculative.drop(call.scope.emit, outcome)
-        call.wasted.append(usage_entry(name, tokens_in, tokens_out, self.parts.prices))
+        call.wasted.append(wasted_usage(name, tokens_in, tokens_out, self.parts.prices))
 
     def _adopted(self, call: _AnswerCall, answer: Answer | None) -> Answer | None:
         speculative = call.speculative
@@ -261,7 +261,7 @@ class _Answer:
         if answer is None:
             self._drop(call, speculative, "unusable")
             return None
-        call.scope.emit("answer_speculated", outcome="adopted", input_tokens=0, output_tokens=0)
+        speculative.report_adopted(call.scope.emit)
         return answer
 
     def _update(

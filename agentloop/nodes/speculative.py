@@ -205,8 +205,7 @@ class SpeculativeAnswer:
             chunks = list(self.chunks)
         tokens_in, tokens_out = message_usage(chunks)
         if tokens_in == 0:
-            prompt = sum(len(message_text(message)) for message in self.messages)
-            tokens_in = -(-prompt // CHARS_PER_TOKEN)
+            tokens_in = -(-self.prompt_chars // CHARS_PER_TOKEN)
         if tokens_out == 0:
             written = sum(len(chunk.text) for chunk in chunks)
             tokens_out = -(-written // CHARS_PER_TOKEN)
@@ -220,8 +219,31 @@ class SpeculativeAnswer:
         """
         self.cancel()
         tokens_in, tokens_out = self.spent()
-        emit("answer_speculated", outcome=outcome, input_tokens=tokens_in, output_tokens=tokens_out)
+        emit(
+            "answer_speculated",
+            outcome=outcome,
+            adopted=False,
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            wasted_input_chars=self.prompt_chars,
+        )
         return self.name, tokens_in, tokens_out
+
+    def report_adopted(self, emit: Emit) -> None:
+        """Report that the answer node uses this answer (`answer_speculated`: nothing wasted)."""
+        emit(
+            "answer_speculated",
+            outcome="adopted",
+            adopted=True,
+            input_tokens=0,
+            output_tokens=0,
+            wasted_input_chars=0,
+        )
+
+    @property
+    def prompt_chars(self) -> int:
+        """Characters of the answer's prompt."""
+        return sum(len(message_text(message)) for message in self.messages)
 
     @property
     def name(self) -> str:
