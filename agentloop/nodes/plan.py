@@ -160,7 +160,8 @@ class _Plan:
             scope, self.parts.models.planners(scope.loop), messages, example, dispatch
         )
         attempts.point = self._speculation.point(state, self.parts.registry.names)
-        if self._speculation.wanted(settings.speculative_answer, attempts.point):
+        answerer = self.parts.models.answerers(scope.loop)[0]
+        if self._speculation.wanted(settings.speculative_answer, attempts.point, answerer):
             attempts.speculative = self._speculate(state, scope, asynchronous=asynchronous)
         return attempts
 

@@ -18,6 +18,10 @@ Each point keeps a running estimate, per loop, of how often a plan there said
 whether it was speculated or not. A plan is speculated when that estimate is at least
 `MIN_RESPONSE_RATE`. A re-ask never starts another answer (the one started with the
 plan is dropped as soon as a reply says `execute`).
+
+"auto" never speculates with an answer model whose replies follow the order of the
+requests (`replies_in_order`, as `agentloop.testing.ScriptedChatModel` with a script
+declares): an extra request would take a reply meant for a later one.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ __all__ = [
     "SpeculationEstimate",
     "names_a_tool",
     "plan_point",
+    "replies_in_order",
     "should_speculate",
     "tool_words",
 ]
@@ -103,16 +108,26 @@ def plan_point(state: LoopState, words: frozenset[str], *, tools: bool) -> Point
     return "after_success" if all(record["success"] for record in records) else "after_failure"
 
 
-def should_speculate(mode: Speculation, point: Point, response_rate: float) -> bool:
+def replies_in_order(model: object) -> bool:
+    """Whether a model's replies follow the order of its requests (it says so itself)."""
+    return getattr(model, "replies_in_order", False) is True
+
+
+def should_speculate(
+    mode: Speculation, point: Point, response_rate: float, *, in_order: bool = False
+) -> bool:
     """Whether to request the answer alongside the plan.
 
     Args:
         mode: `True` (always), `False` (never) or `"auto"`.
         point: Where the plan stands (`plan_point`).
         response_rate: The loop's estimate of how often a plan there says `response`.
+        in_order: The answer model's replies follow the order of its requests.
     """
     if mode != "auto":
         return bool(mode)
+    if in_order:
+        return False
     return point == "no_tools" or response_rate >= MIN_RESPONSE_RATE
 
 
@@ -142,9 +157,10 @@ class SpeculationEstimate:
             self._words = (names, tool_words(names))
         return plan_point(state, self._words[1], tools=bool(names))
 
-    def wanted(self, mode: Speculation, point: Point) -> bool:
+    def wanted(self, mode: Speculation, point: Point, answer_model: object) -> bool:
         """Whether to request the answer alongside a plan at `point` (`should_speculate`)."""
-        return should_speculate(mode, point, self.rate(point))
+        in_order = replies_in_order(answer_model)
+        return should_speculate(mode, point, self.rate(point), in_order=in_order)
 
     def rate(self, point: Point) -> float:
         """The estimated share of plans at `point` that say `response`."""

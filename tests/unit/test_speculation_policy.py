@@ -14,11 +14,14 @@ from agentloop.nodes.speculation import (
     SpeculationEstimate,
     names_a_tool,
     plan_point,
+    replies_in_order,
     should_speculate,
     tool_words,
 )
 from agentloop.testing import ScriptedChatModel
 
+ANSWERER = ScriptedChatModel(responder=lambda _messages: "an answer")
+"""Answers each request from its messages, as a real model does."""
 WORDS = tool_words(["get_weather", "read_page", "searchWeb", "get_exchange_rate"])
 
 
@@ -36,7 +39,7 @@ def state(user_input: str = "hello", *records: dict[str, Any], **extra: Any) -> 
 
 
 def test_tool_words_leave_out_words_that_say_nothing() -> None:
-    assert WORDS == {"weather", "read", "page", "search", "web", "exchange", "rate"}
+    assert {"weather", "read", "page", "search", "web", "exchange", "rate"} == WORDS
 
 
 @pytest.mark.parametrize(
@@ -78,9 +81,18 @@ def test_auto_speculates_when_a_response_is_likely_enough() -> None:
     assert not should_speculate("auto", "after_success", MIN_RESPONSE_RATE / 2)
 
 
+def test_auto_asks_no_answer_ahead_of_a_model_that_replies_in_order() -> None:
+    scripted = ScriptedChatModel(["the answer"])
+    assert replies_in_order(scripted)
+    assert not replies_in_order(ANSWERER)
+    assert not should_speculate("auto", "no_tools", 1.0, in_order=True)
+    assert should_speculate(True, "chat", 0.0, in_order=True)  # always is always
+    assert not SpeculationEstimate().wanted("auto", "chat", scripted)
+
+
 def test_the_priors_favour_chat_and_successful_rounds_only() -> None:
     estimate = SpeculationEstimate()
-    wanted = {point for point in PRIORS if estimate.wanted("auto", point)}
+    wanted = {point for point in PRIORS if estimate.wanted("auto", point, ANSWERER)}
     assert wanted == {"no_tools", "chat", "after_success"}
 
 
@@ -88,13 +100,13 @@ def test_the_estimate_learns_from_the_plans_it_sees() -> None:
     estimate = SpeculationEstimate()
     for _ in range(3):  # a loop whose successful rounds keep going
         estimate.observe("after_success", responded=False)
-    assert not estimate.wanted("auto", "after_success")
+    assert not estimate.wanted("auto", "after_success", ANSWERER)
     for _ in range(3):  # then they answer
         estimate.observe("after_success", responded=True)
-    assert estimate.wanted("auto", "after_success")
+    assert estimate.wanted("auto", "after_success", ANSWERER)
     for _ in range(6):  # requests that name a tool, answered without one
         estimate.observe("tool_request", responded=True)
-    assert estimate.wanted("auto", "tool_request")
+    assert estimate.wanted("auto", "tool_request", ANSWERER)
 
 
 def test_the_estimate_forgets_slowly() -> None:
@@ -116,6 +128,4 @@ def test_the_estimate_rebuilds_tool_words_when_the_tools_change() -> None:
 @pytest.mark.parametrize("value", ["always", 1, None])
 def test_a_bad_setting_is_a_configuration_error(value: Any) -> None:
     with pytest.raises(ConfigurationError, match="speculative_answer"):
-        create_tool_loop(
-            ScriptedChatModel([]), planning=PlanningOptions(speculative_answer=value)
-        )
+        create_tool_loop(ScriptedChatModel([]), planning=PlanningOptions(speculative_answer=value))
