@@ -272,9 +272,13 @@ class AnswerSpeculated(LoopEvent):
     type: ClassVar[Literal["answer_speculated"]] = "answer_speculated"
     outcome: str
     """`adopted`, `cancelled`, `unusable` or `stale`."""
+    adopted: bool
+    """Whether the answer node used it."""
     input_tokens: int
     """Tokens a dropped answer cost (0 when adopted)."""
     output_tokens: int
+    wasted_input_chars: int
+    """Characters of a dropped answer's prompt (0 when adopted)."""
 
 
 @dataclass(frozen=True, kw_only=True)

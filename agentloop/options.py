@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from langgraph.types import RetryPolicy
 
@@ -112,10 +113,13 @@ class PlanningOptions:
         history_turns: Earlier turns of the conversation (a user message and the loop's
             answer) the planner and the answer model see, newest first.
         history_chars: Most characters of those turns.
-        speculative_answer: Start the answer call alongside each planner call, so a
-            plan that says `response` costs no extra wait; the answer is cancelled as
-            soon as the plan says `execute` (its tokens still count in `usage`). Off
-            with `wrap_model_call` middleware, which every answer call goes through.
+        speculative_answer: Start the answer call alongside a planner call, so a plan
+            that says `response` costs no extra wait; the answer is cancelled as soon as
+            the plan says `execute` (its tokens still count in `usage`). `"auto"`: when
+            the plan is likely to say `response` (no tool available, a chat-like first
+            request, after a round whose calls all succeeded, as the loop's earlier
+            plans at that point say); `True`: with every planner call; `False`: never.
+            Off with `wrap_model_call` middleware, which every answer call goes through.
         streaming_dispatch: Start a plan's concurrency-safe, idempotent calls while the
             plan is still streaming (off anyway when the loop interrupts before
             `execute`).
@@ -133,7 +137,7 @@ class PlanningOptions:
     max_plan_calls: int | None = None
     history_turns: int = 5
     history_chars: int = 6_000
-    speculative_answer: bool = False
+    speculative_answer: bool | Literal["auto"] = "auto"
     streaming_dispatch: bool = True
     stream_plan_tokens: bool = False
 
@@ -147,7 +151,11 @@ class PlanningOptions:
         check_int("max_commands_per_round", self.max_commands_per_round, minimum=1)
         if self.max_plan_calls is not None:
             check_int("max_plan_calls", self.max_plan_calls, minimum=1, optional=True)
-        for name in ("speculative_answer", "streaming_dispatch", "stream_plan_tokens"):
+        speculate = self.speculative_answer
+        if not isinstance(speculate, bool) and speculate != "auto":
+            msg = f"speculative_answer must be True, False or 'auto', got {speculate!r}"
+            raise ConfigurationError(msg)
+        for name in ("streaming_dispatch", "stream_plan_tokens"):
             if not isinstance(getattr(self, name), bool):
                 msg = f"{name} must be True or False, got {getattr(self, name)!r}"
                 raise ConfigurationError(msg)

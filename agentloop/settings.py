@@ -74,7 +74,7 @@ class LoopSettings(PlanningOptions):
             ConfigurationError: A knob is invalid.
         """
         values = {item.name: getattr(planning, item.name) for item in fields(PlanningOptions)}
-        values["speculative_answer"] = planning.speculative_answer and not model_middleware
+        values["speculative_answer"] = False if model_middleware else planning.speculative_answer
         values["streaming_dispatch"] = planning.streaming_dispatch and not reviews_plan
         return cls(**values, **knobs)
 

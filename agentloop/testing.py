@@ -146,6 +146,16 @@ class ScriptedChatModel(BaseChatModel):
             return [list(messages) for messages in self._requests]
 
     @property
+    def replies_in_order(self) -> bool:
+        """True when the model has a script: each request takes the next reply, in order.
+
+        So a loop's `speculative_answer="auto"` requests no answer from it ahead of time
+        (an extra request would take a reply meant for a later one); a model that only
+        has a `responder` answers each request from its messages, as a real model does.
+        """
+        return bool(self.replies)
+
+    @property
     def request_count(self) -> int:
         """How many requests started (kept or not)."""
         with self._lock:

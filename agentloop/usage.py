@@ -7,12 +7,22 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-__all__ = ["Prices", "add_usage", "message_usage", "sum_usage", "usage_entry"]
+__all__ = ["Prices", "add_usage", "message_usage", "sum_usage", "usage_entry", "wasted_usage"]
 
 Prices = Mapping[str, tuple[float, float]]
 """Model name -> (USD per million input tokens, USD per million output tokens)."""
 
-_FIELDS = ("input_tokens", "output_tokens", "model_calls", "cost_usd")
+_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "model_calls",
+    "cost_usd",
+    "wasted_answers",
+    "wasted_input_tokens",
+)
+"""What a usage entry counts. `wasted_answers`: speculative answers requested and not
+used (cancelled, stale or unusable); `wasted_input_tokens`: their input tokens. Both are
+also in `model_calls` and `input_tokens`."""
 
 
 def message_usage(messages: Iterable[BaseMessage]) -> tuple[int, int]:
@@ -36,6 +46,14 @@ def usage_entry(
         "model_calls": 1,
         "cost_usd": round((tokens_in * price_in + tokens_out * price_out) / 1_000_000, 8),
     }
+
+
+def wasted_usage(
+    model: str, tokens_in: int, tokens_out: int, prices: Prices | None = None
+) -> dict[str, float]:
+    """The usage of a speculative answer that was not used (it counts as spent too)."""
+    entry = usage_entry(model, tokens_in, tokens_out, prices)
+    return {**entry, "wasted_answers": 1, "wasted_input_tokens": tokens_in}
 
 
 def add_usage(

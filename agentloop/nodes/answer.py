@@ -15,7 +15,7 @@ from langgraph.runtime import Runtime
 
 from agentloop._effects import Core, Effect, entry_points
 from agentloop.errors import ModelBehaviorError
-from agentloop.events import AnswerCompleted, AnswerSpeculated, AnswerStarted
+from agentloop.events import AnswerCompleted, AnswerStarted
 from agentloop.messages import conversation_turns, message_text
 from agentloop.model_calls import Answer
 from agentloop.nodes._runnable import LoopNode
@@ -29,7 +29,7 @@ from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
 from agentloop.structured import StructuredResult, Wrapped
 from agentloop.system_prompt import with_app_instructions
 from agentloop.updates import AnswerUpdate
-from agentloop.usage import message_usage, sum_usage, usage_entry
+from agentloop.usage import message_usage, sum_usage, usage_entry, wasted_usage
 
 __all__ = [
     "ANSWER_TAGS",
@@ -257,7 +257,7 @@ class _Answer:
     def _drop(self, call: _AnswerCall, speculative: SpeculativeAnswer, outcome: str) -> None:
         """Cancel a speculative answer that is not used; its tokens still count."""
         name, tokens_in, tokens_out = speculative.drop(call.scope.emit, outcome)
-        call.wasted.append(usage_entry(name, tokens_in, tokens_out, self.parts.prices))
+        call.wasted.append(wasted_usage(name, tokens_in, tokens_out, self.parts.prices))
 
     def _adopted(self, call: _AnswerCall, answer: Answer | None) -> Answer | None:
         speculative = call.speculative
@@ -265,7 +265,7 @@ class _Answer:
         if answer is None:
             self._drop(call, speculative, "unusable")
             return None
-        call.scope.emit(AnswerSpeculated(outcome="adopted", input_tokens=0, output_tokens=0))
+        speculative.report_adopted(call.scope.emit)
         return answer
 
     def _update(

@@ -23,6 +23,7 @@ from agentloop.nodes.early_dispatch import EarlyDispatch
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.plan_call import call_planner
 from agentloop.nodes.plan_model import PLAN_TAGS, check_native_planners, planner_runnable
+from agentloop.nodes.speculation import Point, SpeculationEstimate
 from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.check import (
     plan_example,
@@ -37,7 +38,7 @@ from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, PlanDecision, empty_round_state
 from agentloop.system_prompt import with_app_instructions
 from agentloop.updates import PlanUpdate
-from agentloop.usage import sum_usage, usage_entry
+from agentloop.usage import sum_usage, usage_entry, wasted_usage
 
 __all__ = ["PLAN_TAGS", "make_plan"]
 
@@ -58,6 +59,8 @@ class _Attempts:
     example: str
     dispatch: EarlyDispatch
     """Starts read-only calls while the plan streams (a new one per planner call)."""
+    point: Point = "chat"
+    """Where the plan stands, for the estimate of how often it says `response`."""
     speculative: SpeculativeAnswer | None = None
     """The answer started alongside the planner call, until it is kept or cancelled."""
     started: float = field(default_factory=time.perf_counter)
@@ -104,6 +107,7 @@ class _Plan:
         self.parts = parts
         # the tool list the examples were written for, the plan and the reference example
         self._examples: tuple[str, str, str] = ("", "", "")
+        self._speculation = SpeculationEstimate()
 
     def _bounded(self) -> BoundedRead[BaseMessageChunk]:
         limits = self.parts.model_limits
@@ -159,7 +163,9 @@ class _Plan:
         attempts = _Attempts(
             scope, self.parts.models.planners(scope.loop), messages, example, dispatch
         )
-        if settings.speculative_answer:
+        attempts.point = self._speculation.point(state, self.parts.registry.names)
+        answerer = self.parts.models.answerers(scope.loop)[0]
+        if self._speculation.wanted(settings.speculative_answer, attempts.point, answerer):
             attempts.speculative = self._speculate(state, scope, asynchronous=asynchronous)
         return attempts
 
@@ -227,6 +233,8 @@ class _Plan:
             chunks, short = read.reader.chunks, read.short
         if failure or decision["next_action"] != "execute":
             attempts.dispatch.cancel()
+        if not failure:
+            self._speculation.observe(attempts.point, decision["next_action"] == "response")
         if attempts.speculative is not None:
             if failure or decision["next_action"] != "response":
                 attempts.drop_answer("cancelled")
@@ -253,7 +261,7 @@ class _Plan:
         if attempts.dispatch.discarded:
             update["tool_logs"] = attempts.dispatch.discarded
         entries = [
-            usage_entry(model, tokens_in, tokens_out, self.parts.prices)
+            wasted_usage(model, tokens_in, tokens_out, self.parts.prices)
             for model, tokens_in, tokens_out in attempts.wasted
         ]
         if attempts.calls:

@@ -34,10 +34,15 @@ from agentloop.model_stream import BoundedRead, ModelLimits
 from agentloop.models import model_name
 from agentloop.usage import message_usage
 
-__all__ = ["SpeculativeAnswer"]
+__all__ = ["Configure", "SpeculativeAnswer"]
+
+Configure = Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]]
+"""How the answer node configures a model it calls (its tags and run name)."""
 
 CHARS_PER_TOKEN = 4
 """Token estimate of a cancelled answer that reported no usage."""
+_END, _WAIT = object(), object()
+"""What `_next` gives instead of a chunk: the answer is over, or not there yet."""
 
 
 class SpeculativeAnswer:
@@ -148,43 +153,47 @@ class SpeculativeAnswer:
 
     # -- consuming -----------------------------------------------------------------------
 
+    def _next(self, index: int, event: asyncio.Event | None = None) -> Any:
+        """Chunk `index`, `_END` when there is no more, or `_WAIT` (async: wait on `event`).
+
+        Without `event`, wait here for the chunk or the end. Raises the producer's error.
+        """
+        with self._condition:
+            if event is None:
+                self._condition.wait_for(lambda: index < len(self.chunks) or self.finished)
+            if index < len(self.chunks):
+                return self.chunks[index]
+            if self.finished:
+                if self.error is not None:
+                    raise self.error
+                return _END
+            assert event is not None  # a sync reader waited for a chunk or the end
+            event.clear()  # under the lock: a chunk put after this sets it again
+            return _WAIT
+
+    def _waker(self) -> asyncio.Event:
+        """An event set on the running loop whenever a chunk is put or the answer ends."""
+        event = asyncio.Event()
+        with self._condition:
+            self._wakers.append((asyncio.get_running_loop(), event))
+        return event
+
     def iterate(self) -> Iterator[Any]:
         """Yield the answer's chunks, waiting for the next one (sync)."""
         index = 0
-        while True:
-            with self._condition:
-                while index >= len(self.chunks) and not self.finished:
-                    self._condition.wait()
-                if index < len(self.chunks):
-                    chunk = self.chunks[index]
-                elif self.error is not None:
-                    raise self.error
-                else:
-                    return
+        while (chunk := self._next(index)) is not _END:
             index += 1
             yield chunk
 
     async def aiterate(self) -> AsyncIterator[Any]:
         """Yield the answer's chunks, waiting for the next one (async)."""
-        event = asyncio.Event()
-        with self._condition:
-            self._wakers.append((asyncio.get_running_loop(), event))
-        index = 0
-        while True:
-            with self._condition:
-                ready = index < len(self.chunks)
-                chunk = self.chunks[index] if ready else None
-                done, error = self.finished, self.error
-                event.clear()
-            if ready:
+        event, index = self._waker(), 0
+        while (chunk := self._next(index, event)) is not _END:
+            if chunk is _WAIT:
+                await event.wait()
+            else:
                 index += 1
                 yield chunk
-            elif not done:
-                await event.wait()
-            elif error is not None:
-                raise error
-            else:
-                return
 
     def matches(self, model: BaseChatModel, messages: Sequence[BaseMessage]) -> bool:
         """Whether this is the answer the answer node would ask for now."""
@@ -196,8 +205,7 @@ class SpeculativeAnswer:
             chunks = list(self.chunks)
         tokens_in, tokens_out = message_usage(chunks)
         if tokens_in == 0:
-            prompt = sum(len(message_text(message)) for message in self.messages)
-            tokens_in = -(-prompt // CHARS_PER_TOKEN)
+            tokens_in = -(-self.prompt_chars // CHARS_PER_TOKEN)
         if tokens_out == 0:
             written = sum(len(chunk.text) for chunk in chunks)
             tokens_out = -(-written // CHARS_PER_TOKEN)
@@ -211,8 +219,33 @@ class SpeculativeAnswer:
         """
         self.cancel()
         tokens_in, tokens_out = self.spent()
-        emit(AnswerSpeculated(outcome=outcome, input_tokens=tokens_in, output_tokens=tokens_out))
+        emit(
+            AnswerSpeculated(
+                outcome=outcome,
+                adopted=False,
+                input_tokens=tokens_in,
+                output_tokens=tokens_out,
+                wasted_input_chars=self.prompt_chars,
+            )
+        )
         return self.name, tokens_in, tokens_out
+
+    def report_adopted(self, emit: Emit) -> None:
+        """Report that the answer node uses this answer (`answer_speculated`: nothing wasted)."""
+        emit(
+            AnswerSpeculated(
+                outcome="adopted",
+                adopted=True,
+                input_tokens=0,
+                output_tokens=0,
+                wasted_input_chars=0,
+            )
+        )
+
+    @property
+    def prompt_chars(self) -> int:
+        """Characters of the answer's prompt."""
+        return sum(len(message_text(message)) for message in self.messages)
 
     @property
     def name(self) -> str:
@@ -227,27 +260,21 @@ class SpeculativeAnswer:
             return None  # the normal path asks again with a larger budget
         return Answer(reply, self.cut)
 
-    async def aadopt(
-        self, configure: Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]]
-    ) -> Answer | None:
+    async def aadopt(self, configure: Configure) -> Answer | None:
         """Relay the answer from the answer node; None when it cannot be used as it is."""
         relay = configure(_Relay(source=self))
         try:
-            chunks = [chunk async for chunk in relay.astream(self.messages)]
+            return self._usable([chunk async for chunk in relay.astream(self.messages)])
         except Exception:  # the producer failed: the answer node asks normally
             return None
-        return self._usable(chunks)
 
-    def adopt(
-        self, configure: Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]]
-    ) -> Answer | None:
+    def adopt(self, configure: Configure) -> Answer | None:
         """Sync `aadopt`."""
         relay = configure(_Relay(source=self))
         try:
-            chunks = list(relay.stream(self.messages))
+            return self._usable(list(relay.stream(self.messages)))
         except Exception:  # the producer failed: the answer node asks normally
             return None
-        return self._usable(chunks)
 
 
 class _Relay(BaseChatModel):

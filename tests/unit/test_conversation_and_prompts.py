@@ -64,8 +64,13 @@ async def test_a_follow_up_question_is_planned_and_answered_with_the_first_turn(
     run_loop: Any,
 ) -> None:
     planner = ScriptedChatModel(responder=weather_planner)
-    answers = iter(["In Lumen Bay it is clear, 18 C.", "In Paris it rains, 11 C."])
-    answerer = ScriptedChatModel(responder=lambda _messages: next(answers))
+
+    def answer(messages: list[BaseMessage]) -> str:
+        if "And in Paris?" in str(messages[-1].content):
+            return "In Paris it rains, 11 C."
+        return "In Lumen Bay it is clear, 18 C."
+
+    answerer = ScriptedChatModel(responder=answer)
     app = chat_app(planner, answerer)
     config = {"configurable": {"thread_id": "chat"}}
 
@@ -81,7 +86,7 @@ async def test_a_follow_up_question_is_planned_and_answered_with_the_first_turn(
     ]
     assert section(follow_up_plan, "user_input") == '"And in Paris?"'
     assert "Lumen Bay: clear" not in section(follow_up_plan, "conversation")  # no tool chatter
-    answer_request = answerer.requests[1][-1]
+    answer_request = answerer.requests[-1][-1]
     assert "What is the weather in Lumen Bay?" in section(answer_request, "conversation")
     assert "Paris: rain, 11 C" in str(answer_request.content)
     first_plan = planner.requests[0][-1]

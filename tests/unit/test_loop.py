@@ -18,6 +18,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 
 from agentloop import (
     ModelOptions,
+    PlanningOptions,
     create_tool_loop,
 )
 from agentloop.model_calls import ModelRetryPolicy
@@ -606,7 +607,13 @@ async def test_plain_langchain_fake_model(run_loop: Any) -> None:
     )
     planner = GenericFakeChatModel(messages=plans)
     answerer = GenericFakeChatModel(messages=iter([AIMessage("fifteen")]))
-    graph = create_tool_loop(planner, [add], models=ModelOptions(answer_model=answerer))
+    # LangChain's fakes reply in order: no answer is requested ahead of time
+    graph = create_tool_loop(
+        planner,
+        [add],
+        models=ModelOptions(answer_model=answerer),
+        planning=PlanningOptions(speculative_answer=False),
+    )
     out = await run_loop(graph, {"user_input": "7+8?"})
     assert out["round_state"]["done_plans"][0]["result"] == 15
     assert out["answer"] == "fifteen"

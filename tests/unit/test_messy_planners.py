@@ -17,7 +17,7 @@ import pytest
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
-from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, PlanningOptions, ToolPolicy, create_tool_loop
 from agentloop.planning import extract_json_object
 from agentloop.planning.check import schema_shaped
 from agentloop.testing import ScriptedChatModel
@@ -55,6 +55,8 @@ def loop_for(case: dict[str, Any]) -> tuple[Any, ScriptedChatModel]:
         models=ModelOptions(answer_model=answerer),
         max_rounds=2,
         governance=GovernanceOptions(policies=policies),
+        # the tests read every request the answer model received
+        planning=PlanningOptions(speculative_answer=False),
     )
     return graph, answerer
 

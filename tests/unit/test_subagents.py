@@ -77,7 +77,9 @@ async def test_parent_calls_a_sub_agent() -> None:
     assert completed["rounds"] == 1 and completed["tool_calls"] == 1
     assert completed["input_tokens"] > 0 and completed["output_tokens"] > 0
     assert set(final["usage"]) == {"boss", "researcher"}
-    assert final["usage"]["researcher"]["model_calls"] == 3
+    researcher_usage = final["usage"]["researcher"]
+    # two plans and the answer, and any answer requested speculatively and not used
+    assert researcher_usage["model_calls"] - researcher_usage["wasted_answers"] == 3
 
 
 def test_sub_agent_schema_and_errors() -> None:
