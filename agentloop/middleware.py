@@ -51,7 +51,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from agentloop._effects import Core, Effect, entry_points
+from agentloop._effects import Core, Effect, adrive, drive
 from agentloop._sync import run_coroutine_sync
 from agentloop.errors import (
     ConfigurationError,
@@ -237,16 +237,16 @@ class LoopMiddleware:
         `invoke` calls each one's `wrap_model_call`, `ainvoke` its `awrap_model_call`
         (bridged when it has only the other one).
         """
-        sync_innermost, async_innermost = entry_points(innermost)
 
         def run() -> ModelResponse[Any]:
-            handler: Handler = sync_innermost
+            # innermost: the core, driven with blocking calls (or awaited, in arun)
+            handler: Handler = lambda inner: drive(innermost(inner))  # noqa: E731
             for middleware in reversed(self.models):
                 handler = self._model_layer(middleware, handler)
             return handler(request)
 
         async def arun() -> ModelResponse[Any]:
-            handler: AsyncHandler = async_innermost
+            handler: AsyncHandler = lambda inner: adrive(innermost(inner))  # noqa: E731
             for middleware in reversed(self.models):
                 handler = self._amodel_layer(middleware, handler)
             return await handler(request)

@@ -29,10 +29,11 @@ from typing import Any, Protocol, cast
 
 from langchain_core.runnables import RunnableConfig
 
+from agentloop._effects import adrive, drive
 from agentloop.durability import call_key
 from agentloop.events import ToolDispatched
 from agentloop.inflight import EarlyCall
-from agentloop.nodes.guarded import arun_guarded, run_guarded
+from agentloop.nodes.guarded import guarded_call
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.reads import note_call, run_history
 from agentloop.planning.normalize import normalize_plan_decision
@@ -218,10 +219,10 @@ class EarlyDispatch:
         parts, scope = self.parts, self.scope
         handle: asyncio.Task[Any] | concurrent.futures.Future[Any]
         if self.asynchronous:
-            running = arun_guarded(parts, call, scope, config)
+            running = adrive(guarded_call(parts, call, scope, config))
             handle = asyncio.get_running_loop().create_task(running)
         else:
-            handle = _future_on_thread(lambda: run_guarded(parts, call, scope, config))
+            handle = _future_on_thread(lambda: drive(guarded_call(parts, call, scope, config)))
         self.parts.inflight.add_call(
             self.run_id, call["call_id"], EarlyCall(call["call_key"], handle)
         )

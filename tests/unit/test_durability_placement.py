@@ -22,7 +22,7 @@ from langgraph.store.sqlite import SqliteStore
 from langgraph.store.sqlite.aio import AsyncSqliteStore
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
-from agentloop._steps import arun_steps
+from agentloop._effects import adrive
 from agentloop.durability import (
     CallGuard,
     LedgerKey,
@@ -159,16 +159,14 @@ def test_store_ledger_claims_finishes_and_forgets(sqlite_store: SqliteStore) -> 
 async def test_store_ledger_async_claims_and_an_unknown_outcome() -> None:
     store = InMemoryStore()
     ledger = StoreLedger(store)
-    assert await ledger.aperform(LedgerOp("claim", KEY, DEAD_OWNER)) is None
-    settled = await arun_steps(
-        CallGuard(ledger, KEY, side_effects=True, timeout_s=1.0).decide(), ledger.aio
-    )
+    assert await adrive(ledger.operation(LedgerOp("claim", KEY, DEAD_OWNER))) is None
+    settled = await adrive(CallGuard(ledger, KEY, side_effects=True, timeout_s=1.0).decide())
     assert settled is not None and settled.kind == "unknown_outcome"
-    await ledger.aperform(LedgerOp("finish", KEY, DEAD_OWNER, {"result": "paid"}))
-    settled = await arun_steps(CallGuard(ledger, KEY, side_effects=True).decide(), ledger.aio)
+    await adrive(ledger.operation(LedgerOp("finish", KEY, DEAD_OWNER, {"result": "paid"})))
+    settled = await adrive(CallGuard(ledger, KEY, side_effects=True).decide())
     assert settled is not None and settled.kind == "replayed"
-    await ledger.aperform(LedgerOp("forget_thread", thread_id=KEY.thread_id))
-    assert await ledger.aperform(LedgerOp("get", KEY)) is None
+    await adrive(ledger.operation(LedgerOp("forget_thread", thread_id=KEY.thread_id)))
+    assert await adrive(ledger.operation(LedgerOp("get", KEY))) is None
 
 
 # --- through the loop -------------------------------------------------------------------

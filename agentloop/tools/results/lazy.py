@@ -14,9 +14,10 @@ import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
-from agentloop._steps import Steps, arun_steps, run_steps
+from agentloop._effects import Core, Effect, adrive, drive
 from agentloop.tools.results.serialize import to_jsonable
 
 __all__ = [
@@ -119,18 +120,17 @@ class _Reader:
         return ""
 
 
-_NEXT = "next item"
 _END = object()
 
 
-def _reading(reader: _Reader) -> Steps[ReadItems]:
-    """Read items, asking for each (`_NEXT`; `_END` answers at the end), up to the bounds.
+def _reading(reader: _Reader, next_item: Effect[Any]) -> Core[ReadItems]:
+    """Read items, one `next_item` effect each (`_END` at the end), up to the bounds.
 
     One item past `max_items` is asked for, to tell an iterator that ended from one that
     was cut.
     """
     while not (bound := reader.full()):
-        item = yield _NEXT
+        item = yield from next_item
         if item is _END:
             break
         if bound := reader.add(item):
@@ -142,7 +142,7 @@ def read_items(iterator: Any, limits: ReadLimits) -> ReadItems:
     """Read a sync iterator up to `limits`, then close it (call it off the event loop)."""
     source = iter(iterator)
     try:
-        return run_steps(_reading(_Reader(limits)), lambda _: next(source, _END))
+        return drive(_reading(_Reader(limits), Effect.blocking(partial(next, source, _END))))
     finally:
         _close(source)
 
@@ -152,11 +152,18 @@ async def read_async_items(iterator: AsyncIterator[Any], limits: ReadLimits) -> 
     reader = _Reader(limits)
     try:
         async with asyncio.timeout_at(limits.deadline):
-            return await arun_steps(_reading(reader), lambda _: anext(iterator, _END))
+            next_item = Effect(_awaited_only, partial(anext, iterator, _END))
+            return await adrive(_reading(reader, next_item))
     except TimeoutError:
         return ReadItems(reader.items, "time")
     finally:
         await _aclose(iterator)
+
+
+def _awaited_only() -> Any:
+    """The blocking form of an async iterator's next item: there is none."""
+    msg = "an async iterator is read with adrive only"
+    raise RuntimeError(msg)
 
 
 def _close(iterator: Any) -> None:
