@@ -32,11 +32,13 @@ from typing import Any, Generic, TypeAlias, TypeVar
 from agentloop._sync import pause
 
 __all__ = [
+    "END",
     "Core",
     "Effect",
     "adrive",
     "drive",
     "is_async",
+    "next_item",
     "sleep",
 ]
 
@@ -128,6 +130,19 @@ async def _true() -> bool:
 
 is_async: Effect[bool] = Effect(lambda: False, _true)
 """Whether the core runs under `ainvoke` (for what starts background work: a task or a thread)."""
+
+
+END: Any = object()
+"""What `next_item` returns once the iterator is exhausted."""
+
+
+def next_item(iterator: Any) -> Effect[Any]:
+    """The next item of an iterator (`END` after the last): `next` or `anext`.
+
+    A core that reads a stream opens the sync one or the async one after asking
+    `is_async`, so each driver only ever meets the kind of iterator its form reads.
+    """
+    return Effect(partial(next, iterator, END), partial(anext, iterator, END))
 
 
 def sleep(seconds: float) -> Effect[None]:
