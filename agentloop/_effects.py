@@ -36,6 +36,7 @@ __all__ = [
     "Core",
     "Effect",
     "adrive",
+    "close_iterator",
     "drive",
     "is_async",
     "next_item",
@@ -143,6 +144,11 @@ def next_item(iterator: Any) -> Effect[Any]:
     `is_async`, so each driver only ever meets the kind of iterator its form reads.
     """
     return Effect(partial(next, iterator, END), partial(anext, iterator, END))
+
+
+def close_iterator(iterator: Any) -> Effect[None]:
+    """Close the iterator of `next_item`: its `close` or its awaited `aclose`."""
+    return Effect(lambda: iterator.close(), lambda: iterator.aclose())
 
 
 def sleep(seconds: float) -> Effect[None]:

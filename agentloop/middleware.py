@@ -66,6 +66,7 @@ from agentloop.tools.outcome import ToolOutcome
 __all__ = ["MODEL_CALL_KEY", "REFUSED_HOOKS", "LoopMiddleware", "ModelCall", "ToolCallFailed"]
 
 T = TypeVar("T")
+H = TypeVar("H", bound=Callable[..., Any])
 Handler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
 AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
 ModelCall = Literal["plan", "answer", "structured_response"]
@@ -237,21 +238,20 @@ class LoopMiddleware:
         `invoke` calls each one's `wrap_model_call`, `ainvoke` its `awrap_model_call`
         (bridged when it has only the other one).
         """
+        # at the centre: the innermost core, driven with blocking calls or awaited
+        centre: Handler = lambda inner: drive(innermost(inner))  # noqa: E731
+        acentre: AsyncHandler = lambda inner: adrive(innermost(inner))  # noqa: E731
+        return Effect(
+            lambda: self._chain(centre, self._model_layer)(request),
+            lambda: self._chain(acentre, self._amodel_layer)(request),
+        )
 
-        def run() -> ModelResponse[Any]:
-            # innermost: the core, driven with blocking calls (or awaited, in arun)
-            handler: Handler = lambda inner: drive(innermost(inner))  # noqa: E731
-            for middleware in reversed(self.models):
-                handler = self._model_layer(middleware, handler)
-            return handler(request)
-
-        async def arun() -> ModelResponse[Any]:
-            handler: AsyncHandler = lambda inner: adrive(innermost(inner))  # noqa: E731
-            for middleware in reversed(self.models):
-                handler = self._amodel_layer(middleware, handler)
-            return await handler(request)
-
-        return Effect(run, arun)
+    def _chain(self, centre: H, layer: Callable[[AgentMiddleware[Any, Any, Any], H], H]) -> H:
+        """`centre` wrapped in every model middleware's layer, the first one outermost."""
+        handler = centre
+        for middleware in reversed(self.models):
+            handler = layer(middleware, handler)
+        return handler
 
     @staticmethod
     def _model_layer(middleware: AgentMiddleware[Any, Any, Any], inner: Handler) -> Handler:

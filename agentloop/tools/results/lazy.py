@@ -14,10 +14,9 @@ import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Literal
 
-from agentloop._effects import Core, Effect, adrive, drive
+from agentloop._effects import END, Core, adrive, drive, next_item
 from agentloop.tools.results.serialize import to_jsonable
 
 __all__ = [
@@ -120,18 +119,15 @@ class _Reader:
         return ""
 
 
-_END = object()
-
-
-def _reading(reader: _Reader, next_item: Effect[Any]) -> Core[ReadItems]:
-    """Read items, one `next_item` effect each (`_END` at the end), up to the bounds.
+def _reading(reader: _Reader, iterator: Any) -> Core[ReadItems]:
+    """Read items of a sync iterator (under `drive`) or an async one (`adrive`), up to the bounds.
 
     One item past `max_items` is asked for, to tell an iterator that ended from one that
     was cut.
     """
     while not (bound := reader.full()):
-        item = yield from next_item
-        if item is _END:
+        item = yield from next_item(iterator)
+        if item is END:
             break
         if bound := reader.add(item):
             break
@@ -142,7 +138,7 @@ def read_items(iterator: Any, limits: ReadLimits) -> ReadItems:
     """Read a sync iterator up to `limits`, then close it (call it off the event loop)."""
     source = iter(iterator)
     try:
-        return drive(_reading(_Reader(limits), Effect.blocking(partial(next, source, _END))))
+        return drive(_reading(_Reader(limits), source))
     finally:
         _close(source)
 
@@ -152,18 +148,11 @@ async def read_async_items(iterator: AsyncIterator[Any], limits: ReadLimits) -> 
     reader = _Reader(limits)
     try:
         async with asyncio.timeout_at(limits.deadline):
-            next_item = Effect(_awaited_only, partial(anext, iterator, _END))
-            return await adrive(_reading(reader, next_item))
+            return await adrive(_reading(reader, iterator))
     except TimeoutError:
         return ReadItems(reader.items, "time")
     finally:
         await _aclose(iterator)
-
-
-def _awaited_only() -> Any:
-    """The blocking form of an async iterator's next item: there is none."""
-    msg = "an async iterator is read with adrive only"
-    raise RuntimeError(msg)
 
 
 def _close(iterator: Any) -> None:
