@@ -19,6 +19,10 @@ a public sync/async method pair.
 
     drive(fetch_twice(key))                    # from sync code
     await adrive(fetch_twice(key))             # from async code
+
+Effects every core may use: `sleep`, `is_async` (which driver runs it), and
+`next_item` / `close_iterator` (read a stream the core opened: the sync one under
+`drive`, the async one under `adrive`).
 """
 
 from __future__ import annotations
@@ -130,7 +134,8 @@ async def _true() -> bool:
 
 
 is_async: Effect[bool] = Effect(lambda: False, _true)
-"""Whether the core runs under `ainvoke` (for what starts background work: a task or a thread)."""
+"""Whether `adrive` runs the core (to open an async stream rather than a sync one, or to
+start background work as a task rather than a thread)."""
 
 
 END: Any = object()
