@@ -51,7 +51,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from agentloop._effects import Core, Effect, entry_points
+from agentloop._effects import Core, Effect, adrive, drive
 from agentloop._sync import run_coroutine_sync
 from agentloop.errors import (
     ConfigurationError,
@@ -66,6 +66,7 @@ from agentloop.tools.outcome import ToolOutcome
 __all__ = ["MODEL_CALL_KEY", "REFUSED_HOOKS", "LoopMiddleware", "ModelCall", "ToolCallFailed"]
 
 T = TypeVar("T")
+H = TypeVar("H", bound=Callable[..., Any])
 Handler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
 AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
 ModelCall = Literal["plan", "answer", "structured_response"]
@@ -237,21 +238,20 @@ class LoopMiddleware:
         `invoke` calls each one's `wrap_model_call`, `ainvoke` its `awrap_model_call`
         (bridged when it has only the other one).
         """
-        sync_innermost, async_innermost = entry_points(innermost)
+        # at the centre: the innermost core, driven with blocking calls or awaited
+        centre: Handler = lambda inner: drive(innermost(inner))  # noqa: E731
+        acentre: AsyncHandler = lambda inner: adrive(innermost(inner))  # noqa: E731
+        return Effect(
+            lambda: self._chain(centre, self._model_layer)(request),
+            lambda: self._chain(acentre, self._amodel_layer)(request),
+        )
 
-        def run() -> ModelResponse[Any]:
-            handler: Handler = sync_innermost
-            for middleware in reversed(self.models):
-                handler = self._model_layer(middleware, handler)
-            return handler(request)
-
-        async def arun() -> ModelResponse[Any]:
-            handler: AsyncHandler = async_innermost
-            for middleware in reversed(self.models):
-                handler = self._amodel_layer(middleware, handler)
-            return await handler(request)
-
-        return Effect(run, arun)
+    def _chain(self, centre: H, layer: Callable[[AgentMiddleware[Any, Any, Any], H], H]) -> H:
+        """`centre` wrapped in every model middleware's layer, the first one outermost."""
+        handler = centre
+        for middleware in reversed(self.models):
+            handler = layer(middleware, handler)
+        return handler
 
     @staticmethod
     def _model_layer(middleware: AgentMiddleware[Any, Any, Any], inner: Handler) -> Handler:

@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from langchain_core.runnables import Runnable
 
-from agentloop._effects import Effect
+from agentloop._effects import END, Core, close_iterator, is_async, next_item
 from agentloop.errors import ConfigurationError, ModelCallTimeout
 
 __all__ = ["BoundedRead", "ModelLimits"]
@@ -93,32 +93,24 @@ class BoundedRead(Generic[C]):
 
     def consume(
         self, runnable: Runnable[Any, Any], request: Any, on_chunk: Callable[[C], object]
-    ) -> Effect[None]:
+    ) -> Core[None]:
         """Stream `runnable` on `request` within the limits, handing each chunk to `on_chunk`.
 
         Reading stops when the reply ends, at the output cap, or once `on_chunk` returns a
-        true value (the stream is then closed).
+        true value (the stream is then closed). A core: `stream` under `drive`,
+        `astream` under `adrive`.
         """
-
-        def run() -> None:
-            chunks = self.iterate(partial(runnable.stream, request))
-            try:
-                for chunk in chunks:
-                    if on_chunk(chunk):
-                        break
-            finally:
-                chunks.close()
-
-        async def arun() -> None:
+        chunks: Any
+        if (yield from is_async):
             chunks = self.aiterate(runnable.astream(request))
-            try:
-                async for chunk in chunks:
-                    if on_chunk(chunk):
-                        break
-            finally:
-                await chunks.aclose()
-
-        return Effect(run, arun)
+        else:
+            chunks = self.iterate(partial(runnable.stream, request))
+        try:
+            while (chunk := (yield from next_item(chunks))) is not END:
+                if on_chunk(chunk):
+                    break
+        finally:
+            yield from close_iterator(chunks)
 
     async def aiterate(self, stream: AsyncIterator[C]) -> AsyncGenerator[C, None]:
         """Yield the chunks of an async stream within the limits (closing it at the end)."""

@@ -22,6 +22,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.config import get_stream_writer
 from pydantic import BaseModel, Field
 
+from agentloop._effects import END, Core, adrive, drive, is_async, next_item
 from agentloop.errors import ConfigurationError
 from agentloop.events import AgentCompleted, AgentProgress, AgentStarted
 from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT
@@ -89,12 +90,14 @@ class _Progress:
         elif error is None:
             self.forward(_summary(self.final, self.started))
 
-    def result(self) -> tuple[str, dict[str, Any]]:
+    def result(self) -> _Result:
         usage = self.final.get("usage") or {}
         return str(self.final.get("answer", "")), {AGENT_USAGE_ARTIFACT: usage}
 
 
 _STREAM_MODES: list[Any] = ["custom", "values"]
+_Result = tuple[str, dict[str, Any]]
+"""The answer, and the artifact with the sub-agent's token usage."""
 
 
 def as_tool(
@@ -128,31 +131,23 @@ def as_tool(
         msg = f"as_tool needs a compiled graph, got {type(graph).__name__}"
         raise ConfigurationError(msg)
 
-    def start(user_input: str, user_extra_requirement: str) -> tuple[_Progress, Any, Any]:
-        """The run's progress, its input and its config (nested in the parent's call)."""
+    def running(user_input: str, user_extra_requirement: str = "") -> Core[_Result]:
+        """The sub-agent's run, nested in the parent's call, as a core (`stream` or `astream`)."""
         child: dict[str, Any] = {"run_name": name}
         if recursion_limit is not None:
             child["recursion_limit"] = recursion_limit
         payload = {"user_input": user_input, "user_extra_requirement": user_extra_requirement}
-        return _Progress(name, user_input), payload, child
-
-    def run(user_input: str, user_extra_requirement: str = "") -> tuple[str, dict[str, Any]]:
-        progress, payload, child = start(user_input, user_extra_requirement)
-        with progress:  # the parent's checkpointer and namespace apply
-            for mode, chunk in graph.stream(payload, child, stream_mode=_STREAM_MODES):
-                progress.take(mode, chunk)
-        return progress.result()
-
-    async def arun(user_input: str, user_extra_requirement: str = "") -> tuple[str, dict[str, Any]]:
-        progress, payload, child = start(user_input, user_extra_requirement)
-        with progress:
-            async for mode, chunk in graph.astream(payload, child, stream_mode=_STREAM_MODES):
-                progress.take(mode, chunk)
+        stream = graph.astream if (yield from is_async) else graph.stream
+        chunks = stream(payload, child, stream_mode=_STREAM_MODES)
+        with _Progress(name, user_input) as progress:  # the parent's checkpointer applies
+            while (item := (yield from next_item(chunks))) is not END:
+                progress.take(*item)
         return progress.result()
 
     return StructuredTool.from_function(
-        func=run,
-        coroutine=arun,
+        # the tool's two entry points drive the one core
+        func=lambda **arguments: drive(running(**arguments)),
+        coroutine=lambda **arguments: adrive(running(**arguments)),
         name=name,
         description=description,
         args_schema=SubAgentInput,

@@ -5,10 +5,14 @@ loop's namespace and the call's stable identity (see `identity`), never by a che
 id. The ledger lives with the checkpointer (see `placement`): in a small table of the
 database for the SQLite and PostgreSQL savers, in the server's PostgreSQL database or its
 store under the LangGraph server, in memory for `InMemorySaver`.
+
+A ledger writes each operation once, as a core yielding `Effect`s (see
+`agentloop._effects`): `drive` runs it from sync code, `adrive` from async code.
 """
 
 from __future__ import annotations
 
+from agentloop._effects import Core, Effect, adrive, drive
 from agentloop.durability._langgraph import Durability, current_checkpointer, current_durability
 from agentloop.durability.guard import CallGuard, Settled
 from agentloop.durability.identity import call_key, loop_namespace, run_identity
@@ -39,7 +43,9 @@ __all__ = [
     "AsyncPostgresLedger",
     "AsyncSqliteLedger",
     "CallGuard",
+    "Core",
     "Durability",
+    "Effect",
     "LateLedgerWriter",
     "LedgerEntry",
     "LedgerKey",
@@ -51,9 +57,11 @@ __all__ = [
     "SqliteLedger",
     "Settled",
     "StoreLedger",
+    "adrive",
     "call_key",
     "current_checkpointer",
     "current_durability",
+    "drive",
     "durability_gap",
     "is_server_checkpointer",
     "ledger_for",

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from langgraph.errors import GraphBubbleUp
 
-from agentloop._steps import Steps
+from agentloop._effects import Core
 from agentloop.durability.ledger import (
     OWNER,
     LedgerEntry,
@@ -101,18 +101,17 @@ class CallGuard:
             reason = "another worker started it and did not report back in time"
         return Settled("unknown_outcome", reason=reason)
 
-    # -- the rules, as steps (see `agentloop._steps`) -------------------------------------
+    # -- the rules, as cores (see `agentloop._effects`) ------------------------------------
 
-    def _ledger(self, name: OpName, outcome: Record | None = None) -> Steps[Any]:
-        return self.ledger.steps(LedgerOp(name, self.key, OWNER, outcome))
+    def _ledger(self, name: OpName, outcome: Record | None = None) -> Core[Any]:
+        return self.ledger.operation(LedgerOp(name, self.key, OWNER, outcome))
 
-    def decide(self) -> Steps[Settled | None]:
+    def decide(self) -> Core[Settled | None]:
         """Decide before running: a settled call, or None to run it (claimed if needed).
 
-        Written once for every driver: it yields the ledger's I/O requests (and pauses
-        while another worker holds the claim); `run_steps(guard.decide(), ledger.io)`
-        performs them from sync code, `arun_steps(guard.decide(), ledger.aio)` from
-        async code (`agentloop._steps`).
+        Written once for every driver: it yields the ledger's effects (and sleeps while
+        another worker holds the claim); `drive(guard.decide())` performs them from sync
+        code, `await adrive(guard.decide())` from async code (`agentloop._effects`).
         """
         entry = yield from self._ledger("get")
         settled = self._recorded(entry)
@@ -133,23 +132,23 @@ class CallGuard:
             if step == "take_over":
                 yield from self._ledger("take_over")
                 break
-            yield pause_a_little(attempt)
+            yield from pause_a_little(attempt)
             attempt += 1
             lost = (yield from self._ledger("get")) or lost
         self.claimed = True
         return None
 
-    def record(self, run: Any) -> Steps[Record]:
+    def record(self, run: Core[Record]) -> Core[Record]:
         """Run a call that `decide` let through, and record its outcome.
 
         Args:
-            run: The request that runs the call, yielded to the driver; its result is
-                the call's record. An interrupt it raises removes the claim (the tool
-                asks first, then acts on resume) and propagates.
+            run: The core that runs the call; its result is the call's record. An
+                interrupt it raises removes the claim (the tool asks first, then acts
+                on resume) and propagates.
         """
         with in_flight(self.ledger, self.key):
             try:
-                record: Record = yield run
+                record = yield from run
             except GraphBubbleUp:
                 if self.claimed:
                     yield from self._ledger("release")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from agentloop._steps import Pause, Steps, arun_steps, run_steps
+from agentloop._effects import Core, Effect, drive, sleep
 
 __all__ = [
     "OWNER",
@@ -116,12 +116,12 @@ class LedgerOp:
 class SideEffectLedger(ABC):
     """Where calls are claimed and their outcomes kept.
 
-    A backend writes each operation once (`steps`), as steps that yield the I/O requests
-    it needs (a statement, a store read); `io` performs a request from sync code and
-    `aio` from async code (by default as `io` does, for backends whose I/O is sync or
-    in memory). `perform` and `aperform` run an operation through one or the other, and
-    the sync methods (`get`, `claim`, `finish`, `release`, `take_over`, `forget_thread`)
-    are shorthands for `perform`.
+    A backend writes each operation once, as a core (`operation`, see
+    `agentloop._effects`) that yields the I/O it needs as effects (a statement, a store
+    read), each in its blocking and its awaitable form; `drive(ledger.operation(op))`
+    performs it from sync code, `await adrive(...)` from async code. The sync methods
+    (`get`, `claim`, `finish`, `release`, `take_over`, `forget_thread`) are shorthands
+    for `perform`, which drives an operation from sync code.
 
     `claim` is atomic: of several workers claiming one key, exactly one gets None back
     and runs the call; the others get the winner's entry. `cross_process` tells whether
@@ -133,25 +133,12 @@ class SideEffectLedger(ABC):
     durable: bool = False
 
     @abstractmethod
-    def steps(self, op: LedgerOp) -> Steps[Any]:
-        """Do one operation, yielding the I/O requests `io` or `aio` perform."""
-
-    def io(self, request: Any) -> Any:
-        """Perform one I/O request of `steps` from sync code."""
-        msg = f"{type(self).__name__} cannot perform {request!r}"
-        raise NotImplementedError(msg)
-
-    async def aio(self, request: Any) -> Any:
-        """Perform one I/O request of `steps` from async code (by default as `io` does)."""
-        return self.io(request)
+    def operation(self, op: LedgerOp) -> Core[Any]:
+        """Do one operation: a core yielding the backend's I/O as effects."""
 
     def perform(self, op: LedgerOp) -> Any:
         """Do one operation from sync code."""
-        return run_steps(self.steps(op), self.io)
-
-    async def aperform(self, op: LedgerOp) -> Any:
-        """Do one operation from async code."""
-        return await arun_steps(self.steps(op), self.aio)
+        return drive(self.operation(op))
 
     def get(self, key: LedgerKey) -> LedgerEntry | None:
         """Return the entry of a call, or None."""
@@ -196,9 +183,9 @@ class MemoryLedger(SideEffectLedger):
         with self._lock:
             return len(self._entries)
 
-    def steps(self, op: LedgerOp) -> Steps[Any]:
-        """Do one operation in memory (it yields no I/O request)."""
-        yield from ()
+    def operation(self, op: LedgerOp) -> Core[Any]:
+        """Do one operation in memory, in the core itself: it needs no effect."""
+        yield from ()  # makes this a generator (a core) that yields nothing
         with self._lock:
             return self._apply(op)
 
@@ -278,6 +265,6 @@ def owner_is_gone(ledger: SideEffectLedger, key: LedgerKey, owner: str) -> bool 
     return False
 
 
-def pause_a_little(attempt: int) -> Pause:
+def pause_a_little(attempt: int) -> Effect[None]:
     """Back off between two looks at a claimed call (50 ms growing to 500 ms)."""
-    return Pause(min(0.05 * (2**attempt), 0.5))
+    return sleep(min(0.05 * (2**attempt), 0.5))

@@ -14,8 +14,10 @@ import contextlib
 import os
 import re
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
+from agentloop._effects import Effect
 from agentloop.durability.sql import PostgresLedger, _arun_postgres
 
 __all__ = ["SERVER_DATABASE_VARIABLES", "PostgresUriLedger", "server_database_uri"]
@@ -53,9 +55,13 @@ class PostgresUriLedger(PostgresLedger):
         with psycopg.connect(self.uri, autocommit=True) as conn:
             yield conn
 
-    async def aio(self, request: Any) -> tuple[int, Any]:
-        """Run one statement on a connection of its own (from async code)."""
+    def statement(self, name: str, params: tuple[Any, ...]) -> Effect[tuple[int, Any]]:
+        """Run one statement on a connection of its own, blocking or awaited."""
+        return Effect(partial(self.execute, name, params), partial(self.aexecute, name, params))
+
+    async def aexecute(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
+        """Run one statement on an async connection of its own."""
         import psycopg
 
         async with await psycopg.AsyncConnection.connect(self.uri, autocommit=True) as conn:
-            return await _arun_postgres(self, conn, *request)
+            return await _arun_postgres(self, conn, name, params)

@@ -13,9 +13,10 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from typing import Any
 
-from agentloop._steps import Steps
+from agentloop._effects import Core, Effect
 from agentloop.durability.ledger import LedgerEntry, LedgerKey, LedgerOp, SideEffectLedger
 
 __all__ = ["AsyncPostgresLedger", "AsyncSqliteLedger", "PostgresLedger", "SqliteLedger"]
@@ -74,10 +75,9 @@ def _dump(outcome: dict[str, Any]) -> str:
 
 
 class _SqlLedger(SideEffectLedger):
-    """The statements of the ledger; each backend performs them (`io`, `aio`).
+    """The statements of the ledger; each backend runs them (`statement`).
 
-    A request is `(statement name, parameters)`; performing it returns the rows it
-    affected and its first row (for `get`).
+    Running a statement returns the rows it affected and its first row (for `get`).
     """
 
     cross_process = True
@@ -89,23 +89,31 @@ class _SqlLedger(SideEffectLedger):
         self.sql = _statements(self.placeholder)
         self._ready = False
 
-    def steps(self, op: LedgerOp) -> Steps[Any]:
+    def statement(self, name: str, params: tuple[Any, ...]) -> Effect[tuple[int, Any]]:
+        """Run one statement: `(rows affected, first row)`, blocking or awaited."""
+        return Effect.blocking(partial(self.execute, name, params))
+
+    def execute(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
+        """Run one statement with blocking calls (sync savers)."""
+        raise NotImplementedError
+
+    def operation(self, op: LedgerOp) -> Core[Any]:
         """Do one operation as statements."""
         if op.name == "forget_thread":
-            yield ("forget", (op.thread_id,))
+            yield from self.statement("forget", (op.thread_id,))
             return None
         key = _key(op.entry_key)
         if op.name == "get":
-            return _entry((yield ("get", key))[1])
+            return _entry((yield from self.statement("get", key))[1])
         if op.name == "claim":
-            claimed, _ = yield ("claim", (*key, op.owner, _now()))
-            return None if claimed == 1 else _entry((yield ("get", key))[1])
+            claimed, _ = yield from self.statement("claim", (*key, op.owner, _now()))
+            return None if claimed == 1 else _entry((yield from self.statement("get", key))[1])
         if op.name == "finish":
-            yield ("finish", (*key, op.owner, _now(), _dump(op.outcome or {})))
+            yield from self.statement("finish", (*key, op.owner, _now(), _dump(op.outcome or {})))
         elif op.name == "release":
-            yield ("release", (*key, op.owner))
+            yield from self.statement("release", (*key, op.owner))
         else:
-            yield ("take_over", (*key, op.owner, _now()))
+            yield from self.statement("take_over", (*key, op.owner, _now()))
         return None
 
 
@@ -133,9 +141,16 @@ def _on_saver_loop(saver: Any, coroutine: Any) -> Any:
 class _AsyncSaverLedger(_SqlLedger):
     """A ledger on an async saver's connection: sync callers run each statement on its loop."""
 
-    def io(self, request: Any) -> Any:
-        """Run one statement on the saver's event loop (from sync code)."""
-        return _on_saver_loop(self.saver, self.aio(request))
+    def statement(self, name: str, params: tuple[Any, ...]) -> Effect[tuple[int, Any]]:
+        """Run one statement: awaited natively, or on the saver's loop from sync code."""
+        return Effect(
+            lambda: _on_saver_loop(self.saver, self.aexecute(name, params)),
+            partial(self.aexecute, name, params),
+        )
+
+    async def aexecute(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
+        """Run one statement on the saver's async connection."""
+        raise NotImplementedError
 
 
 # --- SQLite ------------------------------------------------------------------------------
@@ -144,9 +159,8 @@ class _AsyncSaverLedger(_SqlLedger):
 class SqliteLedger(_SqlLedger):
     """The ledger of a `langgraph.checkpoint.sqlite.SqliteSaver`."""
 
-    def io(self, request: Any) -> tuple[int, Any]:
+    def execute(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
         """Run one statement on the saver's connection."""
-        name, params = request
         with self.saver.lock:
             conn = self.saver.conn
             if not self._ready:
@@ -165,9 +179,8 @@ class SqliteLedger(_SqlLedger):
 class AsyncSqliteLedger(_AsyncSaverLedger):
     """The ledger of a `langgraph.checkpoint.sqlite.aio.AsyncSqliteSaver`."""
 
-    async def aio(self, request: Any) -> tuple[int, Any]:
+    async def aexecute(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
         """Run one statement on the saver's connection."""
-        name, params = request
         if not self._ready:
             await self.saver.setup()  # opens the connection
         async with self.saver.lock:
@@ -211,9 +224,8 @@ class PostgresLedger(_SqlLedger):
             with self.saver.lock:
                 yield conn
 
-    def io(self, request: Any) -> tuple[int, Any]:
+    def execute(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
         """Run one statement on the saver's connection (or one of its pool)."""
-        name, params = request
         with self._connection() as conn:
             if not self._ready:
                 try:
@@ -244,10 +256,10 @@ class AsyncPostgresLedger(_AsyncSaverLedger):
             async with self.saver.lock:
                 yield conn
 
-    async def aio(self, request: Any) -> tuple[int, Any]:
+    async def aexecute(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
         """Run one statement on the saver's connection (or one of its pool)."""
         async with self._connection() as conn:
-            return await _arun_postgres(self, conn, *request)
+            return await _arun_postgres(self, conn, name, params)
 
 
 async def _arun_postgres(

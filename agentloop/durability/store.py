@@ -27,7 +27,7 @@ from typing import Any
 from langgraph.config import get_store
 from langgraph.store.base import BaseStore, Item
 
-from agentloop._steps import Steps
+from agentloop._effects import Core, Effect
 from agentloop.durability.ledger import LedgerEntry, LedgerKey, LedgerOp, SideEffectLedger
 
 __all__ = ["LEDGER_NAMESPACE", "StoreLedger", "is_memory_only"]
@@ -92,42 +92,44 @@ class StoreLedger(SideEffectLedger):
         """The store entries are kept in."""
         return self._store if self._store is not None else _running_store(required=True)
 
-    def steps(self, op: LedgerOp) -> Steps[Any]:
-        """Do one operation as store requests: `(method, args)`, `method` of `BaseStore`."""
+    def operation(self, op: LedgerOp) -> Core[Any]:
+        """Do one operation as calls of the store (`_call`)."""
         if op.name == "forget_thread":
             namespace = (LEDGER_NAMESPACE, _thread_label(op.thread_id))
-            while items := (yield ("search", (namespace,), {"limit": 100})):
+            while items := (yield from self._call("search", namespace, limit=100)):
                 for item in items:
-                    yield ("delete", (namespace, item.key), {})
+                    yield from self._call("delete", namespace, item.key)
             return None
         where = _where(op.entry_key)
-        existing = None if op.name == "take_over" else _entry((yield ("get", where, {})))
+        existing = None
+        if op.name != "take_over":
+            existing = _entry((yield from self._call("get", *where)))
         if op.name == "get":
             return existing
         if op.name == "claim":
             if existing is not None:
                 return existing
-            yield ("put", (*where, _value(op.owner, time.time(), None)), {"index": False})
-            confirmed = _entry((yield ("get", where, {})))
+            yield from self._call("put", *where, _value(op.owner, time.time(), None), index=False)
+            confirmed = _entry((yield from self._call("get", *where)))
             return None if _won(confirmed, op.owner) else confirmed
         if op.name == "release":
             if _won(existing, op.owner):
-                yield ("delete", where, {})
+                yield from self._call("delete", *where)
             return None
         started = existing.started_at if existing is not None else time.time()
         outcome = op.outcome if op.name == "finish" else None
-        yield ("put", (*where, _value(op.owner, started, outcome)), {"index": False})
+        yield from self._call("put", *where, _value(op.owner, started, outcome), index=False)
         return None
 
-    def io(self, request: Any) -> Any:
-        """Call the store (`get`, `put`, `delete`, `search`)."""
-        method, args, kwargs = request
-        return getattr(self.store, method)(*args, **kwargs)
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Effect[Any]:
+        """Call `BaseStore.<method>` (`get`, `put`, `delete`, `search`) or await its `a<method>`.
 
-    async def aio(self, request: Any) -> Any:
-        """Await the store (`aget`, `aput`, `adelete`, `asearch`)."""
-        method, args, kwargs = request
-        return await getattr(self.store, f"a{method}")(*args, **kwargs)
+        The store is looked up when the effect runs (`store` may read the running graph's).
+        """
+        return Effect(
+            lambda: getattr(self.store, method)(*args, **kwargs),
+            lambda: getattr(self.store, f"a{method}")(*args, **kwargs),
+        )
 
 
 def _running_store(*, required: bool) -> Any:

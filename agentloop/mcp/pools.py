@@ -214,12 +214,6 @@ class SessionPools:
             return None
         return asyncio.run_coroutine_threadsafe(self._close_run(run_id), loop)
 
-    async def arelease(self, run_id: str) -> None:
-        """Close a run's pool and wait until its processes exited."""
-        closing = self.release(run_id)
-        if closing is not None:
-            await asyncio.wrap_future(closing)
-
     async def _close_run(self, run_id: str) -> None:
         pool = self._run_pools.pop(run_id, None)
         self._last_used.pop(run_id, None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import weakref
 from collections.abc import Sequence
@@ -56,13 +57,14 @@ class ToolsetSessions:
         """Threads whose own sessions are open (closed once idle)."""
         return self._pools.open_threads
 
-    def release(self, run_id: str) -> None:
-        """Close a run's own sessions in the background (called when the run answers)."""
-        self._pools.release(run_id)
+    def release(self, run_id: str) -> concurrent.futures.Future[None] | None:
+        """Close a run's own sessions in the background (called when the run answers).
 
-    async def arelease(self, run_id: str) -> None:
-        """Close a run's own sessions and wait until their processes exited."""
-        await self._pools.arelease(run_id)
+        Returns:
+            Done once their processes exited (None when the run has none open): wait
+            with `.result()` from sync code, `await asyncio.wrap_future(...)` from async.
+        """
+        return self._pools.release(run_id)
 
     def close(self, timeout: float = 30.0) -> None:
         """Close every session (each server process exits) and stop the background loop.

@@ -1,60 +1,72 @@
 """Nodes and routers that run inline under both `invoke` and `ainvoke`.
 
 LangGraph runs a plain sync function given to `add_node` in a thread pool under
-`ainvoke`. Our nodes are either short computations (prepare, execute, collect) or have
-an async twin (plan, call_tool, answer), so a thread hop per call would cost more than
-the work and starve the pool when many runs share a process. These two small
-`Runnable`s call the right implementation inline; nodes read LangGraph's `Runtime`
-through its public `get_runtime()`.
+`ainvoke`. Our nodes are either short computations (prepare, execute, collect) or
+cores written once for both entry points (plan, call_tool, answer: see
+`agentloop._effects`), so a thread hop per call would cost more than the work and starve
+the pool when many runs share a process. These two small `Runnable`s run the node
+inline: a core is driven with `drive` under `invoke` and `adrive` under `ainvoke`. Nodes
+read LangGraph's `Runtime` through its public `get_runtime()`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar, cast
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import Runtime, get_runtime
 
+from agentloop._effects import Core, adrive, drive
 from agentloop.settings import LoopContext
 
-__all__ = ["LoopNode", "NodeFunc", "Router"]
+__all__ = ["LoopNode", "NodeCore", "NodeFunc", "Router"]
 
 S = TypeVar("S")
 NodeFunc = Callable[[Any, Runtime[LoopContext]], Mapping[str, Any]]
 """A node: `(state, runtime) -> update`."""
-AsyncNodeFunc = Callable[[Any, Runtime[LoopContext]], Awaitable[Mapping[str, Any]]]
+NodeCore = Callable[[Any, Runtime[LoopContext]], Core[Mapping[str, Any]]]
+"""A node written as a core: `(state, runtime) -> core making the update`."""
 
 
 class LoopNode(Runnable[Any, Mapping[str, Any]]):
-    """A graph node with a sync implementation and an optional async twin.
+    """A graph node: a short computation, or a core driven by the entry point used.
+
+    Give exactly one of `func` and `core`.
 
     Args:
         name: The node's name.
-        func: `(state, runtime) -> update`, used by `invoke` (and by `ainvoke` when
-            there is no twin: it must then be a short, non-blocking computation).
-        afunc: The async twin used by `ainvoke`.
+        func: `(state, runtime) -> update`, a short, non-blocking computation run as is
+            under both `invoke` and `ainvoke`.
+        core: `(state, runtime) -> core`, driven with `drive` under `invoke` and with
+            `adrive` under `ainvoke`.
     """
 
-    def __init__(self, name: str, func: NodeFunc, afunc: AsyncNodeFunc | None = None) -> None:
+    def __init__(
+        self, name: str, func: NodeFunc | None = None, *, core: NodeCore | None = None
+    ) -> None:
+        if (func is None) == (core is None):
+            msg = "LoopNode takes exactly one of func and core"
+            raise TypeError(msg)
         self.name = name
         self.func = func
-        self.afunc = afunc
+        self.core = core
 
     def invoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> Mapping[str, Any]:
         """Run the node (sync)."""
-        return self.func(input, get_runtime(LoopContext))
+        if self.core is not None:
+            return drive(self.core(input, get_runtime(LoopContext)))
+        return cast(NodeFunc, self.func)(input, get_runtime(LoopContext))
 
     async def ainvoke(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> Mapping[str, Any]:
         """Run the node (async), inline."""
-        runtime = get_runtime(LoopContext)
-        if self.afunc is None:
-            return self.func(input, runtime)
-        return await self.afunc(input, runtime)
+        if self.core is not None:
+            return await adrive(self.core(input, get_runtime(LoopContext)))
+        return cast(NodeFunc, self.func)(input, get_runtime(LoopContext))
 
 
 class Router(Runnable[Any, Any], Generic[S]):

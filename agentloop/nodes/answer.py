@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
-from agentloop._effects import Core, Effect, entry_points
+from agentloop._effects import Core, Effect
 from agentloop.errors import ModelBehaviorError
 from agentloop.events import AnswerCompleted, AnswerStarted
 from agentloop.messages import conversation_turns, message_text
@@ -377,4 +377,4 @@ def _structurable(update: AnswerUpdate) -> bool:
 def make_answer(parts: LoopParts) -> LoopNode:
     """Build the `answer` node of a loop."""
     node = _Answer(parts)
-    return LoopNode("answer", *entry_points(node.run))
+    return LoopNode("answer", core=node.run)

@@ -20,10 +20,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from agentloop._effects import Core, Effect
 from agentloop.inflight import EarlyCall
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.early_dispatch import tool_config
-from agentloop.nodes.guarded import arun_guarded, run_guarded
+from agentloop.nodes.guarded import guarded_call
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import PreparedCall
@@ -66,25 +67,18 @@ class _CallTool:
     def _done(self, call: PreparedCall, record: Any) -> CallToolUpdate:
         return {"call_results": {call["call_id"]: record}}
 
-    def invoke(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> CallToolUpdate:
+    def run(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> Core[CallToolUpdate]:
+        """The task, as a core that `LoopNode` drives under `invoke` or `ainvoke`."""
         call, scope, early, settled = self._begin(call, runtime)
         if settled is not None:
             return settled
         if early is not None:
-            return self._done(call, self.parts.safe_value(early.result()))
-        return self._done(call, run_guarded(self.parts, call, scope, self._config(call, scope)))
-
-    async def ainvoke(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> CallToolUpdate:
-        call, scope, early, settled = self._begin(call, runtime)
-        if settled is not None:
-            return settled
-        if early is not None:
-            return self._done(call, self.parts.safe_value(await early.aresult()))
+            record = yield from Effect(early.result, early.aresult)
+            return self._done(call, self.parts.safe_value(record))
         config = self._config(call, scope)
-        return self._done(call, await arun_guarded(self.parts, call, scope, config))
+        return self._done(call, (yield from guarded_call(self.parts, call, scope, config)))
 
 
 def make_call_tool(parts: LoopParts) -> LoopNode:
     """Build the `call_tool` task node of a loop."""
-    node = _CallTool(parts)
-    return LoopNode("call_tool", node.invoke, node.ainvoke)
+    return LoopNode("call_tool", core=_CallTool(parts).run)

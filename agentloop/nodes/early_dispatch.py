@@ -29,9 +29,10 @@ from typing import Any, Protocol, cast
 
 from langchain_core.runnables import RunnableConfig
 
+from agentloop._effects import adrive, drive
 from agentloop.events import ToolDispatched
 from agentloop.inflight import EarlyCall
-from agentloop.nodes.guarded import arun_guarded, run_guarded
+from agentloop.nodes.guarded import guarded_call
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.preparation import PlanPreparation
 from agentloop.planning.normalize import normalize_plan_decision
@@ -195,10 +196,10 @@ class EarlyDispatch:
         parts, scope = self.parts, self.scope
         handle: asyncio.Task[Any] | concurrent.futures.Future[Any]
         if self.asynchronous:
-            running = arun_guarded(parts, call, scope, config)
+            running = adrive(guarded_call(parts, call, scope, config))
             handle = asyncio.get_running_loop().create_task(running)
         else:
-            handle = _future_on_thread(lambda: run_guarded(parts, call, scope, config))
+            handle = _future_on_thread(lambda: drive(guarded_call(parts, call, scope, config)))
         self.parts.inflight.add_call(EarlyCall(command, call, handle))
         self.started += 1
         self.started_in_round += 1

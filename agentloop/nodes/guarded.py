@@ -10,11 +10,12 @@ side effects that another worker started and never finished is `unknown_outcome`
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
-from agentloop._steps import Steps, arun_steps, run_steps
+from agentloop._effects import Core, Effect
 from agentloop.durability import (
     CallGuard,
     LateLedgerWriter,
@@ -30,7 +31,7 @@ from agentloop.state import PreparedCall, ToolExecutionRecord
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
 
-__all__ = ["REPLAYED_NOTE", "arun_guarded", "call_guard", "run_guarded", "settled_record"]
+__all__ = ["REPLAYED_NOTE", "call_guard", "guarded_call", "settled_record"]
 
 REPLAYED_NOTE = "replayed: this call already ran; its recorded outcome is returned, not re-run"
 
@@ -91,68 +92,41 @@ def _settled(call: PreparedCall, settled: Settled, emit: Emit) -> ToolExecutionR
     return record
 
 
-_RUN = "run the call"
-"""The request the route yields to run the call through the pipeline."""
-
-
-class _Route:
-    """The one route of a call: the ledger guard's steps around the pipeline."""
-
-    def __init__(
-        self, parts: LoopParts, call: PreparedCall, scope: RunScope, config: RunnableConfig
-    ) -> None:
-        self.parts, self.call, self.scope, self.config = parts, call, scope, config
-        self.guard = call_guard(parts, call, scope)
-        self.late = _late_writer(parts, self.guard)
-
-    def steps(self) -> Steps[ToolExecutionRecord]:
-        """The ledger's requests (see `CallGuard`), then `_RUN`."""
-        if self.guard is None:
-            record: ToolExecutionRecord = yield _RUN
-            return record
-        settled = yield from self.guard.decide()
-        if settled is not None:
-            settled_record = _settled(self.call, settled, self.scope.emit)
-            return cast(ToolExecutionRecord, self.parts.safe_value(settled_record))
-        return cast(ToolExecutionRecord, (yield from self.guard.record(_RUN)))
-
-    def perform(self, request: Any) -> Any:
-        """Perform a request of `steps` from sync code."""
-        if request is not _RUN:
-            return cast(CallGuard, self.guard).ledger.io(request)
-        run = self.parts.runner.run_sync
-        return self.parts.safe_value(
-            run(self.call, self.scope.emit, self.config, on_late=self.late)
-        )
-
-    async def aperform(self, request: Any) -> Any:
-        """Perform a request of `steps` from async code."""
-        if request is not _RUN:
-            return await cast(CallGuard, self.guard).ledger.aio(request)
-        running = self.parts.runner.run(self.call, self.scope.emit, self.config, on_late=self.late)
-        return self.parts.safe_value(await running)
-
-    def ready(self, record: ToolExecutionRecord) -> ToolExecutionRecord:
-        """The call's own record is in the ledger: a late outcome may replace it from now on."""
-        if self.late is not None:
-            self.late.ready()
-        return record
-
-
-def run_guarded(
+def guarded_call(
     parts: LoopParts, call: PreparedCall, scope: RunScope, config: RunnableConfig
-) -> ToolExecutionRecord:
-    """Run a prepared call through the ledger guard and the pipeline; its safe record (sync)."""
-    route = _Route(parts, call, scope, config)
-    return route.ready(run_steps(route.steps(), route.perform))
+) -> Core[ToolExecutionRecord]:
+    """A prepared call through the ledger guard and the pipeline: a core making its safe record.
+
+    Drive it with `drive` from sync code or `adrive` from async code (`agentloop._effects`).
+    """
+    guard = call_guard(parts, call, scope)
+    late = _late_writer(parts, guard)
+    run = _run(parts, call, scope, config, late)
+    if guard is None:
+        return cast(ToolExecutionRecord, (yield from run))
+    settled = yield from guard.decide()
+    if settled is not None:
+        return cast(ToolExecutionRecord, parts.safe_value(_settled(call, settled, scope.emit)))
+    record = cast(ToolExecutionRecord, (yield from guard.record(run)))
+    if late is not None:  # the call's own record is in the ledger: a late one may replace it
+        late.ready()
+    return record
 
 
-async def arun_guarded(
-    parts: LoopParts, call: PreparedCall, scope: RunScope, config: RunnableConfig
-) -> ToolExecutionRecord:
-    """Run a prepared call through the ledger guard and the pipeline; its safe record (async)."""
-    route = _Route(parts, call, scope, config)
-    return route.ready(await arun_steps(route.steps(), route.aperform))
+def _run(
+    parts: LoopParts,
+    call: PreparedCall,
+    scope: RunScope,
+    config: RunnableConfig,
+    late: LateLedgerWriter | None,
+) -> Core[Any]:
+    """Run the call through the pipeline (`run_sync` under `invoke`, `run` under `ainvoke`)."""
+    runner = parts.runner
+    record = yield from Effect(
+        partial(runner.run_sync, call, scope.emit, config, on_late=late),
+        partial(runner.run, call, scope.emit, config, on_late=late),
+    )
+    return parts.safe_value(record)
 
 
 def _late_writer(parts: LoopParts, guard: CallGuard | None) -> LateLedgerWriter | None:

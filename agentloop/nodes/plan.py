@@ -12,7 +12,7 @@ from langchain_core.messages import BaseMessage, BaseMessageChunk
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from agentloop._effects import Core, entry_points, is_async
+from agentloop._effects import Core, is_async
 from agentloop.errors import ModelBehaviorError, model_error_message
 from agentloop.events import PlanDecided, PlanReasked, RoundStarted
 from agentloop.messages import conversation_turns, message_text
@@ -329,4 +329,4 @@ def make_plan(parts: LoopParts) -> LoopNode:
     if parts.settings.plan_mode == "native":
         check_native_planners(parts.models.planners(), parts.tools.tool_schemas)
     node = _Plan(parts)
-    return LoopNode("plan", *entry_points(node.run))
+    return LoopNode("plan", core=node.run)

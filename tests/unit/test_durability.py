@@ -15,7 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphInterrupt
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, as_tool, create_tool_loop
-from agentloop._steps import arun_steps, run_steps
+from agentloop._effects import Effect, adrive, drive
 from agentloop.durability import (
     CallGuard,
     LedgerKey,
@@ -91,17 +91,17 @@ def guard(ledger: MemoryLedger, **options: Any) -> CallGuard:
 
 def before(checked: CallGuard) -> Settled | None:
     """Decide before running, from sync code."""
-    return run_steps(checked.decide(), checked.ledger.io)
+    return drive(checked.decide())
 
 
 async def abefore(checked: CallGuard) -> Settled | None:
     """Decide before running, from async code."""
-    return await arun_steps(checked.decide(), checked.ledger.aio)
+    return await adrive(checked.decide())
 
 
 def run_call(checked: CallGuard, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run a call the guard let through, from sync code (a memory ledger needs no I/O)."""
-    return run_steps(checked.record("run"), lambda request: call())
+    return drive(checked.record(iter(Effect.blocking(call))))
 
 
 def test_a_recorded_outcome_is_replayed() -> None:
@@ -173,11 +173,11 @@ async def test_an_interrupt_releases_the_claim() -> None:
     checked = guard(ledger)
     assert await abefore(checked) is None
 
-    async def ask_first(request: Any) -> dict[str, Any]:
+    def ask_first() -> dict[str, Any]:
         raise GraphInterrupt(())
 
     with pytest.raises(GraphInterrupt):
-        await arun_steps(checked.record("run"), ask_first)
+        await adrive(checked.record(iter(Effect.blocking(ask_first))))
     assert ledger.get(KEY) is None  # on resume the tool asks again, then acts
 
 

@@ -22,8 +22,9 @@ from langgraph.store.sqlite import SqliteStore
 from langgraph.store.sqlite.aio import AsyncSqliteStore
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
-from agentloop._steps import arun_steps
+from agentloop._effects import adrive
 from agentloop.durability import (
+    AsyncSqliteLedger,
     CallGuard,
     LedgerKey,
     MemoryLedger,
@@ -159,16 +160,28 @@ def test_store_ledger_claims_finishes_and_forgets(sqlite_store: SqliteStore) -> 
 async def test_store_ledger_async_claims_and_an_unknown_outcome() -> None:
     store = InMemoryStore()
     ledger = StoreLedger(store)
-    assert await ledger.aperform(LedgerOp("claim", KEY, DEAD_OWNER)) is None
-    settled = await arun_steps(
-        CallGuard(ledger, KEY, side_effects=True, timeout_s=1.0).decide(), ledger.aio
-    )
+    assert await adrive(ledger.operation(LedgerOp("claim", KEY, DEAD_OWNER))) is None
+    settled = await adrive(CallGuard(ledger, KEY, side_effects=True, timeout_s=1.0).decide())
     assert settled is not None and settled.kind == "unknown_outcome"
-    await ledger.aperform(LedgerOp("finish", KEY, DEAD_OWNER, {"result": "paid"}))
-    settled = await arun_steps(CallGuard(ledger, KEY, side_effects=True).decide(), ledger.aio)
+    await adrive(ledger.operation(LedgerOp("finish", KEY, DEAD_OWNER, {"result": "paid"})))
+    settled = await adrive(CallGuard(ledger, KEY, side_effects=True).decide())
     assert settled is not None and settled.kind == "replayed"
-    await ledger.aperform(LedgerOp("forget_thread", thread_id=KEY.thread_id))
-    assert await ledger.aperform(LedgerOp("get", KEY)) is None
+    await adrive(ledger.operation(LedgerOp("forget_thread", thread_id=KEY.thread_id)))
+    assert await adrive(ledger.operation(LedgerOp("get", KEY))) is None
+
+
+async def test_an_async_sqlite_ledger_awaits_the_savers_own_connection(tmp_path: Path) -> None:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.sqlite")) as saver:
+        ledger = AsyncSqliteLedger(saver)
+        assert await adrive(ledger.operation(LedgerOp("claim", KEY, DEAD_OWNER))) is None
+        entry = await adrive(ledger.operation(LedgerOp("get", KEY)))
+        assert entry is not None and entry.owner == DEAD_OWNER
+        with pytest.raises(RuntimeError, match="is async: run the loop with ainvoke"):
+            ledger.get(KEY)  # blocking on the saver's own loop would deadlock: refused
+        rows = await (await saver.conn.execute("SELECT owner FROM agentloop_ledger")).fetchall()
+        assert [tuple(row) for row in rows] == [(DEAD_OWNER,)]
 
 
 # --- through the loop -------------------------------------------------------------------

@@ -16,7 +16,17 @@ from tenacity import (
     wait_fixed,
 )
 
-from agentloop._effects import Core, Effect, adrive, drive, is_async, sleep
+from agentloop._effects import (
+    END,
+    Core,
+    Effect,
+    adrive,
+    close_iterator,
+    drive,
+    is_async,
+    next_item,
+    sleep,
+)
 from agentloop._retry import retry_awaitable_lazily, retry_lazily
 
 
@@ -118,6 +128,52 @@ def retrier(sleeps: list[tuple[int, float]]) -> Callable[[], Retrying]:
         before_sleep=before_sleep,
         reraise=True,
     )
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+async def test_a_core_reads_the_iterator_its_driver_reads_and_closes_it(driver: str) -> None:
+    closed: list[str] = []
+
+    def numbers() -> Any:
+        try:
+            yield from (1, 2, 3)
+        finally:
+            closed.append("sync")
+
+    async def anumbers() -> Any:
+        try:
+            for number in (1, 2, 3):
+                yield number
+        finally:
+            closed.append("async")
+
+    def first_two() -> Core[list[int]]:
+        items = anumbers() if (yield from is_async) else numbers()
+        seen: list[int] = []
+        try:
+            while (item := (yield from next_item(items))) is not END and len(seen) < 2:
+                seen.append(item)
+        finally:
+            yield from close_iterator(items)
+        return seen
+
+    assert await run(first_two(), driver) == [1, 2]
+    assert closed == [driver]
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+async def test_a_blocking_effect_runs_the_same_call_under_both_drivers(driver: str) -> None:
+    threads: list[int] = []
+
+    def step() -> int:
+        threads.append(threading.get_ident())
+        return 7
+
+    def core() -> Core[int]:
+        return (yield from Effect.blocking(step))
+
+    assert await run(core(), driver) == 7
+    assert threads == [threading.get_ident()]  # inline: no thread hop under either driver
 
 
 @pytest.mark.parametrize("driver", ["sync", "async"])

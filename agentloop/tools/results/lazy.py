@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentloop._steps import Steps, arun_steps, run_steps
+from agentloop._effects import END, Core, adrive, drive, next_item
 from agentloop.tools.results.serialize import to_jsonable
 
 __all__ = [
@@ -119,19 +119,15 @@ class _Reader:
         return ""
 
 
-_NEXT = "next item"
-_END = object()
-
-
-def _reading(reader: _Reader) -> Steps[ReadItems]:
-    """Read items, asking for each (`_NEXT`; `_END` answers at the end), up to the bounds.
+def _reading(reader: _Reader, iterator: Any) -> Core[ReadItems]:
+    """Read items of a sync iterator (under `drive`) or an async one (`adrive`), up to the bounds.
 
     One item past `max_items` is asked for, to tell an iterator that ended from one that
     was cut.
     """
     while not (bound := reader.full()):
-        item = yield _NEXT
-        if item is _END:
+        item = yield from next_item(iterator)
+        if item is END:
             break
         if bound := reader.add(item):
             break
@@ -142,7 +138,7 @@ def read_items(iterator: Any, limits: ReadLimits) -> ReadItems:
     """Read a sync iterator up to `limits`, then close it (call it off the event loop)."""
     source = iter(iterator)
     try:
-        return run_steps(_reading(_Reader(limits)), lambda _: next(source, _END))
+        return drive(_reading(_Reader(limits), source))
     finally:
         _close(source)
 
@@ -152,7 +148,7 @@ async def read_async_items(iterator: AsyncIterator[Any], limits: ReadLimits) -> 
     reader = _Reader(limits)
     try:
         async with asyncio.timeout_at(limits.deadline):
-            return await arun_steps(_reading(reader), lambda _: anext(iterator, _END))
+            return await adrive(_reading(reader, iterator))
     except TimeoutError:
         return ReadItems(reader.items, "time")
     finally:
