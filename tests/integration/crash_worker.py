@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import sys
 import time
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
@@ -108,9 +109,8 @@ COMMANDS = [  # the read comes first, so streaming dispatch starts it while the 
 
 
 def round_of(messages: list[Any]) -> int:
-    text = str(messages[-1].content)
-    marker = "round_index: "
-    return int(text.split(marker, 1)[1].split()[0]) if marker in text else 0
+    found = re.search(r"round_index: (\d+)", str(messages[-1].content))
+    return int(found.group(1)) if found else 0
 
 
 def planner(messages: list[Any]) -> str:
