@@ -102,9 +102,7 @@ async def test_another_answer_model_is_not_asked_when_no_tool_ran(run_loop: Any)
         ),
     ],
 )
-async def test_an_unusable_reply_is_answered_by_the_answer_model(
-    run_loop: Any, reply: Any
-) -> None:
+async def test_an_unusable_reply_is_answered_by_the_answer_model(run_loop: Any, reply: Any) -> None:
     model = ScriptedChatModel([reply, ANSWER])
     graph = native(model)
     out = await run_loop(graph, {"user_input": "Lumen Bay?"}, thread("unusable"))
@@ -217,9 +215,7 @@ class Census(BaseModel):
 
 async def test_a_typed_result_is_asked_from_the_adopted_reply(run_loop: Any) -> None:
     result = json.dumps({"city": "Lumen Bay", "population": 412000})
-    model = ScriptedChatModel(
-        [lookup(), ANSWER, result], profile={"structured_output": True}
-    )
+    model = ScriptedChatModel([lookup(), ANSWER, result], profile={"structured_output": True})
     graph = native(model, response_format=Census)
     out = await run_loop(graph, {"user_input": "Lumen Bay?"}, thread("typed"))
     assert model.request_count == 3  # two plans, then the typed result: no answer call
