@@ -13,7 +13,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import BaseModel
 
-from agentloop import ModelOptions, PlanningOptions, create_tool_loop
+from agentloop import ModelLimits, ModelOptions, PlanningOptions, create_tool_loop
 from agentloop.planning.native import adopts_planner_reply
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -72,6 +72,19 @@ async def test_after_tools_the_same_model_answers_in_its_last_plan(run_loop: Any
     assert "412000" in model.requests[1][-1].text
 
 
+async def test_text_before_tool_calls_is_their_purpose_when_the_reply_is_read_whole(
+    run_loop: Any,
+) -> None:
+    model = ScriptedChatModel(
+        [AIMessage("Let me check.", tool_calls=lookup().tool_calls), ANSWER], chunk_size=3
+    )
+    graph = native(model)
+    out = await run_loop(graph, {"user_input": "Lumen Bay?"}, thread("preamble"))
+    assert out["round_state"]["done_plans"][0]["purpose"] == "Let me check."
+    assert out["answer"] == ANSWER
+    assert model.request_count == 2
+
+
 async def test_another_answer_model_answers_once_tools_ran(run_loop: Any) -> None:
     planner = ScriptedChatModel([lookup(), "I have the figure."])
     answerer = ScriptedChatModel([ANSWER])
@@ -114,8 +127,6 @@ async def test_an_unusable_reply_is_answered_by_the_answer_model(run_loop: Any, 
 async def test_a_reply_cut_by_the_plan_limit_is_answered_by_the_answer_model(
     run_loop: Any,
 ) -> None:
-    from agentloop import ModelLimits
-
     long_reply = " ".join(f"word{n}" for n in range(200))
     model = ScriptedChatModel([long_reply, ANSWER])
     graph = native(model, models=ModelOptions(limits=ModelLimits(max_plan_chars=100)))

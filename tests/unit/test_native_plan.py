@@ -239,8 +239,7 @@ async def test_a_text_reply_closes_the_planner_stream_at_once(run_loop: Any) -> 
     out = await run_loop(graph, {"user_input": "capital of France?"})
     assert out["decision"]["next_action"] == "response"
     assert out["decision"]["short_circuited"] is True
-    first_plan = len(calls(("lookup", {"query": "France"})).tool_calls)
-    assert planner.chunks_emitted <= first_plan + 8  # of the text reply's 256 chunks
+    assert planner.chunks_emitted <= 12  # the tool call's few, then a few of the text's 256
     assert out["answer"] == "the final answer"  # the answer node writes the answer
     assert len(answerer.requests) == 1
     assert effects.lookups == ["France"]
