@@ -84,6 +84,8 @@ class PlanDecision(TypedDict):
     """The planner's raw text (kept short), for debugging."""
     reply: NotRequired[str]
     """The whole text of a native planner reply without tool calls, when it may be the answer."""
+    reply_id: NotRequired[str]
+    """That reply's message id (the answer's, when it is adopted)."""
 
 
 class Attachment(TypedDict):

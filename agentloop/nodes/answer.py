@@ -209,7 +209,7 @@ class _AnswerCall:
     started: float
     unplanned: str = ""
     """The reply when the planner failed before any tool ran (no model is asked then)."""
-    adopted: str = ""
+    adopted: AIMessage | None = None
     """The planner's text reply, when it is the answer (no model is asked then)."""
     speculative: SpeculativeAnswer | None = None
     """The answer the plan node started, when it is the one this request asks for."""
@@ -239,12 +239,12 @@ class _Answer:
                 f"I could not answer: {reason}. {consulted}, so rather than guess, "
                 "I give no answer."
             )
-        adopted = "" if unplanned else adopted_reply(self.parts, state, scope)
+        adopted = None if unplanned else adopted_reply(self.parts, state, scope)
         scope.emit(
             AnswerStarted(
                 tool_results=len(prompt.action_results),
                 media=prompt.media,
-                planner_reply=bool(adopted),
+                planner_reply=adopted is not None,
             )
         )
         arguments = (
@@ -259,7 +259,7 @@ class _Answer:
         call = _AnswerCall(scope, prompt.action_results, arguments, time.perf_counter(), unplanned)
         call.adopted = adopted
         if isinstance(speculative, SpeculativeAnswer):
-            if adopted:
+            if adopted is not None:
                 self._drop(call, speculative, "cancelled")
             elif not unplanned and speculative.matches(prompt.answerers[0], prompt.messages):
                 call.speculative = speculative
@@ -309,7 +309,7 @@ class _Answer:
                 cut=answer.cut if answer is not None else "",
                 status=status,
                 duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                planner_reply=bool(call.adopted),
+                planner_reply=call.adopted is not None,
             )
         )
         update: AnswerUpdate = {
@@ -321,7 +321,7 @@ class _Answer:
             "status_reason": reason,
         }
         entries = list(call.wasted)
-        if reply is not None and not call.adopted:  # the planner's call counted its usage
+        if reply is not None and call.adopted is None:  # the planner's call counted its usage
             tokens_in, tokens_out = message_usage([reply])
             name = str((reply.response_metadata or {}).get("model_name") or "")
             entries.append(usage_entry(name, tokens_in, tokens_out, self.parts.prices))
@@ -348,8 +348,8 @@ class _Answer:
     ) -> Core[AnswerUpdate]:
         if call.unplanned:
             return self._update(state, call, None)
-        if call.adopted:
-            return self._update(state, call, Answer(AIMessage(call.adopted)))
+        if call.adopted is not None:
+            return self._update(state, call, Answer(call.adopted))
         speculative = call.speculative
         if speculative is not None:
             relayed = yield from Effect(

@@ -92,6 +92,8 @@ class NativeCallParser:
         self._text: list[str] = []
         self.metadata: dict[str, Any] = {}
         """The reply's `response_metadata` (why it stopped)."""
+        self.message_id = ""
+        """The reply's message id ("" until a chunk gives one)."""
         self.ended = False
         """Whether the stream's last chunk arrived."""
 
@@ -103,6 +105,8 @@ class NativeCallParser:
         if text:
             self._text.append(text)
         self.metadata.update(getattr(chunk, "response_metadata", None) or {})
+        if not self.message_id and getattr(chunk, "id", None):
+            self.message_id = str(chunk.id)
         if getattr(chunk, "chunk_position", None) == "last":
             self.ended = True
 
@@ -242,6 +246,8 @@ class NativePlanReader:
             reply = "" if short_circuited else self.reply()
             if reply:
                 decision["reply"] = reply
+                if self.parser.message_id:
+                    decision["reply_id"] = self.parser.message_id
             return decision
         decision = normalize_plan_decision(
             {"next_action": "execute", "execution_commands": self.parser.commands()}

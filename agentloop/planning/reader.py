@@ -97,6 +97,7 @@ class PlanRead:
             for index, call in enumerate(message.tool_calls)
         ]
         reply = AIMessageChunk(
+            id=message.id,
             content=message.content,
             tool_call_chunks=chunks,
             response_metadata=message.response_metadata,

@@ -202,6 +202,24 @@ async def test_the_messages_stream_shows_the_adopted_answer_once(entry: str) -> 
     assert "plan" not in {metadata["langgraph_node"] for _, metadata in items}
 
 
+@pytest.mark.parametrize("entry", ["stream", "astream"])
+async def test_streamed_planner_tokens_are_the_answer_shown_once(entry: str) -> None:
+    graph = native(
+        ScriptedChatModel([ANSWER], chunk_size=4),
+        planning=PlanningOptions(stream_plan_tokens=True),
+    )
+    payload, config = {"user_input": "Lumen Bay?"}, thread(f"plan-tokens-{entry}")
+    if entry == "stream":
+        items = await asyncio.to_thread(
+            lambda: list(graph.stream(payload, config, stream_mode="messages"))
+        )
+    else:
+        items = [item async for item in graph.astream(payload, config, stream_mode="messages")]
+    shown = "".join(str(message.content) for message, _ in items if isinstance(message, AIMessage))
+    assert shown == ANSWER  # the planner's chunks; the answer node's message is the same one
+    assert {metadata["langgraph_node"] for _, metadata in items} == {"prepare", "plan"}
+
+
 async def test_model_middleware_saw_the_planner_call_it_adopts(run_loop: Any) -> None:
     seen: list[str] = []
 
