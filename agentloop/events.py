@@ -258,11 +258,13 @@ class RoundCompleted(LoopEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class AnswerStarted(LoopEvent):
-    """The answer model is asked."""
+    """The answer model is asked, or the planner's text reply is the answer (`planner_reply`)."""
 
     type: ClassVar[Literal["answer_started"]] = "answer_started"
     tool_results: int
     media: int
+    planner_reply: bool = False
+    """The planner's reply is the answer: no answer model call."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -291,6 +293,8 @@ class AnswerCompleted(LoopEvent):
     cut: str
     status: str
     duration_ms: float
+    planner_reply: bool = False
+    """The answer is the planner's text reply."""
 
 
 # -- sub-agents (stream envelope `{"agent", "ts", "type", ...}`) --------------------------

@@ -82,6 +82,10 @@ class PlanDecision(TypedDict):
     """Why the planner's output could not be used ("" or absent when it could)."""
     raw: NotRequired[str]
     """The planner's raw text (kept short), for debugging."""
+    reply: NotRequired[str]
+    """The whole text of a native planner reply without tool calls, when it may be the answer."""
+    reply_id: NotRequired[str]
+    """That reply's message id (the answer's, when it is adopted)."""
 
 
 class Attachment(TypedDict):

@@ -21,6 +21,7 @@ from agentloop.model_calls import Answer
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.answer_call import call_answerer
 from agentloop.nodes.parts import LoopParts
+from agentloop.nodes.planner_reply import adopted_reply
 from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.prompt import conversation_text, default_prompts
 from agentloop.prompts import PromptSet, quote_user_text, to_prompt_json
@@ -208,6 +209,8 @@ class _AnswerCall:
     started: float
     unplanned: str = ""
     """The reply when the planner failed before any tool ran (no model is asked then)."""
+    adopted: AIMessage | None = None
+    """The planner's text reply, when it is the answer (no model is asked then)."""
     speculative: SpeculativeAnswer | None = None
     """The answer the plan node started, when it is the one this request asks for."""
     wasted: list[dict[str, float]] = field(default_factory=list)
@@ -236,7 +239,14 @@ class _Answer:
                 f"I could not answer: {reason}. {consulted}, so rather than guess, "
                 "I give no answer."
             )
-        scope.emit(AnswerStarted(tool_results=len(prompt.action_results), media=prompt.media))
+        adopted = None if unplanned else adopted_reply(self.parts, state, scope)
+        scope.emit(
+            AnswerStarted(
+                tool_results=len(prompt.action_results),
+                media=prompt.media,
+                planner_reply=adopted is not None,
+            )
+        )
         arguments = (
             prompt.answerers,
             prompt.messages,
@@ -247,8 +257,11 @@ class _Answer:
         )
         speculative = self.parts.inflight.take_answer(state.get("run_id", ""))
         call = _AnswerCall(scope, prompt.action_results, arguments, time.perf_counter(), unplanned)
+        call.adopted = adopted
         if isinstance(speculative, SpeculativeAnswer):
-            if not unplanned and speculative.matches(prompt.answerers[0], prompt.messages):
+            if adopted is not None:
+                self._drop(call, speculative, "cancelled")
+            elif not unplanned and speculative.matches(prompt.answerers[0], prompt.messages):
                 call.speculative = speculative
             else:
                 self._drop(call, speculative, "stale")
@@ -296,6 +309,7 @@ class _Answer:
                 cut=answer.cut if answer is not None else "",
                 status=status,
                 duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                planner_reply=call.adopted is not None,
             )
         )
         update: AnswerUpdate = {
@@ -307,7 +321,7 @@ class _Answer:
             "status_reason": reason,
         }
         entries = list(call.wasted)
-        if reply is not None:
+        if reply is not None and call.adopted is None:  # the planner's call counted its usage
             tokens_in, tokens_out = message_usage([reply])
             name = str((reply.response_metadata or {}).get("model_name") or "")
             entries.append(usage_entry(name, tokens_in, tokens_out, self.parts.prices))
@@ -334,6 +348,8 @@ class _Answer:
     ) -> Core[AnswerUpdate]:
         if call.unplanned:
             return self._update(state, call, None)
+        if call.adopted is not None:
+            return self._update(state, call, Answer(call.adopted))
         speculative = call.speculative
         if speculative is not None:
             relayed = yield from Effect(

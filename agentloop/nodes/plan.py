@@ -31,6 +31,7 @@ from agentloop.planning.check import (
     reask_message,
     reference_example,
 )
+from agentloop.planning.native import NativePlanReader, adopts_planner_reply
 from agentloop.planning.normalize import unparseable_decision
 from agentloop.planning.prompt import build_plan_messages
 from agentloop.planning.reader import PlanRead
@@ -63,6 +64,8 @@ class _Attempts:
     """Where the plan stands, for the estimate of how often it says `response`."""
     speculative: SpeculativeAnswer | None = None
     """The answer started alongside the planner call, until it is kept or cancelled."""
+    whole_reply: bool = False
+    """Read a text reply whole: it will be the answer (`adopts_planner_reply`)."""
     started: float = field(default_factory=time.perf_counter)
     calls: int = 0
     reasks: int = 0
@@ -164,8 +167,15 @@ class _Plan:
             scope, self.parts.models.planners(scope.loop), messages, example, dispatch
         )
         attempts.point = self._speculation.point(state, self.parts.registry.names)
+        attempts.whole_reply = adopts_planner_reply(
+            settings.plan_mode,
+            attempts.models[0],
+            self.parts.models.answerer(scope.loop),
+            tools_ran=bool(round_state["done_plans"]),
+        )
         answerer = self.parts.models.answerers(scope.loop)[0]
-        if self._speculation.wanted(settings.speculative_answer, attempts.point, answerer):
+        wanted = self._speculation.wanted(settings.speculative_answer, attempts.point, answerer)
+        if wanted and not attempts.whole_reply:  # an adopted reply needs no answer call
             attempts.speculative = self._speculate(state, scope, asynchronous=asynchronous)
         return attempts
 
@@ -184,6 +194,10 @@ class _Plan:
     def _judge(self, read: PlanRead) -> tuple[PlanDecision, str]:
         """The decision a reply gives, and why it cannot be used ("" when it can)."""
         if read.cut and not read.short:
+            reader = read.reader
+            cut_text = reader.cut_decision() if isinstance(reader, NativePlanReader) else None
+            if cut_text is not None:
+                return cut_text, ""  # a text reply: answered by the answer model
             reason = f"the reply was cut: {read.cut}"
             return unparseable_decision(reason, read.reply_text), reason
         decision = read.reader.decision(short_circuited=read.short)
@@ -236,8 +250,9 @@ class _Plan:
         if not failure:
             self._speculation.observe(attempts.point, decision["next_action"] == "response")
         if attempts.speculative is not None:
-            if failure or decision["next_action"] != "response":
-                attempts.drop_answer("cancelled")
+            adopted = attempts.whole_reply and bool(decision.get("reply"))
+            if failure or decision["next_action"] != "response" or adopted:
+                attempts.drop_answer("cancelled")  # not needed, or the reply is the answer
             else:
                 self.parts.inflight.set_answer(state.get("run_id", ""), attempts.speculative)
         scope.emit(
@@ -283,7 +298,8 @@ class _Plan:
     ) -> Core[PlanRead]:
         """One streamed planner call, read as it streams and closed early on `response`."""
         settings = attempts.scope.settings
-        read, bounded = PlanRead.start(model, settings.plan_mode), self._bounded()
+        read = PlanRead.start(model, settings.plan_mode, whole=attempts.whole_reply)
+        bounded = self._bounded()
         attempts.fresh_dispatch()
         runnable = planner_runnable(model, settings, options, self.parts.tools.tool_schemas)
 

@@ -10,7 +10,9 @@ streaming dispatch consumes (`next_action`, `finished`, `commands_completed`,
 ends, and a complete call never changes: its `purpose` is the reply's text as it stood
 then, so a call started early and the final plan agree. `NativePlanReader` feeds it chunk
 by chunk and short-circuits on the first content token that comes before any tool-call
-chunk: the reply is a `response`.
+chunk: the reply is a `response`. When the planner's text reply will be the run's answer
+(`adopts_planner_reply`), it reads the whole reply instead and the decision carries its
+text as `reply`.
 """
 
 from __future__ import annotations
@@ -19,14 +21,36 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import BaseMessageChunk
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessageChunk
 
 from agentloop.messages import message_text
+from agentloop.model_calls import needs_another_try
 from agentloop.planning.normalize import normalize_plan_decision
 from agentloop.planning.stream import PlanParseError, PlanStreamParser, extract_json_object
+from agentloop.settings import PlanMode
 from agentloop.state import PlanDecision
 
-__all__ = ["NativeCallParser", "NativePlanReader", "decode_arguments"]
+__all__ = ["NativeCallParser", "NativePlanReader", "adopts_planner_reply", "decode_arguments"]
+
+
+def adopts_planner_reply(
+    plan_mode: PlanMode, planner: BaseChatModel, answerer: BaseChatModel, *, tools_ran: bool
+) -> bool:
+    """Whether a planner reply without tool calls would be the run's answer.
+
+    In `plan_mode="native"` the planner sees the request and every result, so its text
+    reply is the answer, without a second model call, when no tool ran in the run or
+    when the answer model is the planner model. (The answer node still checks that the
+    reply is usable: not empty, not cut.)
+
+    Args:
+        plan_mode: The run's plan mode.
+        planner: The run's planner model.
+        answerer: The run's answer model.
+        tools_ran: Whether the run has tool results.
+    """
+    return plan_mode == "native" and (not tools_ran or answerer is planner)
 
 
 def decode_arguments(text: str) -> Any:
@@ -70,6 +94,10 @@ class NativeCallParser:
         self._calls: dict[Any, _CallBuffer] = {}
         self._last: Any = None
         self._text: list[str] = []
+        self.metadata: dict[str, Any] = {}
+        """The reply's `response_metadata` (why it stopped)."""
+        self.message_id = ""
+        """The reply's message id ("" until a chunk gives one)."""
         self.ended = False
         """Whether the stream's last chunk arrived."""
 
@@ -80,6 +108,9 @@ class NativeCallParser:
         text = message_text(chunk)
         if text:
             self._text.append(text)
+        self.metadata.update(getattr(chunk, "response_metadata", None) or {})
+        if not self.message_id and getattr(chunk, "id", None):
+            self.message_id = str(chunk.id)
         if getattr(chunk, "chunk_position", None) == "last":
             self.ended = True
             for buffer in self._calls.values():
@@ -192,23 +223,57 @@ class NativePlanReader:
     text_parser: PlanStreamParser = field(default_factory=PlanStreamParser)
     """Unused in native mode (there is no JSON text to read); kept empty."""
     chunks: int = 0
+    whole: bool = False
+    """Read the whole reply, without the short-circuit: its text may be the answer."""
 
     def feed(self, chunk: BaseMessageChunk) -> bool:
-        """Consume one chunk; return True once text came before any tool call."""
+        """Consume one chunk; return True once text came before any tool call.
+
+        Reading the whole reply, never True: the reply ends by itself.
+        """
         self.chunks += 1
         self.parser.feed(chunk)
-        return self.parser.wants_response
+        return not self.whole and self.parser.wants_response
+
+    def reply(self) -> str:
+        """The text of a whole reply without tool calls, when it can be an answer, else "".
+
+        Not when it is empty, or stopped at the model's length limit, or loops.
+        """
+        parser = self.parser
+        text = parser.text
+        if parser.has_calls or not text.strip():
+            return ""
+        if needs_another_try(AIMessage(text, response_metadata=parser.metadata)):
+            return ""
+        return text
 
     def decision(self, *, short_circuited: bool) -> PlanDecision:
         """Return the normalized decision of what was read."""
         if short_circuited or not self.parser.has_calls:
-            return {
+            decision: PlanDecision = {
                 "next_action": "response",
                 "execution_commands": [],
                 "short_circuited": short_circuited,
             }
+            reply = "" if short_circuited else self.reply()
+            if reply:
+                decision["reply"] = reply
+                if self.parser.message_id:
+                    decision["reply_id"] = self.parser.message_id
+            return decision
         decision = normalize_plan_decision(
             {"next_action": "execute", "execution_commands": self.parser.commands()}
         )
         decision["short_circuited"] = False
         return decision
+
+    def cut_decision(self) -> PlanDecision | None:
+        """The decision of a reply cut by a limit: a text reply is a `response` (not the answer).
+
+        Returns:
+            None when the reply has tool calls (a cut plan cannot be used).
+        """
+        if self.parser.has_calls or not self.parser.text.strip():
+            return None
+        return {"next_action": "response", "execution_commands": [], "short_circuited": False}

@@ -77,24 +77,33 @@ class PlanRead:
     tokens_out: int = 0
 
     @classmethod
-    def start(cls, model: BaseChatModel, plan_mode: PlanMode) -> PlanRead:
-        """Start reading a reply of `model`."""
-        reader = NativePlanReader() if plan_mode == "native" else PlanReader(plan_mode == "tool")
+    def start(cls, model: BaseChatModel, plan_mode: PlanMode, *, whole: bool = False) -> PlanRead:
+        """Start reading a reply of `model` (a native one `whole`: its text may be the answer)."""
+        reader: PlanReader | NativePlanReader
+        if plan_mode == "native":
+            reader = NativePlanReader(whole=whole)
+        else:
+            reader = PlanReader(plan_mode == "tool")
         return cls(reader, model_name(model))
 
     @classmethod
     def of_message(cls, message: AIMessage, model: BaseChatModel, plan_mode: PlanMode) -> PlanRead:
         """Read a whole reply at once (one that middleware wrote, not the model)."""
-        read = cls.start(model, plan_mode)
+        read = cls.start(model, plan_mode, whole=True)
         chunks = [
             tool_call_chunk(
                 name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=index
             )
             for index, call in enumerate(message.tool_calls)
         ]
-        whole = AIMessageChunk(content=message.content, tool_call_chunks=chunks)
-        whole.chunk_position = "last"
-        read.feed(whole)
+        reply = AIMessageChunk(
+            id=message.id,
+            content=message.content,
+            tool_call_chunks=chunks,
+            response_metadata=message.response_metadata,
+        )
+        reply.chunk_position = "last"
+        read.feed(reply)
         return read
 
     @property

@@ -142,15 +142,22 @@ async def test_two_rounds_then_answer(run_loop: Any, loop_with: Builder, plan_mo
     assert "quote" in answer_prompt
 
 
-async def test_no_tools_needed_injects_no_results(run_loop: Any, loop_with: Builder) -> None:
+async def test_no_tools_needed_injects_no_results(
+    run_loop: Any, loop_with: Builder, plan_mode: str
+) -> None:
     graph, _, answerer = loop_with([plan_reply("response")], [add])
     out = await run_loop(graph, {"user_input": "hello"})
     assert out["action_results"] == {}
     assert out["round_state"] == {"done_plans": [], "last_round_records": [], "round_index": 0}
-    assert "<action_results>" not in str(answerer.requests[0][-1].content)
+    if plan_mode == "native":  # no tool ran: the planner's text reply is the answer
+        assert answerer.requests == []
+        assert out["answer"]
+    else:
+        assert "<action_results>" not in str(answerer.requests[0][-1].content)
     assert out["tool_logs"] == []
 
 
+@pytest.mark.json_only("a native text reply before any tool ran is the answer, so it is read whole")
 async def test_short_circuit_stops_reading_the_stream(loop_with: Builder) -> None:
     padding = [cmd("add", "x" * 200, a=1, b=1) for _ in range(20)]
     reply = json.dumps({"next_action": "response", "execution_commands": padding})
@@ -450,7 +457,10 @@ async def test_planner_model_failure_does_not_crash(run_loop: Any, loop_with: Bu
 async def test_answer_model_failure_gives_a_clear_answer(
     run_loop: Any, planning_for: Callable[..., dict[str, Any]]
 ) -> None:
-    planner = ScriptedChatModel([plan_reply("response")])
+    # a round of tools first: in native mode the answer model then writes the answer
+    planner = ScriptedChatModel(
+        [plan_reply("execute", [cmd("add", a=1, b=2)]), plan_reply("response")]
+    )
     answerer = ScriptedChatModel([ConnectionError("network unreachable")] * 2)
     graph = create_tool_loop(
         planner,
@@ -524,7 +534,10 @@ async def test_events_on_the_custom_stream(loop_with: Builder) -> None:
 async def test_answer_tokens_stream_on_messages_mode(
     planning_for: Callable[..., dict[str, Any]],
 ) -> None:
-    planner = ScriptedChatModel([plan_reply("response")])
+    # a round of tools first: in native mode the answer model then writes the answer
+    planner = ScriptedChatModel(
+        [plan_reply("execute", [cmd("add", a=1, b=2)]), plan_reply("response")]
+    )
     answerer = ScriptedChatModel(["a fairly long final answer text"], chunk_size=4)
     graph = create_tool_loop(
         planner, [add], models=ModelOptions(answer_model=answerer), **planning_for()

@@ -1,0 +1,40 @@
+"""The planner's text reply as the run's answer (`plan_mode="native"`), when it may be."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.messages import AIMessage
+
+from agentloop.nodes.parts import LoopParts
+from agentloop.planning.native import adopts_planner_reply
+from agentloop.settings import RunScope
+from agentloop.state import LoopState, empty_round_state
+
+__all__ = ["adopted_reply"]
+
+
+def adopted_reply(parts: LoopParts, state: LoopState, scope: RunScope) -> AIMessage | None:
+    """The planner's reply when it is the run's answer, else None (the answer model is asked).
+
+    It is when the last plan is a native reply without tool calls, read whole and usable
+    (not empty, not cut, not looping), and `adopts_planner_reply` holds: no tool ran in
+    the run, or the answer model is the planner model. The message keeps the reply's id,
+    so a `messages` stream that showed the planner's tokens does not show it again.
+    """
+    decision: Mapping[str, Any] = state.get("decision") or {}
+    reply = decision.get("reply") or ""
+    if not reply or decision.get("next_action") != "response":
+        return None
+    if state.get("status") == "planner_failed":
+        return None
+    done = (state.get("round_state") or empty_round_state())["done_plans"]
+    models = parts.models
+    adopts = adopts_planner_reply(
+        scope.settings.plan_mode,
+        models.planner(scope.loop),
+        models.answerer(scope.loop),
+        tools_ran=bool(done),
+    )
+    return AIMessage(reply, id=decision.get("reply_id") or None) if adopts else None
