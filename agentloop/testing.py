@@ -213,10 +213,8 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        message = self._next_reply(messages, kwargs)
-        delay = self.chunk_delay_s * len(reply_pieces(message, self.chunk_size))
-        if delay > 0:
-            time.sleep(delay)
+        message, delay = self._whole_reply(messages, kwargs)
+        time.sleep(delay)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _agenerate(
@@ -226,10 +224,8 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        message = self._next_reply(messages, kwargs)
-        delay = self.chunk_delay_s * len(reply_pieces(message, self.chunk_size))
-        if delay > 0:
-            await asyncio.sleep(delay)
+        message, delay = self._whole_reply(messages, kwargs)
+        await asyncio.sleep(delay)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def _stream(
@@ -239,13 +235,8 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        message = self._next_reply(messages, kwargs)
-        for chunk in reply_chunks(message, self.chunk_size):
-            if self.chunk_delay_s > 0:
-                time.sleep(self.chunk_delay_s)
-            self._count_chunk()
-            if run_manager is not None:
-                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+        for chunk in self._chunks(messages, kwargs):
+            time.sleep(self.chunk_delay_s)
             yield chunk
 
     async def _astream(
@@ -255,13 +246,19 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
+        for chunk in self._chunks(messages, kwargs):
+            await asyncio.sleep(self.chunk_delay_s)  # even 0 s lets concurrent streams interleave
+            yield chunk
+
+    def _whole_reply(self, messages: list[BaseMessage], kwargs: Any) -> tuple[AIMessage, float]:
+        """The next reply, and how long streaming it would have taken."""
         message = self._next_reply(messages, kwargs)
-        for chunk in reply_chunks(message, self.chunk_size):
-            # Sleeping even for 0 s lets concurrent streams interleave.
-            await asyncio.sleep(self.chunk_delay_s)
+        return message, self.chunk_delay_s * len(reply_pieces(message, self.chunk_size))
+
+    def _chunks(self, messages: list[BaseMessage], kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        """The next reply's chunks, each counted as it is emitted (LangChain reports tokens)."""
+        for chunk in reply_chunks(self._next_reply(messages, kwargs), self.chunk_size):
             self._count_chunk()
-            if run_manager is not None:
-                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
 
     def _count_chunk(self) -> None:

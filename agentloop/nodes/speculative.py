@@ -27,6 +27,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable
 from pydantic import PrivateAttr
 
+from agentloop._effects import Core, adrive, drive
 from agentloop.events import AnswerSpeculated, Emit
 from agentloop.messages import message_text
 from agentloop.model_calls import Answer, needs_another_try
@@ -77,7 +78,7 @@ class SpeculativeAnswer:
         answer = cls(model, messages, limits)
         loop = asyncio.get_running_loop()
         # an empty context: no callbacks of the plan node, so nothing streams from it
-        answer._task = loop.create_task(answer._aproduce(), context=contextvars.Context())
+        answer._task = loop.create_task(adrive(answer._produce()), context=contextvars.Context())
         return answer
 
     @classmethod
@@ -88,7 +89,10 @@ class SpeculativeAnswer:
         answer = cls(model, messages, limits)
         context = contextvars.Context()
         thread = threading.Thread(
-            target=context.run, args=(answer._produce,), name="agentloop-answer", daemon=True
+            target=context.run,
+            args=(drive, answer._produce()),
+            name="agentloop-answer",
+            daemon=True,
         )
         thread.start()
         return answer
@@ -97,35 +101,21 @@ class SpeculativeAnswer:
         limits = self.limits
         return BoundedRead("answer", limits, limits.max_answer_chars, lambda c: len(c.text))
 
-    async def _aproduce(self) -> None:
+    def _produce(self) -> Core[None]:
+        """Stream the answer into `chunks`; a core (a thread drives it, or a task)."""
         read = self._bounded()
-        chunks = read.aiterate(self.model.astream(self.messages))
-        try:
-            async for chunk in chunks:
-                if self.cancelled:
-                    break
-                self._put(chunk)
-            self._finish(cut=read.cut)
-        except asyncio.CancelledError as error:
-            self._finish(error=error)
-        except Exception as error:  # the answer node asks again on the normal path
-            self._finish(error=error)
-        finally:
-            await chunks.aclose()
 
-    def _produce(self) -> None:
-        read = self._bounded()
-        chunks = read.iterate(lambda: self.model.stream(self.messages))
+        def take(chunk: Any) -> bool:
+            if self.cancelled:
+                return True  # stop reading: the stream is closed
+            self._put(chunk)
+            return False
+
         try:
-            for chunk in chunks:
-                if self.cancelled:
-                    break
-                self._put(chunk)
+            yield from read.consume(self.model, self.messages, take)
             self._finish(cut=read.cut)
-        except Exception as error:  # the answer node asks again on the normal path
+        except (Exception, asyncio.CancelledError) as error:  # the answer node asks again
             self._finish(error=error)
-        finally:
-            chunks.close()
 
     def _put(self, chunk: Any) -> None:
         with self._condition:

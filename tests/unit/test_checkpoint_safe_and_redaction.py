@@ -105,7 +105,8 @@ def test_checkpoint_safe_examples() -> None:
 
 
 SECRETS = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=8,
-                  max_size=30)  # fmt: skip
+                  max_size=30).filter(lambda secret: secret not in "[REDACTED]")  # fmt: skip
+# a secret inside the marker itself would be "found" in every redacted text
 PLAIN = st.text(alphabet="abcdefghij klmnop.,!?\n", max_size=80)
 
 
