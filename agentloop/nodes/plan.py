@@ -36,7 +36,7 @@ from agentloop.planning.normalize import unparseable_decision
 from agentloop.planning.prompt import build_plan_messages
 from agentloop.planning.reader import PlanRead
 from agentloop.settings import LoopContext, RunScope
-from agentloop.state import LoopState, PlanDecision, empty_round_state
+from agentloop.state import LoopState, PlanDecision, empty_round_state, run_limit
 from agentloop.system_prompt import with_app_instructions
 from agentloop.updates import PlanUpdate
 from agentloop.usage import sum_usage, usage_entry, wasted_usage
@@ -143,7 +143,7 @@ class _Plan:
             user_extra_requirement=state.get("user_extra_requirement", ""),
             available_tools=self.parts.tool_list,
             round_state=round_state,
-            max_rounds=settings.max_rounds,
+            max_rounds=run_limit(state, "max_rounds"),  # the run's, as the routers read it
             keep_tool_results=settings.keep_tool_results,
             rollback_note=state.get("rollback_note", ""),
             conversation=conversation_turns(

@@ -1,0 +1,174 @@
+"""The shapes one tool call takes: a command (as planned), a prepared call, a record.
+
+A plan's `ToolCommand` becomes a `PreparedCall` (resolved, validated, identified) and its
+outcome a `ToolExecutionRecord`; `agentloop.state` re-exports them beside the graph state.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired
+
+from typing_extensions import TypedDict
+
+from agentloop.errors import ErrorType
+
+__all__ = [
+    "Attachment",
+    "NextAction",
+    "PlanDecision",
+    "PreparedCall",
+    "ReferencedOutcome",
+    "ToolCommand",
+    "ToolExecutionRecord",
+]
+
+NextAction = Literal["execute", "response"]
+
+
+class ToolCommand(TypedDict):
+    """One tool call the planner asked for, after normalization."""
+
+    purpose: str
+    """What the call collects or verifies; also the key of its result for the answer."""
+    tool_name: str
+    """The registered tool to call."""
+    tool_kwargs: dict[str, Any]
+    """The arguments, as the planner wrote them."""
+    todo_suggestion: str
+    """The planner's hint for the next round."""
+    next: str
+    """Mirror of `todo_suggestion`."""
+
+
+class PlanDecision(TypedDict):
+    """The normalized decision of one plan step."""
+
+    next_action: NextAction
+    """`execute` runs `execution_commands`; `response` goes to the answer."""
+    execution_commands: list[ToolCommand]
+    """The commands of this round (empty for `response`)."""
+    short_circuited: NotRequired[bool]
+    """True when the stream was closed as soon as `next_action` was a complete `response`."""
+    parse_error: NotRequired[str]
+    """Why the planner's output could not be used ("" or absent when it could)."""
+    raw: NotRequired[str]
+    """The planner's raw text (kept short), for debugging."""
+    reply: NotRequired[str]
+    """The whole text of a native planner reply without tool calls, when it may be the answer."""
+    reply_id: NotRequired[str]
+    """That reply's message id (the answer's, when it is adopted)."""
+
+
+class Attachment(TypedDict):
+    """Media a tool returned, kept beside its result (never inside a text prompt)."""
+
+    handle: str
+    """How the result's placeholder names it (`<tool>#<n>`)."""
+    kind: Literal["image", "audio", "blob"]
+    mime_type: str
+    size_bytes: int
+    data: NotRequired[str]
+    """The base64 data (absent when too large to keep)."""
+    uri: NotRequired[str]
+    """The resource it came from, for an embedded resource."""
+
+
+class ToolExecutionRecord(TypedDict):
+    """What happened to one command. Extra keys are added by the governance pipeline."""
+
+    purpose: str
+    tool_name: str
+    kwargs: dict[str, Any]
+    todo_suggestion: str
+    next: str
+    success: bool
+    result: Any
+    error: str
+    call_id: NotRequired[str]
+    """Position of the call: `<run>:<round>:<index>`."""
+    call_key: NotRequired[str]
+    """Stable identity of the call (run, round, tool, arguments, occurrence): the key of
+    its side-effect ledger entry and the `idempotency_key` its tool receives."""
+    replayed: NotRequired[bool]
+    """True when the outcome was recorded by an earlier execution of the same call (a
+    resumed, replayed or forked run, or another worker) and returned without running."""
+    round_index: NotRequired[int]
+    index: NotRequired[int]
+    """Position of the command in its round."""
+    error_type: NotRequired[ErrorType | Literal[""]]
+    """Why the call failed (see `agentloop.errors.ErrorType`); "" when it succeeded."""
+    duration_ms: NotRequired[float]
+    attempts: NotRequired[int]
+    from_cache: NotRequired[bool]
+    fallback: NotRequired[str]
+    """`stale_cache` or `stub` when the result is a declared fallback, else ""."""
+    stale: NotRequired[bool]
+    """True when the tool failed and `result` is its last good result (`success` is False)."""
+    stale_age_s: NotRequired[float]
+    """How old that stale result is, in seconds."""
+    duplicate: NotRequired[bool]
+    truncated: NotRequired[bool]
+    flagged: NotRequired[bool]
+    """True when the record was judged useless (duplicate, unknown tool, useless result)."""
+    query_key: NotRequired[str]
+    """Identifies "the same query" (tool and dedup arguments) for duplicate detection."""
+    after_write: NotRequired[str]
+    """The tool whose call (with side effects) made an earlier run of this same query
+    stale, so it ran again instead of being answered by that run."""
+    notes: NotRequired[list[str]]
+    """What the pipeline did on the way: repairs, coercions, cache hits, fallbacks."""
+    agent_usage: NotRequired[dict[str, dict[str, Any]]]
+    """Token usage of the sub-agents this call ran, per agent."""
+    attachments: NotRequired[list[Attachment]]
+    """Media the tool returned (images, audio, blobs); `result` names them by handle.
+    Only a multimodal answer model sees them, never a text prompt."""
+
+
+class ReferencedOutcome(TypedDict):
+    """The outcome of a command another command's arguments refer to (`"$N"`, `"${N}"`)."""
+
+    index: int
+    """Position of the referenced command in its round (0-based; it is `$index+1`)."""
+    tool_name: str
+    success: bool
+    result: Any
+    error: str
+
+
+class PreparedCall(TypedDict):
+    """A command ready to run (or already settled), as it is kept in the graph state."""
+
+    call_id: str
+    """The call's place in the run, as records and events show it (`str(CallId)`)."""
+    call_key: str
+    """Stable identity of the call (see `ToolExecutionRecord.call_key`)."""
+    run_id: str
+    """The run the call belongs to (the `run_id` of `agentloop.tools.call_id.CallId`)."""
+    round_label: str
+    """Its round, with the rollbacks that re-planned it (`CallId.round_label`)."""
+    index: int
+    """Its position in the plan (`CallId.position`)."""
+    round_index: int
+    purpose: str
+    tool_name: str
+    kwargs: dict[str, Any]
+    """The arguments as the planner wrote them."""
+    arguments: dict[str, Any]
+    """The repaired and validated arguments the tool receives."""
+    todo_suggestion: str
+    query_key: str
+    """Identifies "the same query" for duplicate detection."""
+    concurrency_safe: bool
+    notes: list[str]
+    batch: int
+    """The batch the call runs in; -1 when it was settled without running."""
+    depends_on: NotRequired[list[int]]
+    """Positions (0-based) of the commands whose results the arguments refer to. Such a
+    call runs in a batch after theirs; its `arguments` are resolved and validated then."""
+    referenced: NotRequired[list[ReferencedOutcome]]
+    """The outcomes of `depends_on`, attached when the call is sent to run."""
+    after_write: NotRequired[str]
+    """The write that made an earlier run of the same query stale (see the record's)."""
+    follows: NotRequired[list[int]]
+    """Positions of earlier commands of the round it must come after: the ones that may
+    write what it reads, or that read what it may write. It runs in a later batch."""
