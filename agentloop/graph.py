@@ -145,76 +145,92 @@ def create_tool_loop(
     )
     toolsets = [tool for tool in tools if isinstance(tool, MCPToolset)]
     own_tools = [tool for tool in tools if not isinstance(tool, MCPToolset)]
-    redact = governance.redact if governance.redact is not None else _default_redactor(toolsets)
-    catalog = ToolCatalog(
-        [*own_tools, *wrappers.tools],
-        toolsets,
-        governance.policies,
-        redact=redact,
-        default_timeout_s=governance.default_timeout_s,
-        timeout_by_prefix=governance.timeout_by_prefix,
-        default_retry=ToolRetry.of(governance.default_retry) if governance.default_retry else None,
-    )
-    cache = governance.cache if governance.cache is not None else ResultCache()
-    runner = ToolRunner(
-        catalog,
-        cache,
-        interceptors=[RateLimitInterceptor(), CacheInterceptor(cache), *governance.interceptors],
-        mandatory_interceptors=governance.mandatory_interceptors,
-        invoker=ToolInvoker(governance.tool_threads),
-        wrap_call=_tool_wrapper(wrappers, catalog),
-    )
-    parts = LoopParts(
-        settings=settings,
-        models=ModelProvider(model, models.answer_model, models.fallbacks),
-        tools=catalog,
-        runner=runner,
-        model_retry=ModelRetryPolicy.of(models.retry),
-        model_limits=models.limits,
-        prices=models.prices,
-        ledger=governance.ledger,
-        redact=redact,
-        prompts=PromptSet(planning.prompts),
-        system_prompt=app_instructions(system_prompt),
-        middleware=wrappers if wrappers.models else None,
-        structured=StructuredOutput(response_format) if response_format is not None else None,
-    )
-    builder = StateGraph(
-        LoopState,
-        context_schema=context_schema or LoopContext,
-        input_schema=InputState,
-        output_schema=OutputState,
-    )
-    builder.add_node("prepare", LoopNode("prepare", make_prepare(parts)))
-    builder.add_node("plan", make_plan(parts))
-    builder.add_node("execute", LoopNode("execute", make_execute(parts)))
-    builder.add_node(CALL_NODE, make_call_tool(parts))
-    builder.add_node("collect", LoopNode("collect", make_collect(parts)))
-    builder.add_node("answer", make_answer(parts))
-    builder.add_edge(START, "prepare")
-    builder.add_conditional_edges("prepare", Router("route_start", route_start), ["plan", "answer"])
-    builder.add_conditional_edges("plan", Router("route_plan", route_plan), ["execute", "answer"])
-    builder.add_conditional_edges(
-        "execute", Router("route_execute", route_execute), [CALL_NODE, "collect"]
-    )
-    builder.add_edge(CALL_NODE, "collect")
-    builder.add_conditional_edges(
-        "collect", Router("route_collect", route_collect), [CALL_NODE, "plan", "answer"]
-    )
-    scoped = [toolset for toolset in toolsets if toolset.has_run_scope]
-    if scoped:
-        builder.add_node("release_sessions", LoopNode("release_sessions", _releaser(scoped)))
-        builder.add_edge("answer", "release_sessions")
-        builder.add_edge("release_sessions", END)
-    else:
-        builder.add_edge("answer", END)
-    return builder.compile(
-        checkpointer=checkpointer,
-        store=store,
-        name=name,
-        interrupt_before=list(interrupt_before) if interrupt_before else None,
-        interrupt_after=list(interrupt_after) if interrupt_after else None,
-    )
+    idle = [toolset for toolset in toolsets if not toolset.started]
+    try:
+        redact = governance.redact if governance.redact is not None else _default_redactor(toolsets)
+        catalog = ToolCatalog(
+            [*own_tools, *wrappers.tools],
+            toolsets,
+            governance.policies,
+            redact=redact,
+            default_timeout_s=governance.default_timeout_s,
+            timeout_by_prefix=governance.timeout_by_prefix,
+            default_retry=ToolRetry.of(governance.default_retry)
+            if governance.default_retry
+            else None,
+        )
+        cache = governance.cache if governance.cache is not None else ResultCache()
+        runner = ToolRunner(
+            catalog,
+            cache,
+            interceptors=[
+                RateLimitInterceptor(),
+                CacheInterceptor(cache),
+                *governance.interceptors,
+            ],
+            mandatory_interceptors=governance.mandatory_interceptors,
+            invoker=ToolInvoker(governance.tool_threads),
+            wrap_call=_tool_wrapper(wrappers, catalog),
+        )
+        parts = LoopParts(
+            settings=settings,
+            models=ModelProvider(model, models.answer_model, models.fallbacks),
+            tools=catalog,
+            runner=runner,
+            model_retry=ModelRetryPolicy.of(models.retry),
+            model_limits=models.limits,
+            prices=models.prices,
+            ledger=governance.ledger,
+            redact=redact,
+            prompts=PromptSet(planning.prompts),
+            system_prompt=app_instructions(system_prompt),
+            middleware=wrappers if wrappers.models else None,
+            structured=StructuredOutput(response_format) if response_format is not None else None,
+        )
+        builder = StateGraph(
+            LoopState,
+            context_schema=context_schema or LoopContext,
+            input_schema=InputState,
+            output_schema=OutputState,
+        )
+        builder.add_node("prepare", LoopNode("prepare", make_prepare(parts)))
+        builder.add_node("plan", make_plan(parts))
+        builder.add_node("execute", LoopNode("execute", make_execute(parts)))
+        builder.add_node(CALL_NODE, make_call_tool(parts))
+        builder.add_node("collect", LoopNode("collect", make_collect(parts)))
+        builder.add_node("answer", make_answer(parts))
+        builder.add_edge(START, "prepare")
+        builder.add_conditional_edges(
+            "prepare", Router("route_start", route_start), ["plan", "answer"]
+        )
+        builder.add_conditional_edges(
+            "plan", Router("route_plan", route_plan), ["execute", "answer"]
+        )
+        builder.add_conditional_edges(
+            "execute", Router("route_execute", route_execute), [CALL_NODE, "collect"]
+        )
+        builder.add_edge(CALL_NODE, "collect")
+        builder.add_conditional_edges(
+            "collect", Router("route_collect", route_collect), [CALL_NODE, "plan", "answer"]
+        )
+        scoped = [toolset for toolset in toolsets if toolset.has_run_scope]
+        if scoped:
+            builder.add_node("release_sessions", LoopNode("release_sessions", _releaser(scoped)))
+            builder.add_edge("answer", "release_sessions")
+            builder.add_edge("release_sessions", END)
+        else:
+            builder.add_edge("answer", END)
+        return builder.compile(
+            checkpointer=checkpointer,
+            store=store,
+            name=name,
+            interrupt_before=list(interrupt_before) if interrupt_before else None,
+            interrupt_after=list(interrupt_after) if interrupt_after else None,
+        )
+    except BaseException:
+        for toolset in idle:  # the build started it: leave it as it was given
+            toolset.stop_started()
+        raise
 
 
 def _tool_wrapper(

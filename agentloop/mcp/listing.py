@@ -107,11 +107,19 @@ class Listings:
         try:
             await self._discover_all()
         except BaseException:
-            await self._pools.close_started()
-            for state in (self.server_tools, self.offers, self._listed, self.unavailable):
-                state.clear()
-            self.resource_servers.clear()
+            await self.forget()
             raise
+
+    async def forget(self) -> None:
+        """Stop every server the listing started and forget what it listed.
+
+        The servers start, and are listed, again on next use.
+        """
+        await self._pools.close_started()
+        for state in (self.server_tools, self.offers, self._listed, self.unavailable):
+            state.clear()
+        self.resource_servers.clear()
+        self.discovered = False
 
     async def _discover_all(self) -> None:
         results = await asyncio.gather(

@@ -46,7 +46,7 @@ from agentloop.mcp.tools import READ_RESOURCE_TOOL, langchain_tool, tool_output
 from agentloop.mcp.toolset_sessions import ToolsetSessions
 from agentloop.redaction import Redactor, install_log_redaction
 from agentloop.servers import OWNER_META_KEY
-from agentloop.tools.call_config import CallInfo, call_info, call_thread
+from agentloop.tools.call_config import CallInfo, SamplingModel, call_info, call_thread
 
 __all__ = ["READ_RESOURCE_TOOL", "MCPToolset", "McpServersConfig"]
 
@@ -161,6 +161,21 @@ class MCPToolset(ToolsetSessions):
             tools.append(self._resources.tool(self._read))
         return tools
 
+    @property
+    def started(self) -> bool:
+        """Whether the servers were started and their tools listed."""
+        return self._listings.discovered
+
+    def stop_started(self, timeout_s: float = 30.0) -> None:
+        """Stop the servers and forget their tools; the toolset stays usable.
+
+        A loop whose build failed leaves a toolset it started as it found it.
+        """
+        with self._discovery_lock:
+            if self._listings.discovered:
+                loop = self._pools.ensure_loop()
+                asyncio.run_coroutine_threadsafe(self._listings.forget(), loop).result(timeout_s)
+
     def settle(self, timeout_s: float = REFRESH_WAIT_S) -> bool:
         """Wait until the lists servers announced as changed were fetched again (bounded).
 
@@ -184,7 +199,7 @@ class MCPToolset(ToolsetSessions):
                 read_only=read_only,
                 loop_name=info.get("loop", "") if info else "",
                 redact=self.redact,
-                model=info.get("model") if info else None,
+                model=SamplingModel.of(info),
             )
             position = info.get("place", "") if info else ""
             decoded = await bridge.run(

@@ -89,7 +89,7 @@ def tool_config(
         "loop": parts.settings.name,
         "identity": run_identity(config, context),
         "owner": run_identity(config, context, thread=False),
-        "model": parts.models.model,
+        "sampler": parts.sampling.key,
     }
     return with_call_info(config, info)
 

@@ -19,6 +19,7 @@ from agentloop.prompts import PromptSet
 from agentloop.redaction import Redact
 from agentloop.settings import LoopSettings, RunScope
 from agentloop.structured import StructuredOutput
+from agentloop.tools.call_config import SamplingModel
 from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.registry import ToolRegistry
@@ -57,6 +58,11 @@ class LoopParts:
     """The app's instructions, which come first in every planner and answer request."""
     inflight: InFlight = field(default_factory=InFlight)
     """Calls and answers started ahead of the node that uses them."""
+    sampling: SamplingModel = field(init=False)
+    """The model MCP servers' sampling requests reach during the loop's calls."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sampling", SamplingModel(self.models.model))
 
     def scope(self, runtime: Runtime[Any]) -> RunScope:
         """The scope of one node call."""

@@ -2,19 +2,28 @@
 
 The loop invokes every tool with the config of its `call_tool` task plus
 `configurable["agentloop_call"]` (`run_id`, `call_id`, `place`, `call_key`, `loop`, `identity`,
-`owner`, `model`).
+`owner`, `sampler`).
 A tool (or a graph run inside it, such as a sub-agent) reads it with `call_info(config)`.
 """
 
 from __future__ import annotations
 
-from typing import Any, NotRequired
+import uuid
+import weakref
+from typing import Any, ClassVar, NotRequired
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
 from typing_extensions import TypedDict
 
-__all__ = ["CALL_CONFIG_KEY", "CallInfo", "call_info", "call_thread", "with_call_info"]
+__all__ = [
+    "CALL_CONFIG_KEY",
+    "CallInfo",
+    "SamplingModel",
+    "call_info",
+    "call_thread",
+    "with_call_info",
+]
 
 CALL_CONFIG_KEY = "agentloop_call"
 """The `configurable` key under which a tool finds its call."""
@@ -38,9 +47,9 @@ class CallInfo(TypedDict):
     owner: NotRequired[str]
     """Who the run serves, across threads (`run_identity(..., thread=False)`): MCP servers
     configured with `"send_owner": true` receive it as `_meta["agentloop/owner"]`."""
-    model: NotRequired[BaseChatModel]
-    """The loop's model: it answers the sampling requests an MCP server makes during the call
-    (servers configured with `"sampling": true`)."""
+    sampler: NotRequired[str]
+    """The key of the loop's `SamplingModel`: its model answers the sampling requests an MCP
+    server makes during the call (servers configured with `"sampling": true`)."""
 
 
 def call_info(config: RunnableConfig | None) -> CallInfo | None:
@@ -61,3 +70,27 @@ def with_call_info(config: RunnableConfig, info: CallInfo) -> RunnableConfig:
     """Return a copy of `config` that tells the tool which call it serves."""
     configurable = {**(config.get("configurable") or {}), CALL_CONFIG_KEY: info}
     return {**config, "configurable": configurable}
+
+
+class SamplingModel:
+    """A loop's model for MCP sampling, found from a call's config by a key.
+
+    The key, not the model, goes in the config: configs are written where a chat model
+    cannot go (a sub-agent's checkpoints keep its parent's `configurable`). The loop holds
+    its `SamplingModel`; the key stops resolving once the loop is gone.
+    """
+
+    _live: ClassVar[weakref.WeakValueDictionary[str, SamplingModel]] = (
+        weakref.WeakValueDictionary()
+    )
+
+    def __init__(self, model: BaseChatModel) -> None:
+        self.model = model
+        self.key = uuid.uuid4().hex
+        SamplingModel._live[self.key] = self
+
+    @classmethod
+    def of(cls, info: CallInfo | None) -> BaseChatModel | None:
+        """The model that answers sampling requests during the call `info` names, if any."""
+        found = cls._live.get(info.get("sampler", "")) if info else None
+        return found.model if found is not None else None

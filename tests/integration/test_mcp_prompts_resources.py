@@ -52,7 +52,7 @@ async def test_the_planner_sees_resources_and_reads_one_it_was_never_shown(
     )
     graph = create_tool_loop(
         planner,
-        [MCPToolset(everything)],
+        [everything],
         models=ModelOptions(answer_model=ScriptedChatModel(["read"])),
     )
     out = await graph.ainvoke({"user_input": "the architecture document"})
@@ -66,7 +66,7 @@ async def test_the_planner_sees_resources_and_reads_one_it_was_never_shown(
     version = everything.version
     again = ScriptedChatModel([plan_reply("response")])
     create_tool_loop(
-        again, [MCPToolset(everything)], models=ModelOptions(answer_model=ScriptedChatModel(["-"]))
+        again, [everything], models=ModelOptions(answer_model=ScriptedChatModel(["-"]))
     )
     assert everything.version == version
 
