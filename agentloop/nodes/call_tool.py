@@ -71,7 +71,7 @@ class _CallTool:
         if settled is not None:
             return settled
         if early is not None:
-            return self._done(call, self.parts.safe_value(early.result()))
+            return self._done(call, early.result())  # run_guarded's record: already safe
         return self._done(call, run_guarded(self.parts, call, scope, self._config(call, scope)))
 
     async def ainvoke(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> CallToolUpdate:
@@ -79,7 +79,7 @@ class _CallTool:
         if settled is not None:
             return settled
         if early is not None:
-            return self._done(call, self.parts.safe_value(await early.aresult()))
+            return self._done(call, await early.aresult())  # already safe
         config = self._config(call, scope)
         return self._done(call, await arun_guarded(self.parts, call, scope, config))
 
