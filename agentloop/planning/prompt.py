@@ -171,11 +171,18 @@ def history_text(records: Sequence[ToolExecutionRecord], last_round: int, keep: 
     return "\n".join(lines)
 
 
+def _entry_size(entry: tuple[ToolExecutionRecord, str]) -> int:
+    """An entry's weight: its line and the record's result (which it keeps alive)."""
+    record, line = entry
+    result = record.get("result")
+    return len(line) + (len(result) if isinstance(result, str) else len(line)) + 64
+
+
 _LINES: LRUCache[tuple[str, bool], tuple[ToolExecutionRecord, str]] = LRUCache(
-    maxsize=8_000_000, getsizeof=lambda entry: len(entry[1]) + 64
+    maxsize=8_000_000, getsizeof=_entry_size
 )
 """Each earlier record's history line, by call id and whether its result is shown
-(about 8 million characters of lines at most)."""
+(lines and the results of their records: about 8 million characters at most)."""
 _LINES_LOCK = threading.Lock()
 
 
