@@ -127,12 +127,17 @@ def make_emitter(
     """
     if writer is None:
         return null_emit
+    safe_name = checkpoint_safe(loop_name, redact)
 
     def emit(event: LoopEvent, /) -> None:
         check_declared(event)
-        written = {"type": event.type, "loop": loop_name, "ts": time.time(), **event.payload()}
+        # the keys are declared field names and `type` a declared literal: only the
+        # values need making safe
+        written = {"type": event.type, "loop": safe_name, "ts": time.time()}
         try:
-            writer(checkpoint_safe(written, redact))
+            for key, value in event.payload().items():
+                written[key] = checkpoint_safe(value, redact)
+            writer(written)
         except Exception:
             return
 

@@ -74,7 +74,7 @@ class _CallTool:
             return settled
         if early is not None:
             record = yield from Effect(early.result, early.aresult)
-            return self._done(call, self.parts.safe_value(record))
+            return self._done(call, record)  # guarded_call's record: already safe
         config = self._config(call, scope)
         return self._done(call, (yield from guarded_call(self.parts, call, scope, config)))
 

@@ -5,17 +5,26 @@ the run (rolled-back rounds included) replayed into a `ReadTracker`
 (`agentloop.tools.freshness`), then each call of the round noted as it is placed, so a
 repeated read is a duplicate only while no write came between, and a read and a possible
 write of the same state keep their order.
+
+The replay is kept per run (`run_reads`): the plan node's streaming dispatch (once per
+reply) and `execute` prepare against the same history, and each round adds only its own
+records, so a history that extends the one replayed last replays just the new records.
 """
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
 from typing import Any
+
+from cachetools import LRUCache
 
 from agentloop.checkpoint_safe import decode_arguments
 from agentloop.nodes.parts import LoopParts
 from agentloop.state import LoopState, PreparedCall, ToolExecutionRecord, empty_round_state
-from agentloop.tools.freshness import ReadTracker, reads_so_far, state_touch
+from agentloop.tools.freshness import ReadTracker, replay_records, state_touch
 from agentloop.tools.policy import ResolvedPolicy
+from agentloop.tools.registry import ToolRegistry
 
 __all__ = ["mark_after_write", "note_call", "run_history", "run_reads"]
 
@@ -39,9 +48,61 @@ def run_history(state: LoopState) -> list[ToolExecutionRecord]:
     return history
 
 
+RecordKey = tuple[Any, ...]
+"""What replaying a record reads of it (`replay_key`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Replayed:
+    """A run's history as last replayed: the registry, each record's key, the tracker."""
+
+    registry: ToolRegistry
+    keys: list[RecordKey]
+    tracker: ReadTracker
+
+
+_REPLAYED: LRUCache[str, _Replayed] = LRUCache(maxsize=256)
+"""The last replay of recent runs, by run id (a run in flight is among the recent ones)."""
+_REPLAYED_LOCK = threading.Lock()
+
+
+def replay_key(record: ToolExecutionRecord) -> RecordKey:
+    """Everything of a record that replaying it reads (two equal keys replay alike)."""
+    return (
+        record["tool_name"],
+        record.get("kwargs"),
+        record.get("error_type"),
+        record.get("query_key"),
+        record["success"],
+        record.get("flagged"),
+        record.get("round_index", 0),
+    )
+
+
 def run_reads(parts: LoopParts, state: LoopState) -> ReadTracker:
-    """The reads of the run so far that no later write made stale."""
-    return reads_so_far(run_history(state), parts.registry.policy_or_none)
+    """The reads of the run so far that no later write made stale.
+
+    Each call returns a tracker of its own. The records are replayed once: a history
+    that starts with the one this run replayed last (with the same tools) replays only
+    its new records; any other (a fork, an edited state) is replayed whole.
+    """
+    history = run_history(state)
+    keys = [replay_key(record) for record in history]
+    registry = parts.registry
+    run_id = state.get("run_id", "run")
+    with _REPLAYED_LOCK:
+        last = _REPLAYED.get(run_id)
+    done = 0
+    if last is not None and last.registry is registry and keys[: len(last.keys)] == last.keys:
+        done = len(last.keys)
+        tracker = last.tracker.copy()
+    else:
+        tracker = ReadTracker()
+    if done < len(keys) or last is None:
+        replay_records(tracker, history[done:], registry.policy_or_none)
+        with _REPLAYED_LOCK:
+            _REPLAYED[run_id] = _Replayed(registry, keys, tracker.copy())
+    return tracker
 
 
 def note_call(parts: LoopParts, reads: ReadTracker, call: PreparedCall) -> list[int]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
+from cachetools import LRUCache
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from agentloop.planning.references import GENERIC_REFERENCE_EXAMPLE
@@ -155,8 +157,63 @@ def history_text(records: Sequence[ToolExecutionRecord], last_round: int, keep: 
     if not records:
         return "(none yet)"
     omitted = omitted_results(len(records) - last_round, keep)
-    view = planner_view(records, keep_full=len(records) - omitted)
-    return "\n".join(to_prompt_json(item) for item in view)
+    lines: list[str] = []
+    refused: list[ToolExecutionRecord] = []  # over the round's cap: one line per run of them
+    for position, record in enumerate(records):
+        if record.get("error_type") == "too_many_commands":
+            refused.append(record)
+            continue
+        if refused:
+            lines.extend(to_prompt_json(item) for item in planner_view(refused, keep_full=0))
+            refused = []
+        lines.append(_record_line(record, shown=position >= omitted))
+    lines.extend(to_prompt_json(item) for item in planner_view(refused, keep_full=0))
+    return "\n".join(lines)
+
+
+def _entry_size(entry: tuple[ToolExecutionRecord, str]) -> int:
+    """An entry's weight: its line and the record's result (which it keeps alive)."""
+    record, line = entry
+    result = record.get("result")
+    return len(line) + (len(result) if isinstance(result, str) else len(line)) + 64
+
+
+_LINES: LRUCache[tuple[str, bool], tuple[ToolExecutionRecord, str]] = LRUCache(
+    maxsize=8_000_000, getsizeof=_entry_size
+)
+"""Each earlier record's history line, by call id and whether its result is shown
+(lines and the results of their records: about 8 million characters at most)."""
+_LINES_LOCK = threading.Lock()
+
+
+def _record_line(record: ToolExecutionRecord, *, shown: bool) -> str:
+    """A record's history line (`planner_view` as prompt JSON), rendered once.
+
+    A record does not change after its round, so its line is kept by call id; the entry
+    is used only for an equal record (a forked run may reuse a call id).
+    """
+    call_id = record.get("call_id")
+    if not call_id:
+        return to_prompt_json(planner_view([record], keep_full=int(shown))[0])
+    key = (str(call_id), shown)
+    with _LINES_LOCK:
+        kept = _LINES.get(key)
+    if kept is not None and (kept[0] is record or kept[0] == record):
+        return kept[1]
+    line = to_prompt_json(planner_view([record], keep_full=int(shown))[0])
+    with _LINES_LOCK:
+        _LINES[key] = (record, line)
+    return line
+
+
+class _OnDemand:
+    """A template value rendered only when the template uses it (`str()`)."""
+
+    def __init__(self, render: Callable[[], str]) -> None:
+        self._render = render
+
+    def __str__(self) -> str:
+        return self._render()
 
 
 def build_plan_messages(
@@ -226,8 +283,13 @@ def build_plan_messages(
         if user_extra_requirement
         else "(none)",
         history=history_text(done, last_count, keep_tool_results),
-        done_plans=to_prompt_json(planner_view(older, keep_full=keep_tool_results)),
-        last_round_records=to_prompt_json(planner_view(last, keep_full=len(last))),
+        # for templates of the app's that ask for them (the shipped ones use `history`)
+        done_plans=_OnDemand(
+            lambda: to_prompt_json(planner_view(older, keep_full=keep_tool_results))
+        ),
+        last_round_records=_OnDemand(
+            lambda: to_prompt_json(planner_view(last, keep_full=len(last)))
+        ),
         round_number=round_state["round_index"] + 1,
         round_index=round_state["round_index"],
         max_rounds=max_rounds,

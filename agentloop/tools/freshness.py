@@ -22,7 +22,14 @@ from typing import Any
 from agentloop.state import ToolExecutionRecord
 from agentloop.tools.policy import ResolvedPolicy
 
-__all__ = ["NOT_RUN_ERRORS", "ReadTracker", "StateTouch", "reads_so_far", "state_touch"]
+__all__ = [
+    "NOT_RUN_ERRORS",
+    "ReadTracker",
+    "StateTouch",
+    "reads_so_far",
+    "replay_records",
+    "state_touch",
+]
 
 NOT_RUN_ERRORS = frozenset(
     {
@@ -86,6 +93,14 @@ class ReadTracker:
         self._placed: list[tuple[int, StateTouch, bool]] = []
         """The round's calls noted so far: position, touch, whether it may write."""
 
+    def copy(self) -> ReadTracker:
+        """A tracker with the same reads and calls placed, changed independently."""
+        twin = ReadTracker()
+        twin._fresh = dict(self._fresh)
+        twin._stale = dict(self._stale)
+        twin._placed = list(self._placed)
+        return twin
+
     def read(self, query_key: str, round_index: int, touch: StateTouch) -> None:
         """Note a query that ran (the first fresh run of it is kept)."""
         if query_key not in self._fresh:
@@ -140,7 +155,15 @@ def reads_so_far(
             records of rolled-back rounds before their round's).
         policy_of: The current policy of a tool, by name.
     """
-    tracker = ReadTracker()
+    return replay_records(ReadTracker(), records, policy_of)
+
+
+def replay_records(
+    tracker: ReadTracker,
+    records: Iterable[ToolExecutionRecord],
+    policy_of: Callable[[str], ResolvedPolicy | None],
+) -> ReadTracker:
+    """Replay more records of a run into `tracker` (as `reads_so_far`); return it."""
     for record in records:
         policy = policy_of(record["tool_name"])
         if policy is None:

@@ -1,0 +1,81 @@
+"""The planner's history: each earlier record rendered once, the prompt unchanged by it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.tools import tool
+
+from agentloop import ModelOptions, PlanningOptions, create_tool_loop
+from agentloop.planning import prompt
+from agentloop.planning.prompt import omitted_results, planner_view
+from agentloop.prompts import to_prompt_json
+from agentloop.testing import ScriptedChatModel, plan_reply
+
+ROUNDS = 4
+
+
+@tool
+def get_item(n: int) -> str:
+    """Read an item."""
+    return f"item {n} " + "x" * 40
+
+
+def _plans() -> list[Any]:
+    rounds = [
+        plan_reply(
+            "execute",
+            [{"tool_name": "get_item", "tool_kwargs": {"n": 2 * r + i}} for i in range(2)],
+        )
+        for r in range(ROUNDS)
+    ]
+    return [*rounds, plan_reply("response")]
+
+
+def _loop(**planning: Any) -> tuple[Any, ScriptedChatModel]:
+    planner = ScriptedChatModel(_plans())
+    graph = create_tool_loop(
+        planner,
+        [get_item],
+        models=ModelOptions(answer_model=ScriptedChatModel(replies=["done"])),
+        planning=PlanningOptions(keep_tool_results=2, **planning),
+    )
+    return graph, planner
+
+
+async def test_each_earlier_record_is_rendered_once_per_form(
+    run_loop: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rendered: list[str] = []
+
+    def counting(value: Any) -> str:
+        if isinstance(value, dict) and "tool_name" in value:
+            rendered.append(f"{value['kwargs']}:{value.get('result') == prompt.OMITTED}")
+        return to_prompt_json(value)
+
+    monkeypatch.setattr(prompt, "to_prompt_json", counting)
+    graph, planner = _loop()
+    out = await run_loop(graph, {"user_input": "read the items"})
+    records = out["round_state"]["done_plans"]
+    assert len(records) == 2 * ROUNDS
+    # each record once with its result, once more when it is omitted: not once per round
+    assert len(rendered) == len(set(rendered)) <= 2 * len(records)
+
+    last_prompt = str(planner.requests[-1][-1].content)
+    seen = len(records) - 2
+    view = planner_view(records, keep_full=len(records) - omitted_results(seen, 2))
+    assert "\n".join(to_prompt_json(item) for item in view) in last_prompt
+
+
+async def test_a_plan_template_may_still_show_the_records_as_lists(run_loop: Any) -> None:
+    template = (
+        "Tools: $available_tools\nAsked: $user_input\nDone: $done_plans\nLast: $last_round_records"
+    )
+    graph, planner = _loop(prompts={"plan_user": template})
+    out = await run_loop(graph, {"user_input": "read the items"})
+    records = out["round_state"]["done_plans"]
+    last_prompt = str(planner.requests[-1][-1].content)
+    last = records[-2:]
+    assert f"Last: {to_prompt_json(planner_view(last, keep_full=2))}" in last_prompt
+    assert f"Done: {to_prompt_json(planner_view(records[:-2], keep_full=2))}" in last_prompt
