@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agentloop._effects import Effect
 from agentloop.state import PreparedCall, ToolCommand
 
 __all__ = ["EarlyCall", "InFlight", "Startable"]
@@ -70,12 +71,6 @@ class EarlyCall:
         """Cancel the call (its result will not be used)."""
         self.handle.cancel()
 
-    async def aresult(self) -> Any:
-        """Wait for the call's record (async)."""
-        if isinstance(self.handle, asyncio.Task):
-            return await self.handle
-        return await asyncio.wrap_future(self.handle)
-
     def finished(self) -> Any | None:
         """The call's record if it already finished without error, else None."""
         handle = self.handle
@@ -83,12 +78,17 @@ class EarlyCall:
             return None
         return handle.result()
 
-    def result(self) -> Any:
-        """Wait for the call's record (sync; only for a call started under `invoke`)."""
-        if isinstance(self.handle, concurrent.futures.Future):
-            return self.handle.result()
-        msg = "a call started under ainvoke cannot be awaited synchronously"
-        raise RuntimeError(msg)
+    def record(self) -> Effect[Any]:
+        """Wait for the call's record: its future under `invoke`, its task under `ainvoke`."""
+        handle = self.handle
+        if isinstance(handle, asyncio.Task):
+            return Effect(_awaited_only, lambda: handle)
+        return Effect(handle.result, lambda: asyncio.wrap_future(handle))
+
+
+def _awaited_only() -> Any:
+    msg = "a call started under ainvoke cannot be awaited synchronously"
+    raise RuntimeError(msg)
 
 
 @dataclass

@@ -23,13 +23,39 @@ from agentloop.settings import LoopContext
 __all__ = ["LoopNode", "NodeCore", "NodeFunc", "Router"]
 
 S = TypeVar("S")
+T = TypeVar("T")
 NodeFunc = Callable[[Any, Runtime[LoopContext]], Mapping[str, Any]]
 """A node: `(state, runtime) -> update`."""
 NodeCore = Callable[[Any, Runtime[LoopContext]], Core[Mapping[str, Any]]]
 """A node written as a core: `(state, runtime) -> core making the update`."""
 
 
-class LoopNode(Runnable[Any, Mapping[str, Any]]):
+class _Inline(Runnable[Any, Any]):
+    """Runs `steps(input)` inline: driven with `drive` under `invoke`, `adrive` under `ainvoke`."""
+
+    name: str
+
+    def steps(self, input: Any) -> Core[Any]:
+        """The core of one call."""
+        raise NotImplementedError
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run (sync)."""
+        return drive(self.steps(input))
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run (async), inline."""
+        return await adrive(self.steps(input))
+
+
+def _at_once(value: T) -> Core[T]:
+    """A core that needs no effect: it returns `value` (for short computations)."""
+    if False:  # a generator, so the drivers can run it like any core
+        yield
+    return value
+
+
+class LoopNode(_Inline):
     """A graph node: a short computation, or a core driven by the entry point used.
 
     Give exactly one of `func` and `core`.
@@ -52,24 +78,15 @@ class LoopNode(Runnable[Any, Mapping[str, Any]]):
         self.func = func
         self.core = core
 
-    def invoke(
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> Mapping[str, Any]:
-        """Run the node (sync)."""
+    def steps(self, input: Any) -> Core[Mapping[str, Any]]:
+        """The node's core (its function's update, at once, for a short computation)."""
+        runtime = get_runtime(LoopContext)
         if self.core is not None:
-            return drive(self.core(input, get_runtime(LoopContext)))
-        return cast(NodeFunc, self.func)(input, get_runtime(LoopContext))
-
-    async def ainvoke(
-        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> Mapping[str, Any]:
-        """Run the node (async), inline."""
-        if self.core is not None:
-            return await adrive(self.core(input, get_runtime(LoopContext)))
-        return cast(NodeFunc, self.func)(input, get_runtime(LoopContext))
+            return self.core(input, runtime)
+        return _at_once(cast(NodeFunc, self.func)(input, runtime))
 
 
-class Router(Runnable[Any, Any], Generic[S]):
+class Router(_Inline, Generic[S]):
     """A router: a pure function of the state, run inline under `invoke` and `ainvoke`.
 
     Args:
@@ -81,10 +98,6 @@ class Router(Runnable[Any, Any], Generic[S]):
         self.name = name
         self.func = func
 
-    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """Route (sync)."""
-        return self.func(input)
-
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        """Route (async), inline."""
-        return self.func(input)
+    def steps(self, input: Any) -> Core[Any]:
+        """The route, at once."""
+        return _at_once(self.func(input))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -13,7 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
-from agentloop._effects import Core, Effect
+from agentloop._effects import Core
 from agentloop.errors import ModelBehaviorError
 from agentloop.events import AnswerCompleted, AnswerStarted
 from agentloop.messages import conversation_turns, message_text
@@ -352,9 +351,7 @@ class _Answer:
             return self._update(state, call, Answer(call.adopted))
         speculative = call.speculative
         if speculative is not None:
-            relayed = yield from Effect(
-                partial(speculative.adopt, _configure), partial(speculative.aadopt, _configure)
-            )
+            relayed = yield from speculative.adopt(_configure)
             adopted = self._adopted(call, relayed)
             if adopted is not None:
                 return self._update(state, call, adopted)

@@ -20,7 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from agentloop._effects import Core, Effect
+from agentloop._effects import Core
 from agentloop.inflight import EarlyCall
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.early_dispatch import tool_config
@@ -73,7 +73,7 @@ class _CallTool:
         if settled is not None:
             return settled
         if early is not None:
-            record = yield from Effect(early.result, early.aresult)
+            record = yield from early.record()
             return self._done(call, record)  # guarded_call's record: already safe
         config = self._config(call, scope)
         return self._done(call, (yield from guarded_call(self.parts, call, scope, config)))

@@ -27,7 +27,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable
 from pydantic import PrivateAttr
 
-from agentloop._effects import Core, adrive, drive
+from agentloop._effects import END, Core, adrive, close_iterator, drive, is_async, next_item
 from agentloop.events import AnswerSpeculated, Emit
 from agentloop.messages import message_text
 from agentloop.model_calls import Answer, needs_another_try
@@ -50,7 +50,7 @@ class SpeculativeAnswer:
     """One answer call started ahead of the decision to answer.
 
     Start it with `start_async` (under `ainvoke`) or `start_thread` (under `invoke`);
-    adopt it with `aadopt` / `adopt`, or `cancel` it.
+    adopt it with `adopt` (a core), or `cancel` it.
     """
 
     def __init__(
@@ -250,21 +250,27 @@ class SpeculativeAnswer:
             return None  # the normal path asks again with a larger budget
         return Answer(reply, self.cut)
 
-    async def aadopt(self, configure: Configure) -> Answer | None:
-        """Relay the answer from the answer node; None when it cannot be used as it is."""
-        relay = configure(_Relay(source=self))
-        try:
-            return self._usable([chunk async for chunk in relay.astream(self.messages)])
-        except Exception:  # the producer failed: the answer node asks normally
-            return None
+    def adopt(self, configure: Configure) -> Core[Answer | None]:
+        """Relay the answer from the answer node (a core); None when it cannot be used as is.
 
-    def adopt(self, configure: Configure) -> Answer | None:
-        """Sync `aadopt`."""
+        The relay streams through the node's callbacks, so `stream_mode="messages"` shows
+        its tokens as if the answer node had asked the model.
+        """
         relay = configure(_Relay(source=self))
+        chunks: Any
+        if (yield from is_async):
+            chunks = relay.astream(self.messages)
+        else:
+            chunks = relay.stream(self.messages)
+        taken: list[Any] = []
         try:
-            return self._usable(list(relay.stream(self.messages)))
+            while (chunk := (yield from next_item(chunks))) is not END:
+                taken.append(chunk)
         except Exception:  # the producer failed: the answer node asks normally
             return None
+        finally:
+            yield from close_iterator(chunks)
+        return self._usable(taken)
 
 
 class _Relay(BaseChatModel):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
+from agentloop._effects import adrive, drive
 from agentloop._sync import has_running_loop, run_coroutine_sync
 from agentloop.errors import ToolCallError
 from agentloop.tools.results import (
@@ -30,7 +31,6 @@ from agentloop.tools.results import (
     TruncatedResult,
     is_async_lazy,
     is_lazy,
-    read_async_items,
     read_items,
     to_jsonable,
     truncate_result,
@@ -165,11 +165,11 @@ async def _read(
     on_abandoned: OnAbandoned | None,
 ) -> ReadItems:
     if is_async_lazy(output):
-        reading = read_async_items(output, limits)
+        reading = adrive(read_items(output, limits))
         return await reading if has_running_loop() else run_coroutine_sync(reading)
     read: ReadItems = await threads.run(
         tool_name,
-        partial(read_items, output, limits),
+        lambda: drive(read_items(output, limits)),
         _time_left(limits) + _READ_SLACK_S,
         on_abandoned,
     )

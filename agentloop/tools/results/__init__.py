@@ -11,7 +11,6 @@ from agentloop.tools.results.lazy import (
     ReadLimits,
     is_async_lazy,
     is_lazy,
-    read_async_items,
     read_items,
 )
 from agentloop.tools.results.serialize import (
@@ -49,7 +48,6 @@ __all__ = [
     "UNREAD_TEXT_MARKER",
     "is_async_lazy",
     "is_lazy",
-    "read_async_items",
     "read_items",
     "to_jsonable",
     "truncate_result",

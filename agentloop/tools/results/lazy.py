@@ -14,9 +14,10 @@ import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
-from agentloop._effects import END, Core, adrive, drive, next_item
+from agentloop._effects import END, Core, Effect, is_async
 from agentloop.tools.results.serialize import to_jsonable
 
 __all__ = [
@@ -24,7 +25,6 @@ __all__ = [
     "ReadLimits",
     "is_async_lazy",
     "is_lazy",
-    "read_async_items",
     "read_items",
 ]
 
@@ -119,40 +119,37 @@ class _Reader:
         return ""
 
 
-def _reading(reader: _Reader, iterator: Any) -> Core[ReadItems]:
-    """Read items of a sync iterator (under `drive`) or an async one (`adrive`), up to the bounds.
+def read_items(iterator: Any, limits: ReadLimits) -> Core[ReadItems]:
+    """Read an iterator up to `limits`, then close it: a core.
 
-    One item past `max_items` is asked for, to tell an iterator that ended from one that
-    was cut.
+    Drive it with `drive` for a sync iterator (off the event loop: reading may block) and
+    with `adrive` for an async one, whose reading also stops at the deadline. One item
+    past `max_items` is asked for, to tell an iterator that ended from one that was cut.
     """
-    while not (bound := reader.full()):
-        item = yield from next_item(iterator)
-        if item is END:
-            break
-        if bound := reader.add(item):
-            break
-    return ReadItems(reader.items, bound)
-
-
-def read_items(iterator: Any, limits: ReadLimits) -> ReadItems:
-    """Read a sync iterator up to `limits`, then close it (call it off the event loop)."""
-    source = iter(iterator)
-    try:
-        return drive(_reading(_Reader(limits), source))
-    finally:
-        _close(source)
-
-
-async def read_async_items(iterator: AsyncIterator[Any], limits: ReadLimits) -> ReadItems:
-    """Read an async iterator up to `limits` (its deadline included), then close it."""
     reader = _Reader(limits)
+    source = iterator if (yield from is_async) else iter(iterator)
     try:
-        async with asyncio.timeout_at(limits.deadline):
-            return await adrive(_reading(reader, iterator))
+        while not (bound := reader.full()):
+            item = yield from _next_by(source, limits.deadline)
+            if item is END:
+                break
+            if bound := reader.add(item):
+                break
+        return ReadItems(reader.items, bound)
     except TimeoutError:
         return ReadItems(reader.items, "time")
     finally:
-        await _aclose(iterator)
+        yield from Effect(partial(_close, source), partial(_aclose, source))
+
+
+def _next_by(iterator: Any, deadline: float | None) -> Effect[Any]:
+    """The next item (`END` after the last); an async iterator's, before the deadline."""
+
+    async def anext_by() -> Any:
+        async with asyncio.timeout_at(deadline):
+            return await anext(iterator, END)
+
+    return Effect(partial(next, iterator, END), anext_by)
 
 
 def _close(iterator: Any) -> None:
