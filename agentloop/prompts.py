@@ -202,9 +202,12 @@ def render_prompt(name: str, **values: Any) -> str:
 _ROUND_VARIABLES = frozenset(
     {
         "conversation",
+        "conversation_section",
         "user_input",
         "user_extra_requirement",
+        "user_extra_requirement_section",
         "history",
+        "history_section",
         "done_plans",
         "last_round_records",
         "round_number",
@@ -213,7 +216,11 @@ _ROUND_VARIABLES = frozenset(
         "rollback_note",
     }
 )
-"""What a plan request shows in every plan mode: the request, the rounds so far, the limits."""
+"""What a plan request shows in every plan mode: the request, the rounds so far, the limits.
+
+A `*_section` is its variable inside its tags (`<conversation>`, `<user_extra_requirement>`,
+`<rounds>` with a header line), or "" when there is nothing to show, so a prompt spends
+no tokens on empty sections; the bare variables say "(none)" instead."""
 
 PROMPT_VARIABLES: dict[str, frozenset[str]] = {
     "plan_system": frozenset({"plan_example", "reference_example", "max_rounds"}),

@@ -46,8 +46,8 @@ __all__ = [
 
 CHARS_PER_TOKEN = 4
 """The token estimate: one token per 4 characters, rounded up."""
-PLAN_MARKER = "</rounds>"
-"""Text only our planner's prompt contains (it closes the history of rounds), in both plan
+PLAN_MARKER = "</round>"
+"""Text only our planner's prompt contains (it closes the round's limits), in both plan
 modes: a request with tools bound that carries it is our native planner's, not
 `create_agent`'s."""
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from agentloop.state import PlanDecision, ToolCommand
 
-__all__ = ["normalize_plan_decision", "unparseable_decision"]
+__all__ = ["default_purpose", "normalize_plan_decision", "unparseable_decision"]
 
 _RAW_TEXT_LIMIT = 2_000
 """How many characters of the planner's raw text a decision keeps."""
@@ -118,6 +118,11 @@ def _command_items(raw: dict[Any, Any]) -> list[Any]:
     return []
 
 
+def default_purpose(tool_name: str) -> str:
+    """The purpose of a command that gives none (the planner's view leaves it out)."""
+    return f"Use {tool_name}"
+
+
 def _normalize_command(item: Any, default_todo: str) -> ToolCommand | None:
     """Normalize one command, or return None when it cannot be used."""
     if not isinstance(item, dict):
@@ -125,7 +130,7 @@ def _normalize_command(item: Any, default_todo: str) -> ToolCommand | None:
     tool_name = _first_text(item, _TOOL_NAME_KEYS)
     if not tool_name:
         return None
-    purpose = _as_text(item.get("purpose")).strip() or f"Use {tool_name}"
+    purpose = _as_text(item.get("purpose")).strip() or default_purpose(tool_name)
     todo = _first_text(item, ("todo_suggestion", "next")) or default_todo
     return {
         "purpose": purpose,

@@ -10,6 +10,7 @@ from typing import Any
 from cachetools import LRUCache
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from agentloop.planning.normalize import default_purpose
 from agentloop.planning.references import GENERIC_REFERENCE_EXAMPLE
 from agentloop.prompts import PromptSet, quote_user_text, to_prompt_json
 from agentloop.state import RoundState, ToolExecutionRecord
@@ -93,8 +94,9 @@ def planner_view(records: Sequence[ToolExecutionRecord], *, keep_full: int) -> l
         keep_full: Only the last `keep_full` records of `records` keep their result.
 
     Returns:
-        Slim records: round, purpose, tool, arguments, success, result or marker, error;
-        commands refused for exceeding the per-round cap as one item with their count.
+        Slim records: round, purpose (unless the default one), tool, arguments, success,
+        result or marker, error; commands refused for exceeding the per-round cap as one
+        item with their count.
     """
     first_full = len(records) - keep_full
     view: list[dict[str, Any]] = []
@@ -106,13 +108,12 @@ def planner_view(records: Sequence[ToolExecutionRecord], *, keep_full: int) -> l
                 view.append({"round": record.get("round_index", 0), "not_run": 1,
                              "error": record["error"]})  # fmt: skip
             continue
-        item: dict[str, Any] = {
-            "round": record.get("round_index", 0),
-            "purpose": record["purpose"],
-            "tool_name": record["tool_name"],
-            "kwargs": record["kwargs"],
-            "success": record["success"],
-        }
+        item: dict[str, Any] = {"round": record.get("round_index", 0)}
+        if record["purpose"] != default_purpose(record["tool_name"]):
+            item["purpose"] = record["purpose"]  # a purpose the planner wrote
+        item.update(
+            tool_name=record["tool_name"], kwargs=record["kwargs"], success=record["success"]
+        )
         if record.get("flagged") or not record["success"]:
             item["error"] = record["error"]
         elif position >= first_full:
@@ -206,6 +207,14 @@ def _record_line(record: ToolExecutionRecord, *, shown: bool) -> str:
     return line
 
 
+_HISTORY_HEADER = "Calls so far, one per line, oldest first (older results may be omitted):"
+
+
+def _section(tag: str, body: str) -> str:
+    """`body` inside `<tag>` lines, ending with a line break; "" for an empty body."""
+    return f"<{tag}>\n{body}\n</{tag}>\n" if body else ""
+
+
 class _OnDemand:
     """A template value rendered only when the template uses it (`str()`)."""
 
@@ -274,15 +283,22 @@ def build_plan_messages(
         reference_example=reference_example or GENERIC_REFERENCE_EXAMPLE,
         max_rounds=max_rounds,
     )
+    history = _OnDemand(lambda: history_text(done, last_count, keep_tool_results))
+    extra = quote_user_text(user_extra_requirement) if user_extra_requirement else ""
     human = prompts.render(
         "plan_native_user" if native else "plan_user",
         available_tools=available_tools,
         conversation=conversation_text(conversation),
+        conversation_section=_section("conversation", conversation_text(conversation))
+        if conversation
+        else "",
         user_input=quote_user_text(user_input),
-        user_extra_requirement=quote_user_text(user_extra_requirement)
-        if user_extra_requirement
-        else "(none)",
-        history=history_text(done, last_count, keep_tool_results),
+        user_extra_requirement=extra or "(none)",
+        user_extra_requirement_section=_section("user_extra_requirement", extra),
+        history=history,
+        history_section=_OnDemand(
+            lambda: _section("rounds", f"{_HISTORY_HEADER}\n{history}") if done else ""
+        ),
         # for templates of the app's that ask for them (the shipped ones use `history`)
         done_plans=_OnDemand(
             lambda: to_prompt_json(planner_view(older, keep_full=keep_tool_results))
