@@ -285,13 +285,12 @@ def build_plan_messages(
     )
     history = _OnDemand(lambda: history_text(done, last_count, keep_tool_results))
     extra = quote_user_text(user_extra_requirement) if user_extra_requirement else ""
+    turns = conversation_text(conversation)
     human = prompts.render(
         "plan_native_user" if native else "plan_user",
         available_tools=available_tools,
-        conversation=conversation_text(conversation),
-        conversation_section=_section("conversation", conversation_text(conversation))
-        if conversation
-        else "",
+        conversation=turns,
+        conversation_section=_section("conversation", turns) if conversation else "",
         user_input=quote_user_text(user_input),
         user_extra_requirement=extra or "(none)",
         user_extra_requirement_section=_section("user_extra_requirement", extra),

@@ -22,6 +22,8 @@ from agentloop import (
     ToolPolicy,
     create_tool_loop,
 )
+from agentloop.planning.prompt import build_plan_messages
+from agentloop.prompts import PromptSet
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 
@@ -401,3 +403,56 @@ def test_input_and_output_json_schemas() -> None:
     app.add_node("agent", graph)
     app.add_edge(START, "agent")
     assert "messages" in app.compile().get_input_jsonschema()["properties"]
+
+
+# --- empty sections ------------------------------------------------------------------------
+
+
+def _record(purpose: str) -> Any:
+    return {
+        "call_id": f"run:0:{purpose}", "round_index": 0, "purpose": purpose,
+        "tool_name": "get_weather", "kwargs": {"city": "Paris"}, "success": True,
+        "result": "Paris: rain", "error": None,
+    }  # fmt: skip
+
+
+def plan_prompt(
+    records: list[Any], *, extra: str = "", turns: tuple[dict[str, str], ...] = (), **kw: Any
+) -> str:
+    round_state = {"done_plans": records, "last_round_records": records, "round_index": 1}
+    messages = build_plan_messages(
+        user_input="weather in Paris?", user_extra_requirement=extra, available_tools="[]",
+        round_state=round_state if records else {**round_state, "round_index": 0},
+        max_rounds=5, keep_tool_results=5, conversation=turns, **kw,
+    )  # fmt: skip
+    return str(messages[1].content)
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_a_plan_prompt_shows_no_empty_section(native: bool) -> None:
+    first = plan_prompt([], native=native)
+    for tag in ("conversation", "user_extra_requirement", "rounds"):
+        assert f"<{tag}>" not in first and f"</{tag}>" not in first
+    assert "(none" not in first
+    later = plan_prompt(
+        [_record("Use get_weather")],
+        extra="in Celsius",
+        turns=({"role": "user", "text": "hi"},),
+        native=native,
+    )
+    assert section(HumanMessage(later), "user_extra_requirement") == '"in Celsius"'
+    assert '"text": "hi"' in section(HumanMessage(later), "conversation")
+    history = section(HumanMessage(later), "rounds")
+    assert history.startswith("Calls so far")
+    assert '"tool_name": "get_weather"' in history and "purpose" not in history
+
+
+def test_a_purpose_the_planner_wrote_stays_in_the_history() -> None:
+    history = section(HumanMessage(plan_prompt([_record("Check the rain")])), "rounds")
+    assert '"purpose": "Check the rain"' in history
+
+
+def test_a_template_with_the_bare_variables_still_says_none() -> None:
+    prompts = PromptSet({"plan_user": "$conversation|$user_extra_requirement|$history|"
+                                      "$history_section"})  # fmt: skip
+    assert plan_prompt([], prompts=prompts) == "(none)|(none)|(none yet)|"
