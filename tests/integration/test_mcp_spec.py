@@ -45,8 +45,10 @@ def loop_with(
 
 
 def section(messages: Any, tag: str) -> str:
-    """The text of one tagged section of a planner request."""
+    """The text of one tagged section of a planner request ("" when it has none)."""
     text = str(messages[-1].content)
+    if f"<{tag}>" not in text:
+        return ""
     return text.split(f"<{tag}>", 1)[1].split(f"</{tag}>", 1)[0]
 
 
