@@ -33,6 +33,7 @@ __all__ = [
     "build_react_agent",
     "loop_input",
     "loop_responder",
+    "tool_call_turns",
     "plan_script",
     "sleeping_tool",
     "text_tool",
@@ -100,9 +101,9 @@ def plan_script(rounds: Sequence[Sequence[Command]]) -> list[str | AIMessage]:
     return [*replies, plan_reply("response")]
 
 
-def agent_script(rounds: Sequence[Sequence[Command]]) -> list[str | AIMessage]:
-    """Return the same decisions for a tool-calling agent: one turn of tool calls per round."""
-    replies: list[str | AIMessage] = [
+def tool_call_turns(rounds: Sequence[Sequence[Command]]) -> list[AIMessage]:
+    """Return one agent turn of tool calls per round of commands."""
+    return [
         AIMessage(
             content="",
             tool_calls=[
@@ -116,7 +117,11 @@ def agent_script(rounds: Sequence[Sequence[Command]]) -> list[str | AIMessage]:
         )
         for turn, commands in enumerate(rounds)
     ]
-    return [*replies, ANSWER]
+
+
+def agent_script(rounds: Sequence[Sequence[Command]]) -> list[str | AIMessage]:
+    """Return the same decisions for a tool-calling agent: one turn of tool calls per round."""
+    return [*tool_call_turns(rounds), ANSWER]
 
 
 def build_loop(

@@ -15,11 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, ToolCall
+from langchain_core.messages import AIMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field, create_model
 
 from agentloop.testing import plan_reply
+from bench.contenders import tool_call_turns
 
 __all__ = [
     "FAST_S",
@@ -210,7 +211,7 @@ class Task:
 
     def agent_turns(self) -> list[AIMessage]:
         """Return `create_agent`'s tool-calling turns, one per round."""
-        return _tool_call_turns(self.rounds)
+        return tool_call_turns(self.rounds)
 
     def native_plans(self) -> list[AIMessage]:
         """Return our native planner's replies: one turn of tool calls per plan, then text.
@@ -220,7 +221,7 @@ class Task:
         that has what it needs would write it.
         """
         plans = self.rounds if self.plans is None else self.plans
-        return [*_tool_call_turns(plans), AIMessage(content=self.answer)]
+        return [*tool_call_turns(plans), AIMessage(content=self.answer)]
 
     def expected_calls(self) -> list[tuple[str, dict[str, Any]]]:
         """Return the calls the tools must receive, in order."""
@@ -231,23 +232,6 @@ class Task:
             for commands in self.rounds
             for command in commands
         ]
-
-
-def _tool_call_turns(plans: Sequence[Sequence[Command]]) -> list[AIMessage]:
-    return [
-        AIMessage(
-            content="",
-            tool_calls=[
-                ToolCall(
-                    name=command["tool_name"],
-                    args=dict(command["tool_kwargs"]),
-                    id=f"call_{turn}_{index}",
-                )
-                for index, command in enumerate(commands)
-            ],
-        )
-        for turn, commands in enumerate(plans)
-    ]
 
 
 def _command(purpose: str, tool: str, kwargs: dict[str, Any], todo: str = "") -> Command:

@@ -46,7 +46,7 @@ def test_a_subgraph_sees_its_parents_checkpointer() -> None:
     parent.add_edge(START, "child")
     out = parent.compile(checkpointer=saver).invoke(
         {"seen": []}, {"configurable": {"thread_id": "t"}}, durability="sync"
-    )
+    )  # not the default ("async"), so the child shows it got the parent's durability
     assert out["seen"] == [(id(saver), "sync")]
 
 

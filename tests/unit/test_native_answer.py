@@ -179,16 +179,20 @@ async def test_the_events_say_the_planner_reply_was_used(entry: str) -> None:
     assert events[1]["status"] == "ok" and events[1]["chars"] == len(ANSWER)
 
 
+async def messages_stream(graph: Any, payload: Any, config: Any, entry: str) -> list[Any]:
+    """The `(message, metadata)` items of `stream_mode="messages"`, through `entry`."""
+    if entry == "stream":
+        return await asyncio.to_thread(
+            lambda: list(graph.stream(payload, config, stream_mode="messages"))
+        )
+    return [item async for item in graph.astream(payload, config, stream_mode="messages")]
+
+
 @pytest.mark.parametrize("entry", ["stream", "astream"])
 async def test_the_messages_stream_shows_the_adopted_answer_once(entry: str) -> None:
     graph = native(ScriptedChatModel([lookup(), ANSWER], chunk_size=4))
     payload, config = {"user_input": "Lumen Bay?"}, thread(f"messages-{entry}")
-    if entry == "stream":
-        items = await asyncio.to_thread(
-            lambda: list(graph.stream(payload, config, stream_mode="messages"))
-        )
-    else:
-        items = [item async for item in graph.astream(payload, config, stream_mode="messages")]
+    items = await messages_stream(graph, payload, config, entry)
     shown = [
         (message, metadata["langgraph_node"])
         for message, metadata in items
@@ -209,12 +213,7 @@ async def test_streamed_planner_tokens_are_the_answer_shown_once(entry: str) -> 
         planning=PlanningOptions(stream_plan_tokens=True),
     )
     payload, config = {"user_input": "Lumen Bay?"}, thread(f"plan-tokens-{entry}")
-    if entry == "stream":
-        items = await asyncio.to_thread(
-            lambda: list(graph.stream(payload, config, stream_mode="messages"))
-        )
-    else:
-        items = [item async for item in graph.astream(payload, config, stream_mode="messages")]
+    items = await messages_stream(graph, payload, config, entry)
     shown = "".join(str(message.content) for message, _ in items if isinstance(message, AIMessage))
     assert shown == ANSWER  # the planner's chunks; the answer node's message is the same one
     assert {metadata["langgraph_node"] for _, metadata in items} == {"prepare", "plan"}

@@ -8,17 +8,10 @@ from typing import Any
 from langchain_core.tools import tool
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
+from agentloop._sync import has_running_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.interceptors import Proceed, ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
-
-
-def has_running_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 class LoopWatch:
