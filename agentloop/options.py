@@ -99,9 +99,11 @@ class PlanningOptions:
             a template that uses a `$name` it may not is a `ConfigurationError`
             (`PROMPT_VARIABLES` lists them).
         keep_tool_results: Of the results earlier prompts showed, the planner sees at
-            least this many latest in full again; older ones are omitted in blocks of
-            this size, so the prompt's history only grows at its end between two blocks
-            (the last round's results are always shown).
+            least this many latest in full again; older ones longer than 100 characters
+            (`SHORT_RESULT_CHARS`) are omitted in blocks of this size, so the prompt's
+            history only grows at its end between two blocks (the last round's results
+            are always shown, and the answer model sees every result). A native
+            planner's reply is not taken as the answer once a result was omitted.
         max_consecutive_rollbacks: Rounds in a row that may be rolled back.
         max_commands_per_round: Commands of one plan that run; the excess become refused
             records (`too_many_commands`) that tell the planner why.
@@ -119,6 +121,8 @@ class PlanningOptions:
             the plan is likely to say `response` (no tool available, a chat-like first
             request, after a round whose calls all succeeded, as the loop's earlier
             plans at that point say); `True`: with every planner call; `False`: never.
+            In `plan_mode="native"` a started answer is used rather than the planner's
+            text reply (it was asked without the tool list, so it comes sooner).
             Off with `wrap_model_call` middleware, which every answer call goes through.
         streaming_dispatch: Start a plan's concurrency-safe, idempotent calls while the
             plan is still streaming (off anyway when the loop interrupts before
@@ -130,7 +134,7 @@ class PlanningOptions:
     """
 
     prompts: Mapping[str, PromptSource] | None = None
-    keep_tool_results: int = 5
+    keep_tool_results: int = 1
     max_consecutive_rollbacks: int = 5
     max_commands_per_round: int = 64
     plan_reasks: int = 2

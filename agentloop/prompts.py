@@ -29,6 +29,7 @@ __all__ = [
     "quote_user_text",
     "tool_list_json",
     "render_prompt",
+    "result_notes",
     "to_prompt_json",
 ]
 
@@ -194,6 +195,33 @@ def load_prompt(name: str) -> PromptFile:
     return PromptFile(name, text)
 
 
+_RESULT_NOTES = (
+    ('"error": ', 'A value with an "error" key is a failed call: do not invent its result.'),
+    (
+        '"fallback": ',
+        'A value with a "fallback" key is degraded (stale or default) data: say so if you use it.',
+    ),
+    (
+        ": attachment ",
+        'Media appear as "[image ...: attachment HANDLE]"; those you can see follow this '
+        "message, each after a line naming its handle.",
+    ),
+)
+"""What the answer model is told about results, each only when the results need it."""
+
+
+def result_notes(results: str) -> str:
+    """`$result_notes`: how to read failed calls, fallbacks and media, when there are any.
+
+    Args:
+        results: The action results as prompt JSON.
+
+    Returns:
+        The notes, each after a space, or "".
+    """
+    return "".join(f" {note}" for marker, note in _RESULT_NOTES if marker in results)
+
+
 def render_prompt(name: str, **values: Any) -> str:
     """Load and render a template in one call."""
     return load_prompt(name).render(**values).strip()
@@ -212,6 +240,7 @@ _ROUND_VARIABLES = frozenset(
         "last_round_records",
         "round_number",
         "round_index",
+        "round_section",
         "max_rounds",
         "rollback_note",
     }
@@ -220,7 +249,9 @@ _ROUND_VARIABLES = frozenset(
 
 A `*_section` is its variable inside its tags (`<conversation>`, `<user_extra_requirement>`,
 `<rounds>` with a header line), or "" when there is nothing to show, so a prompt spends
-no tokens on empty sections; the bare variables say "(none)" instead."""
+no tokens on empty sections; the bare variables say "(none)" instead. `round_section` is
+the round and the limit in `<round>` tags, asking in the last round for only what is
+essential."""
 
 PROMPT_VARIABLES: dict[str, frozenset[str]] = {
     "plan_system": frozenset({"plan_example", "reference_example", "max_rounds"}),
@@ -231,8 +262,8 @@ PROMPT_VARIABLES: dict[str, frozenset[str]] = {
     "plan_native_reask": frozenset({"problem", "reply"}),
     "rollback_note": frozenset({"reasons"}),
     "answer_system": frozenset({"user_extra_requirement"}),
-    "answer_user": frozenset({"user_input", "conversation"}),
-    "answer_results": frozenset({"action_results"}),
+    "answer_user": frozenset({"user_input", "conversation", "conversation_section"}),
+    "answer_results": frozenset({"action_results", "result_notes"}),
 }
 """Each template the loop renders, and the variables a template of that name may use."""
 

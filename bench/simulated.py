@@ -46,10 +46,10 @@ __all__ = [
 
 CHARS_PER_TOKEN = 4
 """The token estimate: one token per 4 characters, rounded up."""
-PLAN_MARKER = "</round>"
-"""Text only our planner's prompt contains (it closes the round's limits), in both plan
-modes: a request with tools bound that carries it is our native planner's, not
-`create_agent`'s."""
+PLAN_MARKER = "</user_input>"
+"""Text only our planner's prompt contains (it closes the request), in both plan modes
+(the answer prompt puts the request in `<user_request>`): a request with tools bound
+that carries it is our native planner's, not `create_agent`'s."""
 
 RequestKind = Literal["plan", "answer", "agent"]
 """Our planner, our answer model, or a tool-calling turn of `create_agent`."""

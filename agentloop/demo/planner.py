@@ -82,7 +82,8 @@ class _Round:
 
     def passages(self) -> list[_Text]:
         """Passages of successful calls worth reading, whole documents first."""
-        found = [p for r in self.records if r.get("success") for p in _passages(r.get("result"))]
+        ok = [r for r in self.records if r.get("success", True) and "error" not in r]
+        found = [p for r in ok for p in _passages(r.get("result"))]
         found = [p for p in found if _promising(self.question, f"{p.source} {p.text}")]
         return sorted(found, key=lambda p: not p.whole)
 

@@ -23,7 +23,7 @@ from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.planner_reply import adopted_reply
 from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.prompt import conversation_text, default_prompts
-from agentloop.prompts import PromptSet, quote_user_text, to_prompt_json
+from agentloop.prompts import PromptSet, quote_user_text, result_notes, to_prompt_json
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
 from agentloop.structured import StructuredResult, Wrapped
@@ -145,14 +145,17 @@ def build_answer_messages(
             else ""
         ),
     )
+    turns = conversation_text(conversation)
     human = prompts.render(
         "answer_user",
         user_input=quote_user_text(user_input),
-        conversation=conversation_text(conversation),
+        conversation=turns,
+        conversation_section=f"<conversation>\n{turns}\n</conversation>\n" if conversation else "",
     )
     if action_results:
+        results = to_prompt_json(action_results)
         human += "\n\n" + prompts.render(
-            "answer_results", action_results=to_prompt_json(action_results)
+            "answer_results", action_results=results, result_notes=result_notes(results)
         )
     if media:
         return [SystemMessage(system), HumanMessage([{"type": "text", "text": human}, *media])]

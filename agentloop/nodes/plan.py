@@ -33,7 +33,7 @@ from agentloop.planning.check import (
 )
 from agentloop.planning.native import NativePlanReader, adopts_planner_reply
 from agentloop.planning.normalize import unparseable_decision
-from agentloop.planning.prompt import build_plan_messages
+from agentloop.planning.prompt import build_plan_messages, omits_results
 from agentloop.planning.reader import PlanRead
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, PlanDecision, empty_round_state, run_limit
@@ -167,16 +167,18 @@ class _Plan:
             scope, self.parts.models.planners(scope.loop), messages, example, dispatch
         )
         attempts.point = self._speculation.point(state, self.parts.registry.names)
-        attempts.whole_reply = adopts_planner_reply(
-            settings.plan_mode,
-            attempts.models[0],
-            self.parts.models.answerer(scope.loop),
-            tools_ran=bool(round_state["done_plans"]),
-        )
         answerer = self.parts.models.answerers(scope.loop)[0]
         wanted = self._speculation.wanted(settings.speculative_answer, attempts.point, answerer)
-        if wanted and not attempts.whole_reply:  # an adopted reply needs no answer call
+        if wanted:  # on `response` this answer is used, the reply read no further
             attempts.speculative = self._speculate(state, scope, asynchronous=asynchronous)
+        else:  # a native text reply is read whole when it may be the answer itself
+            attempts.whole_reply = adopts_planner_reply(
+                settings.plan_mode,
+                attempts.models[0],
+                self.parts.models.answerer(scope.loop),
+                tools_ran=bool(round_state["done_plans"]),
+                results_omitted=omits_results(round_state, settings.keep_tool_results),
+            )
         return attempts
 
     def _speculate(
@@ -250,9 +252,8 @@ class _Plan:
         if not failure:
             self._speculation.observe(attempts.point, decision["next_action"] == "response")
         if attempts.speculative is not None:
-            adopted = attempts.whole_reply and bool(decision.get("reply"))
-            if failure or decision["next_action"] != "response" or adopted:
-                attempts.drop_answer("cancelled")  # not needed, or the reply is the answer
+            if failure or decision["next_action"] != "response":
+                attempts.drop_answer("cancelled")
             else:
                 self.parts.inflight.set_answer(state.get("run_id", ""), attempts.speculative)
         scope.emit(

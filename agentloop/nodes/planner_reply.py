@@ -9,6 +9,7 @@ from langchain_core.messages import AIMessage
 
 from agentloop.nodes.parts import LoopParts
 from agentloop.planning.native import adopts_planner_reply
+from agentloop.planning.prompt import omits_results
 from agentloop.settings import RunScope
 from agentloop.state import LoopState, empty_round_state
 
@@ -20,8 +21,9 @@ def adopted_reply(parts: LoopParts, state: LoopState, scope: RunScope) -> AIMess
 
     It is when the last plan is a native reply without tool calls, read whole and usable
     (not empty, not cut, not looping), and `adopts_planner_reply` holds: no tool ran in
-    the run, or the answer model is the planner model. The message keeps the reply's id,
-    so a `messages` stream that showed the planner's tokens does not show it again.
+    the run, or the answer model is the planner model and the planner saw every result.
+    The message keeps the reply's id, so a `messages` stream that showed the planner's
+    tokens does not show it again.
     """
     decision: Mapping[str, Any] = state.get("decision") or {}
     reply = decision.get("reply") or ""
@@ -29,12 +31,13 @@ def adopted_reply(parts: LoopParts, state: LoopState, scope: RunScope) -> AIMess
         return None
     if state.get("status") == "planner_failed":
         return None
-    done = (state.get("round_state") or empty_round_state())["done_plans"]
+    round_state = state.get("round_state") or empty_round_state()
     models = parts.models
     adopts = adopts_planner_reply(
         scope.settings.plan_mode,
         models.planner(scope.loop),
         models.answerer(scope.loop),
-        tools_ran=bool(done),
+        tools_ran=bool(round_state["done_plans"]),
+        results_omitted=omits_results(round_state, scope.settings.keep_tool_results),
     )
     return AIMessage(reply, id=decision.get("reply_id") or None) if adopts else None

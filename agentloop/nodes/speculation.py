@@ -19,6 +19,10 @@ whether it was speculated or not. A plan is speculated when that estimate is at 
 `MIN_RESPONSE_RATE`. A re-ask never starts another answer (the one started with the
 plan is dropped as soon as a reply says `execute`).
 
+In `plan_mode="native"` the planner's own text reply can be the answer; a speculative
+answer is used instead when one was started (its prompt has no tool list, so its first
+token comes sooner), and the planner's reply is read only up to its first text token.
+
 "auto" never speculates with an answer model whose replies follow the order of the
 requests (`replies_in_order`, as `agentloop.testing.ScriptedChatModel` with a script
 declares): an extra request would take a reply meant for a later one.

@@ -35,22 +35,32 @@ __all__ = ["NativeCallParser", "NativePlanReader", "adopts_planner_reply", "deco
 
 
 def adopts_planner_reply(
-    plan_mode: PlanMode, planner: BaseChatModel, answerer: BaseChatModel, *, tools_ran: bool
+    plan_mode: PlanMode,
+    planner: BaseChatModel,
+    answerer: BaseChatModel,
+    *,
+    tools_ran: bool,
+    results_omitted: bool = False,
 ) -> bool:
     """Whether a planner reply without tool calls would be the run's answer.
 
-    In `plan_mode="native"` the planner sees the request and every result, so its text
-    reply is the answer, without a second model call, when no tool ran in the run or
-    when the answer model is the planner model. (The answer node still checks that the
-    reply is usable: not empty, not cut.)
+    In `plan_mode="native"` the planner's text reply is the answer, without a second
+    model call, when no tool ran in the run, or when the answer model is the planner
+    model and the planner's prompt showed every result in full (older results left out
+    to keep plan prompts short, `keep_tool_results`, are for the answer model to read).
+    The answer node still checks that the reply is usable: not empty, not cut.
 
     Args:
         plan_mode: The run's plan mode.
         planner: The run's planner model.
         answerer: The run's answer model.
         tools_ran: Whether the run has tool results.
+        results_omitted: Whether the planner's prompt left out results
+            (`agentloop.planning.prompt.omits_results`).
     """
-    return plan_mode == "native" and (not tools_ran or answerer is planner)
+    if plan_mode != "native":
+        return False
+    return not tools_ran or (answerer is planner and not results_omitted)
 
 
 def decode_arguments(text: str) -> Any:

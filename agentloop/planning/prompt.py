@@ -18,17 +18,40 @@ from agentloop.state import RoundState, ToolExecutionRecord
 __all__ = [
     "OMITTED",
     "PLAN_TOOL",
+    "SHORT_RESULT_CHARS",
     "PLAN_TOOL_STRICT",
     "build_plan_messages",
     "conversation_text",
     "default_prompts",
     "history_text",
     "omitted_results",
+    "omits_results",
     "planner_view",
     "to_prompt_json",
 ]
 
-OMITTED = "[result omitted to keep the context short; it was seen in an earlier round]"
+OMITTED = "[omitted: seen in an earlier round]"
+
+SHORT_RESULT_CHARS = 100
+"""A result this short (an id, a name, a number) is never omitted: leaving it out would
+save little and could cost the planner a value a later call needs."""
+
+
+def _short(result: Any) -> bool:
+    """Whether a result is short enough to show in every prompt (`SHORT_RESULT_CHARS`)."""
+    if result is None or isinstance(result, bool | int | float):
+        return True
+    if isinstance(result, str):
+        return len(result) <= SHORT_RESULT_CHARS
+    return len(to_prompt_json(result)) <= SHORT_RESULT_CHARS
+
+
+def _omits(record: ToolExecutionRecord) -> bool:
+    """Whether `planner_view` leaves out a record's result when it is not among the latest."""
+    if record.get("error_type") == "too_many_commands":
+        return False
+    shows_error = record.get("flagged") or not record["success"]
+    return not shows_error and not _short(record["result"])
 
 
 def _plan_tool(*, strict: bool) -> dict[str, Any]:
@@ -94,9 +117,10 @@ def planner_view(records: Sequence[ToolExecutionRecord], *, keep_full: int) -> l
         keep_full: Only the last `keep_full` records of `records` keep their result.
 
     Returns:
-        Slim records: round, purpose (unless the default one), tool, arguments, success,
-        result or marker, error; commands refused for exceeding the per-round cap as one
-        item with their count.
+        Slim records: round, purpose (unless the default one), tool, arguments,
+        `"success": false` and the error for a failed call, else the result (`OMITTED` for
+        a result longer than `SHORT_RESULT_CHARS` outside the latest `keep_full`);
+        commands refused for exceeding the per-round cap as one item with their count.
     """
     first_full = len(records) - keep_full
     view: list[dict[str, Any]] = []
@@ -111,12 +135,12 @@ def planner_view(records: Sequence[ToolExecutionRecord], *, keep_full: int) -> l
         item: dict[str, Any] = {"round": record.get("round_index", 0)}
         if record["purpose"] != default_purpose(record["tool_name"]):
             item["purpose"] = record["purpose"]  # a purpose the planner wrote
-        item.update(
-            tool_name=record["tool_name"], kwargs=record["kwargs"], success=record["success"]
-        )
+        item.update(tool_name=record["tool_name"], kwargs=record["kwargs"])
+        if not record["success"]:
+            item["success"] = False
         if record.get("flagged") or not record["success"]:
             item["error"] = record["error"]
-        elif position >= first_full:
+        elif position >= first_full or _short(record["result"]):
             item["result"] = record["result"]
         else:
             item["result"] = OMITTED
@@ -145,6 +169,27 @@ def omitted_results(seen: int, keep: int) -> int:
     if keep <= 0:
         return seen
     return max(0, (seen // keep - 1) * keep)
+
+
+def _last_round_count(round_state: RoundState) -> int:
+    """How many of `done_plans` are the last round's records (shown in full)."""
+    done, last = round_state["done_plans"], round_state["last_round_records"]
+    return len(last) if last and done[-len(last) :] == last else 0
+
+
+def omits_results(round_state: RoundState, keep: int) -> bool:
+    """Whether the planner's next prompt leaves out a result it saw in an earlier one.
+
+    A planner that did not see every result in full cannot write the run's answer
+    (`adopts_planner_reply`): the answer model, which sees them all, does.
+
+    Args:
+        round_state: What happened so far.
+        keep: `keep_tool_results`.
+    """
+    done = round_state["done_plans"]
+    cutoff = omitted_results(len(done) - _last_round_count(round_state), keep)
+    return any(_omits(record) for record in done[:cutoff])
 
 
 def history_text(records: Sequence[ToolExecutionRecord], last_round: int, keep: int) -> str:
@@ -207,12 +252,18 @@ def _record_line(record: ToolExecutionRecord, *, shown: bool) -> str:
     return line
 
 
-_HISTORY_HEADER = "Calls so far, one per line, oldest first (older results may be omitted):"
+_HISTORY_HEADER = "Calls so far, oldest first:"
 
 
 def _section(tag: str, body: str) -> str:
     """`body` inside `<tag>` lines, ending with a line break; "" for an empty body."""
     return f"<{tag}>\n{body}\n</{tag}>\n" if body else ""
+
+
+def _round_section(round_index: int, max_rounds: int) -> str:
+    """`round_section`: the round and the limit, and in the last round what to call."""
+    last = " (the last round: call only what is essential)" if round_index + 1 >= max_rounds else ""
+    return _section("round", f"round_index: {round_index}, max_rounds: {max_rounds}{last}")
 
 
 class _OnDemand:
@@ -273,7 +324,7 @@ def build_plan_messages(
     prompts = prompts or default_prompts()
     done = round_state["done_plans"]
     last = round_state["last_round_records"]
-    last_count = len(last) if done[-len(last) :] == last else 0
+    last_count = _last_round_count(round_state)
     older = done[: len(done) - last_count] if last_count else done
     # The last round's results were never shown: all of them are. `keep_tool_results`
     # bounds the results earlier prompts already showed.
@@ -305,6 +356,7 @@ def build_plan_messages(
         last_round_records=_OnDemand(
             lambda: to_prompt_json(planner_view(last, keep_full=len(last)))
         ),
+        round_section=_round_section(round_state["round_index"], max_rounds),
         round_number=round_state["round_index"] + 1,
         round_index=round_state["round_index"],
         max_rounds=max_rounds,

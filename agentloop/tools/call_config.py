@@ -80,9 +80,7 @@ class SamplingModel:
     its `SamplingModel`; the key stops resolving once the loop is gone.
     """
 
-    _live: ClassVar[weakref.WeakValueDictionary[str, SamplingModel]] = (
-        weakref.WeakValueDictionary()
-    )
+    _live: ClassVar[weakref.WeakValueDictionary[str, SamplingModel]] = weakref.WeakValueDictionary()
 
     def __init__(self, model: BaseChatModel) -> None:
         self.model = model

@@ -290,7 +290,10 @@ async def test_the_plan_prompt_history_only_grows_at_its_end(run_loop: Any) -> N
     planner = ScriptedChatModel([*plans, plan_reply("response")])
     await run_loop(
         create_tool_loop(
-            planner, [get_page], models=ModelOptions(answer_model=ScriptedChatModel(["ok"]))
+            planner,
+            [get_page],
+            models=ModelOptions(answer_model=ScriptedChatModel(["ok"])),
+            planning=PlanningOptions(keep_tool_results=4),  # no block omitted yet
         ),
         {"user_input": "read pages 1 to 4"},
     )
@@ -456,3 +459,35 @@ def test_a_template_with_the_bare_variables_still_says_none() -> None:
     prompts = PromptSet({"plan_user": "$conversation|$user_extra_requirement|$history|"
                                       "$history_section"})  # fmt: skip
     assert plan_prompt([], prompts=prompts) == "(none)|(none)|(none yet)|"
+
+
+def test_the_answer_prompt_explains_only_what_its_results_hold() -> None:
+    from agentloop.nodes.answer import build_answer_messages
+
+    plain = str(build_answer_messages("q", "", {"Use a": "fine"})[1].content)
+    assert "<conversation>" not in plain  # no earlier turn: no empty section
+    assert '"error" key' not in plain and '"fallback" key' not in plain
+    assert "attachment HANDLE" not in plain
+    mixed = {"Use a": {"error": "boom", "result": None}, "Use b": {"result": 1, "fallback": "x"}}
+    noted = str(build_answer_messages("q", "", mixed)[1].content)
+    assert '"error" key' in noted and '"fallback" key' in noted
+    turns = [{"user": "hi", "assistant": "hello"}]
+    with_turns = str(build_answer_messages("q", "", {}, conversation=turns)[1].content)
+    assert with_turns.startswith("<conversation>\n") and '"hi"' in with_turns
+
+
+def test_the_last_round_asks_for_only_what_is_essential() -> None:
+    from agentloop.planning.prompt import build_plan_messages
+    from agentloop.state import empty_round_state
+
+    def native_prompt(round_index: int) -> str:
+        state = {**empty_round_state(), "round_index": round_index}
+        messages = build_plan_messages(
+            user_input="q", user_extra_requirement="", available_tools="[]",
+            round_state=state, max_rounds=3, keep_tool_results=1, native=True,
+        )  # fmt: skip
+        return str(messages[1].content)
+
+    assert "round_index: 0, max_rounds: 3\n" in native_prompt(0)
+    assert "essential" not in native_prompt(1)
+    assert "round_index: 2, max_rounds: 3 (the last round" in native_prompt(2)

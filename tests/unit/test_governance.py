@@ -643,7 +643,7 @@ async def test_planner_sees_only_recent_results_in_full(
     @tool
     def get_n(n: int) -> str:
         """Numbered result."""
-        return f"RESULT-{n}"
+        return f"RESULT-{n} " + "long text " * 20  # long enough to be omitted
 
     plans = [plan_reply("execute", [cmd("get_n", n=i)]) for i in range(5)] + [
         plan_reply("response")
@@ -666,7 +666,7 @@ async def test_keep_tool_results_never_hides_a_result_not_shown_yet(
     @tool
     def get_n(n: int) -> str:
         """Numbered result."""
-        return f"RESULT-{n}"
+        return f"RESULT-{n} " + "long text " * 20  # long enough to be omitted
 
     plans = [
         plan_reply("execute", [cmd("get_n", n=i) for i in range(8)]),

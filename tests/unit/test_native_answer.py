@@ -252,18 +252,53 @@ async def test_a_typed_result_is_asked_from_the_adopted_reply(run_loop: Any) -> 
     assert model.requests[2][-2].content == ANSWER  # the result follows the adopted answer
 
 
-async def test_no_speculative_answer_starts_when_the_reply_will_be_adopted(
+async def test_a_speculative_answer_is_the_answer_and_the_reply_is_read_no_further(
     run_loop: Any,
 ) -> None:
     def reply(messages: list[Any]) -> str:
-        return ANSWER if "You plan" in messages[0].text else "speculated"
+        return (
+            "The planner's own reply, long enough to stream."
+            if "You plan" in messages[0].text
+            else ANSWER
+        )
 
-    model = ScriptedChatModel([], responder=reply)
+    model = ScriptedChatModel([], responder=reply, chunk_size=4)
     graph = native(model, planning=PlanningOptions(speculative_answer=True))
     out = await run_loop(graph, {"user_input": "hi"}, thread("speculative"))
     assert out["answer"] == ANSWER
-    assert model.request_count == 1  # the planner's reply is the answer: nothing to start
-    assert out["usage"]["tool_loop"]["model_calls"] == 1
+    assert model.request_count == 2  # the plan and the answer, started together
+    assert out["decision"]["short_circuited"] is True  # read up to its first text
+    assert "reply" not in out["decision"]
+    assert out["usage"]["tool_loop"]["model_calls"] == 2
+
+
+@tool
+def page(n: int) -> str:
+    """Read one page of the report."""
+    return f"page {n}: " + "lorem " * 20
+
+
+async def test_a_planner_that_no_longer_sees_every_result_does_not_write_the_answer(
+    run_loop: Any,
+) -> None:
+    def read(n: int) -> AIMessage:
+        return AIMessage("", tool_calls=[{"name": "page", "args": {"n": n}, "id": f"p{n}"}])
+
+    model = ScriptedChatModel(
+        [read(1), read(2), read(3), "From what I still see: 2 and 3.", ANSWER]
+    )
+    graph = create_tool_loop(
+        model,
+        [page],
+        plan_mode="native",
+        checkpointer=InMemorySaver(),
+        planning=PlanningOptions(keep_tool_results=1),
+    )
+    out = await run_loop(graph, {"user_input": "Sum up pages 1 to 3."}, thread("omitted"))
+    assert "page 1:" not in model.requests[3][-1].text  # the last plan left page 1 out
+    assert model.request_count == 5  # so the answer model wrote the answer
+    assert out["answer"] == ANSWER
+    assert all(f"page {n}:" in model.requests[4][-1].text for n in (1, 2, 3))
 
 
 def test_the_predicate_the_speculation_decision_can_use() -> None:
@@ -271,5 +306,7 @@ def test_the_predicate_the_speculation_decision_can_use() -> None:
     assert adopts_planner_reply("native", one, one, tools_ran=True)
     assert adopts_planner_reply("native", one, other, tools_ran=False)
     assert not adopts_planner_reply("native", one, other, tools_ran=True)
+    assert not adopts_planner_reply("native", one, one, tools_ran=True, results_omitted=True)
+    assert adopts_planner_reply("native", one, other, tools_ran=False, results_omitted=True)
     assert not adopts_planner_reply("json", one, one, tools_ran=False)
     assert not adopts_planner_reply("tool", one, one, tools_ran=False)

@@ -349,8 +349,8 @@ async def test_speculative_answers_follow_the_native_decision(entry: str) -> Non
     )
     events = await collect_events(graph, {"user_input": "news?"}, entry)
     speculated = [e["outcome"] for e in events if e["type"] == "answer_speculated"]
-    # before any tool ran, a text reply would itself be the answer: nothing is started beside
-    # the first plan; after the lookup, the answer model's answer starts beside the plan
-    assert speculated == ["adopted"]
-    assert answerer.request_count == 1
+    # an answer starts beside each plan: the first is cancelled by the plan's tool call,
+    # the second is the answer
+    assert speculated == ["cancelled", "adopted"]
+    assert answerer.request_count == 2
     assert effects.lookups == ["news"]

@@ -19,7 +19,7 @@ ROUNDS = 4
 @tool
 def get_item(n: int) -> str:
     """Read an item."""
-    return f"item {n} " + "x" * 40
+    return f"item {n} " + "x" * 120  # long enough to be omitted
 
 
 def _plans() -> list[Any]:
@@ -79,3 +79,54 @@ async def test_a_plan_template_may_still_show_the_records_as_lists(run_loop: Any
     last = records[-2:]
     assert f"Last: {to_prompt_json(planner_view(last, keep_full=2))}" in last_prompt
     assert f"Done: {to_prompt_json(planner_view(records[:-2], keep_full=2))}" in last_prompt
+
+
+def _record(n: int, result: Any, *, success: bool = True) -> dict[str, Any]:
+    return {
+        "call_id": f"c{n}",
+        "round_index": n,
+        "purpose": "Use get_item",
+        "tool_name": "get_item",
+        "kwargs": {"n": n},
+        "success": success,
+        "result": result,
+        "error": "" if success else "boom",
+    }
+
+
+def _state(records: list[dict[str, Any]]) -> Any:
+    return {"done_plans": records, "last_round_records": records[-1:], "round_index": len(records)}
+
+
+def test_short_results_are_never_omitted_and_long_ones_are() -> None:
+    short = "ID-7"
+    long = "page " + "x" * (prompt.SHORT_RESULT_CHARS + 1)
+    records = [_record(0, short), _record(1, long), _record(2, 12), _record(3, long)]
+    view = planner_view(records, keep_full=1)
+    assert [item["result"] for item in view] == [short, prompt.OMITTED, 12, long]
+    assert all("success" not in item for item in view)  # only a failure says so
+    failed = planner_view([_record(0, None, success=False)], keep_full=0)[0]
+    assert failed["success"] is False and failed["error"] == "boom"
+
+
+def test_omits_results_is_true_only_when_a_long_result_is_left_out() -> None:
+    long = "x" * 500
+    assert not prompt.omits_results(_state([_record(n, "short") for n in range(6)]), 1)
+    assert not prompt.omits_results(_state([_record(0, long), _record(1, long)]), 1)
+    assert prompt.omits_results(_state([_record(n, long) for n in range(3)]), 1)
+    assert not prompt.omits_results(_state([_record(n, long) for n in range(3)]), 5)
+
+
+async def test_the_planner_sees_the_last_round_and_one_more_result_by_default(
+    run_loop: Any,
+) -> None:
+    planner = ScriptedChatModel(_plans())
+    graph = create_tool_loop(
+        planner, [get_item], models=ModelOptions(answer_model=ScriptedChatModel(["done"]))
+    )
+    out = await run_loop(graph, {"user_input": "read the items"})
+    last_prompt = str(planner.requests[-1][-1].content)
+    records = out["round_state"]["done_plans"]
+    shown = [r for r in records if str(r["result"]) in last_prompt]
+    assert len(shown) == 3  # the last round's two and the latest one before them
+    assert last_prompt.count(prompt.OMITTED) == len(records) - 3

@@ -14,8 +14,11 @@ from agentloop import ModelOptions, PlanningOptions, create_tool_loop
 from agentloop.prompts import PROMPT_VARIABLES, to_prompt_json
 from agentloop.testing import ScriptedChatModel, plan_reply
 
-NUMERIC_VARIABLES = frozenset({"max_rounds", "round_index", "round_number"})
-"""Variables the loop fills with numbers it computes: no tool or model text reaches them."""
+NUMERIC_VARIABLES = frozenset(
+    {"max_rounds", "round_index", "round_number", "round_section", "result_notes"}
+)
+"""Variables the loop fills with numbers it computes or its own fixed sentences: no tool
+or model text reaches them."""
 
 VARIABLES = sorted({name for names in PROMPT_VARIABLES.values() for name in names})
 TAGS = sorted({*VARIABLES, "rounds", "round"})

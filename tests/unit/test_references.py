@@ -546,7 +546,9 @@ async def test_the_plan_prompt_teaches_references_with_the_loops_tools(
     await run_loop(graph, {"user_input": "hi"})
     system = str(planner.requests[0][0].content)
     if plan_mode == "native":  # calls of one reply, numbered from 1; no JSON plan to show
-        assert '"$1" is the whole result of call 1 of the same reply, "${1}" inside a' in system
+        assert (
+            '"$1" is the result\nof call 1 of the reply, "${1}" its text inside a string' in system
+        )
         assert "execution_commands" not in system
     else:
         assert '"$1" is the whole result of command 1' in system
