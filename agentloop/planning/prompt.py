@@ -18,8 +18,8 @@ from agentloop.state import RoundState, ToolExecutionRecord
 __all__ = [
     "OMITTED",
     "PLAN_TOOL",
-    "SHORT_RESULT_CHARS",
     "PLAN_TOOL_STRICT",
+    "SHORT_RESULT_CHARS",
     "build_plan_messages",
     "conversation_text",
     "default_prompts",

@@ -62,7 +62,7 @@ async def worst_stall_ms(text: str) -> float:
         [_tool(text)],
         models=ModelOptions(answer_model=BenchChatModel(["Done."], chunk_size=ONE_CHUNK)),
     )
-    stop, delays = asyncio.Event(), []
+    stop, delays = asyncio.Event(), list[float]()
     beating = asyncio.create_task(_heartbeat(stop, delays))
     await asyncio.sleep(5 * BEAT_S)
     try:
@@ -73,7 +73,7 @@ async def worst_stall_ms(text: str) -> float:
     if not out["tool_logs"][0]["truncated"] and len(text) > 20_000:
         msg = "the large result was not bounded"
         raise RuntimeError(msg)
-    return max(delays) * 1000
+    return float(max(delays)) * 1000
 
 
 def _document() -> str:
