@@ -171,7 +171,7 @@ class _Plan:
         wanted = self._speculation.wanted(settings.speculative_answer, attempts.point, answerer)
         if wanted:  # on `response` this answer is used, the reply read no further
             attempts.speculative = self._speculate(state, scope, asynchronous=asynchronous)
-        else:  # a native text reply is read whole when it may be the answer itself
+        elif settings.plan_mode == "native":  # a text reply read whole may be the answer
             attempts.whole_reply = adopts_planner_reply(
                 settings.plan_mode,
                 attempts.models[0],

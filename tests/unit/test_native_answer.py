@@ -207,6 +207,23 @@ async def test_the_messages_stream_shows_the_adopted_answer_once(entry: str) -> 
 
 
 @pytest.mark.parametrize("entry", ["stream", "astream"])
+async def test_a_chat_ui_streams_the_speculative_answer_and_no_plan_text(entry: str) -> None:
+    def reply(messages: list[Any]) -> str:
+        return "PLANNER TEXT " * 8 if "You plan" in messages[0].text else ANSWER
+
+    # a model that answers from the request (not a script in order): "auto" speculates
+    graph = native(ScriptedChatModel([], responder=reply, chunk_size=4))
+    payload, config = {"user_input": "Say hello"}, thread(f"chat-ui-{entry}")
+    items = await messages_stream(graph, payload, config, entry)
+    chunks = [(m, meta["langgraph_node"]) for m, meta in items if isinstance(m, AIMessageChunk)]
+    assert "".join(str(m.content) for m, _ in chunks) == ANSWER
+    assert {node for _, node in chunks} == {"answer"}
+    assert not any("PLANNER" in str(m.content) for m, _ in items)
+    state = graph.get_state(config).values
+    assert state["answer"] == ANSWER and state["messages"][-1].content == ANSWER
+
+
+@pytest.mark.parametrize("entry", ["stream", "astream"])
 async def test_streamed_planner_tokens_are_the_answer_shown_once(entry: str) -> None:
     graph = native(
         ScriptedChatModel([ANSWER], chunk_size=4),
