@@ -30,6 +30,7 @@ __all__ = [
     "tool_list_json",
     "render_prompt",
     "result_notes",
+    "tagged_section",
     "to_prompt_json",
 ]
 
@@ -208,6 +209,11 @@ _RESULT_NOTES = (
     ),
 )
 """What the answer model is told about results, each only when the results need it."""
+
+
+def tagged_section(tag: str, body: str) -> str:
+    """`body` inside `<tag>` lines, ending with a line break; "" for an empty body."""
+    return f"<{tag}>\n{body}\n</{tag}>\n" if body else ""
 
 
 def result_notes(results: str) -> str:

@@ -23,7 +23,13 @@ from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.planner_reply import adopted_reply
 from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.prompt import conversation_text, default_prompts
-from agentloop.prompts import PromptSet, quote_user_text, result_notes, to_prompt_json
+from agentloop.prompts import (
+    PromptSet,
+    quote_user_text,
+    result_notes,
+    tagged_section,
+    to_prompt_json,
+)
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
 from agentloop.structured import StructuredResult, Wrapped
@@ -150,7 +156,7 @@ def build_answer_messages(
         "answer_user",
         user_input=quote_user_text(user_input),
         conversation=turns,
-        conversation_section=f"<conversation>\n{turns}\n</conversation>\n" if conversation else "",
+        conversation_section=tagged_section("conversation", turns) if conversation else "",
     )
     if action_results:
         results = to_prompt_json(action_results)

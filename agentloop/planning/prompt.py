@@ -12,7 +12,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from agentloop.planning.normalize import default_purpose
 from agentloop.planning.references import GENERIC_REFERENCE_EXAMPLE
-from agentloop.prompts import PromptSet, quote_user_text, to_prompt_json
+from agentloop.prompts import PromptSet, quote_user_text, tagged_section, to_prompt_json
 from agentloop.state import RoundState, ToolExecutionRecord
 
 __all__ = [
@@ -140,10 +140,9 @@ def planner_view(records: Sequence[ToolExecutionRecord], *, keep_full: int) -> l
             item["success"] = False
         if record.get("flagged") or not record["success"]:
             item["error"] = record["error"]
-        elif position >= first_full or _short(record["result"]):
-            item["result"] = record["result"]
         else:
-            item["result"] = OMITTED
+            omit = position < first_full and _omits(record)
+            item["result"] = OMITTED if omit else record["result"]
         if record.get("fallback"):
             item["fallback"] = record["fallback"]
         if record.get("stale"):
@@ -255,15 +254,10 @@ def _record_line(record: ToolExecutionRecord, *, shown: bool) -> str:
 _HISTORY_HEADER = "Calls so far, oldest first:"
 
 
-def _section(tag: str, body: str) -> str:
-    """`body` inside `<tag>` lines, ending with a line break; "" for an empty body."""
-    return f"<{tag}>\n{body}\n</{tag}>\n" if body else ""
-
-
 def _round_section(round_index: int, max_rounds: int) -> str:
     """`round_section`: the round and the limit, and in the last round what to call."""
     last = " (the last round: call only what is essential)" if round_index + 1 >= max_rounds else ""
-    return _section("round", f"round_index: {round_index}, max_rounds: {max_rounds}{last}")
+    return tagged_section("round", f"round_index: {round_index}, max_rounds: {max_rounds}{last}")
 
 
 class _OnDemand:
@@ -341,13 +335,13 @@ def build_plan_messages(
         "plan_native_user" if native else "plan_user",
         available_tools=available_tools,
         conversation=turns,
-        conversation_section=_section("conversation", turns) if conversation else "",
+        conversation_section=tagged_section("conversation", turns) if conversation else "",
         user_input=quote_user_text(user_input),
         user_extra_requirement=extra or "(none)",
-        user_extra_requirement_section=_section("user_extra_requirement", extra),
+        user_extra_requirement_section=tagged_section("user_extra_requirement", extra),
         history=history,
         history_section=_OnDemand(
-            lambda: _section("rounds", f"{_HISTORY_HEADER}\n{history}") if done else ""
+            lambda: tagged_section("rounds", f"{_HISTORY_HEADER}\n{history}") if done else ""
         ),
         # for templates of the app's that ask for them (the shipped ones use `history`)
         done_plans=_OnDemand(
