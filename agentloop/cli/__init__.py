@@ -210,8 +210,9 @@ def cli_logging(*, quiet: bool, verbose: bool = False) -> Iterator[None]:
 
     Servers' stderr and log messages are logged at INFO under `agentloop.mcp.server`, so
     they stay out of the terminal unless `verbose` (then as `[server] line`); the MCP
-    SDK's and asyncio's own messages are held to the same level. The previous logging
-    setup is restored on exit.
+    SDK's and asyncio's own messages are held to the same level. `verbose` also shows
+    which tools were classified as writes by default. The previous logging setup is
+    restored on exit.
     """
     level = logging.ERROR if quiet else logging.WARNING
     handler = logging.StreamHandler(sys.stderr)
@@ -229,7 +230,10 @@ def cli_logging(*, quiet: bool, verbose: bool = False) -> Iterator[None]:
     server_handler.setFormatter(_ServerLineFormatter())
     saved.append((servers, servers.level))
     servers_propagate = servers.propagate
+    policy = logging.getLogger("agentloop.policy")
+    saved.append((policy, policy.level))
     if verbose:
+        policy.setLevel(logging.INFO)  # which tools were classified as writes by default
         servers.setLevel(logging.INFO)
         servers.addHandler(server_handler)
         servers.propagate = False

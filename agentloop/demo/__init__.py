@@ -99,6 +99,11 @@ def calculate(expression: str) -> float:
     return float(eval(expression, {"__builtins__": {}}, {}))
 
 
+# every demo tool only reads: said once here, not left to name rules or defaults
+for _reader in (search_facts, get_weather, calculate):
+    _reader.metadata = {**(_reader.metadata or {}), "agentloop": {"read_only": True}}
+
+
 def demo_tools() -> list[BaseTool]:
     """Return the demo's local tools."""
     return [search_facts, get_weather, calculate]

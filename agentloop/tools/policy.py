@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "LOCAL_STATE",
     "MCP_HINTS",
+    "READ_VERBS",
     "SUBAGENT_METADATA",
     "ResolvedPolicy",
     "ToolPolicy",
@@ -37,10 +39,10 @@ DEFAULT_MAX_RESULT_ITEMS = 1_000
 LOCAL_STATE = "local"
 """The default state scope of tools that are not from an MCP server."""
 
-SAFE_PREFIXES = ("search_", "get_", "check_", "list_", "read_")
-"""Name prefixes of tools that only read: concurrency-safe and idempotent."""
-UNSAFE_PREFIXES = ("save_", "update_", "delete_", "create_", "send_", "write_")
-"""Name prefixes of tools with side effects: run alone, never retried automatically."""
+READ_VERBS = ("get", "list", "read", "search", "find", "fetch", "lookup", "describe")
+"""Unambiguous read verbs: a tool named by one (`search`, `get_weather`; not `getaway`) that
+declares nothing else is read-only (concurrency-safe and idempotent). Every other
+undeclared tool is a write."""
 
 
 class ToolRetry(BaseModel):
@@ -183,13 +185,13 @@ class ToolPolicy(BaseModel):
 class ResolvedPolicy:
     """The effective policy of one tool, every field decided."""
 
-    concurrency_safe: bool = True
-    idempotent: bool = True
+    concurrency_safe: bool = False
+    idempotent: bool = False
     """Repeating a call has the effect of one: retries, the cache, duplicate detection
     and re-running after a crash are allowed."""
-    read_only: bool = True
+    read_only: bool = False
     """The tool only reads (no side effects); shown to the planner."""
-    repeat_safe: bool = True
+    repeat_safe: bool = False
     """Calling it again with the same arguments changes nothing more (what the planner is
     told; a tool with side effects is still never repeated by the loop on its own)."""
     timeout_s: float = DEFAULT_TIMEOUT_S
@@ -216,6 +218,9 @@ class ResolvedPolicy:
     resumable: bool = False
     """A call cut off by a crash is entered again instead of reported as `unknown_outcome`
     (sub-agents: their own calls are guarded by the ledger)."""
+    classified_by_default: bool = False
+    """Nothing declared what the tool does (no policy, annotation or read-verb name), so it
+    has the defaults of a write."""
 
     @property
     def retryable(self) -> bool:
@@ -223,11 +228,14 @@ class ResolvedPolicy:
         return self.idempotent and self.retry is not None and self.retry.max_attempts > 1
 
 
+_FIRST_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+"""A name's first word: `get` in `get_weather`, `getWeather`, `get-weather`, `GET_X`."""
+
+
 def _name_rule(name: str) -> dict[str, Any]:
-    lowered = name.lower()
-    if lowered.startswith(UNSAFE_PREFIXES):
-        return {**_read_only_rule(False), "repeat_safe": False}
-    if lowered.startswith(SAFE_PREFIXES):
+    """Relax a tool named with a read verb toward read-only; never the other way."""
+    verb = _FIRST_WORD.match(name)
+    if verb is not None and verb.group().lower() in READ_VERBS:
         return {**_read_only_rule(True), "repeat_safe": True}
     return {}
 
@@ -319,8 +327,9 @@ def resolve_policy(
         merged["timeout_s"] = by_prefix[0] if by_prefix else default_timeout_s
     has_stub = "stub_result" in merged
     retry = merged.get("retry", default_retry)
-    concurrency_safe = _flag(merged, "concurrency_safe", default=True)
-    idempotent = _flag(merged, "idempotent", default=True)
+    # unknown means a write: what neither a declaration nor a read verb classifies
+    concurrency_safe = _flag(merged, "concurrency_safe", default=False)
+    idempotent = _flag(merged, "idempotent", default=False)
     read_only = _flag(merged, "read_only", default=concurrency_safe and idempotent)
     return ResolvedPolicy(
         concurrency_safe=concurrency_safe,
@@ -344,6 +353,9 @@ def resolve_policy(
         state_scope=merged.get("state_scope") or _default_state_scope(tool),
         state_keys=tuple(merged.get("state_keys") or ()),
         resumable=is_subagent(tool),
+        classified_by_default=not any(
+            merged.get(name) is not None for name in ("read_only", "concurrency_safe", "idempotent")
+        ),
     )
 
 

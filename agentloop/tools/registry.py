@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import Any
@@ -20,7 +21,10 @@ from agentloop.tools.policy import (
 )
 from agentloop.tools.spec import ToolSpec
 
-__all__ = ["ToolLike", "ToolRegistry", "to_tool"]
+__all__ = ["POLICY_LOGGER", "ToolLike", "ToolRegistry", "to_tool"]
+
+POLICY_LOGGER = logging.getLogger("agentloop.policy")
+"""Says, at INFO, which tools a build classified by default (the CLI's `--verbose` shows it)."""
 
 ToolLike = BaseTool | Callable[..., Any]
 
@@ -102,6 +106,16 @@ class ToolRegistry:
             )
             for name, tool in self._tools.items()
         }
+        by_default = [
+            name for name, spec in self._specs.items() if spec.policy.classified_by_default
+        ]
+        if by_default:
+            POLICY_LOGGER.info(
+                "tools classified as writes by default (run alone, never retried, cached or "
+                "started early; claimed through the ledger): %s. Declare read_only=True "
+                "(a ToolPolicy or metadata['agentloop']) for those that only read.",
+                ", ".join(by_default),
+            )
 
     @property
     def names(self) -> list[str]:

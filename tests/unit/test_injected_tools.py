@@ -19,7 +19,7 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 from langgraph.types import Command
 
-from agentloop import GovernanceOptions, LoopContext, ModelOptions, create_tool_loop
+from agentloop import GovernanceOptions, LoopContext, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.durability import call_key
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -148,6 +148,8 @@ async def test_values_the_planner_sends_for_injected_arguments_are_dropped(
         ],
         [whereabouts],
         checkpointer=InMemorySaver(),
+        # it only reads, so a repeat of the same query is a duplicate
+        governance=GovernanceOptions(policies={"whereabouts": ToolPolicy(read_only=True)}),
     )
     config = {"configurable": {"thread_id": f"forged-{run_loop.entry}"}}
     out = await run_loop(graph, {"user_input": "where from?"}, config)
