@@ -132,7 +132,10 @@ class ReferencedOutcome(TypedDict):
     tool_name: str
     success: bool
     result: Any
+    """The record's result (cut to its size budget when the record says `truncated`)."""
     error: str
+    cut_from: NotRequired[str]
+    """The call id whose whole result the tool runner keeps, when `result` was cut."""
 
 
 class PreparedCall(TypedDict):
@@ -167,6 +170,9 @@ class PreparedCall(TypedDict):
     call runs in a batch after theirs; its `arguments` are resolved and validated then."""
     referenced: NotRequired[list[ReferencedOutcome]]
     """The outcomes of `depends_on`, attached when the call is sent to run."""
+    cut_references: NotRequired[bool]
+    """A reference got a cut result (a read, whose whole result was no longer at hand):
+    its record says `truncated`."""
     after_write: NotRequired[str]
     """The write that made an earlier run of the same query stale (see the record's)."""
     follows: NotRequired[list[int]]

@@ -52,6 +52,7 @@ ErrorType = Literal[
     "useless_result",
     "too_many_commands",
     "reference_failed",
+    "reference_unavailable",
     "cancelled",
     "unserializable_result",
     "unsupported_result",
@@ -73,6 +74,9 @@ ErrorType = Literal[
 - `too_many_commands`: beyond the per-round cap (not run);
 - `reference_failed`: an argument refers to the result of a command that failed or did
   not run (not run);
+- `reference_unavailable`: an argument refers to a result whose record holds it cut, and
+  the whole result is no longer at hand (after a resume, or past the memory bound): a
+  tool that is not read-only is not given part of it (not run);
 - `cancelled`: started while its plan was streaming, then stopped because that plan was
   rejected (only reads start early, so there is nothing to undo);
 - `unserializable_result`: the tool returned an object that cannot be converted to JSON;

@@ -29,6 +29,7 @@ from agentloop.state import ToolCommand
 __all__ = [
     "GENERIC_REFERENCE_EXAMPLE",
     "REFERENCE_FAILED_TEMPLATE",
+    "REFERENCE_UNAVAILABLE_TEMPLATE",
     "command_dependencies",
     "reference_problem",
     "referenced_numbers",
@@ -46,6 +47,13 @@ REFERENCE_FAILED_TEMPLATE = (
     "which failed: {error}"
 )
 """The error of a call whose reference points at a command that failed or did not run."""
+
+REFERENCE_UNAVAILABLE_TEMPLATE = (
+    "{tool_name} was not run: its argument refers to ${number} ({referenced_tool}), whose "
+    "whole result is no longer at hand (only a cut copy is), and a tool that may write is "
+    "never given part of a result"
+)
+"""The error of a write whose reference points at a result only kept cut."""
 
 GENERIC_REFERENCE_EXAMPLE = '"tool_kwargs": {"text": "${1}"} uses the text of command 1\'s result'
 """How the plan prompt shows a reference when no tool has an argument to show it with."""

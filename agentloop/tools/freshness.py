@@ -39,6 +39,7 @@ NOT_RUN_ERRORS = frozenset(
         "duplicate",
         "too_many_commands",
         "reference_failed",
+        "reference_unavailable",
         "refused",
         "cancelled",
     }

@@ -294,5 +294,6 @@ class ToolInvoker:
                 artifact=artifact,
                 truncated=value.truncated,
                 notes=value.notes,
+                whole=value.whole,
             )
         return ToolOutcome(value=value, attempts=attempts, artifact=artifact)

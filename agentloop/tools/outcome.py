@@ -28,6 +28,10 @@ ERROR_SUGGESTIONS: dict[ErrorType, str] = {
     "tool_unavailable": "The tool is busy with earlier calls that hung. Use another tool.",
     "too_many_commands": "Plan fewer calls per round, the most important first.",
     "reference_failed": "Fix the command it refers to, or call it with values, not a reference.",
+    "reference_unavailable": (
+        "The whole result it refers to is no longer available. Run that command again in "
+        "the same plan as this one, or pass the values themselves."
+    ),
     "cancelled": "It was started for a plan that was rejected. Plan it again if it is needed.",
     "unserializable_result": "The tool returned data that cannot be read. Try another tool.",
     "unsupported_result": "The tool cannot be used by this loop. Use another tool.",
@@ -53,6 +57,9 @@ class ToolOutcome:
     """The age of a stale result returned because the tool failed (None otherwise)."""
     truncated: bool = False
     """A bound cut the result while it was read (an iterator's items, time or size)."""
+    whole: Any = None
+    """The complete result when a size bound cut `value` and it was at hand, for the
+    references of later commands (`agentloop.tools.deferred`); never recorded."""
     pending: Any = None
     """The work of a call that timed out and could not be stopped: completes with its
     late result (a `concurrent.futures.Future` or an `asyncio.Task`), else None."""

@@ -64,6 +64,9 @@ class BoundedOutput:
     """Whether a bound cut it."""
     notes: tuple[str, ...] = ()
     """What the record says about how it was read."""
+    whole: Any = None
+    """The complete value when a size bound cut it and it was at hand (see
+    `TruncatedResult.whole`); None otherwise (an iterator read in part has no whole)."""
 
 
 def bounded_json(value: Any, max_chars: int, tool_name: str = "") -> TruncatedResult:
@@ -109,7 +112,7 @@ def _weight(value: Any) -> _Weight:
 
 def _convert(value: Any, max_chars: int, tool_name: str, notes: tuple[str, ...]) -> BoundedOutput:
     result = bounded_json(value, max_chars, tool_name)
-    return BoundedOutput(result.value, result.truncated, notes)
+    return BoundedOutput(result.value, result.truncated, notes, result.whole)
 
 
 async def bound_output(
@@ -154,7 +157,8 @@ async def bound_output(
         bounded = await asyncio.to_thread(convert)
     else:  # a sync run: this thread is the worker
         bounded = convert()
-    return BoundedOutput(bounded.value, truncated or bounded.truncated, bounded.notes)
+    whole = None if truncated else bounded.whole  # an iterator read in part has no whole
+    return BoundedOutput(bounded.value, truncated or bounded.truncated, bounded.notes, whole)
 
 
 async def _read(

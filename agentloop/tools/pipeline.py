@@ -43,6 +43,7 @@ from agentloop.tools.outcome import ToolOutcome, graceful_error
 from agentloop.tools.output import bounded_json
 from agentloop.tools.records import emit_settled, make_record
 from agentloop.tools.spec import IDEMPOTENCY_ARGUMENT
+from agentloop.tools.whole_results import WholeResults
 
 __all__ = ["AGENT_USAGE_ARTIFACT", "PreparedCall", "ToolRunner", "emit_settled", "make_record"]
 
@@ -76,6 +77,8 @@ class ToolRunner:
         self._mandatory = len(mandatory_interceptors)
         self._wrap_call = wrap_call
         self.invoker = invoker or ToolInvoker()
+        self.whole_results = WholeResults()
+        """The whole results of calls whose records hold a cut one (for `$N` references)."""
 
     # -- first half: when the round starts ---------------------------------------------
 
@@ -300,7 +303,8 @@ class ToolRunner:
             failed = ToolOutcome.failure(error.error_type, error.message, attempts=outcome.attempts)
             outcome = self._fall_back(tool_call, failed)
             truncated = bounded_json(outcome.value, policy.max_result_chars, name)
-        outcome = outcome.with_changes(value=truncated.value)
+        whole = outcome.whole if outcome.truncated else truncated.whole
+        outcome = outcome.with_changes(value=truncated.value, whole=None)
         fresh = outcome.success and not (outcome.fallback or outcome.from_cache)
         if fresh and policy.idempotent and policy.stale_fallback_s:
             self.cache.remember(
@@ -320,6 +324,8 @@ class ToolRunner:
             truncated=truncated.truncated or outcome.truncated,
             flagged=bool(useless),
         )
+        if whole is not None and record["success"] and record["truncated"] and not outcome.fallback:
+            self.whole_results.keep(call["call_id"], whole)
         if isinstance(artifact, dict):
             if isinstance(artifact.get(AGENT_USAGE_ARTIFACT), dict):
                 record["agent_usage"] = artifact[AGENT_USAGE_ARTIFACT]

@@ -6,6 +6,8 @@ from agentloop.checkpoint_safe import decode_arguments
 from agentloop.events import Emit, ToolFailed
 from agentloop.state import PreparedCall, ToolExecutionRecord
 from agentloop.tools.outcome import ToolOutcome
+from agentloop.tools.policy import DEFAULT_MAX_RESULT_CHARS
+from agentloop.tools.results import truncate_result
 
 __all__ = ["emit_settled", "make_record"]
 
@@ -19,11 +21,18 @@ def make_record(
     flagged: bool = False,
     duplicate: bool = False,
 ) -> ToolExecutionRecord:
-    """Build the execution record of a call from its outcome."""
+    """Build the execution record of a call from its outcome.
+
+    The arguments of a call that referred to other results are recorded within the
+    result budget (the tool got them whole).
+    """
+    kwargs = decode_arguments(call["arguments"]) or call["kwargs"]
+    if call.get("depends_on"):
+        kwargs = truncate_result(kwargs, DEFAULT_MAX_RESULT_CHARS).value
     record: ToolExecutionRecord = {
         "purpose": call["purpose"],
         "tool_name": call["tool_name"],
-        "kwargs": decode_arguments(call["arguments"]) or call["kwargs"],
+        "kwargs": kwargs,
         "todo_suggestion": call["todo_suggestion"],
         "next": call["todo_suggestion"],
         "success": outcome.success,
@@ -39,7 +48,7 @@ def make_record(
         "from_cache": outcome.from_cache,
         "fallback": outcome.fallback,
         "duplicate": duplicate,
-        "truncated": truncated,
+        "truncated": truncated or bool(call.get("cut_references")),
         "flagged": flagged,
         "query_key": call["query_key"],
     }

@@ -27,6 +27,7 @@ from agentloop.tools.results.truncate import (
     LARGE_TEXT_CHARS,
     UNREAD_TEXT_MARKER,
     TruncatedResult,
+    WholeResult,
     truncate_result,
 )
 
@@ -46,6 +47,7 @@ __all__ = [
     "TruncatedResult",
     "UNREAD_MARKER",
     "UNREAD_TEXT_MARKER",
+    "WholeResult",
     "is_async_lazy",
     "is_lazy",
     "read_items",

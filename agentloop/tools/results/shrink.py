@@ -80,29 +80,35 @@ class _TrimmedList(list):  # type: ignore[type-arg]
 
 
 def trim_long_lists(data: Any, max_items: int) -> Any:
-    """Cut every list longer than `max_items` (each item takes 2 characters at least).
+    """A copy of `data`'s containers with every list longer than `max_items` cut.
 
-    Serializing a huge list whole to measure it would hold the interpreter for as long
-    as it takes; the dropped items are counted in the list's eventual `ITEMS_MARKER`.
+    Each item takes 2 characters at least, and serializing a huge list whole to measure
+    it would hold the interpreter for as long as it takes; the dropped items are counted
+    in the list's eventual `ITEMS_MARKER`. The containers are copied (the strings and
+    numbers shared), so `data` itself stays whole: a reference to a result gets it.
     """
-    if isinstance(data, list) and len(data) > max_items:
-        data = _trimmed(data, max_items)
-    stack = [data]
+    if not isinstance(data, dict | list):
+        return data
+    root = _copied(data, max_items)
+    stack = [root]
     while stack:
         container = stack.pop()
         keys = container.keys() if isinstance(container, dict) else range(len(container))
         for key in keys:
             item = container[key]
-            if isinstance(item, list) and len(item) > max_items:
-                item = container[key] = _trimmed(item, max_items)
             if isinstance(item, dict | list):
+                item = container[key] = _copied(item, max_items)
                 stack.append(item)
-    return data
+    return root
 
 
-def _trimmed(items: list[Any], max_items: int) -> _TrimmedList:
-    kept = _TrimmedList(items[:max_items])
-    kept.omitted = len(items) - max_items + getattr(items, "omitted", 0)
+def _copied(container: dict[Any, Any] | list[Any], max_items: int) -> Any:
+    if isinstance(container, dict):
+        return dict(container)
+    if len(container) <= max_items and not getattr(container, "omitted", 0):
+        return list(container)
+    kept = _TrimmedList(container[:max_items])
+    kept.omitted = max(len(container) - max_items, 0) + getattr(container, "omitted", 0)
     return kept
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "LARGE_TEXT_CHARS",
     "UNREAD_TEXT_MARKER",
     "TruncatedResult",
+    "WholeResult",
     "truncate_result",
 ]
 
@@ -48,6 +49,16 @@ _JSON_START = re.compile(r"\s*[\[{]")
 
 
 @dataclasses.dataclass(frozen=True)
+class WholeResult:
+    """A result as it was before a size bound cut it."""
+
+    value: Any
+    """The complete string, or the complete JSON data."""
+    chars: int
+    """Its size, as `TruncatedResult.original_chars` measures it."""
+
+
+@dataclasses.dataclass(frozen=True)
 class TruncatedResult:
     """A result cut to fit a size budget."""
 
@@ -58,6 +69,9 @@ class TruncatedResult:
     original_chars: int
     """The size before cutting: `len` of a string, else the length of its JSON (a lower
     bound when a list had more items than any budget could hold: those are not sized)."""
+    whole: WholeResult | None = dataclasses.field(default=None, repr=False, compare=False)
+    """What was cut, complete, when it was at hand; None when nothing was cut or the
+    input itself was already cut (`CutText`)."""
 
 
 def truncate_result(value: Any, max_chars: int = 20_000) -> TruncatedResult:
@@ -81,7 +95,7 @@ def truncate_result(value: Any, max_chars: int = 20_000) -> TruncatedResult:
     limit = max(max_chars, 0)
     if isinstance(value, str):
         return _truncate_text(value, limit)
-    data = to_jsonable(value)
+    data = whole = to_jsonable(value)
     if isinstance(data, str):
         return _truncate_text(data, limit)
     if isinstance(data, dict | list):
@@ -89,7 +103,10 @@ def truncate_result(value: Any, max_chars: int = 20_000) -> TruncatedResult:
     size = json_size(data)
     if size <= limit:
         return TruncatedResult(data, truncated=False, original_chars=size)
-    return TruncatedResult(shrink(data, limit, size), truncated=True, original_chars=size)
+    cut_data = shrink(data, limit, size)
+    return TruncatedResult(
+        cut_data, truncated=True, original_chars=size, whole=WholeResult(whole, size)
+    )
 
 
 def _length(text: str) -> int:
@@ -100,19 +117,20 @@ def _truncate_text(text: str, limit: int) -> TruncatedResult:
     total = _length(text)
     if total <= limit:
         return TruncatedResult(str(text), truncated=False, original_chars=total)
+    whole = None if isinstance(text, CutText) else WholeResult(text, total)
     if (total > LARGE_TEXT_CHARS or isinstance(text, CutText)) and _JSON_START.match(text):
         partial = _truncate_large_json(text, limit)
         if partial is not None:
-            return TruncatedResult(partial, truncated=True, original_chars=total)
+            return TruncatedResult(partial, truncated=True, original_chars=total, whole=whole)
     parsed = _parse_json_container(text)
     if parsed is not None:
         shrunk = json.dumps(shrink(parsed, limit, json_size(parsed)), ensure_ascii=False)
-        return TruncatedResult(shrunk, truncated=True, original_chars=total)
+        return TruncatedResult(shrunk, truncated=True, original_chars=total, whole=whole)
     keep = max(0, limit - len(cut_marker(total)))
     kept = cut(str(text), keep)
     if total > len(text):  # count what was cut before it reached here too
         kept = kept[:keep] + cut_marker(total - min(keep, len(text)))
-    return TruncatedResult(kept, truncated=True, original_chars=total)
+    return TruncatedResult(kept, truncated=True, original_chars=total, whole=whole)
 
 
 def _parse_json_container(text: str) -> Any:
