@@ -29,15 +29,29 @@ def reply_pieces(message: AIMessage, size: int) -> list[tuple[int | None, str]]:
         pieces.extend((None, text[i : i + size]) for i in range(0, len(text), size))
     elif message.content:
         pieces.append((None, ""))  # content blocks travel whole, in the first chunk
-    for index, call in enumerate(message.tool_calls):
-        args = json.dumps(call["args"])
+    for index, call in enumerate(_streamed_calls(message)):
+        args = call["args"]
         pieces.extend((index, args[i : i + size]) for i in range(0, len(args), size))
     return pieces or [(None, "")]
+
+
+def _streamed_calls(message: AIMessage) -> list[dict[str, Any]]:
+    """The reply's tool calls as a provider streams them (invalid ones last): name, id, text."""
+    calls = [
+        {"name": call["name"], "id": call["id"], "args": json.dumps(call["args"])}
+        for call in message.tool_calls
+    ]
+    calls.extend(
+        {"name": call["name"], "id": call["id"], "args": call["args"] or ""}
+        for call in message.invalid_tool_calls
+    )
+    return calls
 
 
 def reply_chunks(message: AIMessage, size: int) -> Iterator[ChatGenerationChunk]:
     """Yield the streamed chunks of a reply, one at a time."""
     pieces = reply_pieces(message, size)
+    calls = _streamed_calls(message)
     text_content = isinstance(message.content, str)
     started: set[int] = set()
     for position, (index, text) in enumerate(pieces):
@@ -48,7 +62,7 @@ def reply_chunks(message: AIMessage, size: int) -> Iterator[ChatGenerationChunk]
             content = text if text_content else list(message.content)
         else:
             content = "" if text_content else []
-            call = message.tool_calls[index]
+            call = calls[index]
             first = index not in started
             started.add(index)
             call_chunks.append(

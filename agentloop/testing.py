@@ -25,6 +25,7 @@ from typing import Any, TypeAlias, cast
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall
+from langchain_core.messages.tool import invalid_tool_call
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
@@ -312,6 +313,19 @@ class ScriptedChatModel(BaseChatModel):
                 type="tool_call",
             )
             for call in reply.tool_calls
+            if isinstance(call["args"], dict)
+        ]
+        # arguments that are not an object (None, a list) are an invalid call, as a
+        # provider reports them, and stream as they are
+        invalid = [
+            invalid_tool_call(
+                name=call["name"],
+                args=json.dumps(call["args"]),
+                id=call["id"] or f"call_{uuid.uuid4().hex[:24]}",
+                error="the arguments are not a JSON object",
+            )
+            for call in reply.tool_calls
+            if not isinstance(call["args"], dict)
         ]
         response_metadata = {
             "model_name": _MODEL_NAME,
@@ -325,7 +339,7 @@ class ScriptedChatModel(BaseChatModel):
             content=reply.content,
             additional_kwargs=dict(reply.additional_kwargs),
             tool_calls=tool_calls,
-            invalid_tool_calls=list(reply.invalid_tool_calls),
+            invalid_tool_calls=[*reply.invalid_tool_calls, *invalid],
             response_metadata=response_metadata,
             usage_metadata=usage_metadata,
             id=reply.id or f"scripted-{uuid.uuid4().hex}",

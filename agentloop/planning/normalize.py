@@ -49,10 +49,16 @@ def normalize_plan_decision(raw: Any) -> PlanDecision:
     default_todo = _first_text(raw, ("next", "todo_suggestion"))
     items = _command_items(raw)
     commands: list[ToolCommand] = []
+    nameless = 0
     for item in items:
         command = _normalize_command(item, default_todo)
         if command is not None:
             commands.append(command)
+        elif isinstance(item, dict):
+            nameless += 1
+            commands.append(_nameless_command(item, default_todo))
+    if nameless == len(commands):  # nothing to run: the planner is asked again
+        commands = []
 
     written = _as_text(raw.get("next_action")).strip().lower()
     action = written if written in _ACTIONS else ("execute" if commands else "response")
@@ -135,6 +141,18 @@ def _normalize_command(item: Any, default_todo: str) -> ToolCommand | None:
     return {
         "purpose": purpose,
         "tool_name": tool_name,
+        "tool_kwargs": _kwargs_of(item),
+        "todo_suggestion": todo,
+        "next": todo,
+    }
+
+
+def _nameless_command(item: dict[Any, Any], default_todo: str) -> ToolCommand:
+    """A call without a tool name, beside usable ones: kept, so its record says so."""
+    todo = _first_text(item, ("todo_suggestion", "next")) or default_todo
+    return {
+        "purpose": _as_text(item.get("purpose")).strip() or "a call with no tool name",
+        "tool_name": "",
         "tool_kwargs": _kwargs_of(item),
         "todo_suggestion": todo,
         "next": todo,

@@ -182,7 +182,8 @@ class ToolRunner:
     def _unknown_tool(self, call: PreparedCall) -> ToolExecutionRecord:
         name = call["tool_name"]
         available = ", ".join(self.tools.registry.names) or "(none)"
-        message = f"Unknown tool: {name!r}. Available tools: {available}"
+        unknown = f"Unknown tool: {name!r}." if name.strip() else "A tool call with no tool name."
+        message = f"{unknown} Available tools: {available}"
         outcome = ToolOutcome.refused("tool_not_found", name, message)
         return make_record(call, outcome, flagged=True)
 
