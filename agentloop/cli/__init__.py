@@ -39,20 +39,10 @@ Exit codes:
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import contextlib
-import json
-import logging
-import os
 import sys
-import tempfile
-import traceback
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
-from agentloop.cli.failures import ModelFailure, ModelFailures
 from agentloop.cli.parser import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -64,14 +54,6 @@ from agentloop.cli.parser import (
     CliError,
     build_parser,
 )
-from agentloop.cli.progress import Progress
-from agentloop.cli.screen import Screen
-from agentloop.errors import ConfigurationError
-
-if TYPE_CHECKING:
-    from langchain_core.language_models import BaseChatModel
-
-    from agentloop.mcp import MCPToolset
 
 __all__ = [
     "EXIT_FAILED",
@@ -88,231 +70,17 @@ __all__ = [
     "run_exit_code",
 ]
 
-_NO_MODEL = (
-    f"no model: pass --model provider:name or set {MODEL_ENV}; `agentloop demo` runs without one"
-)
-
 _ERROR_PREFIX = "agentloop: error: "
-
-
-def run_exit_code(state: Mapping[str, Any]) -> int:
-    """Return the exit code of a run that finished without a model failure.
-
-    1 if every tool call failed (or the planner's plans could not be used), else 0.
-    """
-    if state.get("status") in ("planner_failed", "answer_failed"):
-        return EXIT_FAILED
-    records = state.get("tool_logs") or []
-    if records and not any(record.get("success") for record in records):
-        return EXIT_FAILED
-    return EXIT_OK
-
-
-def _leaves(error: BaseException) -> list[BaseException]:
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
-    return [error]
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
-
-
-def _startup_error(error: BaseException) -> CliError | None:
-    """Map an error raised while the MCP servers start to its exit code."""
-    leaves = _leaves(error)
-    for leaf in leaves:
-        if isinstance(leaf, ConfigurationError):
-            return CliError(EXIT_USAGE, _one_line(leaf))
-    for leaf in leaves:
-        if isinstance(leaf, TimeoutError):
-            return CliError(EXIT_SERVER, f"MCP servers did not start in time: {_one_line(leaf)}")
-        if isinstance(leaf, OSError):  # MCPTransportError is a ConnectionError
-            return CliError(EXIT_SERVER, _one_line(leaf))
-    return None
-
-
-@contextlib.contextmanager
-def _starting_servers() -> Iterator[None]:
-    """Report a server that cannot be started (or a bad allow list) as a `CliError`."""
-    try:
-        yield
-    except Exception as error:
-        mapped = _startup_error(error)
-        if mapped is None:
-            raise
-        raise mapped from error
-
-
-def resolve_model(name: str) -> BaseChatModel:
-    """Create the chat model `--model` names (the model machinery is imported here).
-
-    Raises:
-        ConfigurationError: No known provider or model, or the provider's package is missing.
-    """
-    from agentloop.models import resolve_model as resolve
-
-    return resolve(name)
-
-
-def _notes_file() -> Path:
-    return Path(tempfile.gettempdir()) / "agentloop-notes.jsonl"
-
-
-def _run_command(
-    args: argparse.Namespace, screen: Screen, failures: ModelFailures
-) -> dict[str, Any]:
-    from agentloop.graph import create_tool_loop
-    from agentloop.mcp import MCPToolset, load_mcp_config
-    from agentloop.servers import bundled_servers_config
-
-    name = args.model or os.environ.get(MODEL_ENV, "").strip()
-    if not name:
-        raise CliError(EXIT_USAGE, _NO_MODEL)
-    specs = load_mcp_config(args.mcp_config or bundled_servers_config(_notes_file()))
-    model = resolve_model(name)
-    toolset = MCPToolset(specs)
-    try:
-        names = ", ".join(spec.name for spec in specs) or "none"
-        screen.progress.line(f"starting MCP servers: {names}")
-        with _starting_servers():
-            graph = create_tool_loop(
-                model,
-                [toolset],
-                max_rounds=args.max_rounds,
-                concurrency=args.concurrency,
-                plan_mode=args.plan_mode,
-            )
-        _require_some_server(toolset)
-        return asyncio.run(screen.stream(graph, " ".join(args.question), [failures]))
-    finally:
-        toolset.close()
-
-
-def _require_some_server(toolset: MCPToolset) -> None:
-    """Stop when no configured server started: the run would have no tools at all."""
-    unavailable = toolset.unavailable
-    if toolset.specs and len(unavailable) == len(toolset.specs):
-        reasons = "; ".join(" ".join(reason.split()) for reason in unavailable.values())
-        raise CliError(EXIT_SERVER, reasons)
-
-
-class _ServerLineFormatter(logging.Formatter):
-    """A server's line as `[name] line` (the server's name ends its logger's name)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return f"[{record.name.rsplit('.', 1)[-1]}] {record.getMessage()}"
-
-
-@contextlib.contextmanager
-def cli_logging(*, quiet: bool, verbose: bool = False) -> Iterator[None]:
-    """Show the library's warnings as `agentloop: WARNING: ...` lines (only errors if quiet).
-
-    Servers' stderr and log messages are logged at INFO under `agentloop.mcp.server`, so
-    they stay out of the terminal unless `verbose` (then as `[server] line`); the MCP
-    SDK's and asyncio's own messages are held to the same level. `verbose` also shows
-    which tools were classified as writes by default. The previous logging setup is
-    restored on exit.
-    """
-    level = logging.ERROR if quiet else logging.WARNING
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("agentloop: %(levelname)s: %(message)s"))
-    library = logging.getLogger("agentloop")
-    loggers = [logging.getLogger(name) for name in ("agentloop", "mcp", "asyncio", "httpx")]
-    saved = [(logger, logger.level) for logger in loggers]
-    propagate = library.propagate
-    library.addHandler(handler)
-    library.propagate = False
-    for logger in loggers:
-        logger.setLevel(level)
-    servers = logging.getLogger("agentloop.mcp.server")
-    server_handler = logging.StreamHandler(sys.stderr)
-    server_handler.setFormatter(_ServerLineFormatter())
-    saved.append((servers, servers.level))
-    servers_propagate = servers.propagate
-    policy = logging.getLogger("agentloop.policy")
-    saved.append((policy, policy.level))
-    if verbose:
-        policy.setLevel(logging.INFO)  # which tools were classified as writes by default
-        servers.setLevel(logging.INFO)
-        servers.addHandler(server_handler)
-        servers.propagate = False
-    try:
-        yield
-    finally:
-        servers.removeHandler(server_handler)
-        servers.propagate = servers_propagate
-        library.removeHandler(handler)
-        library.propagate = propagate
-        for logger, saved_level in saved:
-            logger.setLevel(saved_level)
-
-
-def _demo_command(
-    args: argparse.Namespace, screen: Screen, failures: ModelFailures
-) -> dict[str, Any]:
-    from agentloop.demo import DEMO_QUESTION, build_demo_loop, demo_notes_file
-    from agentloop.mcp import MCPToolset
-    from agentloop.servers import bundled_servers_config
-
-    toolset = MCPToolset(bundled_servers_config(demo_notes_file()))
-    try:
-        screen.progress.line("starting the bundled MCP servers: docs, calculator, notes")
-        with _starting_servers():
-            graph = build_demo_loop(toolset=toolset)
-        question = " ".join(args.question) or DEMO_QUESTION
-        return asyncio.run(screen.stream(graph, question, [failures]))
-    finally:
-        toolset.close()
-
-
-def _json_document(out: Mapping[str, Any], error: str | None) -> str:
-    document = {
-        "question": out.get("user_input", ""),
-        "answer": out.get("answer", ""),
-        "rounds": (out.get("round_state") or {}).get("round_index", 0),
-        "records": out.get("tool_logs") or [],
-        "action_results": out.get("action_results") or {},
-        "rollbacks": out.get("rollbacks") or [],
-        "status": out.get("status", ""),
-        "status_reason": out.get("status_reason", ""),
-        "error": error,
-    }
-    return json.dumps(document, ensure_ascii=False, indent=2, default=str) + "\n"
-
-
-def _print_result(
-    out: Mapping[str, Any], args: argparse.Namespace, failure: ModelFailure | None, screen: Screen
-) -> None:
-    """Write the answer (or the JSON document) on stdout; nothing but JSON on failure."""
-    screen.close()
-    if args.json:
-        sys.stdout.write(_json_document(out, failure.message if failure else None))
-        sys.stdout.flush()
-    elif failure is None:
-        screen.report(out)
-        screen.answer.show(str(out.get("answer", "")))
-
-
-def _error(
-    code: int,
-    message: str,
-    screen: Screen | None,
-    error: BaseException | None = None,
-    *,
-    verbose: bool = False,
-) -> int:
-    if screen is not None:
-        screen.close()  # the live views, if any, make way for the error
-    if verbose and error is not None:
-        sys.stderr.write("".join(traceback.format_exception(error)))
-    sys.stderr.write(f"{_ERROR_PREFIX}{message}\n")
-    sys.stderr.flush()
-    return code
+_LATER = {"Progress", "cli_logging", "run_exit_code"}
+"""What `agentloop.cli.app` holds: imported on first use, with LangChain."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `agentloop` command.
+
+    `--help`, `--version` and a usage error import neither LangChain nor LangGraph; a
+    command imports them once its arguments are read. Ctrl-C at any moment ends it with
+    one line and exit code 130.
 
     Args:
         argv: The arguments (default: `sys.argv[1:]`).
@@ -320,44 +88,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit code (see the module docstring).
     """
-    screen: Screen | None = None
-    verbose = False
     try:
         try:
             args = build_parser().parse_args(argv)
         except SystemExit as exit_:  # --help, --version
             return exit_.code if isinstance(exit_.code, int) else EXIT_OK
-        verbose = args.verbose
-        screen = Screen.open(quiet=args.quiet, stream_answer=not args.json)
-        command = _run_command if args.command == "run" else _demo_command
-        failures = ModelFailures()
-        with cli_logging(quiet=args.quiet, verbose=verbose):
-            out = command(args, screen, failures)
-        failure = failures.failure(out)
-        _print_result(out, args, failure, screen)
-        if failure is not None:
-            return _error(failure.code, failure.message, screen, failure.error, verbose=verbose)
-        return run_exit_code(out)
-    except KeyboardInterrupt:
-        return _error(EXIT_INTERRUPTED, "interrupted", screen)
-    except BaseExceptionGroup as group:
-        if not any(isinstance(leaf, KeyboardInterrupt) for leaf in _leaves(group)):
-            return _unexpected(group, screen, verbose)
-        return _error(EXIT_INTERRUPTED, "interrupted", screen)
-    except CliError as error:
-        return _error(error.code, error.message, screen, error, verbose=verbose)
-    except ConfigurationError as error:
-        return _error(EXIT_USAGE, _one_line(error), screen, error, verbose=verbose)
-    except Exception as error:
-        return _unexpected(error, screen, verbose)
+        from agentloop.cli.app import run
+
+        return run(args)
+    except CliError as error:  # a usage error
+        return _say(error.message, error.code)
+    except KeyboardInterrupt:  # before the run's own handling: while the imports load
+        return _say("interrupted", EXIT_INTERRUPTED)
 
 
-def _unexpected(error: BaseException, screen: Screen | None, verbose: bool) -> int:
-    """Report an error the command has no words for: one line, the traceback with -v."""
-    hint = "" if verbose else " (run with --verbose for the traceback)"
-    message = f"{type(error).__name__}: {_one_line(error)}{hint}"
-    return _error(EXIT_FAILED, message, screen, error, verbose=verbose)
+def _say(message: str, code: int) -> int:
+    sys.stderr.write(f"{_ERROR_PREFIX}{message}\n")
+    sys.stderr.flush()
+    return code
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def __getattr__(name: str) -> Any:
+    if name not in _LATER:
+        msg = f"module 'agentloop.cli' has no attribute {name!r}"
+        raise AttributeError(msg)
+    from agentloop.cli import app
+
+    return getattr(app, name)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, NoReturn, get_args
+from typing import Any, NoReturn
 
 from agentloop import __version__
-from agentloop.settings import PlanMode
 
 __all__ = ["EXIT_CODES_HELP", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_MODEL_UNAVAILABLE",
-           "EXIT_OK", "EXIT_SERVER", "EXIT_USAGE", "MODEL_ENV", "CliError",
+           "EXIT_OK", "EXIT_SERVER", "EXIT_USAGE", "MODEL_ENV", "PLAN_MODES", "CliError",
            "build_parser"]  # fmt: skip
 
 EXIT_OK = 0
@@ -27,6 +26,9 @@ EXIT_MODEL_UNAVAILABLE = 4
 EXIT_INTERRUPTED = 130
 """Interrupted by Ctrl-C."""
 
+PLAN_MODES = ("json", "tool", "native")
+"""`agentloop.settings.PlanMode`'s values, spelled out so that `--help` loads no LangGraph
+(a test holds the two together)."""
 MODEL_ENV = "AGENTLOOP_MODEL"
 """The environment variable `run` reads its model from when `--model` is not given."""
 
@@ -140,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--plan-mode",
-        choices=get_args(PlanMode),
+        choices=PLAN_MODES,
         default="json",
         help="json: the plan as message text (any model); tool: one plan tool call; "
         "native: the planner calls the tools themselves (models with tool calling)",

@@ -9,15 +9,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from third_party import own_server
 
-import agentloop.cli
+import agentloop.cli.app
 
 # The MCP stdio client takes `sys.stderr` as its servers' default error log when first
 # imported: importing it at collection time binds pytest's session capture stream, not
@@ -213,7 +215,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch) -> Any:
         asked.append(name)
         return models[-1]
 
-    monkeypatch.setattr(agentloop.cli, "resolve_model", fake_resolve)
+    monkeypatch.setattr(agentloop.cli.app, "resolve_model", fake_resolve)
     monkeypatch.delenv("AGENTLOOP_MODEL", raising=False)
     monkeypatch.chdir(Path(__file__).parent)
     return use
@@ -267,7 +269,7 @@ def test_run_plan_mode_native_binds_the_servers_tools_to_the_planner(
         plan_reply("execute", [calc("42 / 4")]),  # the planner's tool call, in native mode
         "Each line has 10.5 km of track.",  # its text reply, the answer: one model, no 2nd call
     )
-    model = agentloop.cli.resolve_model("fake:model")
+    model = agentloop.cli.app.resolve_model("fake:model")
     code = main(["run", "--model", "fake:model", "--plan-mode", "native", "--json", "km?"])
     captured = capfd.readouterr()
     assert code == 0, captured.err
@@ -354,7 +356,7 @@ def test_an_unexpected_error_is_one_line_unless_verbose(
     def broken(name: str) -> Any:
         raise RuntimeError("something\nbroke")
 
-    monkeypatch.setattr(agentloop.cli, "resolve_model", broken)
+    monkeypatch.setattr(agentloop.cli.app, "resolve_model", broken)
     assert main(["run", "--model", "fake:model", "q"]) == 1
     err = capfd.readouterr().err
     assert err.strip().splitlines()[-1] == (
@@ -386,7 +388,7 @@ def test_interrupt_exits_130(monkeypatch: pytest.MonkeyPatch, capfd: Any) -> Non
     def interrupted(name: str) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(agentloop.cli, "resolve_model", interrupted)
+    monkeypatch.setattr(agentloop.cli.app, "resolve_model", interrupted)
     code = main(["run", "--model", "fake:model", "q"])
     assert code == 130
     assert capfd.readouterr().err.strip().endswith(f"{ERROR_PREFIX}interrupted")
@@ -494,3 +496,46 @@ def test_demo_answers_the_question_it_is_given(
     assert all(record["success"] for record in document["records"])
     for needle in needles:
         assert needle in document["answer"]
+
+
+_IMPORTED_HEAVY = (
+    "import sys\n"
+    "from agentloop.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('langchain', 'langchain_core',"
+    " 'langgraph', 'mcp', 'rich'))\n"
+    "print('HEAVY', len(heavy), heavy[:5], file=sys.stderr)\n"
+    "raise SystemExit(code)\n"
+)
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["run", "--help"], ["bogus"]])
+def test_help_version_and_usage_errors_load_no_langchain(args: list[str], tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORTED_HEAVY, *args],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert done.returncode == (2 if args == ["bogus"] else 0), done.stderr
+    assert "HEAVY 0 []" in done.stderr
+
+
+def test_ctrl_c_while_the_cli_loads_is_one_line(tmp_path: Path) -> None:
+    """SIGINT while the run's imports load: one line, exit 130, no traceback."""
+    environment = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
+    loading = subprocess.Popen(
+        [sys.executable, "-c", "import time, sys\n"
+         "import agentloop.cli as cli\n"
+         "print('ready', flush=True)\n"
+         "time.sleep(0.5)\n"  # the signal arrives while the run's imports load, below
+         "raise SystemExit(cli.main(['demo', '--quiet']))"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env=environment,
+    )  # fmt: skip
+    assert loading.stdout is not None
+    assert loading.stdout.readline().strip() == "ready"
+    time.sleep(0.6)
+    loading.send_signal(signal.SIGINT)
+    _, err = loading.communicate(timeout=60)
+    assert loading.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "agentloop: error: interrupted"

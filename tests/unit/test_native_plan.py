@@ -354,3 +354,12 @@ async def test_speculative_answers_follow_the_native_decision(entry: str) -> Non
     assert speculated == ["cancelled", "adopted"]
     assert answerer.request_count == 2
     assert effects.lookups == ["news"]
+
+
+def test_the_cli_offers_every_plan_mode() -> None:
+    from typing import get_args
+
+    from agentloop.cli.parser import PLAN_MODES
+    from agentloop.settings import PlanMode
+
+    assert get_args(PlanMode) == PLAN_MODES
