@@ -8,9 +8,9 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from agentloop.demo.planner import _json_section
 from agentloop.demo.questions import (
     _best_sentences,
+    _json_section,
     _passages,
     _Question,
     _read_question,
@@ -20,7 +20,7 @@ from agentloop.demo.questions import (
 from agentloop.messages import message_text
 from agentloop.testing import ScriptedChatModel
 
-__all__ = ["demo_answer_model"]
+__all__ = ["answer_text", "demo_answer_model"]
 
 # -- the answer -----------------------------------------------------------------------------
 
@@ -91,8 +91,13 @@ def _describe_passages(question: _Question, passages: list[_Text]) -> tuple[bool
 def _answer(messages: list[BaseMessage]) -> str:
     """Answer by quoting the tool results found in the request, or say none were found."""
     text = message_text(messages[-1])
-    question = _read_question(str(_json_section(text, "user_request", "")))
     results = _json_section(text, "action_results", {})
+    return answer_text(str(_json_section(text, "user_request", "")), results)
+
+
+def answer_text(request: str, results: Any) -> str:
+    """The demo's answer to a request from its tool results (by purpose), or without any."""
+    question = _read_question(request)
     if not isinstance(results, dict) or not results:
         greeting = re.match(r"\W*(hi|hello|hey|good \w+)\b", question.text, re.IGNORECASE)
         if re.search(r"\bthank", question.text, re.IGNORECASE):

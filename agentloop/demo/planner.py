@@ -11,15 +11,18 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from agentloop.demo.answer import answer_text
 from agentloop.demo.questions import (
     _STOPWORDS,
     _Figure,
     _figure,
+    _json_section,
     _names,
     _passages,
     _promising,
     _Question,
     _read_question,
+    _section,
     _Text,
 )
 from agentloop.messages import message_text
@@ -28,24 +31,6 @@ from agentloop.testing import ScriptedChatModel, plan_reply
 __all__ = ["demo_planner"]
 
 # -- the planner ----------------------------------------------------------------------------
-
-
-def _section(text: str, tag: str) -> str:
-    """The text of a prompt section (data never holds a closing tag: "</" is escaped)."""
-    end = text.find(f"</{tag}>")
-    start = text.rfind(f"<{tag}>", 0, end)
-    return text[start + len(tag) + 2 : end].strip() if 0 <= start < end else ""
-
-
-def _json_section(text: str, tag: str, default: Any) -> Any:
-    """The JSON of a prompt section (its last line when a heading comes first)."""
-    section = _section(text, tag)
-    for candidate in (section, section.rsplit("\n", 1)[-1]):
-        try:
-            return json.loads(candidate)
-        except json.JSONDecodeError:
-            continue
-    return default
 
 
 def _history(section: str) -> list[Any]:
@@ -205,7 +190,15 @@ def _plan(
     if "<planner_note>" in text:  # the last plan was rolled back: the rules know no other
         return plan_reply("response")
     commands = _plan_commands(question, tools, records)
-    return plan_reply("execute", commands) if commands else plan_reply("response")
+    if commands:
+        return plan_reply("execute", commands)
+    if "<available_tools>" not in text:  # native: the planner's text reply may be the answer
+        results = {
+            str(record.get("purpose") or f"Use {record['tool_name']}"): record.get("result")
+            for record in records
+        }
+        return answer_text(question.text, results)
+    return plan_reply("response")
 
 
 def demo_planner() -> ScriptedChatModel:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable
@@ -346,3 +347,24 @@ def _figure(unit: str, texts: Iterable[str]) -> _Figure | None:
                         words += tokens[end + 1 : end + 3]
                     return _Figure(format(amount.normalize(), "f"), " ".join(words))
     return None
+
+
+# -- reading a prompt -----------------------------------------------------------------------
+
+
+def _section(text: str, tag: str) -> str:
+    """The text of a prompt section (data never holds a closing tag: "</" is escaped)."""
+    end = text.find(f"</{tag}>")
+    start = text.rfind(f"<{tag}>", 0, end)
+    return text[start + len(tag) + 2 : end].strip() if 0 <= start < end else ""
+
+
+def _json_section(text: str, tag: str, default: Any) -> Any:
+    """The JSON of a prompt section (its last line when a heading comes first)."""
+    section = _section(text, tag)
+    for candidate in (section, section.rsplit("\n", 1)[-1]):
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+    return default

@@ -162,3 +162,23 @@ def test_the_same_loop_answers_each_question_it_is_given(graph: Any) -> None:
         ["get_weather"],
         ["search_facts", "calculate"],
     ]
+
+
+@pytest.mark.parametrize("speculative", [False, "auto"])
+@pytest.mark.parametrize("question", ["Hello!", "thanks!", "What is 6*7?"])
+async def test_the_native_demo_answers_for_real_without_a_speculative_answer(
+    run_loop: Any, question: str, speculative: Any
+) -> None:
+    from agentloop import PlanningOptions
+    from agentloop._scripted_native import NATIVE_RESPONSE_TEXT
+
+    graph = build_demo_loop(
+        use_mcp=False,
+        plan_mode="native",
+        planning=PlanningOptions(speculative_answer=speculative),
+    )
+    out = await run_loop(graph, {"user_input": question})
+    assert out["status"] == "ok"
+    assert NATIVE_RESPONSE_TEXT not in out["answer"]
+    expected = {"Hello!": "Hello! I am the agentloop demo", "thanks!": "You're welcome!"}
+    assert out["answer"].startswith(expected.get(question, "Here is what the tools found"))
