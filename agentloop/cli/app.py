@@ -85,15 +85,39 @@ def _startup_error(error: BaseException) -> CliError | None:
 
 
 @contextlib.contextmanager
-def _starting_servers() -> Iterator[None]:
-    """Report a server that cannot be started (or a bad allow list) as a `CliError`."""
+def _starting_servers(toolset: MCPToolset, *, require_one: bool = False) -> Iterator[None]:
+    """Report a server that cannot be started (or a bad allow list) as a `CliError`.
+
+    The library's warnings about servers left out are held meanwhile: when the start
+    fails (`require_one`: no server started), the error line says the causes, once;
+    otherwise they are shown.
+    """
+    held: list[logging.LogRecord] = []
+
+    def hold(record: logging.LogRecord) -> bool:
+        if record.name.startswith("agentloop.mcp") and record.levelno == logging.WARNING:
+            held.append(record)
+            return False
+        return True
+
+    handlers = list(logging.getLogger("agentloop").handlers)  # the command's own
+    for handler in handlers:
+        handler.addFilter(hold)
     try:
-        yield
+        try:
+            yield
+        finally:
+            for handler in handlers:
+                handler.removeFilter(hold)
+        if require_one:
+            _require_some_server(toolset)
     except Exception as error:
-        mapped = _startup_error(error)
+        mapped = error if isinstance(error, CliError) else _startup_error(error)
         if mapped is None:
             raise
         raise mapped from error
+    for record in held:
+        logging.getLogger(record.name).handle(record)
 
 
 def resolve_model(name: str) -> BaseChatModel:
@@ -127,7 +151,7 @@ def _run_command(
     try:
         names = ", ".join(spec.name for spec in specs) or "none"
         screen.progress.line(f"starting MCP servers: {names}")
-        with _starting_servers():
+        with _starting_servers(toolset, require_one=True):
             graph = create_tool_loop(
                 model,
                 [toolset],
@@ -135,7 +159,6 @@ def _run_command(
                 concurrency=args.concurrency,
                 plan_mode=args.plan_mode,
             )
-        _require_some_server(toolset)
         return asyncio.run(screen.stream(graph, " ".join(args.question), [failures]))
     finally:
         toolset.close()
@@ -210,7 +233,7 @@ def _demo_command(
     toolset = MCPToolset(bundled_servers_config(demo_notes_file()))
     try:
         screen.progress.line("starting the bundled MCP servers: docs, calculator, notes")
-        with _starting_servers():
+        with _starting_servers(toolset):
             graph = build_demo_loop(toolset=toolset)
         question = " ".join(args.question) or DEMO_QUESTION
         return asyncio.run(screen.stream(graph, question, [failures]))

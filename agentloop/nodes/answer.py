@@ -248,13 +248,14 @@ class _Answer:
                 "I give no answer."
             )
         adopted = None if unplanned else adopted_reply(self.parts, state, scope)
-        scope.emit(
-            AnswerStarted(
-                tool_results=len(prompt.action_results),
-                media=prompt.media,
-                planner_reply=adopted is not None,
+        if not unplanned:  # no plan, no answer to start: the reply says why
+            scope.emit(
+                AnswerStarted(
+                    tool_results=len(prompt.action_results),
+                    media=prompt.media,
+                    planner_reply=adopted is not None,
+                )
             )
-        )
         arguments = (
             prompt.answerers,
             prompt.messages,

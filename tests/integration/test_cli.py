@@ -342,6 +342,7 @@ def test_a_model_failure_is_one_error_line_and_no_answer(scripted: Any, capfd: A
     ]
     assert captured.err.count("401 invalid api key") == 1
     assert "Traceback" not in captured.err
+    assert "answering" not in captured.err  # no progress line as if work went on
 
 
 def test_version(tmp_path: Path) -> None:
@@ -464,6 +465,7 @@ def test_run_exits_3_with_the_server_stderr_when_no_server_starts(
     assert code == 3
     (error,) = [line for line in captured.err.splitlines() if line.startswith(ERROR_PREFIX)]
     assert "'field' could not be started" in error and "missing setting API_TOKEN" in error
+    assert captured.err.count("missing setting API_TOKEN") == 1  # the cause is said once
 
 
 @pytest.mark.parametrize(
