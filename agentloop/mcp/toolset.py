@@ -87,8 +87,10 @@ class MCPToolset(ToolsetSessions):
             Without it, a question pauses the run with an interrupt a person answers.
         elicitation_wait_s: How long a call paused for a person's answer waits for its
             run to resume; then its server is answered "cancel".
-        max_tools: At most this many tools are offered to the planner per request (the
-            first ones in config order); a toolset with more logs a warning once.
+        max_tools: At most this many of the servers' tools are offered to the planner
+            (the first ones, in config order; None: no cap); a toolset with more logs
+            a warning once. Choose which with a server's `"tools": {"include": [...],
+            "exclude": [...]}` name patterns.
 
     Raises:
         ConfigurationError: The config is invalid.
@@ -104,7 +106,7 @@ class MCPToolset(ToolsetSessions):
         model: BaseChatModel | None = None,
         elicitation_handler: ElicitationHandler | None = None,
         elicitation_wait_s: float = 600.0,
-        max_tools: int = MAX_TOOLS,
+        max_tools: int | None = MAX_TOOLS,
     ) -> None:
         if isinstance(servers, str | Mapping):
             servers = load_mcp_config(servers)
@@ -119,6 +121,7 @@ class MCPToolset(ToolsetSessions):
         self.model = model
         self.elicitation_handler = elicitation_handler
         self.max_tools = max_tools
+        self._warned_cap = False
         self.redact = Redactor(self.secrets)
         install_log_redaction(logger, self.redact)  # before any server starts and logs
         super().__init__(self.specs, SessionPools(self.specs, self._pool, idle_timeout_s))
@@ -184,9 +187,31 @@ class MCPToolset(ToolsetSessions):
                 loop = self._pools.ensure_loop()
                 asyncio.run_coroutine_threadsafe(listings.discover(), loop).result(timeout)
         tools = [tool for spec in self.specs for tool in listings.server_tools.get(spec.name, [])]
+        tools = self._bounded(tools)
         if listings.resource_servers and all(tool.name != READ_RESOURCE_TOOL for tool in tools):
             tools.append(self._resources.tool(self._read))
         return tools
+
+    def _bounded(self, tools: list[BaseTool]) -> list[BaseTool]:
+        """The first `max_tools` tools (in config order); a warning, once, when cut."""
+        if self.max_tools is None or len(tools) <= self.max_tools:
+            return tools
+        if not self._warned_cap:
+            self._warned_cap = True
+            counts = {
+                spec.name: len(self._listings.server_tools.get(spec.name, []))
+                for spec in self.specs
+            }
+            logger.warning(
+                "the MCP servers offer %d tools (%s); only the first %d, in config order, "
+                "are offered to the planner. Choose which per server with "
+                '"tools": {"include": ["name_or_glob*"], "exclude": [...]} in its config, '
+                "or raise MCPToolset(max_tools=...) (each tool lengthens every plan prompt)",
+                len(tools),
+                ", ".join(f"{name}: {count}" for name, count in counts.items() if count),
+                self.max_tools,
+            )
+        return tools[: self.max_tools]
 
     @property
     def started(self) -> bool:
