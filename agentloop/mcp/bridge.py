@@ -285,7 +285,7 @@ class CallBridge:
         self,
         call: Started[T],
         *,
-        on_pause: Callable[[], None] = lambda: None,
+        on_pause: Callable[[], object] = lambda: None,
     ) -> T:
         """Await the call, answering its server's questions on the way.
 
@@ -333,8 +333,10 @@ class CallBridge:
                     raise
                 question[1].set_result(answer)
         finally:
-            if not paused and not done.done() and call.stop():  # cancelled on the server too
-                await asyncio.wait({done})
+            if not paused:
+                self.cancel_question()  # nobody will answer it now
+                if not done.done() and call.stop():  # cancelled on the server too
+                    await asyncio.wait({done})
             if done.done() and not done.cancelled():
                 done.exception()  # retrieved either way
 

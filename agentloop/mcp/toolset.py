@@ -311,13 +311,20 @@ class MCPToolset(ToolsetSessions):
                 `"thread"` ones without a thread).
             thread_id: The thread whose session to use (for `"scope": "thread"` servers).
 
+        A question the server asks during the call is answered by `elicitation_handler`;
+        without one it is declined (outside a graph run, nobody can be asked).
+
         Raises:
             MCPToolError: The tool reported an error (`isError`).
             MCPTransportError: The server died or cannot be reached; the next call
                 starts it again.
         """
-        call = self._call_on_loop(server, tool, arguments, run_id=run_id, thread_id=thread_id)
-        return (await self._pools.run(call)).value
+        bridge = CallBridge(server=server, tool=tool, handler=self.elicitation_handler)
+        call = self._call_on_loop(
+            server, tool, arguments, run_id=run_id, thread_id=thread_id, hooks=bridge.hooks
+        )
+        started = self._pools.start(call)
+        return (await bridge.run(started, on_pause=started.stop)).value
 
     async def _call_on_loop(
         self,

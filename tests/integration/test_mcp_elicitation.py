@@ -9,6 +9,7 @@ answered through an interrupt (resumed with `Command(resume=...)`) or the app's 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -124,3 +125,30 @@ async def test_a_resume_without_the_call_in_flight_is_unknown_outcome(
     assert record["success"] is False and record["error_type"] == "unknown_outcome", record
     assert "not sent again" in record["error"]
     assert lines(target) == ["one"]
+
+
+async def test_a_direct_call_is_answered_by_the_handler(tmp_path: Path) -> None:
+    target = tmp_path / "log.txt"
+    with MCPToolset(
+        {"asks": own_server("asks_after_writing")}, elicitation_handler=lambda request: "accept"
+    ) as toolset:
+        result = await toolset.call("asks", "append_then_ask", {"path": str(target), "line": "a"})
+    assert json.loads(result) == {"action": "accept", "content": {"priority": 3}}
+    assert lines(target) == ["a"]
+
+
+async def test_a_pause_longer_than_the_wait_is_answered_cancel(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    target = tmp_path / "log.txt"
+    thread = {"configurable": {"thread_id": "too-late"}}
+    config = {"asks": own_server("asks_after_writing")}
+    with MCPToolset(config, elicitation_wait_s=0.5) as toolset:
+        graph = loop_with(toolset, write_plan(target, "one"), checkpointer=InMemorySaver())
+        assert (await graph.ainvoke({"user_input": "write"}, thread))["__interrupt__"]
+        await asyncio.sleep(1.5)
+        out = await graph.ainvoke(Command(resume=ACCEPTED), thread)
+    (record,) = out["tool_logs"]
+    assert record["error_type"] == "unknown_outcome", record
+    assert lines(target) == ["one"]
+    assert "waited 0.5s for its run to resume" in caplog.text
