@@ -13,7 +13,12 @@ A ledger writes each operation once, as a core yielding `Effect`s (see
 from __future__ import annotations
 
 from agentloop._effects import Core, Effect, adrive, drive
-from agentloop.durability._langgraph import Durability, current_checkpointer, current_durability
+from agentloop.durability._langgraph import (
+    Durability,
+    current_checkpointer,
+    current_durability,
+    resuming,
+)
 from agentloop.durability.guard import CallGuard, Settled
 from agentloop.durability.identity import call_key, loop_namespace, run_identity
 from agentloop.durability.late import LateLedgerWriter
@@ -66,6 +71,7 @@ __all__ = [
     "is_server_checkpointer",
     "ledger_for",
     "loop_namespace",
+    "resuming",
     "run_identity",
     "run_ledger",
     "server_database_uri",

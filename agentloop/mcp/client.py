@@ -4,8 +4,8 @@
 - sampling requests are answered by the model of the loop whose call is running on the
   server (else the toolset's own), when the server's config allows it
   (`"sampling": true`), within the request's limits;
-- elicitation requests reach the call that is running on the server, which turns them
-  into a LangGraph `interrupt(...)` a person answers;
+- elicitation requests reach the call that is running on the server, which answers
+  them in flight: by the app's handler, or a LangGraph `interrupt(...)` a person answers;
 - roots are declared from the server's config;
 - the server's log messages go to its own Python logger, and a `tools/list_changed` or
   `resources/list_changed` notification makes the toolset fetch its lists again.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 from collections.abc import Mapping
@@ -15,7 +16,15 @@ import yaml
 from agentloop.errors import ConfigurationError
 from agentloop.tools.policy import ToolPolicy
 
-__all__ = ["INHERITED_ENV", "LogLevel", "MCPServerSpec", "SessionScope", "load_mcp_config"]
+__all__ = [
+    "INHERITED_ENV",
+    "LogLevel",
+    "MCPServerSpec",
+    "SessionScope",
+    "is_pattern",
+    "load_mcp_config",
+    "matches",
+]
 
 SessionScope = Literal["toolset", "thread", "run"]
 """`toolset`: one session per server, shared by every run and thread of the toolset;
@@ -47,9 +56,9 @@ class MCPServerSpec:
     """A `langchain_mcp_adapters` connection: stdio (`command`, `args`, `env`,
     `cwd`), `streamable_http` or `sse` (`url`, `headers`)."""
     allow: frozenset[str] | None = None
-    """The tool names to keep; `None` keeps all."""
+    """The tool names to keep, or glob patterns of them (`"git_*"`); `None` keeps all."""
     deny: frozenset[str] = frozenset()
-    """The tool names to drop; wins over `allow`."""
+    """The tool names (or glob patterns) to drop; wins over `allow`."""
     secrets: frozenset[str] = frozenset()
     """The values of the server's own `env` and `headers`, and its URL's path and query
     values, redacted wherever they appear."""
@@ -82,7 +91,8 @@ def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[
     only `INHERITED_ENV` from this process under its own `env`; one with `url`
     (and `headers`) is reached over streamable HTTP, or SSE when
     `transport: sse`. `allow` / `allowTools` / `include` and `deny` /
-    `denyTools` / `exclude` filter its tools; `disabled: true` skips it. A
+    `denyTools` / `exclude` (or `"tools": {"include": [...], "exclude": [...]}`)
+    filter its tools by name or glob pattern (`"search_*"`); `disabled: true` skips it. A
     relative `cwd` (or root) is taken from the config file's folder.
     agentloop's own keys: `scope` (`toolset`, the default: one session shared by
     every run and user; `thread`: one per thread; or `run`),
@@ -189,8 +199,9 @@ def _parse_server(
     else:
         msg = f"{where}: needs either 'command' (stdio) or 'url' (HTTP)"
         raise ConfigurationError(msg)
-    allow = _tool_names(entry, _ALLOW_KEYS, where=where)
-    deny = _tool_names(entry, _DENY_KEYS, where=where)
+    selection = _tool_selection(entry, where=where)
+    allow = _tool_names(selection, _ALLOW_KEYS, where=where)
+    deny = _tool_names(selection, _DENY_KEYS, where=where)
     own = {
         **_string_map(entry, "env", where=where, allow_numbers=True),
         **_string_map(entry, "headers", where=where, allow_numbers=False),
@@ -343,6 +354,20 @@ def _string_map(
     return {k: str(v) for k, v in value.items()}
 
 
+def _tool_selection(entry: Mapping[str, Any], *, where: str) -> Mapping[str, Any]:
+    """Where a server's allow and deny lists are: its entry, or its `tools` mapping."""
+    tools = entry.get("tools")
+    if tools is None:
+        return entry
+    if not isinstance(tools, Mapping) or not set(tools) <= {*_ALLOW_KEYS, *_DENY_KEYS}:
+        msg = f"{where}: 'tools' must be a mapping with 'include' and 'exclude' lists"
+        raise ConfigurationError(msg)
+    if given := [k for k in (*_ALLOW_KEYS, *_DENY_KEYS) if entry.get(k) is not None]:
+        msg = f"{where}: give the tool lists either in 'tools' or as {given[0]!r}, not both"
+        raise ConfigurationError(msg)
+    return tools
+
+
 def _tool_names(
     entry: Mapping[str, Any], keys: tuple[str, ...], *, where: str
 ) -> frozenset[str] | None:
@@ -354,6 +379,18 @@ def _tool_names(
         return None
     names = entry[given[0]]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        msg = f"{where}: {given[0]!r} must be a list of tool names"
+        msg = f"{where}: {given[0]!r} must be a list of tool names or patterns"
         raise ConfigurationError(msg)
     return frozenset(names)
+
+
+def is_pattern(name: str) -> bool:
+    """Whether an allow or deny entry is a glob pattern (`*`, `?`, `[...]`), not a name."""
+    return any(char in name for char in "*?[")
+
+
+def matches(name: str, entries: frozenset[str]) -> bool:
+    """Whether a tool name is one of `entries` or matches one of its glob patterns."""
+    return name in entries or any(
+        fnmatch.fnmatchcase(name, entry) for entry in entries if is_pattern(entry)
+    )

@@ -2,26 +2,45 @@
 
 stdio sessions are opened here rather than by langchain-mcp-adapters because the
 adapter cannot give the server process a stderr of our own: each server's stderr goes
-to its own logger (`agentloop.mcp.server.<name>`), not the terminal. HTTP sessions are
-opened by the adapter.
+to its own logger (`agentloop.mcp.server.<name>`), not the terminal. Streamable HTTP
+sessions are opened here too, on the mcp SDK's transport with one change: a response
+stream the server closes before the answer (and that cannot be resumed with
+`Last-Event-ID`) fails its request at once, instead of leaving it to its timeout. A
+request the server answers with 404 for the session id (it restarted, or expired the
+session) was not processed: it is sent again on a new session (`NotSentError`). SSE
+sessions are opened by the adapter.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from typing import Any, TypeVar, cast
 
 import anyio
+import httpx
 from langchain_mcp_adapters.sessions import Connection as AdapterConnection
 from langchain_mcp_adapters.sessions import create_session
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import RequestContext, StreamableHTTPTransport
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import McpError
-from mcp.types import CONNECTION_CLOSED, ServerCapabilities
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    CONNECTION_CLOSED,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    ServerCapabilities,
+)
 
 from agentloop.errors import MCPToolError, MCPTransportError
 from agentloop.mcp.cancel import CANCEL_GRACE_S, CANCEL_REASON, next_request_id, send_cancelled
@@ -30,7 +49,7 @@ from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.output import ServerLog, quote_output
 from agentloop.redaction import install_log_redaction
 
-__all__ = ["Connection", "NotSentError", "describe", "open_session"]
+__all__ = ["Connection", "NotSentError", "describe", "open_session", "streamable_http"]
 
 logger = install_log_redaction(logging.getLogger(__name__))
 
@@ -94,6 +113,13 @@ async def open_session(
             await inner(message)
 
         session_kwargs["message_handler"] = message_handler
+    if connection.get("transport") in _STREAMABLE_HTTP:
+        async with (
+            streamable_http(connection) as (read, write),
+            ClientSession(read, write, **session_kwargs) as session,
+        ):
+            yield session
+        return
     if connection.get("transport") != "stdio":
         connection["session_kwargs"] = session_kwargs
         async with create_session(cast(AdapterConnection, connection)) as session:
@@ -121,7 +147,103 @@ async def open_session(
 
 
 class NotSentError(Exception):
-    """The request never left this process, so sending it again is safe."""
+    """The server never processed the request, so sending it again is safe.
+
+    It never left this process, or the server refused it as sent on a session it
+    does not know (HTTP 404: it restarted or expired the session).
+    """
+
+
+_STREAMABLE_HTTP = {"streamable_http", "streamable-http", "http"}
+SESSION_TERMINATED = "Session terminated"
+"""The mcp SDK's error for a request the server answered 404 (an unknown session id)."""
+STREAM_CLOSED = "the server closed the response stream before the answer"
+
+
+class _FailFastTransport(StreamableHTTPTransport):
+    """The SDK's streamable HTTP transport; a stream that ends unanswered fails its request."""
+
+    async def _handle_sse_response(
+        self, response: httpx.Response, ctx: RequestContext, is_initialization: bool = False
+    ) -> None:
+        root = ctx.session_message.message.root
+        watch = _Answered(ctx.read_stream_writer)
+        await super()._handle_sse_response(
+            response,
+            dataclasses.replace(ctx, read_stream_writer=cast(Any, watch)),
+            is_initialization,
+        )
+        if isinstance(root, JSONRPCRequest) and not watch.answered:  # resumption failed too
+            error = ErrorData(code=CONNECTION_CLOSED, message=STREAM_CLOSED)
+            reply = JSONRPCMessage(JSONRPCError(jsonrpc="2.0", id=root.id, error=error))
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await ctx.read_stream_writer.send(SessionMessage(reply))
+
+
+class _Answered:
+    """A stream writer that notes whether a response or an error passed through it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.answered = False
+
+    async def send(self, item: Any) -> None:
+        root = getattr(getattr(item, "message", None), "root", None)
+        if isinstance(root, JSONRPCResponse | JSONRPCError):
+            self.answered = True
+        await self.inner.send(item)
+
+
+@contextlib.asynccontextmanager
+async def streamable_http(
+    connection: dict[str, Any],
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The streams of a streamable HTTP connection (`url`, `headers`, `timeout`, `auth`, ...).
+
+    The SDK's `streamable_http_client`, on `_FailFastTransport`; the connection's keys
+    mean what they mean to langchain-mcp-adapters.
+    """
+    timeout = _seconds(connection.get("timeout"), 30.0)
+    read_timeout = _seconds(connection.get("sse_read_timeout"), 300.0)
+    factory = connection.get("httpx_client_factory") or create_mcp_http_client
+    client = factory(
+        headers=connection.get("headers"),
+        timeout=httpx.Timeout(timeout, read=read_timeout),
+        auth=connection.get("auth"),
+    )
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    transport = _FailFastTransport(connection["url"])
+    async with client, anyio.create_task_group() as tasks:
+        try:
+
+            def start_get_stream() -> None:
+                tasks.start_soon(transport.handle_get_stream, client, read_writer)
+
+            tasks.start_soon(
+                transport.post_writer,
+                client,
+                write_reader,
+                read_writer,
+                write_stream,
+                start_get_stream,
+                tasks,
+            )
+            try:
+                yield read_stream, write_stream
+            finally:
+                if transport.session_id and connection.get("terminate_on_close", True):
+                    await transport.terminate_session(client)
+                tasks.cancel_scope.cancel()
+        finally:
+            await read_writer.aclose()
+            await write_stream.aclose()
+
+
+def _seconds(value: Any, default: float) -> float:
+    if value is None:
+        return default
+    return float(value.total_seconds() if isinstance(value, timedelta) else value)
 
 
 class Connection:
@@ -317,8 +439,11 @@ class Connection:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise NotSentError(describe(exc)) from exc
         except McpError as exc:
+            if exc.error.message == SESSION_TERMINATED:  # a 404: it does not know the session
+                raise NotSentError(f"the server ended the session ({exc.error.message})") from exc
             if exc.error.code == CONNECTION_CLOSED:
-                msg = f"MCP server {name!r} closed the connection during {what}"
+                how = f": {STREAM_CLOSED}" if exc.error.message == STREAM_CLOSED else ""
+                msg = f"MCP server {name!r} closed the connection during {what}{how}"
                 raise MCPTransportError(self.explain(msg)) from exc
             raise MCPToolError(exc.error.message, server=name) from exc
         except (OSError, anyio.EndOfStream) as exc:

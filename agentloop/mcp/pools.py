@@ -16,13 +16,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from agentloop.errors import MCPTransportError
 from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.session import MCPSessionPool
 
-__all__ = ["SessionPools"]
+__all__ = ["SessionPools", "Started"]
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +32,29 @@ PoolFactory = Callable[[Sequence[MCPServerSpec]], MCPSessionPool]
 
 
 _THREAD_PREFIX = "thread:"
+
+
+@dataclass(frozen=True)
+class Started(Generic[T]):
+    """A coroutine running on the toolset's background loop."""
+
+    future: concurrent.futures.Future[T]
+    """Its outcome, set when it has ended (cancelled when it was stopped)."""
+    stop: Callable[[], bool]
+    """Cancel it there (a request it sent is cancelled on its server); `future` is
+    done once it has ended. False when the background loop has already closed."""
+
+    async def wait(self) -> T:
+        """Await it from any event loop; cancelling the caller stops it and waits for its end."""
+        result = asyncio.wrap_future(self.future)
+        try:
+            return await asyncio.shield(result)
+        except asyncio.CancelledError:
+            if self.stop():
+                await asyncio.wait({result})
+            if result.done() and not result.cancelled():
+                result.exception()  # retrieved: the cancelled caller does not want it
+            raise
 
 
 def _thread_key(thread_id: str) -> str:
@@ -94,11 +118,14 @@ class SessionPools:
             raise
         return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, loop))
 
-    async def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run a coroutine on the background loop and await it from the caller's loop.
+    def start(self, coroutine: Coroutine[Any, Any, T]) -> Started[T]:
+        """Start a coroutine on the background loop, where it runs until it ends or is stopped.
 
-        Cancelling the caller cancels it there too (a request it sent is cancelled on its
-        server) and waits until it has ended, so nothing of it is left running here.
+        It outlives the caller's event loop (a call paused for an elicitation answer is
+        kept so); closing the pools stops it.
+
+        Raises:
+            RuntimeError: The pools are closed.
         """
         loop = self.ensure_loop() if not self.closed else None
         if loop is None:
@@ -115,17 +142,23 @@ class SessionPools:
             task.add_done_callback(self._calls.discard)
             task.add_done_callback(lambda done: self._copy_outcome(done, outcome))
 
-        loop.call_soon_threadsafe(start)
-        result = asyncio.wrap_future(outcome)
-        try:
-            return await asyncio.shield(result)
-        except asyncio.CancelledError:
-            if not loop.is_closed():  # runs after `start`: callbacks run in order
+        def stop() -> bool:
+            try:  # runs after `start`: callbacks run in order
                 loop.call_soon_threadsafe(lambda: started and started[0].cancel())
-                await asyncio.wait({result})
-            if result.done() and not result.cancelled():
-                result.exception()  # retrieved: the cancelled caller does not want it
-            raise
+            except RuntimeError:  # the loop is closed: nothing runs there anymore
+                return False
+            return True
+
+        loop.call_soon_threadsafe(start)
+        return Started(outcome, stop)
+
+    async def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the background loop and await it from the caller's loop.
+
+        Cancelling the caller cancels it there too (a request it sent is cancelled on its
+        server) and waits until it has ended, so nothing of it is left running here.
+        """
+        return await self.start(coroutine).wait()
 
     def _copy_outcome(self, task: asyncio.Task[T], outcome: concurrent.futures.Future[T]) -> None:
         if task.cancelled():

@@ -30,7 +30,7 @@ from pydantic import AnyUrl
 
 from agentloop.errors import ConfigurationError, MCPToolError, MCPTransportError
 from agentloop.mcp.client import CallHooks, ClientHandlers
-from agentloop.mcp.config import MCPServerSpec
+from agentloop.mcp.config import MCPServerSpec, is_pattern, matches
 from agentloop.mcp.connection import Connection, NotSentError, describe
 from agentloop.mcp.decode import DecodedResult, decode_result
 from agentloop.mcp.tools import langchain_tool, offered_tools
@@ -327,6 +327,9 @@ class MCPSessionPool:
     async def list_server_tools(self, server: str) -> list[Tool]:
         """The tools of one server the loop can use: allowed, not denied, not task-only.
 
+        Allow and deny entries are names or glob patterns (`"git_*"`); a name the server
+        lacks is an error, a pattern that matches nothing is not.
+
         Raises:
             ConfigurationError: Its `allow` list names a tool the server lacks.
             MCPTransportError: The server could not be started.
@@ -345,7 +348,8 @@ class MCPSessionPool:
         mcp_tools = await self.request(server, list_all, what="listing tools")
         spec = self._specs[server]
         offered = {t.name for t in mcp_tools}
-        if spec.allow is not None and (missing := sorted(spec.allow - offered)):
+        names = {name for name in spec.allow or () if not is_pattern(name)}
+        if missing := sorted(names - offered):
             msg = (
                 f"MCP server {server!r} has no tool named {', '.join(map(repr, missing))} "
                 f"(allow list); it offers {', '.join(sorted(offered)) or 'none'}"
@@ -354,8 +358,16 @@ class MCPSessionPool:
         allowed = [
             t
             for t in mcp_tools
-            if (spec.allow is None or t.name in spec.allow) and t.name not in spec.deny
+            if (spec.allow is None or matches(t.name, spec.allow))
+            and not matches(t.name, spec.deny)
         ]
+        if spec.allow is not None and not allowed and mcp_tools:
+            logger.warning(
+                "MCP server %r: its allow list %s matches none of its %d tools",
+                server,
+                sorted(spec.allow),
+                len(mcp_tools),
+            )
         return offered_tools(server, allowed)
 
     def _langchain_tool(self, server: str, tool: Tool) -> BaseTool:

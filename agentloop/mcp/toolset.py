@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -32,8 +32,9 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from mcp.types import Completion, Prompt, Tool
 
-from agentloop.errors import ConfigurationError
-from agentloop.mcp.bridge import CallBridge
+from agentloop.durability import resuming
+from agentloop.errors import ConfigurationError, UnknownOutcomeError
+from agentloop.mcp.bridge import CallBridge, ElicitationHandler, Suspended, Suspensions
 from agentloop.mcp.client import CallHooks, ClientHandlers
 from agentloop.mcp.config import MCPServerSpec, load_mcp_config
 from agentloop.mcp.decode import DecodedResult
@@ -55,6 +56,14 @@ logger = logging.getLogger(__name__)
 McpServersConfig = str | Mapping[str, Any]
 """A path to a JSON/YAML `mcpServers` file, or the same content as a dict."""
 
+MAX_TOOLS = 128
+"""The default cap on the tools a toolset offers the planner per request."""
+_LOST_PAUSE = (
+    "The call to {tool!r} of MCP server {server!r} was waiting for an answer when its run "
+    "paused, and is no longer in flight (the process that held it ended): it may or may "
+    "not have taken effect, so it is not sent again."
+)
+
 REFRESH_WAIT_S = 5.0
 """How long a loop waits for a tool list a server announced as changed before it plans."""
 
@@ -73,6 +82,15 @@ class MCPToolset(ToolsetSessions):
             (doubling up to 5 minutes).
         model: Answers the servers' sampling requests (servers with `"sampling": true`)
             outside a loop's call; during a loop's call, the loop's model does.
+        elicitation_handler: Answers the servers' questions during a call (sync or
+            async; given the interrupt's value, returns what a resume would give).
+            Without it, a question pauses the run with an interrupt a person answers.
+        elicitation_wait_s: How long a call paused for a person's answer waits for its
+            run to resume; then its server is answered "cancel".
+        max_tools: At most this many of the servers' tools are offered to the planner
+            (the first ones, in config order; None: no cap); a toolset with more logs
+            a warning once. Choose which with a server's `"tools": {"include": [...],
+            "exclude": [...]}` name patterns.
 
     Raises:
         ConfigurationError: The config is invalid.
@@ -86,6 +104,9 @@ class MCPToolset(ToolsetSessions):
         idle_timeout_s: float = 300.0,
         retry_interval_s: float = 10.0,
         model: BaseChatModel | None = None,
+        elicitation_handler: ElicitationHandler | None = None,
+        elicitation_wait_s: float = 600.0,
+        max_tools: int | None = MAX_TOOLS,
     ) -> None:
         if isinstance(servers, str | Mapping):
             servers = load_mcp_config(servers)
@@ -98,6 +119,9 @@ class MCPToolset(ToolsetSessions):
         self.idle_timeout_s = idle_timeout_s
         self.retry_interval_s = retry_interval_s
         self.model = model
+        self.elicitation_handler = elicitation_handler
+        self.max_tools = max_tools
+        self._warned_cap = False
         self.redact = Redactor(self.secrets)
         install_log_redaction(logger, self.redact)  # before any server starts and logs
         super().__init__(self.specs, SessionPools(self.specs, self._pool, idle_timeout_s))
@@ -106,6 +130,12 @@ class MCPToolset(ToolsetSessions):
             self.specs, self._pools, self._pool, self._routed_tool, retry_interval_s
         )
         self._resources = Resources(self.specs, self._pools, self._listings)
+        self._suspensions = Suspensions(elicitation_wait_s, self._later)
+
+    def _later(self, delay_s: float, function: Callable[[], None]) -> None:
+        """Call `function` on the background loop after `delay_s`."""
+        loop = self._pools.ensure_loop()
+        loop.call_soon_threadsafe(loop.call_later, delay_s, function)
 
     @property
     def secrets(self) -> frozenset[str]:
@@ -157,9 +187,31 @@ class MCPToolset(ToolsetSessions):
                 loop = self._pools.ensure_loop()
                 asyncio.run_coroutine_threadsafe(listings.discover(), loop).result(timeout)
         tools = [tool for spec in self.specs for tool in listings.server_tools.get(spec.name, [])]
+        tools = self._bounded(tools)
         if listings.resource_servers and all(tool.name != READ_RESOURCE_TOOL for tool in tools):
             tools.append(self._resources.tool(self._read))
         return tools
+
+    def _bounded(self, tools: list[BaseTool]) -> list[BaseTool]:
+        """The first `max_tools` tools (in config order); a warning, once, when cut."""
+        if self.max_tools is None or len(tools) <= self.max_tools:
+            return tools
+        if not self._warned_cap:
+            self._warned_cap = True
+            counts = {
+                spec.name: len(self._listings.server_tools.get(spec.name, []))
+                for spec in self.specs
+            }
+            logger.warning(
+                "the MCP servers offer %d tools (%s); only the first %d, in config order, "
+                "are offered to the planner. Choose which per server with "
+                '"tools": {"include": ["name_or_glob*"], "exclude": [...]} in its config, '
+                "or raise MCPToolset(max_tools=...) (each tool lengthens every plan prompt)",
+                len(tools),
+                ", ".join(f"{name}: {count}" for name, count in counts.items() if count),
+                self.max_tools,
+            )
+        return tools[: self.max_tools]
 
     @property
     def started(self) -> bool:
@@ -192,28 +244,45 @@ class MCPToolset(ToolsetSessions):
 
         async def call(config: RunnableConfig, **arguments: Any) -> tuple[str, dict[str, Any]]:
             info = call_info(config)
-            bridge = CallBridge(
-                server=server,
-                tool=tool.name,
-                call_id=info["call_id"] if info else "",
-                read_only=read_only,
-                loop_name=info.get("loop", "") if info else "",
-                redact=self.redact,
-                model=SamplingModel.of(info),
-            )
-            position = info.get("place", "") if info else ""
-            decoded = await bridge.run(
-                self._call(
-                    server,
-                    tool.name,
-                    arguments,
-                    run_id=info["run_id"] if info else "",
-                    thread_id=call_thread(config),
-                    meta=self._meta(server, info),
-                    hooks=bridge.hooks,
-                    prefix=f"{tool.name}:{position}" if position else tool.name,
+            thread_id = call_thread(config)
+            key = (thread_id, info["call_key"]) if info and thread_id else None
+            paused = self._suspensions.take(key) if key is not None else None
+            if paused is not None:  # resumed: answer the question of the call in flight
+                bridge, started = paused.bridge, paused.call
+            else:
+                if key is not None and not read_only and resuming(config):
+                    raise UnknownOutcomeError(_LOST_PAUSE.format(tool=tool.name, server=server))
+                bridge = CallBridge(
+                    server=server,
+                    tool=tool.name,
+                    call_id=info["call_id"] if info else "",
+                    read_only=read_only,
+                    loop_name=info.get("loop", "") if info else "",
+                    redact=self.redact,
+                    model=SamplingModel.of(info),
+                    handler=self.elicitation_handler,
                 )
-            )
+                position = info.get("place", "") if info else ""
+                started = self._pools.start(
+                    self._call_on_loop(
+                        server,
+                        tool.name,
+                        arguments,
+                        run_id=info["run_id"] if info else "",
+                        thread_id=thread_id,
+                        meta=self._meta(server, info),
+                        hooks=bridge.hooks,
+                        prefix=f"{tool.name}:{position}" if position else tool.name,
+                    )
+                )
+
+            def pause() -> None:  # the call stays in flight until the run resumes
+                if key is None:
+                    started.stop()
+                else:
+                    self._suspensions.keep(key, Suspended(bridge, started))
+
+            decoded = await bridge.run(started, on_pause=pause)
             return tool_output(decoded)
 
         policy = self._specs[server].policies.get(tool.name)
@@ -242,15 +311,22 @@ class MCPToolset(ToolsetSessions):
                 `"thread"` ones without a thread).
             thread_id: The thread whose session to use (for `"scope": "thread"` servers).
 
+        A question the server asks during the call is answered by `elicitation_handler`;
+        without one it is declined (outside a graph run, nobody can be asked).
+
         Raises:
             MCPToolError: The tool reported an error (`isError`).
             MCPTransportError: The server died or cannot be reached; the next call
                 starts it again.
         """
-        call = self._call(server, tool, arguments, run_id=run_id, thread_id=thread_id)
-        return (await call).value
+        bridge = CallBridge(server=server, tool=tool, handler=self.elicitation_handler)
+        call = self._call_on_loop(
+            server, tool, arguments, run_id=run_id, thread_id=thread_id, hooks=bridge.hooks
+        )
+        started = self._pools.start(call)
+        return (await bridge.run(started, on_pause=started.stop)).value
 
-    async def _call(
+    async def _call_on_loop(
         self,
         server: str,
         tool: str,
@@ -262,18 +338,16 @@ class MCPToolset(ToolsetSessions):
         hooks: CallHooks | None = None,
         prefix: str = "",
     ) -> DecodedResult:
-        async def on_loop() -> DecodedResult:
-            pool = self._pools.pool_of(server, run_id, thread_id)
-            try:
-                decoded = await pool.call_tool_result(
-                    server, tool, arguments, hooks=hooks, prefix=prefix, meta=meta
-                )
-            finally:
-                self._pools.touch(run_id, thread_id)
-            self._resources.mentioned(server, decoded.resource_uris)
-            return decoded
-
-        return await self._pools.run(on_loop())
+        """One call, on the background loop."""
+        pool = self._pools.pool_of(server, run_id, thread_id)
+        try:
+            decoded = await pool.call_tool_result(
+                server, tool, arguments, hooks=hooks, prefix=prefix, meta=meta
+            )
+        finally:
+            self._pools.touch(run_id, thread_id)
+        self._resources.mentioned(server, decoded.resource_uris)
+        return decoded
 
     async def read_resource(self, uri: str, *, server: str | None = None, run_id: str = "") -> Any:
         """Read a resource (as text, or with placeholders for binary contents).

@@ -53,3 +53,25 @@ def test_a_subgraph_sees_its_parents_checkpointer() -> None:
 def test_without_a_checkpointer() -> None:
     assert graph().invoke({"seen": []})["seen"] == [(id(None), "async")]
     assert current_checkpointer() is None and current_durability() == "async"
+
+
+def test_a_task_knows_when_it_is_resumed_with_an_answer() -> None:
+    from langgraph.types import Command, interrupt
+
+    from agentloop.durability import resuming
+
+    observed: list[bool] = []
+
+    def ask(state: State) -> dict[str, Any]:
+        observed.append(resuming())
+        return {"seen": [interrupt("question?")]}
+
+    builder = StateGraph(State)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    app = builder.compile(checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "t"}}
+    app.invoke({"seen": []}, thread)  # the first run is not a resume: it pauses
+    assert app.invoke(Command(resume="yes"), thread)["seen"] == ["yes"]
+    assert observed == [False, True]
+    assert resuming() is False  # outside a graph run

@@ -180,3 +180,24 @@ def test_log_level() -> None:
     assert default.log_level is None
     with pytest.raises(ConfigurationError, match="'log_level' must be one of debug, info"):
         load_mcp_config({"s": {"command": "x", "log_level": "loud"}})
+
+
+def test_tool_lists_in_a_tools_mapping_with_patterns() -> None:
+    (spec,) = load_mcp_config(
+        {"s": {"command": "x", "tools": {"include": ["git_*", "echo"], "exclude": ["git_push"]}}}
+    )
+    assert (spec.allow, spec.deny) == (frozenset({"git_*", "echo"}), frozenset({"git_push"}))
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ({"command": "x", "tools": ["a"]}, "'tools' must be a mapping"),
+        ({"command": "x", "tools": {"only": ["a"]}}, "'tools' must be a mapping"),
+        ({"command": "x", "tools": {"include": ["a"]}, "deny": ["b"]}, "not both"),
+        ({"command": "x", "tools": {"include": "a*"}}, "list of tool names or patterns"),
+    ],
+)
+def test_a_bad_tools_mapping_is_refused(entry: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ConfigurationError, match=problem):
+        load_mcp_config({"s": entry})
