@@ -5,8 +5,8 @@ processes a thread started with `fork`, `vfork`, `posix_spawn` or `subprocess`, 
 long as that thread lives. A sync tool runs in a thread of its own, so its children are
 exactly that thread's. An async tool runs on the event loop's thread, beside other
 calls: its children are those the loop's thread started while the call ran
-(`ChildWindow`), which is only unambiguous when no other call ran on that thread
-meanwhile (the caller decides).
+(`ChildWindow`): a child it started while another call ran on the same thread cannot
+be told apart from that call's, and is left running.
 
 A process is ended with its descendants: SIGTERM to all of them, then SIGKILL to those
 still alive after a grace. Each is held by a pidfd, opened while it is still known to
@@ -21,10 +21,12 @@ import contextlib
 import os
 import select
 import signal
+import threading
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from agentloop._sync import pause
 
@@ -180,22 +182,89 @@ async def end_processes(
     )
 
 
-@dataclass
+def _clock() -> float:
+    """Seconds since boot, the clock of a process's start time in /proc."""
+    try:
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+    except (AttributeError, OSError):  # not Linux: nothing is found in /proc anyway
+        return time.monotonic()
+
+
+_TICK_S = 1 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+"""The resolution of a process's start time in /proc (10 ms on Linux)."""
+
+
+def _started_at(pid: int) -> float | None:
+    """When a process started, in seconds since boot (None when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rfind(")") + 2 :].split()[19]) * _TICK_S
+
+
 class ChildWindow:
-    """The children a thread started between `open` and now.
+    """The children a thread starts while an async call runs on it, beside other calls.
+
+    Every call running on a thread is a window: a child the thread started while only
+    one window was open is that call's; one started while several were open could be
+    any of theirs (ambiguous). Windows are kept by thread, across every loop of the
+    process, for as long as their call runs.
 
     Args:
         tid: The thread (its native id).
     """
 
-    tid: int
-    before: set[int] = field(default_factory=set)
+    _lock = threading.Lock()
+    _open: ClassVar[dict[int, set[ChildWindow]]] = {}
+
+    def __init__(self, tid: int) -> None:
+        self.tid = tid
+        self.before = thread_children(tid)
+        self.opened = _clock()
+        self.closed: float | None = None
+        self.beside: list[ChildWindow] = []
 
     @classmethod
     def open(cls, tid: int) -> ChildWindow:
-        """Remember the thread's children now."""
-        return cls(tid, thread_children(tid))
+        """Start a call's window on a thread (the thread's children now are not its)."""
+        window = cls(tid)
+        with cls._lock:
+            running = cls._open.setdefault(tid, set())
+            for other in running:
+                other.beside.append(window)
+                window.beside.append(other)
+            running.add(window)
+        return window
 
-    def started(self) -> set[int]:
-        """The children the thread started since `open` that are still alive."""
-        return thread_children(self.tid) - self.before
+    def close(self) -> None:
+        """End the window (the call ended or timed out)."""
+        with self._lock:
+            if self.closed is not None:
+                return
+            self.closed = _clock()
+            running = self._open.get(self.tid, set())
+            running.discard(self)
+            if not running:
+                self._open.pop(self.tid, None)
+
+    def started(self) -> tuple[set[int], set[int]]:
+        """The live children the thread started in this window: its own, and ambiguous ones.
+
+        A child is ambiguous when it started while another window on the thread was open
+        (within the start time's resolution).
+        """
+        now = _clock()
+        own: set[int] = set()
+        ambiguous: set[int] = set()
+        for pid in thread_children(self.tid) - self.before:
+            at = _started_at(pid)
+            if at is None:
+                continue
+            with self._lock:
+                spans = [(other.opened, other.closed or now) for other in self.beside]
+            if any(start - _TICK_S <= at <= end + _TICK_S for start, end in spans):
+                ambiguous.add(pid)
+            else:
+                own.add(pid)
+        return own, ambiguous

@@ -14,8 +14,8 @@ shutdown (it would wait forever): the process can exit.
 
 At a timeout, the child processes the call started are ended (`agentloop.tools.processes`):
 a sync call's are its thread's children; an async call's are those the event loop's
-thread started while it ran, ended only when no other async call ran on that thread
-meanwhile (they could be that call's). A call's thread that returns after its timeout
+thread started while it ran, except those it started while another async call ran on
+that thread (they could be that call's). A call's thread that returns after its timeout
 ends the children it still has.
 """
 
@@ -82,16 +82,6 @@ class AbandonedCall(CallTimedOut):
         super().__init__(message, pending)
 
 
-class _Window:
-    """An async call running on an event loop's thread, and whether another ran beside it."""
-
-    __slots__ = ("children", "overlapped")
-
-    def __init__(self, children: ChildWindow) -> None:
-        self.children = children
-        self.overlapped = False
-
-
 class _Slot:
     """One call's thread: whether it was abandoned, decided under the pool's lock."""
 
@@ -127,8 +117,6 @@ class ToolThreads:
         self._lock = threading.Lock()
         self._running = 0
         self._abandoned: dict[str, int] = {}
-        self._windows: dict[int, set[_Window]] = {}
-        """The async calls running now, by the native id of their event loop's thread."""
 
     def abandoned(self, tool_name: str) -> int:
         """How many calls (threads and tasks) of a tool are still hung after their timeout."""
@@ -208,7 +196,7 @@ class ToolThreads:
                         future.set_exception(error)
             finally:
                 if slot.abandoned:  # what it started is ended, as at its timeout
-                    self._end_children(threading.get_native_id())
+                    self._end_thread_children(threading.get_native_id())
                 self._leave(tool_name, slot)
 
         thread = threading.Thread(target=target, name=f"agentloop-tool-{tool_name}", daemon=True)
@@ -236,7 +224,7 @@ class ToolThreads:
                 raise AbandonedCall(msg, future) from error
             raise
 
-    def _end_children(self, tid: int) -> None:
+    def _end_thread_children(self, tid: int) -> None:
         """End the children a thread still has (from that thread, with no event loop)."""
         ending = end_processes(thread_children(tid), grace_s=self.terminate_grace_s)
         with contextlib.suppress(Exception):  # best effort, from a thread nobody awaits
@@ -263,8 +251,9 @@ class ToolThreads:
         guarded), it is abandoned at the timeout and stays attached.
 
         With `end_children`, the child processes the event loop's thread started while
-        the call ran are ended at its timeout, unless another async call ran on that
-        thread meanwhile (they could be that call's; the error says they were left).
+        the call ran are ended at its timeout, except those started while another such
+        call ran on that thread (they could be that call's; the error says they were
+        left running).
 
         Raises:
             CallTimedOut: It took longer and stopped when cancelled.
@@ -277,7 +266,7 @@ class ToolThreads:
             except ToolCallError:
                 coroutine.close()
                 raise
-        window = self._open_window()
+        window = ChildWindow.open(threading.get_native_id()) if end_children else None
         task = asyncio.ensure_future(coroutine)
         try:
             finished, _ = await asyncio.wait({task}, timeout=timeout_s)
@@ -286,12 +275,14 @@ class ToolThreads:
                 await asyncio.wait({task}, timeout=self.cancel_grace_s)
         except asyncio.CancelledError:  # the run itself is cancelled
             task.cancel()
-            self._close_window(window)
+            if window is not None:
+                window.close()
             raise
         if finished or (task.done() and not task.cancelled() and task.exception() is None):
-            self._close_window(window)
+            if window is not None:
+                window.close()
             return task.result()  # in time, or it finished its work while being cancelled
-        children = await self._end_window(window, tool_name, enabled=end_children)
+        children = await self._end_window(window, tool_name)
         if task.done():
             if not task.cancelled():
                 task.exception()  # retrieved: it stopped with an error when cancelled
@@ -313,39 +304,21 @@ class ToolThreads:
             msg = f"{tool_name} did not finish within {timeout_s:g}s; it runs on, to its end"
         raise AbandonedCall("; ".join(filter(None, (msg, children))), task)
 
-    def _open_window(self) -> _Window:
-        """Start watching the children the event loop's thread starts (an async call)."""
-        tid = threading.get_native_id()
-        window = _Window(ChildWindow.open(tid))
-        with self._lock:
-            running = self._windows.setdefault(tid, set())
-            for other in running:
-                other.overlapped = True
-            window.overlapped = bool(running)
-            running.add(window)
-        return window
-
-    def _close_window(self, window: _Window) -> None:
-        tid = window.children.tid
-        with self._lock:
-            running = self._windows.get(tid, set())
-            running.discard(window)
-            if not running:
-                self._windows.pop(tid, None)
-
-    async def _end_window(self, window: _Window, tool_name: str, *, enabled: bool) -> str:
+    async def _end_window(self, window: ChildWindow | None, tool_name: str) -> str:
         """End the children a timed-out async call started; say what happened ("" if none)."""
-        self._close_window(window)
-        started = window.children.started()
-        if not started or not enabled:
+        if window is None:
             return ""
-        if window.overlapped:
-            return (
-                f"child processes {sorted(started)} started while it ran were left running: "
-                f"other calls ran on its event loop meanwhile; they may not be {tool_name}'s"
+        own, ambiguous = window.started()
+        window.close()
+        ended = await end_processes(own, grace_s=self.terminate_grace_s)
+        said = ended.describe()
+        if ambiguous:
+            left = (
+                f"child processes {sorted(ambiguous)} were left running: they started while "
+                f"other calls ran on the same event loop, so they may not be {tool_name}'s"
             )
-        ended = await end_processes(started, grace_s=self.terminate_grace_s)
-        return ended.describe()
+            said = "; ".join(filter(None, (said, left)))
+        return said
 
     def _abandon_task(self, tool_name: str, task: asyncio.Task[Any]) -> int:
         """Count a task that ignored its cancellation as hung until it ends or is dropped."""

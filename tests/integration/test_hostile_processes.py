@@ -157,3 +157,28 @@ def test_a_timed_out_tools_child_processes_do_not_outlive_the_host(
         for pid in pids:  # never leave a process behind when the test fails
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="ending children needs /proc")
+@pytest.mark.parametrize("entry", ["invoke", "ainvoke"])
+def test_a_child_that_may_be_another_calls_is_left_running_and_said(
+    entry: str, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pids.json"
+    pids: dict[str, int] = {}
+    try:
+        out = _run_worker("overlap", entry, str(pid_file))
+        pids = json.loads(pid_file.read_text())
+        job, other = out["records"]
+        assert job["error_type"] == "timeout" and other["success"]
+        assert not _alive(pids["after"])  # started once it ran alone: its own
+        assert f"sleep ({pids['after']})" in job["error"]
+        if entry == "ainvoke":  # started while get_other ran on the same event loop
+            assert _alive(pids["beside"])
+            assert f"child processes [{pids['beside']}] were left running" in job["error"]
+        else:  # under invoke each async call has an event loop (and a thread) of its own
+            assert not _alive(pids["beside"])
+    finally:
+        for pid in pids.values():
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -2,11 +2,15 @@
 
     python timeout_cleanup_worker.py children invoke|ainvoke sync|async PID_FILE
     python timeout_cleanup_worker.py stubborn invoke|ainvoke
+    python timeout_cleanup_worker.py overlap invoke|ainvoke PID_FILE
 
 `children`: a tool starts child processes (one that ignores SIGTERM, and a shell with a
 child of its own), writes their process ids to PID_FILE, then waits for them; it times
 out. The host prints the record and exits; the test then checks by process id that
 none of them outlived it.
+
+`overlap`: an async tool starts a child while another call runs beside it, and one
+after that call ended; then it times out. It writes both ids to PID_FILE.
 
 `stubborn`: async tools that swallow every cancellation time out; the host runs the loop
 with `asyncio.run(loop.ainvoke(...))` (or `loop.invoke`) and must exit.
@@ -39,6 +43,9 @@ IGNORES_SIGTERM = (
 SHELL_WITH_CHILD = 'sleep 300 & echo $! > "$0"; wait'
 """A child with a child of its own (it writes the grandchild's id to the file in $0)."""
 
+QUIET: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+"""Children never hold the host's output pipes (a child left running would hold the test)."""
+
 WRITE = ToolPolicy(read_only=False, idempotent=False, timeout_s=0.5, retry=None)
 READ = ToolPolicy(read_only=True, idempotent=True, timeout_s=0.5, retry=None)
 
@@ -56,8 +63,8 @@ def children_tools(pid_file: Path) -> list[Any]:
     @tool
     def run_job(name: str) -> str:
         """Run a batch job (sync) that outlives its timeout."""
-        stubborn = subprocess.Popen([sys.executable, "-c", IGNORES_SIGTERM])
-        shell = subprocess.Popen(["sh", "-c", SHELL_WITH_CHILD, str(grandchild)])
+        stubborn = subprocess.Popen([sys.executable, "-c", IGNORES_SIGTERM], **QUIET)
+        shell = subprocess.Popen(["sh", "-c", SHELL_WITH_CHILD, str(grandchild)], **QUIET)
         record(stubborn.pid, shell.pid)
         shell.wait()
         stubborn.wait()
@@ -83,6 +90,27 @@ async def swallow_cancellation() -> None:
             await asyncio.sleep(0.05)
         except asyncio.CancelledError:
             continue
+
+
+def overlap_tools(pid_file: Path) -> list[Any]:
+    @tool
+    async def get_job(n: int) -> str:
+        """Start two processes, one beside another call and one after it, then hang."""
+        await asyncio.sleep(0.1)  # get_other runs by now
+        beside = await asyncio.create_subprocess_exec("sleep", "300", **QUIET)
+        await asyncio.sleep(0.6)  # get_other has ended by now
+        after = await asyncio.create_subprocess_exec("sleep", "301", **QUIET)
+        pid_file.write_text(json.dumps({"beside": beside.pid, "after": after.pid}))
+        await asyncio.sleep(300)
+        return "never"
+
+    @tool
+    async def get_other(n: int) -> str:
+        """Return soon."""
+        await asyncio.sleep(0.4)
+        return "other"
+
+    return [get_job, get_other]
 
 
 @tool
@@ -129,6 +157,16 @@ def main() -> None:
             children_tools(pid_file),
             [{"tool_name": name, "tool_kwargs": {"name": "nightly"}}],
             {"run_job": WRITE, "arun_job": WRITE},
+        )
+    elif what == "overlap":
+        slow = ToolPolicy(read_only=True, idempotent=True, timeout_s=1.5, retry=None)
+        loop = build(
+            overlap_tools(Path(sys.argv[3])),
+            [
+                {"tool_name": "get_job", "tool_kwargs": {"n": 1}},
+                {"tool_name": "get_other", "tool_kwargs": {"n": 2}},
+            ],
+            {"get_job": slow, "get_other": READ},
         )
     else:
         loop = build(
