@@ -182,3 +182,23 @@ def test_a_child_that_may_be_another_calls_is_left_running_and_said(
         for pid in pids.values():
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="ending children needs /proc")
+@pytest.mark.parametrize("entry", ["invoke", "ainvoke"])
+def test_a_sync_tool_that_returns_after_its_timeout_leaves_no_child(
+    entry: str, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pids.json"
+    pids: list[int] = []
+    try:
+        out = _run_worker("late", entry, str(pid_file))
+        pids = json.loads(pid_file.read_text())
+        [record] = out["records"]
+        assert record["error_type"] == "unknown_outcome"  # a write that timed out
+        assert "its thread runs on" in record["error"]
+        assert [pid for pid in pids if _alive(pid)] == []
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -3,6 +3,7 @@
     python timeout_cleanup_worker.py children invoke|ainvoke sync|async PID_FILE
     python timeout_cleanup_worker.py stubborn invoke|ainvoke
     python timeout_cleanup_worker.py overlap invoke|ainvoke PID_FILE
+    python timeout_cleanup_worker.py late invoke|ainvoke PID_FILE
 
 `children`: a tool starts child processes (one that ignores SIGTERM, and a shell with a
 child of its own), writes their process ids to PID_FILE, then waits for them; it times
@@ -11,6 +12,9 @@ none of them outlived it.
 
 `overlap`: an async tool starts a child while another call runs beside it, and one
 after that call ended; then it times out. It writes both ids to PID_FILE.
+
+`late`: a sync tool starts a child after its timeout and returns, leaving it running;
+the host waits for the tool's thread to end before it exits.
 
 `stubborn`: async tools that swallow every cancellation time out; the host runs the loop
 with `asyncio.run(loop.ainvoke(...))` (or `loop.invoke`) and must exit.
@@ -25,6 +29,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -113,6 +118,19 @@ def overlap_tools(pid_file: Path) -> list[Any]:
     return [get_job, get_other]
 
 
+def late_tools(pid_file: Path, returned: threading.Event) -> list[Any]:
+    @tool
+    def run_export(n: int) -> str:
+        """Export slowly, then start a process and return without waiting for it."""
+        time.sleep(0.8)  # past its timeout
+        child = subprocess.Popen(["sleep", "302"], **QUIET)
+        pid_file.write_text(json.dumps([child.pid]))
+        returned.set()
+        return "exported"
+
+    return [run_export]
+
+
 @tool
 async def send_payment(account: str) -> str:
     """Pay an account (side effect); it never ends and ignores cancellation."""
@@ -158,6 +176,13 @@ def main() -> None:
             [{"tool_name": name, "tool_kwargs": {"name": "nightly"}}],
             {"run_job": WRITE, "arun_job": WRITE},
         )
+    elif what == "late":
+        returned = threading.Event()
+        loop = build(
+            late_tools(Path(sys.argv[3]), returned),
+            [{"tool_name": "run_export", "tool_kwargs": {"n": 1}}],
+            {"run_export": ToolPolicy(read_only=False, timeout_s=0.3, retry=None)},
+        )
     elif what == "overlap":
         slow = ToolPolicy(read_only=True, idempotent=True, timeout_s=1.5, retry=None)
         loop = build(
@@ -179,6 +204,9 @@ def main() -> None:
         )
     started = time.monotonic()
     out = run(loop, entry)
+    if what == "late":  # its thread ends what it left once it has returned
+        returned.wait(10)
+        time.sleep(1.0)
     fields = ("tool_name", "success", "error_type", "error")
     print(
         json.dumps(
