@@ -41,28 +41,34 @@ __all__ = [
 DEFAULT_TERMINATE_GRACE_S = 0.5
 """How long an ended process may take to exit after SIGTERM before it gets SIGKILL."""
 
-_SELF = Path("/proc/self/task")
-
 
 def thread_children(tid: int) -> set[int]:
     """The live children a thread of this process started (empty where /proc cannot tell)."""
+    return _read_children(f"/proc/self/task/{tid}/children")
+
+
+def _read_children(path: str) -> set[int]:
     try:
-        text = (_SELF / str(tid) / "children").read_text()
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return set()
-    return {int(pid) for pid in text.split()}
+    try:
+        return {int(pid) for pid in os.read(fd, 1 << 20).split()}
+    except OSError:
+        return set()
+    finally:
+        os.close(fd)
 
 
 def _children(pid: int) -> set[int]:
     """The children of every thread of process `pid`."""
     found: set[int] = set()
     try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return found
     for task in tasks:
-        with contextlib.suppress(OSError):
-            found.update(int(child) for child in (task / "children").read_text().split())
+        found |= _read_children(f"/proc/{pid}/task/{task}/children")
     return found
 
 
