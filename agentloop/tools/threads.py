@@ -275,18 +275,17 @@ class ToolThreads:
                 await asyncio.wait({task}, timeout=self.cancel_grace_s)
         except asyncio.CancelledError:  # the run itself is cancelled
             task.cancel()
-            if window is not None:
-                window.close()
             raise
-        if finished or (task.done() and not task.cancelled() and task.exception() is None):
+        finally:
             if window is not None:
                 window.close()
+        if finished or (task.done() and not task.cancelled() and task.exception() is None):
             return task.result()  # in time, or it finished its work while being cancelled
-        children = await self._end_window(window, tool_name)
         if task.done():
             if not task.cancelled():
                 task.exception()  # retrieved: it stopped with an error when cancelled
             msg = f"{tool_name} did not finish within {timeout_s:g}s and was cancelled"
+            children = await self._end_window(window, tool_name)
             raise CallTimedOut("; ".join(filter(None, (msg, children))))
         hung = self._abandon_task(tool_name, task)
         if on_abandoned is not None:
@@ -302,6 +301,7 @@ class ToolThreads:
                 msg += "; asyncio.run() will wait for it at shutdown"
         else:
             msg = f"{tool_name} did not finish within {timeout_s:g}s; it runs on, to its end"
+        children = await self._end_window(window, tool_name)
         raise AbandonedCall("; ".join(filter(None, (msg, children))), task)
 
     async def _end_window(self, window: ChildWindow | None, tool_name: str) -> str:
@@ -309,7 +309,6 @@ class ToolThreads:
         if window is None:
             return ""
         own, ambiguous = window.started()
-        window.close()
         ended = await end_processes(own, grace_s=self.terminate_grace_s)
         said = ended.describe()
         if ambiguous:
