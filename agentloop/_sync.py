@@ -14,14 +14,17 @@ The loop's async code is written once; sync code drives it two ways:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import threading
 import time
+import weakref
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 __all__ = [
     "LEFTOVER_GRACE_S",
+    "detach_task",
     "has_running_loop",
     "pause",
     "run_coroutine_sync",
@@ -32,6 +35,47 @@ T = TypeVar("T")
 
 LEFTOVER_GRACE_S = 1.0
 """How long tasks still running when the coroutine returns may take to stop once cancelled."""
+
+_detached: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+"""Tasks taken out of asyncio's task list by `detach_task` (weakly held, as asyncio does)."""
+
+
+def detach_task(task: asyncio.Task[Any]) -> bool:
+    """Take a task that ignored its cancellation out of its event loop's task list.
+
+    `asyncio.run()` cancels the tasks left at its end and waits for them: a task that
+    ignores its cancellation would keep it from ever returning. A detached task runs on
+    while its loop runs, and is not waited for when the loop shuts down (it is dropped,
+    unfinished, when the loop closes). So are the tasks it waits for, down the chain
+    (LangChain runs a tool's coroutine in a task of its own, which the task awaits).
+    The loops of sync runs (`run_coroutine_sync`) still let them run to their end, in a
+    daemon thread.
+
+    Returns:
+        Whether it is detached: asyncio's task list no longer holds it or the tasks it
+        waits for (False on a Python whose asyncio keeps tasks where they cannot be
+        taken out).
+    """
+    unregister = getattr(asyncio.tasks, "_unregister_task", None)
+    if unregister is None:
+        return False
+    chain: list[asyncio.Task[Any]] = []
+    waited: Any = task
+    while isinstance(waited, asyncio.Task) and waited not in chain:
+        chain.append(waited)
+        waited = getattr(waited, "_fut_waiter", None)  # what it awaits (asyncio's own field)
+    for link in chain:
+        unregister(link)
+        _detached.add(link)
+        with contextlib.suppress(AttributeError):  # no "destroyed but pending" when dropped
+            link._log_destroy_pending = False  # type: ignore[attr-defined]
+    return not asyncio.all_tasks(task.get_loop()).intersection(chain)
+
+
+def _leftovers(loop: asyncio.AbstractEventLoop) -> set[asyncio.Task[Any]]:
+    """The loop's unfinished tasks, detached ones included."""
+    detached = {task for task in _detached if task.get_loop() is loop and not task.done()}
+    return asyncio.all_tasks(loop) | detached
 
 
 def _run(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -65,7 +109,7 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
 
 def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> set[asyncio.Task[Any]]:
     """Cancel the loop's leftover tasks; return those still running after the grace."""
-    leftovers = asyncio.all_tasks(loop)
+    leftovers = _leftovers(loop)
     if not leftovers:
         return set()
     for task in leftovers:
@@ -90,7 +134,7 @@ def _close_when_done(loop: asyncio.AbstractEventLoop, tasks: set[asyncio.Task[An
             for task in tasks:
                 if not task.cancelled():
                     task.exception()  # retrieved: abandoned, their outcome is reported late
-            tasks = asyncio.all_tasks(loop)
+            tasks = _leftovers(loop)
     finally:
         _close(loop)
 

@@ -58,6 +58,14 @@ def has_sync_implementation(tool: BaseTool) -> bool:
     return not is_async_tool(tool)
 
 
+def _starts_own_processes(tool: BaseTool) -> bool:
+    """Whether the processes an async call starts are its own to end at its timeout.
+
+    An MCP tool's server and a sub-agent's tools belong to their toolset and loop.
+    """
+    return not is_subagent(tool) and "mcp_server" not in (tool.metadata or {})
+
+
 def _payload(call: ToolInvocation) -> Any:
     """What the tool is invoked with: its arguments, or a tool call (artifact, injection)."""
     tool, arguments, call_id = call.tool, call.arguments, call.call_id
@@ -107,11 +115,20 @@ def crash_proof(tool: BaseTool) -> BaseTool:
         except (Exception, KeyboardInterrupt):
             raise
         except BaseException as error:
-            if propagates(error):
+            if propagates(error) or _closed_after_its_loop(error):
                 raise
             raise crashed(error) from None
 
     return tool.model_copy(update={"coroutine": guarded})
+
+
+def _closed_after_its_loop(error: BaseException) -> bool:
+    """Tell whether a coroutine is being closed after its event loop ended.
+
+    A task abandoned and detached at its timeout is dropped unfinished when its loop
+    closes; its coroutine is then closed (`GeneratorExit`), which must go through.
+    """
+    return isinstance(error, GeneratorExit) and not has_running_loop()
 
 
 def propagates(error: BaseException) -> bool:
@@ -216,6 +233,7 @@ class ToolInvoker:
                 output = await self.threads.run_task(
                     tool.name, tool.ainvoke(payload, config), timeout_s, abandoned_task,
                     cancel=not (is_subagent(tool) and not call.policy.idempotent),
+                    end_children=_starts_own_processes(tool),
                 )  # fmt: skip
             else:
                 output = await self.threads.run(

@@ -9,7 +9,7 @@ from langchain_core.tools import BaseTool
 
 from agentloop.errors import ErrorType, UnknownOutcomeError
 from agentloop.tools.policy import ResolvedPolicy, is_subagent
-from agentloop.tools.threads import AbandonedCall
+from agentloop.tools.threads import AbandonedCall, CallTimedOut
 
 __all__ = ["ERROR_SUGGESTIONS", "ToolOutcome", "graceful_error", "timed_out"]
 
@@ -103,31 +103,37 @@ def timed_out(
 ) -> Exception:
     """The error of a call that outlived its timeout.
 
-    A call with side effects whose work may still complete (its thread or task could
-    not be stopped, an MCP server or a sub-agent may finish it) is `unknown_outcome`,
-    never a clean timeout: it may have taken effect, and must not be repeated blindly.
+    A call with side effects that timed out is `unknown_outcome`, never a clean timeout:
+    it may have taken effect before it was stopped, or its work may still complete (its
+    thread or task could not be stopped, an MCP server or a sub-agent may finish it). It
+    must not be repeated blindly, as a call cut off by a crash.
 
     Args:
         tool: The tool.
         policy: Its policy.
         timeout_s: Its time limit.
-        error: What the timeout raised (an `AbandonedCall` when it could not be stopped).
+        error: What the timeout raised (a `CallTimedOut` when the loop's time limit
+            stopped or abandoned the call; another `TimeoutError` when the tool raised it).
     """
     metadata = tool.metadata or {}
     if isinstance(error, AbandonedCall):
-        why = str(error)
+        why, still = str(error), "It may still take effect"
     elif is_subagent(tool):
         why = f"{tool.name} did not finish within {timeout_s:g}s; the calls of the sub-agent "
         why += "may still complete"
+        still = "It may still take effect"
     elif "mcp_server" in metadata:
         why = f"{tool.name} did not finish within {timeout_s:g}s; its MCP server may still "
         why += "complete it"
+        still = "It may still take effect"
+    elif isinstance(error, CallTimedOut):
+        why, still = str(error), "It may have taken effect before it stopped"
     else:
         return TimeoutError(f"{tool.name} did not finish within {timeout_s:g}s")
     if policy.idempotent:
         return TimeoutError(why)
     message = (
-        f"{why}. It may still take effect: it was not repeated, and it must not be repeated "
-        "blindly; check whether it took effect first."
+        f"{why}. {still}: it was not repeated because it is not idempotent, and it must not "
+        "be repeated blindly; check whether it took effect first."
     )
     return UnknownOutcomeError(message, getattr(error, "pending", None))

@@ -8,27 +8,43 @@ still hung is refused until one of them returns.
 
 An async tool runs in a task of its own (`run_task`): at its timeout the task is
 cancelled, and a task that ignores the cancellation for `cancel_grace_s` is abandoned
-the same way (it runs on, counted against the same cap) so the run goes on.
+the same way (it runs on, counted against the same cap) so the run goes on. It is also
+detached from its event loop's task list, so `asyncio.run()` does not wait for it at
+shutdown (it would wait forever): the process can exit.
+
+At a timeout, the child processes the call started are ended (`agentloop.tools.processes`):
+a sync call's are its thread's children; an async call's are those the event loop's
+thread started while it ran, except those it started while another async call ran on
+that thread (they could be that call's). A call's thread that returns after its timeout
+ends the children it still has.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import threading
 import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from agentloop._sync import has_running_loop, pause
+from agentloop._sync import detach_task, has_running_loop, pause, run_without_loop
 from agentloop.errors import ToolCallError
+from agentloop.tools.processes import (
+    DEFAULT_TERMINATE_GRACE_S,
+    ChildWindow,
+    end_processes,
+    thread_children,
+)
 
 __all__ = [
     "DEFAULT_CANCEL_GRACE_S",
     "DEFAULT_MAX_ABANDONED",
     "DEFAULT_MAX_RUNNING",
     "AbandonedCall",
+    "CallTimedOut",
     "ToolThreads",
 ]
 
@@ -44,18 +60,26 @@ OnAbandoned = Callable[[str, int, int], None]
 """Called as `(tool_name, calls still hung, cap)` when a timed-out call is abandoned."""
 
 
-class AbandonedCall(TimeoutError):
-    """A call outlived its timeout and could not be stopped: it runs on, unattended.
+class CallTimedOut(TimeoutError):
+    """A call outlived its time limit (raised by `ToolThreads`, never by the tool itself).
 
     Args:
         message: What happened.
-        pending: Completes with the call's late result (a `concurrent.futures.Future`
-            for a thread, an `asyncio.Task` for a coroutine).
+        pending: Completes with the call's late result when it could not be stopped (a
+            `concurrent.futures.Future` for a thread, an `asyncio.Task` for a
+            coroutine), else None.
     """
 
-    def __init__(self, message: str, pending: Any) -> None:
+    def __init__(self, message: str, pending: Any = None) -> None:
         super().__init__(message)
         self.pending = pending
+
+
+class AbandonedCall(CallTimedOut):
+    """A call outlived its timeout and could not be stopped: it runs on, unattended."""
+
+    def __init__(self, message: str, pending: Any) -> None:
+        super().__init__(message, pending)
 
 
 class _Slot:
@@ -75,6 +99,8 @@ class ToolThreads:
         max_running: Sync calls running at once; more wait for a free thread.
         max_abandoned: Hung calls (threads and tasks) per tool before its calls are refused.
         cancel_grace_s: How long a cancelled async tool may take to stop.
+        terminate_grace_s: How long a timed-out call's child process may take to exit
+            after SIGTERM before it gets SIGKILL.
     """
 
     def __init__(
@@ -82,10 +108,12 @@ class ToolThreads:
         max_running: int = DEFAULT_MAX_RUNNING,
         max_abandoned: int = DEFAULT_MAX_ABANDONED,
         cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S,
+        terminate_grace_s: float = DEFAULT_TERMINATE_GRACE_S,
     ) -> None:
         self.max_running = max_running
         self.max_abandoned = max_abandoned
         self.cancel_grace_s = cancel_grace_s
+        self.terminate_grace_s = terminate_grace_s
         self._lock = threading.Lock()
         self._running = 0
         self._abandoned: dict[str, int] = {}
@@ -167,6 +195,8 @@ class ToolThreads:
                     except BaseException as error:
                         future.set_exception(error)
             finally:
+                if slot.abandoned:  # what it started is ended, as at its timeout
+                    self._end_thread_children(threading.get_native_id())
                 self._leave(tool_name, slot)
 
         thread = threading.Thread(target=target, name=f"agentloop-tool-{tool_name}", daemon=True)
@@ -186,8 +216,19 @@ class ToolThreads:
                 on_abandoned(tool_name, hung, self.max_abandoned)
             if slot.abandoned and isinstance(error, TimeoutError):
                 msg = f"{tool_name} did not finish within {timeout_s:g}s; its thread runs on"
+                if thread.native_id is not None:
+                    ended = await end_processes(
+                        thread_children(thread.native_id), grace_s=self.terminate_grace_s
+                    )
+                    msg = "; ".join(filter(None, (msg, ended.describe())))
                 raise AbandonedCall(msg, future) from error
             raise
+
+    def _end_thread_children(self, tid: int) -> None:
+        """End the children a thread still has (from that thread, with no event loop)."""
+        ending = end_processes(thread_children(tid), grace_s=self.terminate_grace_s)
+        with contextlib.suppress(Exception):  # best effort, from a thread nobody awaits
+            run_without_loop(ending)
 
     async def run_task(
         self,
@@ -197,17 +238,25 @@ class ToolThreads:
         on_abandoned: OnAbandoned | None = None,
         *,
         cancel: bool = True,
+        end_children: bool = True,
     ) -> Any:
         """Run an async tool's coroutine in a task of its own within `timeout_s`.
 
         At the timeout the task is cancelled; if it has not stopped `cancel_grace_s`
-        later, it is abandoned (it runs on, and counts as hung until it ends). A task
-        that returns a value within the grace period has finished: its value is returned.
-        With `cancel=False` (work better finished than cut midway, such as a sub-agent
-        with side effects, whose own calls are guarded), it is abandoned at the timeout.
+        later, it is abandoned (it runs on, and counts as hung until it ends) and
+        detached from its event loop's task list, so that `asyncio.run()` returns
+        without waiting for it. A task that returns a value within the grace period has
+        finished: its value is returned. With `cancel=False` (work better finished than
+        cut midway, such as a sub-agent with side effects, whose own calls are
+        guarded), it is abandoned at the timeout and stays attached.
+
+        With `end_children`, the child processes the event loop's thread started while
+        the call ran are ended at its timeout, except those started while another such
+        call ran on that thread (they could be that call's; the error says they were
+        left running).
 
         Raises:
-            TimeoutError: It took longer and stopped when cancelled.
+            CallTimedOut: It took longer and stopped when cancelled.
             AbandonedCall: It took longer and ignored the cancellation.
             ToolCallError: The tool has too many hung calls (`tool_unavailable`).
         """
@@ -217,6 +266,7 @@ class ToolThreads:
             except ToolCallError:
                 coroutine.close()
                 raise
+        window = ChildWindow.open(threading.get_native_id()) if end_children else None
         task = asyncio.ensure_future(coroutine)
         try:
             finished, _ = await asyncio.wait({task}, timeout=timeout_s)
@@ -226,13 +276,17 @@ class ToolThreads:
         except asyncio.CancelledError:  # the run itself is cancelled
             task.cancel()
             raise
+        finally:
+            if window is not None:
+                window.close()
         if finished or (task.done() and not task.cancelled() and task.exception() is None):
             return task.result()  # in time, or it finished its work while being cancelled
         if task.done():
             if not task.cancelled():
                 task.exception()  # retrieved: it stopped with an error when cancelled
-            msg = f"{tool_name} did not finish within {timeout_s:g}s"
-            raise TimeoutError(msg)
+            msg = f"{tool_name} did not finish within {timeout_s:g}s and was cancelled"
+            children = await self._end_window(window, tool_name)
+            raise CallTimedOut("; ".join(filter(None, (msg, children))))
         hung = self._abandon_task(tool_name, task)
         if on_abandoned is not None:
             on_abandoned(tool_name, hung, self.max_abandoned)
@@ -241,9 +295,29 @@ class ToolThreads:
                 f"{tool_name} did not finish within {timeout_s:g}s and ignored its "
                 f"cancellation for {self.cancel_grace_s:g}s; it runs on, unattended"
             )
+            if detach_task(task):
+                msg += ", detached from its event loop (asyncio.run() does not wait for it)"
+            else:
+                msg += "; asyncio.run() will wait for it at shutdown"
         else:
             msg = f"{tool_name} did not finish within {timeout_s:g}s; it runs on, to its end"
-        raise AbandonedCall(msg, task)
+        children = await self._end_window(window, tool_name)
+        raise AbandonedCall("; ".join(filter(None, (msg, children))), task)
+
+    async def _end_window(self, window: ChildWindow | None, tool_name: str) -> str:
+        """End the children a timed-out async call started; say what happened ("" if none)."""
+        if window is None:
+            return ""
+        own, ambiguous = window.started()
+        ended = await end_processes(own, grace_s=self.terminate_grace_s)
+        said = ended.describe()
+        if ambiguous:
+            left = (
+                f"child processes {sorted(ambiguous)} were left running: they started while "
+                f"other calls ran on the same event loop, so they may not be {tool_name}'s"
+            )
+            said = "; ".join(filter(None, (said, left)))
+        return said
 
     def _abandon_task(self, tool_name: str, task: asyncio.Task[Any]) -> int:
         """Count a task that ignored its cancellation as hung until it ends or is dropped."""

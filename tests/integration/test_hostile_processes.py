@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -96,3 +101,104 @@ def test_a_keyboard_interrupt_stops_the_run() -> None:
     assert done.returncode != 0
     assert "KeyboardInterrupt" in done.stderr
     assert "NOT INTERRUPTED" not in done.stdout
+
+
+CLEANUP_WORKER = Path(__file__).with_name("timeout_cleanup_worker.py")
+WATCHDOG_S = 120
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process runs (a zombie has ended: only its exit status is left)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def _run_worker(*args: str) -> dict[str, Any]:
+    try:
+        done = subprocess.run(
+            [sys.executable, str(CLEANUP_WORKER), *args],
+            capture_output=True,
+            text=True,
+            timeout=WATCHDOG_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"the host process hung: {error.stderr!r}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return cast(dict[str, Any], json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="ending children needs /proc")
+@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("entry", ["invoke", "ainvoke"])
+def test_a_timed_out_tools_child_processes_do_not_outlive_the_host(
+    entry: str, kind: str, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pids.json"
+    pids: list[int] = []
+    try:
+        out = _run_worker("children", entry, kind, str(pid_file))
+        pids = json.loads(pid_file.read_text())
+        # a child that ignores SIGTERM, a shell, and the shell's own child
+        assert len(pids) == 3
+        deadline = time.monotonic() + 2
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [pid for pid in pids if _alive(pid)] == []
+        [record] = out["records"]
+        assert record["error_type"] == "unknown_outcome"  # a write that timed out
+        assert "the child processes it started were ended" in record["error"]
+        assert "(SIGKILL)" in record["error"]  # the one that ignored SIGTERM
+        assert out["answer"] == "the run went on"
+    finally:
+        for pid in pids:  # never leave a process behind when the test fails
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="ending children needs /proc")
+@pytest.mark.parametrize("entry", ["invoke", "ainvoke"])
+def test_a_child_that_may_be_another_calls_is_left_running_and_said(
+    entry: str, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pids.json"
+    pids: dict[str, int] = {}
+    try:
+        out = _run_worker("overlap", entry, str(pid_file))
+        pids = json.loads(pid_file.read_text())
+        job, other = out["records"]
+        assert job["error_type"] == "timeout" and other["success"]
+        assert not _alive(pids["after"])  # started once it ran alone: its own
+        assert f"sleep ({pids['after']})" in job["error"]
+        if entry == "ainvoke":  # started while get_other ran on the same event loop
+            assert _alive(pids["beside"])
+            assert f"child processes [{pids['beside']}] were left running" in job["error"]
+        else:  # under invoke each async call has an event loop (and a thread) of its own
+            assert not _alive(pids["beside"])
+    finally:
+        for pid in pids.values():
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="ending children needs /proc")
+@pytest.mark.parametrize("entry", ["invoke", "ainvoke"])
+def test_a_sync_tool_that_returns_after_its_timeout_leaves_no_child(
+    entry: str, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pids.json"
+    pids: list[int] = []
+    try:
+        out = _run_worker("late", entry, str(pid_file))
+        pids = json.loads(pid_file.read_text())
+        [record] = out["records"]
+        assert record["error_type"] == "unknown_outcome"  # a write that timed out
+        assert "its thread runs on" in record["error"]
+        assert [pid for pid in pids if _alive(pid)] == []
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

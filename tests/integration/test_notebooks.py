@@ -472,7 +472,7 @@ def test_governance(executed: Callable[[str], Executed]) -> None:
     # timeouts: a tool with side effects runs exactly once
     assert "tool_retry" not in ast.literal_eval(run.field("nb05-07", "tool events"))
     assert "success=False attempts=1" in run.lines("nb05-07")
-    assert run.field("nb05-07", "error_type") == "timeout"
+    assert run.field("nb05-07", "error_type") == "unknown_outcome"
     assert run.field("nb05-07", "calls of the tool") == "1"
 
     # a duplicate query is not run again, and its round is rolled back

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,35 @@ def test_a_tool_that_ignores_cancellation_is_abandoned(entry: str) -> None:
     # the order did take effect, later: the ledger holds its late outcome
     assert "order:book" in out["effects"]
     assert out["late"]["success"] and out["late"]["result"] == "order:book done"
+
+
+CLEANUP_WORKER = Path(__file__).with_name("timeout_cleanup_worker.py")
+EXIT_BOUND_S = 60
+"""The host's own start-up and imports take seconds on a loaded machine; a hang is forever."""
+
+
+@pytest.mark.parametrize("entry", ["invoke", "ainvoke"])
+def test_a_host_whose_tools_never_stop_still_exits(entry: str) -> None:
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, str(CLEANUP_WORKER), "stubborn", entry],
+            capture_output=True,
+            text=True,
+            timeout=WATCHDOG_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"the host never exited (asyncio.run() waited on a tool): {error.stdout!r}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert time.monotonic() - started < EXIT_BOUND_S
+    assert "Exception ignored" not in done.stderr  # the dropped tasks close quietly
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["answer"] == "the run went on"
+    payment, feed = out["records"]
+    # the write may still take effect; the read is a plain timeout; both say what happened
+    assert payment["tool_name"] == "send_payment" and payment["error_type"] == "unknown_outcome"
+    assert feed["tool_name"] == "get_feed" and feed["error_type"] == "timeout"
+    for record in (payment, feed):
+        assert "ignored its cancellation" in record["error"]
+        assert "detached from its event loop" in record["error"]

@@ -131,3 +131,57 @@ async def test_a_timed_out_sub_agent_runs_to_its_end_and_records_its_late_outcom
     late = await late_entry(saver, run_config["configurable"]["thread_id"], record["call_key"])
     assert invoiced == ["bob"]
     assert late["success"] and late["result"] == "invoice sent"
+
+
+async def test_a_cancelled_async_write_is_unknown_and_a_read_a_plain_timeout(
+    run_loop: Any, planning_for: Callable[..., dict[str, Any]]
+) -> None:
+    started: list[str] = []
+
+    @tool
+    async def transfer_funds(account: str) -> str:
+        """Move money (side effect): it starts at once, then waits for the bank."""
+        started.append(account)
+        await asyncio.sleep(5)
+        return "moved"
+
+    @tool
+    async def get_balance(account: str) -> str:
+        """Read a balance, slowly."""
+        await asyncio.sleep(5)
+        return "100"
+
+    planner = ScriptedChatModel(
+        [
+            plan_reply(
+                "execute",
+                [
+                    {"tool_name": "transfer_funds", "tool_kwargs": {"account": "a"}},
+                    {"tool_name": "get_balance", "tool_kwargs": {"account": "a"}},
+                ],
+            ),
+            plan_reply("response"),
+        ]
+    )
+    write = ToolPolicy(read_only=False, idempotent=False, timeout_s=0.2, retry=None)
+    read = ToolPolicy(read_only=True, idempotent=True, timeout_s=0.2, retry=None)
+    loop = create_tool_loop(
+        planner,
+        [transfer_funds, get_balance],
+        models=ModelOptions(answer_model=ScriptedChatModel(["checked"])),
+        governance=GovernanceOptions(policies={"transfer_funds": write, "get_balance": read}),
+        checkpointer=InMemorySaver(),
+        **planning_for(),
+    )
+    out = await run_loop(loop, {"user_input": "move and read"}, config())
+    transfer, balance = out["tool_logs"]
+    # the write was cancelled at its timeout: it stopped, but it may have taken effect
+    assert not transfer["success"] and transfer["error_type"] == "unknown_outcome"
+    assert "did not finish within 0.2s and was cancelled" in transfer["error"]
+    assert "may have taken effect before it stopped" in transfer["error"]
+    assert "must not be repeated blindly" in transfer["error"]
+    assert transfer["attempts"] == 1 and started == ["a"]
+    assert "must not be repeated blindly" in str(planner.requests[1][-1].content)
+    # a read that timed out is a plain timeout
+    assert balance["error_type"] == "timeout"
+    assert "did not finish within 0.2s and was cancelled" in balance["error"]
