@@ -211,6 +211,12 @@ def _is_pool(conn: Any) -> bool:
     return any(cls.__name__.endswith("ConnectionPool") for cls in type(conn).__mro__)
 
 
+def _pool_of(saver: Any) -> Any:
+    """The saver's psycopg pool, or None (one connection, or no saver)."""
+    conn = getattr(saver, "conn", None)
+    return conn if conn is not None and _is_pool(conn) else None
+
+
 def _connection_lost(error: BaseException) -> bool:
     """Whether psycopg lost the connection, so the statement may run again on a fresh one.
 
@@ -254,10 +260,11 @@ class PostgresLedger(_SqlLedger):
         try:
             return self._execute_once(name, params)
         except Exception as error:
-            if not (_is_pool(self.saver.conn) and _connection_lost(error)):
+            pool = _pool_of(self.saver)
+            if pool is None or not _connection_lost(error):
                 raise
             logger.warning("the ledger's connection was lost (%s); retrying once", error)
-            self.saver.conn.check()
+            pool.check()
             return self._execute_once(name, params)
 
     def _execute_once(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
@@ -301,10 +308,11 @@ class AsyncPostgresLedger(_AsyncSaverLedger):
             async with self._connection() as conn:
                 return await _arun_postgres(self, conn, name, params)
         except Exception as error:
-            if not (_is_pool(self.saver.conn) and _connection_lost(error)):
+            pool = _pool_of(self.saver)
+            if pool is None or not _connection_lost(error):
                 raise
             logger.warning("the ledger's connection was lost (%s); retrying once", error)
-            await self.saver.conn.check()
+            await pool.check()
             async with self._connection() as conn:
                 return await _arun_postgres(self, conn, name, params)
 
