@@ -87,8 +87,13 @@ class ToolExecutionRecord(TypedDict):
     call_id: NotRequired[str]
     """Position of the call: `<run>:<round>:<index>`."""
     call_key: NotRequired[str]
-    """Stable identity of the call (run, round, tool, arguments, occurrence): the key of
-    its side-effect ledger entry and the `idempotency_key` its tool receives."""
+    """Stable identity of the call (run, round, tool, arguments, occurrence): the
+    `idempotency_key` its tool receives, and the second key the side-effect ledger looks
+    it up by."""
+    position_key: NotRequired[str]
+    """The call's place in its run and the command written there as planned (run, round,
+    position, tool and arguments before repair): the key of its side-effect ledger entry,
+    the same whatever code resumes the run."""
     replayed: NotRequired[bool]
     """True when the outcome was recorded by an earlier execution of the same call (a
     resumed, replayed or forked run, or another worker) and returned without running."""
@@ -145,6 +150,11 @@ class PreparedCall(TypedDict):
     """The call's place in the run, as records and events show it (`str(CallId)`)."""
     call_key: str
     """Stable identity of the call (see `ToolExecutionRecord.call_key`)."""
+    position_key: NotRequired[str]
+    """The call's place in its run and the command written there, as planned: the key of
+    its ledger entry, the same whatever code resumes it
+    (`agentloop.durability.identity.position_key`). Absent from a call checkpointed by an
+    earlier version, which the ledger then finds by its `call_key`."""
     run_id: str
     """The run the call belongs to (the `run_id` of `agentloop.tools.call_id.CallId`)."""
     round_label: str

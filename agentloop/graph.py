@@ -195,7 +195,7 @@ def create_tool_loop(
         )
         builder.add_node("prepare", LoopNode("prepare", make_prepare(parts)))
         builder.add_node("plan", make_plan(parts))
-        builder.add_node("execute", LoopNode("execute", make_execute(parts)))
+        builder.add_node("execute", LoopNode("execute", core=make_execute(parts)))
         builder.add_node(CALL_NODE, make_call_tool(parts))
         builder.add_node("collect", LoopNode("collect", make_collect(parts)))
         builder.add_node("answer", make_answer(parts))

@@ -1,7 +1,8 @@
 """Exactly once across crashes, replays, forks, concurrent workers and server restarts.
 
 Each call of a checkpointed run consults a side-effect ledger keyed by the thread, the
-loop's namespace and the call's stable identity (see `identity`), never by a checkpoint
+loop's namespace and the call's stable identity (see `identity`: its place in the plan,
+which survives a deploy of new code, then its tool and arguments), never by a checkpoint
 id. The ledger lives with the checkpointer (see `placement`): in a small table of the
 database for the SQLite and PostgreSQL savers, in the server's PostgreSQL database or its
 store under the LangGraph server, in memory for `InMemorySaver`.
@@ -20,7 +21,7 @@ from agentloop.durability._langgraph import (
     resuming,
 )
 from agentloop.durability.guard import CallGuard, Settled
-from agentloop.durability.identity import call_key, loop_namespace, run_identity
+from agentloop.durability.identity import call_key, loop_namespace, position_key, run_identity
 from agentloop.durability.late import LateLedgerWriter
 from agentloop.durability.ledger import (
     LedgerEntry,
@@ -71,6 +72,7 @@ __all__ = [
     "is_server_checkpointer",
     "ledger_for",
     "loop_namespace",
+    "position_key",
     "resuming",
     "run_identity",
     "run_ledger",

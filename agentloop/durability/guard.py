@@ -1,12 +1,16 @@
 """The ledger's rules around one call: replay a recorded outcome, claim, wait, or run.
 
+- A call is looked up by its key, then by its aliases (its other names: see
+  `agentloop.durability.identity`); the first entry found is the call's.
 - A call whose entry holds an outcome is not run again: the outcome is returned and
   marked replayed (unless the run asks to re-execute).
-- A call with side effects is claimed before it runs. When another worker holds the
-  claim, this one waits (bounded by the call's timeout) for its outcome; when the
-  claimant is gone without an outcome, the call may or may not have happened:
-  `unknown_outcome`. A resumable call (a sub-agent, whose own calls are guarded)
-  is entered again instead.
+- A call with side effects is claimed before it runs. A call whose entry holds a claim
+  is guarded like one, whatever its tool's policy says now: the code that claimed it
+  knew it had side effects, and a deploy since may have declared it read-only. When
+  another worker holds the claim, this one waits (bounded by the call's timeout) for
+  its outcome; when the claimant is gone without an outcome, the call may or may not
+  have happened: `unknown_outcome`. A resumable call (a sub-agent, whose own calls are
+  guarded) is entered again instead.
 - Every call's outcome is recorded when it finishes.
 """
 
@@ -31,7 +35,10 @@ from agentloop.durability.ledger import (
     pause_a_little,
 )
 
-__all__ = ["CallGuard", "Settled"]
+__all__ = ["STARTED_BEFORE_STOP", "STARTED_ELSEWHERE", "CallGuard", "Settled"]
+
+STARTED_BEFORE_STOP = "it was started before the run stopped and did not report back"
+STARTED_ELSEWHERE = "another worker started it and did not report back in time"
 
 GRACE_S = 2.0
 """Extra wait for a live claimant beyond the call's timeout."""
@@ -61,6 +68,8 @@ class CallGuard:
         ledger: The run's ledger.
         key: Where the call's entry lives.
         side_effects: Whether the call is claimed before it runs (not idempotent).
+        aliases: Where an entry of the call may live too (looked up when `key` holds
+            none; the guard then works on the entry it found).
         resumable: Whether a call whose claimant is gone is entered again.
         timeout_s: The call's time limit; bounds the wait for a live claimant.
         reexecute: Run the call even when its outcome is recorded.
@@ -69,6 +78,7 @@ class CallGuard:
     ledger: SideEffectLedger
     key: LedgerKey
     side_effects: bool
+    aliases: tuple[LedgerKey, ...] = ()
     resumable: bool = False
     timeout_s: float = 30.0
     reexecute: bool = False
@@ -95,16 +105,27 @@ class CallGuard:
         return entry.started_at + self.timeout_s + GRACE_S
 
     def _unknown(self, entry: LedgerEntry) -> Settled:
-        if owner_is_gone(self.ledger, self.key, entry.owner):
-            reason = "it was started before the run stopped and did not report back"
-        else:
-            reason = "another worker started it and did not report back in time"
-        return Settled("unknown_outcome", reason=reason)
+        gone = owner_is_gone(self.ledger, self.key, entry.owner)
+        return Settled("unknown_outcome", reason=STARTED_BEFORE_STOP if gone else STARTED_ELSEWHERE)
 
     # -- the rules, as cores (see `agentloop._effects`) ------------------------------------
 
     def _ledger(self, name: OpName, outcome: Record | None = None) -> Core[Any]:
         return self.ledger.operation(LedgerOp(name, self.key, OWNER, outcome))
+
+    def find(self) -> Core[LedgerEntry | None]:
+        """The call's entry: under its key, else under the first alias that holds one.
+
+        The guard then works on the key the entry was found under.
+        """
+        entry: LedgerEntry | None = yield from self._ledger("get")
+        for alias in self.aliases:
+            if entry is not None:
+                break
+            entry = yield from self.ledger.operation(LedgerOp("get", alias, OWNER))
+            if entry is not None:
+                self.key = alias
+        return entry
 
     def decide(self) -> Core[Settled | None]:
         """Decide before running: a settled call, or None to run it (claimed if needed).
@@ -113,10 +134,13 @@ class CallGuard:
         another worker holds the claim); `drive(guard.decide())` performs them from sync
         code, `await adrive(guard.decide())` from async code (`agentloop._effects`).
         """
-        entry = yield from self._ledger("get")
+        entry = yield from self.find()
         settled = self._recorded(entry)
-        if settled is not None or not self.side_effects:
+        if settled is not None:
             return settled
+        claimed_before = entry is not None and entry.outcome is None
+        if not (self.side_effects or claimed_before):
+            return None
         if entry is not None and self.reexecute:
             yield from self._ledger("take_over")
             self.claimed = True

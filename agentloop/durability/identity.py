@@ -1,10 +1,20 @@
-"""Stable identities of runs and calls: the same across resume, replay, fork and re-planning.
+"""Stable identities of runs and calls: the same across resume, replay, fork, re-plan and deploy.
 
-Checkpoint ids change on every replay or fork and positions change when a planner
-re-plans in another order, so neither can name a call. A run is named by what starts it
-(the call of a parent loop it serves, the human message it answers, or its turn on the
-thread and its request); a call by its run, its round, its tool, its canonical validated
-arguments and an occurrence number for deliberate repeats within the round.
+Checkpoint ids change on every replay or fork, so they cannot name a call. A run is
+named by what starts it (the call of a parent loop it serves, the human message it
+answers, or its turn on the thread and its request). A call has two names:
+
+- `position_key`: its run, its round, its position in the plan and the command written
+  there, as the planner wrote it (tool name and arguments, before any repair). The plan
+  is kept in the checkpoint, so this name does not depend on the loop's code: a deploy
+  that renames an argument or a tool, declares a tool read-only or removes it finds the
+  call under the same name. It is the key of the call's ledger entry. A fork that edits
+  the command at a position makes a new call.
+- `call_key`: its run, its round, its tool, its canonical validated arguments and an
+  occurrence number for deliberate repeats within the round. A planner that plans a
+  round again (after a crash under `durability="exit"`, say) in another order finds the
+  call under this name, so the ledger looks it up there too. It is also the
+  `idempotency_key` the tool receives.
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["call_key", "loop_namespace", "run_identity"]
+__all__ = ["call_key", "loop_namespace", "position_key", "run_identity"]
 
 
 def _digest(*parts: str, size: int = 24) -> str:
@@ -69,3 +79,19 @@ def call_key(
     """
     body = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
     return _digest(run_id, round_label, tool_name, body, str(occurrence))
+
+
+def position_key(
+    run_id: str, round_label: str, position: int, tool_name: str, kwargs: Mapping[str, Any]
+) -> str:
+    """Name a call by its place in the plan: the key of its ledger entry.
+
+    Args:
+        run_id: The run (`run_identity`).
+        round_label: The round, with the number of rollbacks that re-planned it (`"2.1"`).
+        position: The command's position (0-based) in the plan.
+        tool_name: The tool, as the planner named it.
+        kwargs: The arguments as the planner wrote them (before repair or validation).
+    """
+    body = json.dumps(kwargs, sort_keys=True, ensure_ascii=False, default=str)
+    return _digest("position", run_id, round_label, str(position), tool_name, body)

@@ -4,6 +4,10 @@ The table `agentloop_ledger` lives beside LangGraph's checkpoint tables and is r
 through the checkpointer's own connection (or pool) and lock. A claim is an
 `INSERT ... ON CONFLICT DO NOTHING`, which both databases make atomic across processes:
 two workers resuming one thread from two processes claim a call once.
+
+With a psycopg pool, a PostgreSQL ledger survives a server restart: a statement whose
+connection was lost runs once more on a fresh connection. LangGraph's savers do not
+retry, so give the pool `check=ConnectionPool.check_connection` (the README says how).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from functools import partial
@@ -20,6 +25,8 @@ from agentloop._effects import Core, Effect
 from agentloop.durability.ledger import LedgerEntry, LedgerKey, LedgerOp, SideEffectLedger
 
 __all__ = ["AsyncPostgresLedger", "AsyncSqliteLedger", "PostgresLedger", "SqliteLedger"]
+
+logger = logging.getLogger(__name__)
 
 TABLE = "agentloop_ledger"
 
@@ -204,6 +211,26 @@ def _is_pool(conn: Any) -> bool:
     return any(cls.__name__.endswith("ConnectionPool") for cls in type(conn).__mro__)
 
 
+def _pool_of(saver: Any) -> Any:
+    """The saver's psycopg pool, or None (one connection, or no saver)."""
+    conn = getattr(saver, "conn", None)
+    return conn if conn is not None and _is_pool(conn) else None
+
+
+def _connection_lost(error: BaseException) -> bool:
+    """Whether psycopg lost the connection, so the statement may run again on a fresh one.
+
+    An `OperationalError`: `AdminShutdown` after a server restart, a closed socket. Every
+    ledger statement may run again: a read, an upsert and a delete do what they did; a
+    claim whose first try went through finds its own claim and reports the call as
+    `unknown_outcome` rather than run it.
+    """
+    return any(
+        cls.__name__ == "OperationalError" and cls.__module__.startswith("psycopg")
+        for cls in type(error).__mro__
+    )
+
+
 def _ignore_concurrent_create(error: Exception) -> bool:
     name = type(error).__name__
     return name in ("UniqueViolation", "DuplicateTable", "DuplicateObject")
@@ -225,7 +252,22 @@ class PostgresLedger(_SqlLedger):
                 yield conn
 
     def execute(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
-        """Run one statement on the saver's connection (or one of its pool)."""
+        """Run one statement on the saver's connection (or one of its pool).
+
+        With a pool, a statement that finds its connection lost (the server restarted)
+        runs once more on a fresh one, after the pool dropped its broken connections.
+        """
+        try:
+            return self._execute_once(name, params)
+        except Exception as error:
+            pool = _pool_of(self.saver)
+            if pool is None or not _connection_lost(error):
+                raise
+            logger.warning("the ledger's connection was lost (%s); retrying once", error)
+            pool.check()
+            return self._execute_once(name, params)
+
+    def _execute_once(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
         with self._connection() as conn:
             if not self._ready:
                 try:
@@ -257,9 +299,22 @@ class AsyncPostgresLedger(_AsyncSaverLedger):
                 yield conn
 
     async def aexecute(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
-        """Run one statement on the saver's connection (or one of its pool)."""
-        async with self._connection() as conn:
-            return await _arun_postgres(self, conn, name, params)
+        """Run one statement on the saver's connection (or one of its pool).
+
+        With a pool, a statement that finds its connection lost (the server restarted)
+        runs once more on a fresh one, after the pool dropped its broken connections.
+        """
+        try:
+            async with self._connection() as conn:
+                return await _arun_postgres(self, conn, name, params)
+        except Exception as error:
+            pool = _pool_of(self.saver)
+            if pool is None or not _connection_lost(error):
+                raise
+            logger.warning("the ledger's connection was lost (%s); retrying once", error)
+            await pool.check()
+            async with self._connection() as conn:
+                return await _arun_postgres(self, conn, name, params)
 
 
 async def _arun_postgres(

@@ -9,7 +9,7 @@ while its plan streamed is adopted instead (same call id, same `call_key`).
 A call whose arguments refer to other commands' results first resolves them from the
 outcomes it was sent with and is validated (`complete_call`), before the ledger; when a
 referenced command failed, or the resolved arguments are invalid, it is settled without
-running.
+running (with the ledger's record when an earlier execution of it left one).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from agentloop._effects import Core
 from agentloop.inflight import EarlyCall
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.early_dispatch import tool_config
-from agentloop.nodes.guarded import guarded_call
+from agentloop.nodes.guarded import guarded_call, ledger_record
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import LoopContext, RunScope
-from agentloop.state import PreparedCall
+from agentloop.state import PreparedCall, ToolExecutionRecord
 from agentloop.tools.deferred import complete_call
 from agentloop.tools.pipeline import emit_settled
 from agentloop.updates import CallToolUpdate
@@ -43,23 +43,20 @@ class _CallTool:
         """The call as the plan node started it while the plan streamed, if it did."""
         return self.parts.inflight.take_call(call["run_id"], call["call_id"], call["call_key"])
 
-    def _begin(
-        self, call: PreparedCall, runtime: Runtime[LoopContext]
-    ) -> tuple[PreparedCall, RunScope, EarlyCall | None, CallToolUpdate | None]:
-        """Complete the call; the update of a call settled before running, or its early start.
+    def _refused(
+        self, call: PreparedCall, refused: ToolExecutionRecord, scope: RunScope
+    ) -> Core[CallToolUpdate]:
+        """The update of a call refused before running: the ledger's record if it has one.
 
-        Returns:
-            The completed call, the run's scope, the call as streaming dispatch started
-            it (None when it did not), and the update when the call was settled because
-            a reference failed or its resolved arguments are invalid.
+        Code deployed since an earlier execution started the call may refuse it (its
+        tool gone, its arguments now invalid); that execution's outcome, or
+        `unknown_outcome`, is then the call's record.
         """
-        scope = self.parts.scope(runtime)
-        call, refused = complete_call(self.parts.runner, call)
-        if refused is not None:
-            emit_settled(scope.emit, refused)
-            record = self.parts.safe_value(refused)
-            return call, scope, None, {"call_results": {refused.get("call_id", ""): record}}
-        return call, scope, self._early(call), None
+        known = yield from ledger_record(self.parts, call, scope)
+        if known is not None:
+            return self._done(call, known)
+        emit_settled(scope.emit, refused)
+        return {"call_results": {refused.get("call_id", ""): self.parts.safe_value(refused)}}
 
     def _config(self, call: PreparedCall, scope: RunScope) -> RunnableConfig:
         return tool_config(self.parts, call, get_config(), scope.context)
@@ -69,9 +66,11 @@ class _CallTool:
 
     def run(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> Core[CallToolUpdate]:
         """The task, as a core that `LoopNode` drives under `invoke` or `ainvoke`."""
-        call, scope, early, settled = self._begin(call, runtime)
-        if settled is not None:
-            return settled
+        scope = self.parts.scope(runtime)
+        call, refused = complete_call(self.parts.runner, call)
+        if refused is not None:  # a reference failed, or the resolved arguments are invalid
+            return (yield from self._refused(call, refused, scope))
+        early = self._early(call)
         if early is not None:
             record = yield from early.record()
             return self._done(call, record)  # guarded_call's record: already safe

@@ -91,6 +91,8 @@ def tool_config(
         "owner": run_identity(config, context, thread=False),
         "sampler": parts.sampling.key,
     }
+    if call.get("position_key"):
+        info["position_key"] = call["position_key"]
     return with_call_info(config, info)
 
 

@@ -7,7 +7,10 @@
   calls), an unsafe call forms a batch of its own. A command whose arguments refer to
   earlier commands' results (`"$N"`, `"${N}"`, see `agentloop.planning.references`)
   is validated only once they are known: it runs in a batch after theirs, and fails
-  without running when one of them failed or did not run (`reference_failed`).
+  without running when one of them failed or did not run (`reference_failed`). A call
+  refused this way that an earlier execution of the run started (before a deploy made
+  its tool unknown or its arguments invalid) takes that execution's record from the
+  side-effect ledger instead: replayed, or `unknown_outcome`.
 - Each batch is one super-step of `call_tool` tasks sent with `Send`, one per call
   (see `agentloop.nodes.call_tool`); a referring call carries the outcomes it needs.
 - `collect` runs after each batch; once every call is done it orders the records by
@@ -23,7 +26,10 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite, Send
 
+from agentloop._effects import Core
 from agentloop.events import QueueDrained, RoundCompleted, ToolQueued, ToolRolledBack
+from agentloop.nodes._runnable import NodeCore
+from agentloop.nodes.guarded import ledger_record
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.preparation import PlanPreparation
 from agentloop.prompts import to_prompt_json
@@ -46,6 +52,7 @@ from agentloop.usage import sum_usage
 __all__ = [
     "CALL_NODE",
     "NOT_RUN",
+    "REFUSALS",
     "assign_batches",
     "make_collect",
     "make_execute",
@@ -181,10 +188,15 @@ def route_collect(state: LoopState) -> list[Send] | Literal["plan", "answer"]:
     return "answer" if round_state["round_index"] >= limit else "plan"
 
 
-def make_execute(parts: LoopParts) -> Any:
+REFUSALS = ("tool_not_found", "invalid_arguments", "reference_failed")
+"""Refusals code deployed since an earlier execution of a call may make: that execution's
+ledger record, when there is one, replaces them (`agentloop.nodes.guarded.ledger_record`)."""
+
+
+def make_execute(parts: LoopParts) -> NodeCore:
     """Build the `execute` node: prepare the round's calls, settle the ones that must not run."""
 
-    def execute(state: LoopState, runtime: Runtime[LoopContext]) -> ExecuteUpdate:
+    def execute(state: LoopState, runtime: Runtime[LoopContext]) -> Core[ExecuteUpdate]:
         scope = parts.scope(runtime)
         decision = state.get("decision") or {"next_action": "response", "execution_commands": []}
         preparation = PlanPreparation(parts, state, scope.settings)
@@ -202,6 +214,13 @@ def make_execute(parts: LoopParts) -> Any:
             else:
                 preparation.prepare(index, command)
         calls, settled = preparation.calls, preparation.settled
+        known: dict[str, ToolExecutionRecord] = {}
+        for call in calls:
+            refused = settled.get(call["call_id"])
+            if refused is not None and refused.get("error_type") in REFUSALS:
+                record = yield from ledger_record(parts, call, scope)
+                if record is not None:
+                    known[call["call_id"]] = record
         runnable = [call for call in calls if call["call_id"] not in settled]
         parts.inflight.cancel_calls(run_id, keep=adopted.__contains__)
         safe = [c["concurrency_safe"] for c in runnable]
@@ -223,11 +242,13 @@ def make_execute(parts: LoopParts) -> Any:
                     will_run=call["batch"] != NOT_RUN,
                 )
             )
-        for record in settled.values():
-            emit_settled(scope.emit, record)
+        for call_id, record in settled.items():
+            if call_id not in known:  # the ledger's records reported themselves
+                emit_settled(scope.emit, record)
         # the calls carry the planner's (already safe) arguments, encoded for the checkpoint;
         # a settled record shows them decoded, so it is made safe again
-        return {"round_calls": Overwrite(calls), "call_results": parts.safe_value(settled)}
+        results = {**parts.safe_value(settled), **known}
+        return {"round_calls": Overwrite(calls), "call_results": results}
 
     return execute
 

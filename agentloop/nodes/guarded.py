@@ -2,10 +2,18 @@
 
 `call_tool` runs a call through here, and so does streaming dispatch when it starts a
 call while its plan is still streaming: both consult the same ledger entry (keyed by
-the thread, the loop's namespace and the call's `call_key`) before the tool runs and
-record the outcome after, so a call started early is exactly as durable as any other.
-With a checkpointer, an outcome already recorded is returned as `replayed`; a call with
-side effects that another worker started and never finished is `unknown_outcome`.
+the thread, the loop's namespace and the call's `position_key`, else its `call_key`)
+before the tool runs and record the outcome after, so a call started early is exactly
+as durable as any other. With a checkpointer, an outcome already recorded is returned
+as `replayed`; a call with side effects that another worker started and never finished
+is `unknown_outcome`.
+
+The ledger names a call by its place in the plan, so whatever code resumes a run finds
+the calls the earlier code started: a call claimed there is guarded whatever its tool's
+policy says now, and a call of a tool the loop no longer has is replayed, reported as
+`unknown_outcome` or, when it never started, failed naming the missing tool. A call
+refused before it could run (its tool unknown, its arguments invalid under the new code)
+is looked up too (`ledger_record`).
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from agentloop.durability import (
     loop_namespace,
     run_ledger,
 )
+from agentloop.durability.guard import STARTED_BEFORE_STOP, STARTED_ELSEWHERE
+from agentloop.durability.ledger import owner_is_gone
 from agentloop.events import Emit, ToolCompleted
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import RunScope
@@ -31,7 +41,7 @@ from agentloop.state import PreparedCall, ToolExecutionRecord
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
 
-__all__ = ["REPLAYED_NOTE", "call_guard", "guarded_call", "settled_record"]
+__all__ = ["REPLAYED_NOTE", "call_guard", "guarded_call", "ledger_record", "settled_record"]
 
 REPLAYED_NOTE = "replayed: this call already ran; its recorded outcome is returned, not re-run"
 
@@ -46,36 +56,61 @@ def call_guard(parts: LoopParts, call: PreparedCall, scope: RunScope) -> CallGua
         return None
     task_ns = scope.execution.checkpoint_ns if scope.execution else ""
     namespace = loop_namespace(task_ns.rsplit("|", 1)[0] if "|" in task_ns else "")
-    policy = parts.registry.policy(call["tool_name"])
+    names = [name for name in (call.get("position_key"), call["call_key"]) if name]
+    if not names:
+        return None  # a command that was never prepared: it never runs
+    key, *aliases = [LedgerKey(thread_id, namespace, name) for name in dict.fromkeys(names)]
+    policy = parts.registry.policy_or_none(call["tool_name"])
+    if policy is None:  # the tool is gone (a deploy removed it): look the call up only
+        return CallGuard(ledger, key, side_effects=False, aliases=tuple(aliases))
     return CallGuard(
         ledger,
-        LedgerKey(thread_id, namespace, call["call_key"]),
+        key,
         side_effects=not policy.idempotent,
+        aliases=tuple(aliases),
         resumable=policy.resumable,
         timeout_s=policy.timeout_s,
         reexecute=bool(scope.loop is not None and scope.loop.reexecute),
     )
 
 
-def settled_record(call: PreparedCall, settled: Settled) -> ToolExecutionRecord:
-    """The record of a call the ledger decided without running it."""
+def settled_record(
+    call: PreparedCall, settled: Settled, *, gone: bool = False
+) -> ToolExecutionRecord:
+    """The record of a call the ledger decided without running it.
+
+    Args:
+        call: The call.
+        settled: What the ledger decided.
+        gone: The loop no longer has the call's tool (a deploy removed or renamed it).
+    """
     if settled.kind == "replayed" and settled.outcome is not None:
         record = cast(ToolExecutionRecord, dict(settled.outcome))
         for field in ("call_id", "call_key", "index", "round_index", "purpose"):
             record[field] = call[field]
+        if call.get("position_key"):
+            record["position_key"] = call["position_key"]
         record["todo_suggestion"] = record["next"] = call["todo_suggestion"]
         record["replayed"] = True
         record["notes"] = [*(record.get("notes") or []), REPLAYED_NOTE]
         return record
+    name = call["tool_name"]
+    why = (
+        f"{name} is no longer one of the loop's tools"
+        if gone
+        else "a call that started with possible side effects never runs twice"
+    )
     message = (
-        f"{call['tool_name']} may or may not have taken effect: {settled.reason}. It was not "
-        "repeated because it is not idempotent. Check whether it took effect."
+        f"{name} may or may not have taken effect: {settled.reason}. It was not repeated: "
+        f"{why}. Check whether it took effect."
     )
     return make_record(call, ToolOutcome.refused("unknown_outcome", call["tool_name"], message))
 
 
-def _settled(call: PreparedCall, settled: Settled, emit: Emit) -> ToolExecutionRecord:
-    record = settled_record(call, settled)
+def _settled(
+    call: PreparedCall, settled: Settled, emit: Emit, *, gone: bool
+) -> ToolExecutionRecord:
+    record = settled_record(call, settled, gone=gone)
     if settled.kind == "replayed":
         emit(
             ToolCompleted(
@@ -100,13 +135,17 @@ def guarded_call(
     Drive it with `drive` from sync code or `adrive` from async code (`agentloop._effects`).
     """
     guard = call_guard(parts, call, scope)
-    late = _late_writer(parts, guard)
-    run = _run(parts, call, scope, config, late)
     if guard is None:
-        return cast(ToolExecutionRecord, (yield from run))
+        return cast(ToolExecutionRecord, (yield from _run(parts, call, scope, config, None)))
     settled = yield from guard.decide()
+    gone = parts.registry.spec(call["tool_name"]) is None
     if settled is not None:
-        return cast(ToolExecutionRecord, parts.safe_value(_settled(call, settled, scope.emit)))
+        record = _settled(call, settled, scope.emit, gone=gone)
+        return cast(ToolExecutionRecord, parts.safe_value(record))
+    if gone:  # never started, and its tool is gone: the runner fails it, naming the tool
+        return cast(ToolExecutionRecord, (yield from _run(parts, call, scope, config, None)))
+    late = _late_writer(parts, guard)  # after `decide`: the key the entry was found under
+    run = _run(parts, call, scope, config, late)
     record = cast(ToolExecutionRecord, (yield from guard.record(run)))
     if late is not None:  # the call's own record is in the ledger: a late one may replace it
         late.ready()
@@ -134,3 +173,30 @@ def _late_writer(parts: LoopParts, guard: CallGuard | None) -> LateLedgerWriter 
     if guard is None or not guard.side_effects:
         return None
     return LateLedgerWriter(guard.ledger, guard.key, parts.safe_value)
+
+
+def ledger_record(
+    parts: LoopParts, call: PreparedCall, scope: RunScope
+) -> Core[ToolExecutionRecord | None]:
+    """The ledger's record of a call refused before it could run, if the ledger has one.
+
+    Code deployed since the call started may refuse it (its tool renamed or removed, an
+    argument renamed without an alias): when an earlier execution of the same call
+    recorded an outcome it is replayed; when it claimed the call and never finished,
+    the call is `unknown_outcome`. Returns None when the ledger knows nothing of it.
+    """
+    guard = call_guard(parts, call, scope)
+    if guard is None:
+        return None
+    entry = yield from guard.find()
+    if entry is None:
+        return None
+    if entry.outcome is not None:
+        settled = Settled("replayed", entry.outcome)
+    elif owner_is_gone(guard.ledger, guard.key, entry.owner):
+        settled = Settled("unknown_outcome", reason=STARTED_BEFORE_STOP)
+    else:
+        settled = Settled("unknown_outcome", reason=STARTED_ELSEWHERE)
+    gone = parts.registry.spec(call["tool_name"]) is None
+    record = _settled(call, settled, scope.emit, gone=gone)
+    return cast(ToolExecutionRecord, parts.safe_value(record))

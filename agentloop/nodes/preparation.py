@@ -6,8 +6,10 @@ to its tool, its arguments repaired and validated (or, when they refer to earlie
 commands' results, deferred until those are known, and settled when one of them was
 settled without running), checked against the run's earlier reads (a duplicate is
 settled; a read made stale by a write is marked to run again), placed after the calls
-it must follow, and named: its typed `CallId` and its `call_key` (the ledger's key and
-the tool's idempotency key). `execute` adopts a call started early exactly as it was
+it must follow, and named: its typed `CallId`, its `position_key` (the ledger's key: its
+place in the plan and the command as planned, the same whatever code resumes it) and its
+`call_key` (its tool and validated arguments: the ledger's second key and the tool's
+idempotency key). `execute` adopts a call started early exactly as it was
 prepared here (`PlanPreparation.adopt`), so the two routes cannot disagree on a call.
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
-from agentloop.durability import call_key
+from agentloop.durability import call_key, position_key
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.reads import mark_after_write, note_call, run_reads
 from agentloop.planning.references import command_dependencies
@@ -67,6 +69,16 @@ class PlanPreparation:
         """The identity of the call at `position` of this plan."""
         return CallId(self.run_id, self.round_label, position)
 
+    def position_key(self, position: int, command: ToolCommand) -> str:
+        """The ledger's name of the call at `position`: the same whatever code resumes it."""
+        return position_key(
+            self.run_id,
+            self.round_label,
+            position,
+            command["tool_name"],
+            command["tool_kwargs"],
+        )
+
     def prepare(
         self, position: int, command: ToolCommand
     ) -> tuple[PreparedCall, ToolExecutionRecord | None]:
@@ -88,6 +100,7 @@ class PlanPreparation:
         call["call_key"] = call_key(
             self.run_id, self.round_label, call["tool_name"], written, self._occurrence(call)
         )
+        call["position_key"] = self.position_key(position, command)
         if record is None and depends_on:
             record = _failed_reference(call, self.calls, self.settled)
         elif record is None:
@@ -140,6 +153,8 @@ class PlanPreparation:
                 call["follows"] = follows
         else:
             record["call_key"] = call["call_key"]  # named after the record was made
+            if call.get("position_key"):
+                record["position_key"] = call["position_key"]
             self.settled[call["call_id"]] = record
         self.calls.append(call)
         return call, record

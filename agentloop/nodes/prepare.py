@@ -41,13 +41,14 @@ EXIT_DURABILITY_WARNING = (
 def run_anchor(state: LoopState, request: str, human: HumanMessage | None, scope: RunScope) -> str:
     """What names this run, in order of preference.
 
-    The key of the parent loop's call it serves (a sub-agent), the id of the human
+    The key of the parent loop's call it serves (a sub-agent: its `position_key`, which a
+    deploy of new code does not change, else its `call_key`), the id of the human
     message it answers, else its turn on the thread with a digest of the request (and
     the parent task's namespace when the loop is a subgraph).
     """
     parent_call = call_info(get_config())
     if parent_call is not None:
-        return f"call:{parent_call['call_key']}"
+        return f"call:{parent_call.get('position_key') or parent_call['call_key']}"
     if human is not None and human.id:
         return f"message:{human.id}"
     task_ns = scope.execution.checkpoint_ns if scope.execution else ""

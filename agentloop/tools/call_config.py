@@ -1,8 +1,8 @@
 """How a tool learns which call it serves: a key of the config the loop invokes it with.
 
 The loop invokes every tool with the config of its `call_tool` task plus
-`configurable["agentloop_call"]` (`run_id`, `call_id`, `place`, `call_key`, `loop`, `identity`,
-`owner`, `sampler`).
+`configurable["agentloop_call"]` (`run_id`, `call_id`, `place`, `call_key`,
+`position_key`, `loop`, `identity`, `owner`, `sampler`).
 A tool (or a graph run inside it, such as a sub-agent) reads it with `call_info(config)`.
 """
 
@@ -40,6 +40,9 @@ class CallInfo(TypedDict):
     """The call's place within its run, `<round>:<index>` (`CallId.in_run`)."""
     call_key: str
     """The call's stable identity (also its `idempotency_key`)."""
+    position_key: NotRequired[str]
+    """The call's place in its run and the command as planned: the key of its ledger entry,
+    the same whatever code resumes the run (a sub-agent names its run after it)."""
     loop: NotRequired[str]
     """The name of the loop that makes the call (for the events a tool emits)."""
     identity: NotRequired[str]

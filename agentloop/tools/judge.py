@@ -67,6 +67,7 @@ def compact_record(record: Mapping[str, Any]) -> ToolExecutionRecord:
             "next",
             "call_id",
             "call_key",
+            "position_key",
             "replayed",
             "round_index",
             "index",

@@ -52,6 +52,8 @@ def make_record(
         "flagged": flagged,
         "query_key": call["query_key"],
     }
+    if call.get("position_key"):
+        record["position_key"] = call["position_key"]
     if call.get("after_write"):
         record["after_write"] = call["after_write"]
     if outcome.notes or call["notes"]:

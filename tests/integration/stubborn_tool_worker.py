@@ -53,8 +53,8 @@ async def send_order(item: str) -> str:
 SAVER = InMemorySaver()
 
 
-def late_outcome(call_key: str) -> dict[str, Any] | None:
-    entry = ledger_for(SAVER).get(LedgerKey("stubborn", "", call_key))
+def late_outcome(position_key: str) -> dict[str, Any] | None:
+    entry = ledger_for(SAVER).get(LedgerKey("stubborn", "", position_key))
     if entry is not None and entry.outcome and LATE_NOTE in entry.outcome.get("notes", []):
         return entry.outcome
     return None
@@ -111,7 +111,7 @@ def main() -> None:
                     events.append(chunk)
                 else:
                     last = chunk
-            order = last["tool_logs"][1]["call_key"]
+            order = last["tool_logs"][1]["position_key"]
             for _ in range(200):  # the abandoned call runs on, on this event loop
                 if late_outcome(order) is not None:
                     break
@@ -119,7 +119,7 @@ def main() -> None:
             return last
 
         final = asyncio.run(run())
-    order_key = final["tool_logs"][1]["call_key"]
+    order_key = final["tool_logs"][1]["position_key"]
     for _ in range(200):  # under invoke, on the event loop its call task left running
         if late_outcome(order_key) is not None:
             break

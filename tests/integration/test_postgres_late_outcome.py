@@ -62,7 +62,7 @@ def test_late_outcome_on_postgres_sync() -> None:
         )
         [record] = out["tool_logs"]
         assert record["error_type"] == "unknown_outcome"
-        key = LedgerKey(thread_id, "", record["call_key"])
+        key = LedgerKey(thread_id, "", record["position_key"])
         assert ledger_for(saver).get(key).outcome["error_type"] == "unknown_outcome"
         release.set()
         for _ in range(400):
@@ -85,7 +85,7 @@ def test_late_outcome_on_postgres_async() -> None:
             )
             [record] = out["tool_logs"]
             assert record["error_type"] == "unknown_outcome"
-            key = LedgerKey(thread_id, "", record["call_key"])
+            key = LedgerKey(thread_id, "", record["position_key"])
             release.set()
             late = None
             for _ in range(400):

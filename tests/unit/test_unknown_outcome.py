@@ -22,9 +22,9 @@ def config() -> dict[str, Any]:
     return {"configurable": {"thread_id": f"t-{time.monotonic_ns()}"}}
 
 
-async def late_entry(saver: Any, thread_id: str, call_key: str) -> dict[str, Any]:
+async def late_entry(saver: Any, thread_id: str, position_key: str) -> dict[str, Any]:
     """Wait (bounded) for the ledger entry of a call to hold its late outcome."""
-    key = LedgerKey(thread_id, "", call_key)
+    key = LedgerKey(thread_id, "", position_key)
     for _ in range(400):
         entry = ledger_for(saver).get(key)
         if entry is not None and entry.outcome and LATE_NOTE in entry.outcome.get("notes", []):
@@ -73,7 +73,7 @@ async def test_a_timed_out_sync_write_is_unknown_and_its_late_outcome_recorded(
     assert "must not be repeated blindly" in str(second_plan)  # the planner is told
     assert paid == []
     release.set()
-    late = await late_entry(saver, run_config["configurable"]["thread_id"], record["call_key"])
+    late = await late_entry(saver, run_config["configurable"]["thread_id"], record["position_key"])
     assert paid == ["a"]
     assert late["success"] and late["result"] == "paid a" and late["error_type"] == ""
 
@@ -128,7 +128,7 @@ async def test_a_timed_out_sub_agent_runs_to_its_end_and_records_its_late_outcom
     assert record["error_type"] == "unknown_outcome" and invoiced == []
     assert "runs on" in record["error"]
     release.set()
-    late = await late_entry(saver, run_config["configurable"]["thread_id"], record["call_key"])
+    late = await late_entry(saver, run_config["configurable"]["thread_id"], record["position_key"])
     assert invoiced == ["bob"]
     assert late["success"] and late["result"] == "invoice sent"
 

@@ -1,0 +1,189 @@
+"""A call keeps its identity when the loop's code changes between a stop and the resume.
+
+In one process, on one `InMemorySaver` (and so one ledger): v1 sends an invoice and is
+stopped right after it (Ctrl-C inside the tool: its claim stays, its outcome is never
+recorded), or finishes; v2, with the argument renamed, the tool renamed, declared
+read-only or removed, resumes or replays the thread under invoke and ainvoke. The
+invoice goes out once and the thread finishes. The guard's rules behind it are checked
+directly too: an entry is found under a call's second name, and a claim found guards a
+call whatever its policy says now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+from langchain_core.tools import BaseTool, tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
+from agentloop._effects import drive
+from agentloop.durability import CallGuard, LedgerKey, MemoryLedger, Settled, position_key
+from agentloop.durability.ledger import OWNER
+from agentloop.testing import ScriptedChatModel, plan_reply
+
+WRITE = ToolPolicy(read_only=False, idempotent=False, concurrency_safe=False)
+READ_ONLY = ToolPolicy(read_only=True)
+CHANGES = ("renamed_argument", "renamed_tool", "read_only", "removed")
+GONE = "send_invoice is no longer one of the loop's tools"
+
+
+class App:
+    """Every version of the app, on one checkpointer; `stop` makes v1 stop after the effect."""
+
+    def __init__(self) -> None:
+        self.saver = InMemorySaver()
+        self.effects: Counter[str] = Counter()
+        self.stop = False
+
+    def send(self, invoice: str) -> str:
+        self.effects[f"invoice:{invoice}"] += 1
+        if self.stop:
+            raise KeyboardInterrupt  # the process stops: the outcome is never recorded
+        return f"invoice {invoice} sent"
+
+    def tools(self, version: str) -> tuple[list[BaseTool], dict[str, ToolPolicy]]:
+        @tool
+        def get_customer(customer: str) -> str:
+            """Read a customer's billing details."""
+            self.effects[f"read:{customer}"] += 1
+            return f"{customer}: billed monthly"
+
+        @tool("send_invoice")
+        def send_invoice(invoice_id: str) -> str:
+            """Send an invoice (side effect)."""
+            return self.send(invoice_id)
+
+        @tool("send_invoice")
+        def send_invoice_renamed(invoice_number: str) -> str:
+            """Send an invoice (side effect)."""
+            return self.send(invoice_number)
+
+        @tool
+        def issue_invoice(invoice_id: str) -> str:
+            """Send an invoice (side effect)."""
+            return self.send(invoice_id)
+
+        aliased = WRITE.model_copy(update={"arg_aliases": {"invoice_number": ("invoice_id",)}})
+        versions: dict[str, tuple[list[BaseTool], dict[str, ToolPolicy]]] = {
+            "v1": ([get_customer, send_invoice], {"send_invoice": WRITE}),
+            "renamed_argument": ([get_customer, send_invoice_renamed], {"send_invoice": aliased}),
+            "renamed_tool": ([get_customer, issue_invoice], {"issue_invoice": WRITE}),
+            "read_only": (
+                [get_customer, send_invoice],
+                {"send_invoice": ToolPolicy(read_only=True)},
+            ),
+            "removed": ([get_customer], {}),
+        }
+        return versions[version]
+
+    def loop(self, version: str) -> Any:
+        def planner(messages: list[Any]) -> str:
+            if "round_index: 0" not in str(messages[-1].content):
+                return str(plan_reply("response"))
+            commands = [
+                {"tool_name": "get_customer", "tool_kwargs": {"customer": "acme"}},
+                {"tool_name": "send_invoice", "tool_kwargs": {"invoice_id": "INV-7"}},
+            ]
+            return str(plan_reply("execute", commands))
+
+        tools, policies = self.tools(version)
+        return create_tool_loop(
+            ScriptedChatModel(responder=planner),
+            tools,
+            models=ModelOptions(answer_model=ScriptedChatModel(responder=lambda _: "done")),
+            governance=GovernanceOptions(policies=policies),
+            checkpointer=self.saver,
+        )
+
+
+async def run(graph: Any, payload: Any, config: Any, entry: str) -> dict[str, Any]:
+    if entry == "invoke":
+        out: dict[str, Any] = await asyncio.to_thread(graph.invoke, payload, config)
+        return out
+    out = await graph.ainvoke(payload, config)
+    return out
+
+
+def invoice_of(out: dict[str, Any]) -> dict[str, Any]:
+    assert out["answer"] == "done", out
+    customer, invoice = out["tool_logs"]
+    assert customer["success"] and invoice["tool_name"] == "send_invoice", out["tool_logs"]
+    return dict(invoice)
+
+
+@pytest.mark.parametrize("entry", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("change", CHANGES)
+async def test_new_code_resuming_a_stopped_call_never_repeats_it(change: str, entry: str) -> None:
+    app = App()
+    config: Any = {"configurable": {"thread_id": "billing"}}
+    app.stop = True
+    with pytest.raises(KeyboardInterrupt):
+        app.loop("v1").invoke({"user_input": "invoice acme"}, config)
+    app.stop = False
+    assert app.effects["invoice:INV-7"] == 1
+    out = await run(app.loop(change), None, config, entry)
+    assert app.effects["invoice:INV-7"] == 1, app.effects
+    invoice = invoice_of(out)
+    assert invoice["error_type"] == "unknown_outcome", invoice
+    if change in ("renamed_tool", "removed"):
+        assert GONE in invoice["error"], invoice
+
+
+@pytest.mark.parametrize("entry", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("change", CHANGES)
+async def test_new_code_replaying_a_finished_call_returns_its_outcome(
+    change: str, entry: str
+) -> None:
+    """Replayed from the checkpoint where the calls were about to run (the saved `Send`s)."""
+    app = App()
+    config: Any = {"configurable": {"thread_id": "billing"}}
+    first = await run(app.loop("v1"), {"user_input": "invoice acme"}, config, entry)
+    assert invoice_of(first)["success"] is True
+    v2 = app.loop(change)
+    history = list(v2.get_state_history(config))
+    before_calls = next(s for s in history if s.next and set(s.next) == {"call_tool"})
+    out = await run(v2, None, before_calls.config, entry)
+    assert app.effects == Counter({"read:acme": 1, "invoice:INV-7": 1}), app.effects
+    invoice = invoice_of(out)
+    assert invoice["replayed"] is True and invoice["result"] == "invoice INV-7 sent", invoice
+
+
+def test_position_key_names_the_place_and_the_command_as_planned() -> None:
+    first = position_key("run", "0", 1, "send_invoice", {"invoice_id": "INV-7", "note": "x"})
+    assert first == position_key(
+        "run", "0", 1, "send_invoice", {"note": "x", "invoice_id": "INV-7"}
+    )
+    others = {
+        position_key("run", "0", 2, "send_invoice", {"invoice_id": "INV-7", "note": "x"}),
+        position_key("run", "1", 1, "send_invoice", {"invoice_id": "INV-7", "note": "x"}),
+        position_key("run", "0", 1, "send_invoice", {"invoice_id": "INV-8", "note": "x"}),
+        position_key("run", "0", 1, "issue_invoice", {"invoice_id": "INV-7", "note": "x"}),
+        position_key("other", "0", 1, "send_invoice", {"invoice_id": "INV-7", "note": "x"}),
+    }
+    assert first not in others and len(others) == 5
+
+
+PLACE = LedgerKey("thread", "", "position")
+CONTENT = LedgerKey("thread", "", "content")
+
+
+def test_an_entry_under_a_calls_second_name_is_the_calls() -> None:
+    ledger = MemoryLedger()
+    ledger.finish(CONTENT, OWNER, {"success": True, "result": "sent"})
+    guard = CallGuard(ledger, PLACE, side_effects=True, aliases=(CONTENT,))
+    assert drive(guard.decide()) == Settled("replayed", {"success": True, "result": "sent"})
+    assert guard.key == CONTENT and ledger.get(PLACE) is None
+
+
+def test_a_claim_found_guards_a_call_whatever_its_policy_says_now() -> None:
+    ledger = MemoryLedger()
+    assert ledger.claim(PLACE, OWNER) is None  # claimed by code that knew it writes
+    now_read_only = CallGuard(ledger, PLACE, side_effects=False, timeout_s=0.1)
+    settled = drive(now_read_only.decide())
+    assert settled is not None and settled.kind == "unknown_outcome"
+    nothing_there = CallGuard(MemoryLedger(), PLACE, side_effects=False)
+    assert drive(nothing_there.decide()) is None  # a read with no entry just runs
