@@ -216,10 +216,14 @@ def test_non_dict_command_is_dropped(bad: Any) -> None:
 
 
 @pytest.mark.parametrize("name", ["", "   ", None, [], {"x": 1}, True])
-def test_command_without_valid_tool_name_is_dropped(name: Any) -> None:
+def test_a_command_without_a_valid_tool_name_beside_named_ones_is_kept_nameless(
+    name: Any,
+) -> None:
+    """Kept with an empty name, so its record (tool_not_found) says it was not run."""
     raw = {"execution_commands": [command(tool_name=name), command(tool_name="ok")]}
     decision = normalize_plan_decision(raw)
-    assert [c["tool_name"] for c in decision["execution_commands"]] == ["ok"]
+    assert [c["tool_name"] for c in decision["execution_commands"]] == ["", "ok"]
+    assert decision["execution_commands"][0]["purpose"] == "find the weather"
 
 
 def test_command_without_any_name_key_is_dropped() -> None:
@@ -442,11 +446,13 @@ def assert_valid(decision: PlanDecision) -> None:
         assert set(item) == COMMAND_KEYS
         for key in ("purpose", "tool_name", "todo_suggestion", "next"):
             assert isinstance(item[key], str)  # type: ignore[literal-required]
-        assert item["tool_name"].strip() == item["tool_name"] != ""
+        assert item["tool_name"].strip() == item["tool_name"]
         assert item["purpose"] != ""
         assert item["todo_suggestion"] == item["next"]
         assert isinstance(item["tool_kwargs"], dict)
         assert all(isinstance(k, str) for k in item["tool_kwargs"])
+    if commands:  # a nameless command only beside named ones
+        assert any(item["tool_name"] for item in commands)
     if "parse_error" in decision:
         assert isinstance(decision["parse_error"], str)
 
