@@ -21,18 +21,21 @@ their prompts and argument completion are methods of the toolset.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import httpx
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from mcp.types import Completion, Prompt, Tool
 
-from agentloop.errors import ConfigurationError
+from agentloop.errors import ConfigurationError, MCPToolError
+from agentloop.mcp.auth import MCPAuth, TokenRedactor, build_auth
 from agentloop.mcp.bridge import CallBridge
 from agentloop.mcp.client import CallHooks, ClientHandlers
 from agentloop.mcp.config import MCPServerSpec, load_mcp_config
@@ -44,7 +47,7 @@ from agentloop.mcp.resources import Resources
 from agentloop.mcp.session import MCPSessionPool
 from agentloop.mcp.tools import READ_RESOURCE_TOOL, langchain_tool, tool_output
 from agentloop.mcp.toolset_sessions import ToolsetSessions
-from agentloop.redaction import Redactor, install_log_redaction
+from agentloop.redaction import install_log_redaction, redact_data
 from agentloop.servers import OWNER_META_KEY
 from agentloop.tools.call_config import CallInfo, SamplingModel, call_info, call_thread
 
@@ -73,6 +76,10 @@ class MCPToolset(ToolsetSessions):
             (doubling up to 5 minutes).
         model: Answers the servers' sampling requests (servers with `"sampling": true`)
             outside a loop's call; during a loop's call, the loop's model does.
+        auth: Per server name, how to authorize with it: an `MCPAuth` whose set fields
+            win over the server's `auth` config entry (the code gives what a config
+            file cannot: an authorization code flow's `redirect_handler` and
+            `callback_handler`, a token `storage`), or any `httpx.Auth`.
 
     Raises:
         ConfigurationError: The config is invalid.
@@ -86,10 +93,16 @@ class MCPToolset(ToolsetSessions):
         idle_timeout_s: float = 300.0,
         retry_interval_s: float = 10.0,
         model: BaseChatModel | None = None,
+        auth: Mapping[str, MCPAuth | httpx.Auth] | None = None,
     ) -> None:
         if isinstance(servers, str | Mapping):
             servers = load_mcp_config(servers)
-        self.specs = list(servers)
+        given = dict(auth or {})
+        unknown = sorted(set(given) - {spec.name for spec in servers})
+        if unknown:
+            msg = f"'auth' names servers not in the config: {', '.join(unknown)}"
+            raise ConfigurationError(msg)
+        self.specs = [self._authorized(spec, given.get(spec.name)) for spec in servers]
         self._specs = {spec.name: spec for spec in self.specs}
         if len(self._specs) != len(self.specs):
             msg = "two MCP servers share a name"
@@ -98,7 +111,8 @@ class MCPToolset(ToolsetSessions):
         self.idle_timeout_s = idle_timeout_s
         self.retry_interval_s = retry_interval_s
         self.model = model
-        self.redact = Redactor(self.secrets)
+        self.redact = TokenRedactor(self.secrets)
+        """Redacts the configured secrets and every token an OAuth flow obtained since."""
         install_log_redaction(logger, self.redact)  # before any server starts and logs
         super().__init__(self.specs, SessionPools(self.specs, self._pool, idle_timeout_s))
         self._discovery_lock = threading.Lock()
@@ -109,8 +123,30 @@ class MCPToolset(ToolsetSessions):
 
     @property
     def secrets(self) -> frozenset[str]:
-        """The values of the servers' own `env` and `headers` (redacted by the loop)."""
+        """The servers' own `env`, `headers` and `auth` secrets (redacted by the loop)."""
         return frozenset().union(*(spec.secrets for spec in self.specs))
+
+    def _authorized(self, spec: MCPServerSpec, given: MCPAuth | httpx.Auth | None) -> MCPServerSpec:
+        """`spec` with its authorization (config and code merged) in its connection."""
+        where = f"MCP server {spec.name!r}"
+        merged = given.over(spec.auth) if isinstance(given, MCPAuth) else spec.auth
+        if given is None and merged is None:
+            return spec
+        url = spec.connection.get("url")
+        if not isinstance(url, str):
+            msg = f"{where}: 'auth' is for HTTP servers (a stdio server gets its secrets in 'env')"
+            raise ConfigurationError(msg)
+        if isinstance(given, httpx.Auth):
+            return dataclasses.replace(spec, connection={**spec.connection, "auth": given})
+        if merged is None:  # an httpx.Auth was handled above
+            return spec
+        built = build_auth(merged, url, where=where, learn=lambda *v: self.redact.learn(*v))
+        return dataclasses.replace(
+            spec,
+            connection={**spec.connection, "auth": built},
+            auth=merged,
+            secrets=spec.secrets | merged.secrets,
+        )
 
     def _meta(self, server: str, info: CallInfo | None) -> dict[str, Any] | None:
         """The `_meta` of a call: whom it serves, for servers configured to receive it."""
@@ -202,19 +238,26 @@ class MCPToolset(ToolsetSessions):
                 model=SamplingModel.of(info),
             )
             position = info.get("place", "") if info else ""
-            decoded = await bridge.run(
-                self._call(
-                    server,
-                    tool.name,
-                    arguments,
-                    run_id=info["run_id"] if info else "",
-                    thread_id=call_thread(config),
-                    meta=self._meta(server, info),
-                    hooks=bridge.hooks,
-                    prefix=f"{tool.name}:{position}" if position else tool.name,
+            try:
+                decoded = await bridge.run(
+                    self._call(
+                        server,
+                        tool.name,
+                        arguments,
+                        run_id=info["run_id"] if info else "",
+                        thread_id=call_thread(config),
+                        meta=self._meta(server, info),
+                        hooks=bridge.hooks,
+                        prefix=f"{tool.name}:{position}" if position else tool.name,
+                    )
                 )
-            )
-            return tool_output(decoded)
+            except MCPToolError as error:
+                if not self.redact.learned:
+                    raise
+                redacted = self.redact(str(error))
+                raise MCPToolError(redacted, server=error.server, tool=error.tool) from None
+            output = tool_output(decoded)
+            return redact_data(output, self.redact) if self.redact.learned else output
 
         policy = self._specs[server].policies.get(tool.name)
         return langchain_tool(
