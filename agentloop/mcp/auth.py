@@ -35,6 +35,7 @@ from mcp.client.auth.extensions.client_credentials import (
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
+from mcp.client.auth.oauth2 import OAuthContext
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from pydantic import AnyUrl
 
@@ -83,8 +84,8 @@ class MCPAuth:
     """`authorization_code` (the default), `client_credentials`, `private_key_jwt` or
     `bearer`."""
     scopes: tuple[str, ...] | None = None
-    """The scopes to ask for (the server's `WWW-Authenticate` or metadata may choose
-    others, as the spec says)."""
+    """The scopes to ask for where the server names none; scopes it names (in a 401's
+    `WWW-Authenticate`, or its `scopes_supported`) win, as the spec's scope selection says."""
     client_id: str | None = None
     """A pre-registered client (skips dynamic registration); required for the client
     credentials flows."""
@@ -304,6 +305,35 @@ class _Storage:
         await self._inner.set_client_info(client_info)
 
 
+class _ConfiguredScope:
+    """The configured scopes, asked for when the server names none.
+
+    The SDK selects scopes as the spec says (the 401's `WWW-Authenticate`, else the
+    resource's `scopes_supported`) just before it authorizes, and omits them when the
+    server names none; the configured ones then take the omitted place.
+    """
+
+    context: OAuthContext
+    configured_scope: str | None = None
+
+    async def _perform_authorization(self) -> httpx.Request:
+        if self.context.client_metadata.scope is None:
+            self.context.client_metadata.scope = self.configured_scope
+        return cast(httpx.Request, await super()._perform_authorization())  # type: ignore[misc]
+
+
+class _AuthorizationCode(_ConfiguredScope, OAuthClientProvider):
+    pass
+
+
+class _ClientCredentials(_ConfiguredScope, ClientCredentialsOAuthProvider):
+    pass
+
+
+class _PrivateKeyJWT(_ConfiguredScope, PrivateKeyJWTOAuthProvider):
+    pass
+
+
 class _Bearer(httpx.Auth):
     """A static bearer token."""
 
@@ -350,13 +380,14 @@ def build_auth(
             scope=scope,
         )
     storage = _Storage(auth.storage or _InMemoryStorage(), preregistered, learn)
+    provider: _ConfiguredScope
     try:
         if flow == "client_credentials":
             method = auth.token_endpoint_auth_method or "client_secret_basic"
             if method == "none":
                 msg = f"{where}: client_credentials needs client_secret_basic or client_secret_post"
                 raise ConfigurationError(msg)
-            return ClientCredentialsOAuthProvider(
+            provider = _ClientCredentials(
                 server_url,
                 storage,
                 cast(str, auth.client_id),
@@ -365,7 +396,7 @@ def build_auth(
                 scopes=scope,
                 issuer=auth.issuer,
             )
-        if flow == "private_key_jwt":
+        elif flow == "private_key_jwt":
             client_id = cast(str, auth.client_id)
             signed = SignedJWTParameters(
                 issuer=client_id,
@@ -373,7 +404,7 @@ def build_auth(
                 signing_key=cast(str, auth.private_key),
                 signing_algorithm=auth.signing_algorithm or "RS256",
             )
-            return PrivateKeyJWTOAuthProvider(
+            provider = _PrivateKeyJWT(
                 server_url,
                 storage,
                 client_id,
@@ -381,23 +412,26 @@ def build_auth(
                 scopes=scope,
                 issuer=auth.issuer,
             )
-        metadata = OAuthClientMetadata(
-            client_name=auth.client_name or "agentloop",
-            redirect_uris=[redirect],
-            grant_types=["authorization_code", "refresh_token"],
-            response_types=["code"],
-            scope=scope,
-        )
-        return OAuthClientProvider(
-            server_url,
-            metadata,
-            storage,
-            redirect_handler=auth.redirect_handler,
-            callback_handler=auth.callback_handler,
-            timeout=auth.timeout_s or 300.0,
-            client_metadata_url=auth.client_metadata_url,
-        )
+        else:
+            metadata = OAuthClientMetadata(
+                client_name=auth.client_name or "agentloop",
+                redirect_uris=[redirect],
+                grant_types=["authorization_code", "refresh_token"],
+                response_types=["code"],
+                scope=scope,
+            )
+            provider = _AuthorizationCode(
+                server_url,
+                metadata,
+                storage,
+                redirect_handler=auth.redirect_handler,
+                callback_handler=auth.callback_handler,
+                timeout=auth.timeout_s or 300.0,
+                client_metadata_url=auth.client_metadata_url,
+            )
     except ValueError as error:  # the SDK's checks (an issuer or metadata URL)
         problem = Redactor(auth.secrets)(" ".join(str(error).split()))
         msg = f"{where}: invalid auth: {problem}"
         raise ConfigurationError(msg) from None
+    provider.configured_scope = scope
+    return cast(httpx.Auth, provider)
