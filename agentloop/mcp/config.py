@@ -46,7 +46,8 @@ class MCPServerSpec:
     """The server's name in the config; also `metadata["mcp_server"]` of its tools."""
     connection: dict[str, Any]
     """A `langchain_mcp_adapters` connection: stdio (`command`, `args`, `env`,
-    `cwd`), `streamable_http` or `sse` (`url`, `headers`)."""
+    `cwd`), `streamable_http` or `sse` (`url`, `headers`, and `auth`: an `httpx.Auth`,
+    which `MCPToolset` builds from the `auth` entry)."""
     allow: frozenset[str] | None = None
     """The tool names to keep; `None` keeps all."""
     deny: frozenset[str] = frozenset()

@@ -4,7 +4,7 @@
 needs) starts each client scenario's server and runs `conformance_client.py` against
 it: once through agentloop's documented MCP configuration, once through
 `langchain-mcp-adapters`. agentloop must pass at least as many scenarios as the
-adapters; the per-scenario table is printed either way.
+adapters; the per-scenario table is in the figures at the end of the run either way.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +119,9 @@ def table(results: dict[str, dict[str, Outcome]]) -> str:
 
 
 @pytest.mark.timeout(1200)  # 52 runs of a few seconds each; far longer on a busy machine
-def test_agentloop_passes_as_many_client_scenarios_as_the_adapters(tmp_path: Path) -> None:
+def test_agentloop_passes_as_many_client_scenarios_as_the_adapters(
+    tmp_path: Path, report: Callable[[str], None]
+) -> None:
     missing = _suite_missing()
     if missing is not None:
         pytest.skip(missing)
@@ -130,8 +133,10 @@ def test_agentloop_passes_as_many_client_scenarios_as_the_adapters(tmp_path: Pat
     results: dict[str, dict[str, Outcome]] = {}
     for (client, scenario), outcome in zip(jobs, outcomes, strict=True):
         results.setdefault(scenario, {})[client] = outcome
-    report = table(results)
-    print(report)
+    shown = table(results)
+    print(shown)
+    for line in shown.splitlines():  # in the figures at the end of the run
+        report(f"MCP conformance: {line}")
     passed = {c: sum(by_client[c].passed for by_client in results.values()) for c in CLIENTS}
-    assert passed["adapters"] > 0, report  # the baseline ran at all
-    assert passed["agentloop"] >= passed["adapters"], report
+    assert passed["adapters"] > 0, shown  # the baseline ran at all
+    assert passed["agentloop"] >= passed["adapters"], shown
