@@ -92,7 +92,7 @@ def run_scenario(client: str, scenario: str, out: Path) -> Outcome:
     except subprocess.TimeoutExpired:
         return Outcome(False, "the suite did not finish")
     failed = [
-        f"{check.get('name')}: {check.get('errorMessage') or check.get('description')}"
+        _why(check)
         for checks in sorted(out_dir.glob(f"{scenario}-*/checks.json"))
         for check in json.loads(checks.read_text())
         if check.get("status") in ("FAILURE", "WARNING")
@@ -102,6 +102,12 @@ def run_scenario(client: str, scenario: str, out: Path) -> Outcome:
     if done.returncode != 0 and not failed:
         failed.append(f"the client exited with an error: {done.stderr.strip()[-300:]}")
     return Outcome(done.returncode == 0, "; ".join(failed)[:300])
+
+
+def _why(check: dict[str, str]) -> str:
+    """A failed check in one phrase: its message, with its name unless the message has it."""
+    name, message = check.get("name", ""), check.get("errorMessage") or check.get("description")
+    return message if message and name in message else f"{name}: {message}"
 
 
 def table(results: dict[str, dict[str, Outcome]]) -> str:
