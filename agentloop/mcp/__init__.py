@@ -1,6 +1,7 @@
 """MCP servers as tools of a loop: config, sessions, client features, results.
 
 - `config`: reading `mcpServers` configs (`load_mcp_config`, `MCPServerSpec`);
+- `auth`: an HTTP server's authorization (`MCPAuth`: OAuth flows of the `mcp` SDK);
 - `connection`: one server's session held open by a background task;
 - `cancel`: cancelling a request on the server (`notifications/cancelled`);
 - `output`: a server's stderr and stray stdout, quoted by failure reasons;
@@ -16,6 +17,7 @@
 """
 
 from agentloop.errors import MCPToolError, MCPTransportError
+from agentloop.mcp.auth import AuthFlow, MCPAuth
 from agentloop.mcp.bridge import ELICITATION_INTERRUPT, elicit_result
 from agentloop.mcp.config import INHERITED_ENV, MCPServerSpec, SessionScope, load_mcp_config
 from agentloop.mcp.session import MCPSessionPool
@@ -27,6 +29,8 @@ __all__ = [
     "INHERITED_ENV",
     "MCP_HINTS",
     "READ_RESOURCE_TOOL",
+    "AuthFlow",
+    "MCPAuth",
     "MCPServerSpec",
     "MCPSessionPool",
     "MCPToolError",

@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl, urlsplit
 import yaml
 
 from agentloop.errors import ConfigurationError
+from agentloop.mcp.auth import MCPAuth, auth_from_config
 from agentloop.tools.policy import ToolPolicy
 
 __all__ = [
@@ -54,7 +55,8 @@ class MCPServerSpec:
     """The server's name in the config; also `metadata["mcp_server"]` of its tools."""
     connection: dict[str, Any]
     """A `langchain_mcp_adapters` connection: stdio (`command`, `args`, `env`,
-    `cwd`), `streamable_http` or `sse` (`url`, `headers`)."""
+    `cwd`), `streamable_http` or `sse` (`url`, `headers`, and `auth`: an `httpx.Auth`,
+    which `MCPToolset` builds from the `auth` entry)."""
     allow: frozenset[str] | None = None
     """The tool names to keep, or glob patterns of them (`"git_*"`); `None` keeps all."""
     deny: frozenset[str] = frozenset()
@@ -81,6 +83,9 @@ class MCPServerSpec:
     """Per-tool policies (`ToolPolicy` fields) that win over the tools' annotations."""
     log_level: LogLevel | None = None
     """The level asked of the server with `logging/setLevel` (None: the server's own)."""
+    auth: MCPAuth | None = None
+    """How to authorize with an HTTP server (OAuth or a static bearer token); `MCPToolset`
+    runs it. `None`: only the `headers` given."""
 
 
 def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[MCPServerSpec]:
@@ -103,7 +108,9 @@ def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[
     client's roots) and `policies` (tool name -> `ToolPolicy` fields, such as
     `{"git_log": {"timeout_s": 10}}`, winning over the tool's annotations) and
     `log_level` (the least severe log message the server should send, such as
-    `"warning"`, asked with `logging/setLevel`). Other
+    `"warning"`, asked with `logging/setLevel`) and `auth` (an HTTP server's
+    authorization: `{"flow": "client_credentials", "client_id": ..., "client_secret":
+    ..., "scopes": [...]}`, see `MCPAuth`). Other
     keys are ignored, so configs written for other MCP clients load as they are.
 
     Args:
@@ -207,6 +214,12 @@ def _parse_server(
         **_string_map(entry, "headers", where=where, allow_numbers=False),
         **_url_secrets(connection.get("url")),
     }
+    auth = None
+    if entry.get("auth") is not None:
+        if has_command:
+            msg = f"{where}: 'auth' is for HTTP servers (a stdio server gets its secrets in 'env')"
+            raise ConfigurationError(msg)
+        auth = auth_from_config(entry["auth"], where=where)
     scope = entry.get("scope", "toolset")
     if scope not in ("toolset", "thread", "run"):
         msg = f"{where}: 'scope' must be 'toolset', 'thread' or 'run', got {scope!r}"
@@ -216,7 +229,7 @@ def _parse_server(
         connection,
         allow,
         deny or frozenset(),
-        frozenset(own.values()),
+        frozenset(own.values()) | (auth.secrets if auth else frozenset()),
         scope=scope,
         required=_flag(entry, "required", False, where=where),
         sampling=_flag(entry, "sampling", False, where=where),
@@ -225,6 +238,7 @@ def _parse_server(
         roots=_roots(entry, where=where, base_dir=base_dir),
         policies=_policies(entry, where=where),
         log_level=_log_level(entry, where=where),
+        auth=auth,
     )
 
 

@@ -21,11 +21,13 @@ their prompts and argument completion are methods of the toolset.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import httpx
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -33,7 +35,8 @@ from langchain_core.tools import BaseTool
 from mcp.types import Completion, Prompt, Tool
 
 from agentloop.durability import resuming
-from agentloop.errors import ConfigurationError, UnknownOutcomeError
+from agentloop.errors import ConfigurationError, MCPToolError, UnknownOutcomeError
+from agentloop.mcp.auth import MCPAuth, TokenRedactor, build_auth
 from agentloop.mcp.bridge import CallBridge, ElicitationHandler, Suspended, Suspensions
 from agentloop.mcp.client import CallHooks, ClientHandlers
 from agentloop.mcp.config import MCPServerSpec, load_mcp_config
@@ -45,7 +48,7 @@ from agentloop.mcp.resources import Resources
 from agentloop.mcp.session import MCPSessionPool
 from agentloop.mcp.tools import READ_RESOURCE_TOOL, langchain_tool, tool_output
 from agentloop.mcp.toolset_sessions import ToolsetSessions
-from agentloop.redaction import Redactor, install_log_redaction
+from agentloop.redaction import install_log_redaction, redact_data
 from agentloop.servers import OWNER_META_KEY
 from agentloop.tools.call_config import CallInfo, SamplingModel, call_info, call_thread
 
@@ -91,6 +94,10 @@ class MCPToolset(ToolsetSessions):
             (the first ones, in config order; None: no cap); a toolset with more logs
             a warning once. Choose which with a server's `"tools": {"include": [...],
             "exclude": [...]}` name patterns.
+        auth: Per server name, how to authorize with it: an `MCPAuth` whose set fields
+            win over the server's `auth` config entry (the code gives what a config
+            file cannot: an authorization code flow's `redirect_handler` and
+            `callback_handler`, a token `storage`), or any `httpx.Auth`.
 
     Raises:
         ConfigurationError: The config is invalid.
@@ -107,10 +114,16 @@ class MCPToolset(ToolsetSessions):
         elicitation_handler: ElicitationHandler | None = None,
         elicitation_wait_s: float = 600.0,
         max_tools: int | None = MAX_TOOLS,
+        auth: Mapping[str, MCPAuth | httpx.Auth] | None = None,
     ) -> None:
         if isinstance(servers, str | Mapping):
             servers = load_mcp_config(servers)
-        self.specs = list(servers)
+        given = dict(auth or {})
+        unknown = sorted(set(given) - {spec.name for spec in servers})
+        if unknown:
+            msg = f"'auth' names servers not in the config: {', '.join(unknown)}"
+            raise ConfigurationError(msg)
+        self.specs = [self._authorized(spec, given.get(spec.name)) for spec in servers]
         self._specs = {spec.name: spec for spec in self.specs}
         if len(self._specs) != len(self.specs):
             msg = "two MCP servers share a name"
@@ -122,7 +135,8 @@ class MCPToolset(ToolsetSessions):
         self.elicitation_handler = elicitation_handler
         self.max_tools = max_tools
         self._warned_cap = False
-        self.redact = Redactor(self.secrets)
+        self.redact = TokenRedactor(self.secrets)
+        """Redacts the configured secrets and every token an OAuth flow obtained since."""
         install_log_redaction(logger, self.redact)  # before any server starts and logs
         super().__init__(self.specs, SessionPools(self.specs, self._pool, idle_timeout_s))
         self._discovery_lock = threading.Lock()
@@ -139,8 +153,30 @@ class MCPToolset(ToolsetSessions):
 
     @property
     def secrets(self) -> frozenset[str]:
-        """The values of the servers' own `env` and `headers` (redacted by the loop)."""
+        """The servers' own `env`, `headers` and `auth` secrets (redacted by the loop)."""
         return frozenset().union(*(spec.secrets for spec in self.specs))
+
+    def _authorized(self, spec: MCPServerSpec, given: MCPAuth | httpx.Auth | None) -> MCPServerSpec:
+        """`spec` with its authorization (config and code merged) in its connection."""
+        where = f"MCP server {spec.name!r}"
+        merged = given.over(spec.auth) if isinstance(given, MCPAuth) else spec.auth
+        if given is None and merged is None:
+            return spec
+        url = spec.connection.get("url")
+        if not isinstance(url, str):
+            msg = f"{where}: 'auth' is for HTTP servers (a stdio server gets its secrets in 'env')"
+            raise ConfigurationError(msg)
+        if isinstance(given, httpx.Auth):
+            return dataclasses.replace(spec, connection={**spec.connection, "auth": given})
+        if merged is None:  # an httpx.Auth was handled above
+            return spec
+        built = build_auth(merged, url, where=where, learn=lambda *v: self.redact.learn(*v))
+        return dataclasses.replace(
+            spec,
+            connection={**spec.connection, "auth": built},
+            auth=merged,
+            secrets=spec.secrets | merged.secrets,
+        )
 
     def _meta(self, server: str, info: CallInfo | None) -> dict[str, Any] | None:
         """The `_meta` of a call: whom it serves, for servers configured to receive it."""
@@ -282,8 +318,15 @@ class MCPToolset(ToolsetSessions):
                 else:
                     self._suspensions.keep(key, Suspended(bridge, started))
 
-            decoded = await bridge.run(started, on_pause=pause)
-            return tool_output(decoded)
+            try:
+                decoded = await bridge.run(started, on_pause=pause)
+            except MCPToolError as error:
+                if not self.redact.learned:
+                    raise
+                redacted = self.redact(str(error))
+                raise MCPToolError(redacted, server=error.server, tool=error.tool) from None
+            output = tool_output(decoded)
+            return redact_data(output, self.redact) if self.redact.learned else output
 
         policy = self._specs[server].policies.get(tool.name)
         return langchain_tool(

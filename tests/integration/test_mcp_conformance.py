@@ -1,0 +1,148 @@
+"""The official MCP conformance suite's client scenarios, through agentloop and the adapters.
+
+`@modelcontextprotocol/conformance` (pinned in `.ci/conformance`, with the Node 22 it
+needs) starts each client scenario's server and runs `conformance_client.py` against
+it: once through agentloop's documented MCP configuration, once through
+`langchain-mcp-adapters`. agentloop must pass at least as many scenarios as the
+adapters; the per-scenario table is in the figures at the end of the run either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = ROOT / ".ci" / "conformance" / "node_modules" / ".bin"
+DRIVER = Path(__file__).with_name("conformance_client.py")
+CLIENTS = ("agentloop", "adapters")
+SCENARIO_TIMEOUT_MS = 60_000
+"""Per scenario and client (the suite's default is 30 s; the machine may be busy)."""
+WORKERS = 3
+"""Scenarios run side by side (each starts a Python process that imports LangGraph); 52
+runs take about two minutes on two idle cores."""
+
+
+def _suite_missing() -> str | None:
+    """Why the suite cannot run here, or None."""
+    install = "npm ci --prefix .ci/conformance (see .ci/run)"
+    if not (SUITE / "conformance").exists() or not (SUITE / "node").exists():
+        return f"the MCP conformance suite is not installed: {install}"
+    try:
+        version = subprocess.run(
+            [str(SUITE / "node"), "--version"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"the Node of .ci/conformance does not run ({error}): {install}"
+    major = re.match(r"v(\d+)\.", version)
+    if major is None or int(major.group(1)) < 22:
+        return f"the conformance suite needs Node 22 or later, found {version or 'none'}: {install}"
+    return None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    passed: bool
+    detail: str
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{SUITE}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def scenarios() -> list[str]:
+    """The suite's client scenarios (`conformance list`)."""
+    listed = subprocess.run(
+        [str(SUITE / "conformance"), "list"],
+        capture_output=True, text=True, env=_env(), timeout=60, check=True,
+    ).stdout  # fmt: skip
+    client_part = listed.split("Client scenarios", 1)[1]
+    return re.findall(r"^\s+-\s+(\S+)", client_part, re.MULTILINE)
+
+
+def run_scenario(client: str, scenario: str, out: Path) -> Outcome:
+    """Run one scenario against one client; passed as the suite judges it (its exit code)."""
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(DRIVER))} {client}"
+    out_dir = out / client
+    try:
+        done = subprocess.run(
+            [
+                str(SUITE / "conformance"), "client", "--command", command,
+                "--scenario", scenario, "--timeout", str(SCENARIO_TIMEOUT_MS),
+                "-o", str(out_dir),
+            ],
+            capture_output=True, text=True, env=_env(), cwd=out,
+            timeout=SCENARIO_TIMEOUT_MS / 1000 + 60,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return Outcome(False, "the suite did not finish")
+    failed = [
+        _why(check)
+        for checks in sorted(out_dir.glob(f"{scenario}-*/checks.json"))
+        for check in json.loads(checks.read_text())
+        if check.get("status") in ("FAILURE", "WARNING")
+    ]
+    if "CLIENT TIMED OUT" in done.stderr:
+        failed.append("the client timed out")
+    if done.returncode != 0 and not failed:
+        failed.append(f"the client exited with an error: {done.stderr.strip()[-300:]}")
+    return Outcome(done.returncode == 0, "; ".join(failed)[:300])
+
+
+def _why(check: dict[str, str]) -> str:
+    """A failed check in one phrase: its message, with its name unless the message has it."""
+    name, message = check.get("name", ""), check.get("errorMessage") or check.get("description")
+    return message if message and name in message else f"{name}: {message}"
+
+
+def table(results: dict[str, dict[str, Outcome]]) -> str:
+    width = max(len(scenario) for scenario in results)
+    lines = [f"{'scenario':<{width}}  agentloop  adapters  (what failed)"]
+    for scenario, by_client in results.items():
+        marks = [("pass" if by_client[c].passed else "FAIL") for c in CLIENTS]
+        why = " | ".join(f"{c}: {by_client[c].detail}" for c in CLIENTS if by_client[c].detail)
+        lines.append(f"{scenario:<{width}}  {marks[0]:<9}  {marks[1]:<8}  {why}")
+    totals = [sum(by_client[c].passed for by_client in results.values()) for c in CLIENTS]
+    lines.append(
+        f"passed: agentloop {totals[0]} of {len(results)}, adapters {totals[1]} of {len(results)}"
+    )
+    return "\n".join(lines)
+
+
+@pytest.mark.timeout(1200)  # 52 runs of a few seconds each; far longer on a busy machine
+def test_agentloop_passes_as_many_client_scenarios_as_the_adapters(
+    tmp_path: Path, report: Callable[[str], None]
+) -> None:
+    missing = _suite_missing()
+    if missing is not None:
+        pytest.skip(missing)
+    names = scenarios()
+    assert len(names) >= 20, names  # the suite's list was read
+    jobs = [(client, scenario) for scenario in names for client in CLIENTS]
+    with ThreadPoolExecutor(WORKERS) as pool:
+        outcomes = list(pool.map(lambda job: run_scenario(*job, tmp_path), jobs))
+    results: dict[str, dict[str, Outcome]] = {}
+    for (client, scenario), outcome in zip(jobs, outcomes, strict=True):
+        results.setdefault(scenario, {})[client] = outcome
+    shown = table(results)
+    print(shown)
+    for line in shown.splitlines():  # in the figures at the end of the run
+        report(f"MCP conformance: {line}")
+    passed = {c: sum(by_client[c].passed for by_client in results.values()) for c in CLIENTS}
+    assert passed["adapters"] > 0, shown  # the baseline ran at all
+    assert passed["agentloop"] >= passed["adapters"], shown

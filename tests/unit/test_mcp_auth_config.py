@@ -1,0 +1,107 @@
+"""The `auth` entry of an HTTP server's config, and `MCPToolset(auth=...)`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from mcp.client.auth import OAuthClientProvider
+
+from agentloop.errors import ConfigurationError
+from agentloop.mcp import MCPAuth, MCPToolset, load_mcp_config
+
+URL = "https://crm.example.invalid/mcp"
+SECRET = "s3cret-client-value"
+
+
+def server(**auth: Any) -> dict[str, Any]:
+    return {"mcpServers": {"crm": {"url": URL, "auth": auth}}}
+
+
+@pytest.fixture
+def toolsets() -> Iterator[list[MCPToolset]]:
+    made: list[MCPToolset] = []
+    yield made
+    for toolset in made:
+        toolset.close()
+
+
+def test_an_auth_entry_is_read_and_its_secrets_redacted() -> None:
+    (spec,) = load_mcp_config(
+        server(
+            flow="client_credentials",
+            client_id="agentloop",
+            client_secret=SECRET,
+            scopes="read write",
+            issuer="https://auth.example.invalid",
+        )
+    )
+    assert spec.auth is not None
+    assert spec.auth.flow == "client_credentials"
+    assert spec.auth.scopes == ("read", "write")
+    assert SECRET in spec.secrets
+    assert SECRET not in repr(spec.auth)  # a logged spec shows no secret
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ({"flow": "password"}, "unknown auth flow"),
+        ({"flow": "client_credentials", "client_id": "a"}, "needs client_secret"),
+        ({"flow": "private_key_jwt", "client_id": "a"}, "needs private_key"),
+        ({"flow": "bearer"}, "needs token"),
+        ({"scopes": 3}, "list of scopes"),
+        ({"client_secrett": "x"}, "unknown 'auth' keys"),
+        ({"token_endpoint_auth_method": "magic"}, "token_endpoint_auth_method"),
+    ],
+)
+def test_a_malformed_auth_entry_names_the_server(entry: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ConfigurationError, match=problem) as raised:
+        load_mcp_config(server(**entry))
+    assert "'crm'" in str(raised.value)
+
+
+def test_auth_is_for_http_servers() -> None:
+    config = {"local": {"command": "python", "auth": {"flow": "bearer", "token": "abcdefgh1"}}}
+    with pytest.raises(ConfigurationError, match="HTTP servers"):
+        load_mcp_config(config)
+
+
+def test_the_toolset_runs_the_sdks_oauth_provider(toolsets: list[MCPToolset]) -> None:
+    async def redirect(url: str) -> None: ...
+
+    async def callback() -> tuple[str, str | None]:
+        return "code", None
+
+    config = server(scopes=["crm.read"], client_id="registered", client_secret=SECRET)
+    code = MCPAuth(redirect_handler=redirect, callback_handler=callback)
+    toolset = MCPToolset(config, auth={"crm": code})
+    toolsets.append(toolset)
+    (spec,) = toolset.specs
+    assert isinstance(spec.connection["auth"], OAuthClientProvider)
+    assert spec.auth is not None and spec.auth.redirect_handler is redirect
+    assert spec.auth.client_id == "registered"  # the config's fields stay where code gives none
+    assert SECRET in toolset.secrets
+
+
+def test_an_authorization_code_flow_needs_the_apps_handlers() -> None:
+    with pytest.raises(ConfigurationError, match="redirect_handler, callback_handler"):
+        MCPToolset(server(scopes=["crm.read"]))
+
+
+def test_auth_given_in_code_only_or_as_any_httpx_auth(toolsets: list[MCPToolset]) -> None:
+    basic = httpx.BasicAuth("user", "password-of-test")
+    config = {"a": {"url": URL}, "b": {"url": URL}}
+    toolset = MCPToolset(config, auth={"a": basic, "b": MCPAuth(flow="bearer", token=SECRET)})
+    toolsets.append(toolset)
+    a, b = toolset.specs
+    assert a.connection["auth"] is basic
+    assert isinstance(b.connection["auth"], httpx.Auth)
+    assert SECRET in toolset.secrets and SECRET not in repr(b.connection["auth"])
+
+
+def test_auth_for_an_unknown_server_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="not in the config: crmm"):
+        MCPToolset({"crm": {"url": URL}}, auth={"crmm": MCPAuth(flow="bearer", token=SECRET)})
