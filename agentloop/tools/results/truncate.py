@@ -21,7 +21,7 @@ from typing import Any
 from pydantic_core import from_json
 
 from agentloop.tools.results.cut_text import CutText
-from agentloop.tools.results.serialize import to_jsonable
+from agentloop.tools.results.serialize import serialize, to_jsonable
 from agentloop.tools.results.shrink import (
     DROPPED_KEYS_KEY,
     cut,
@@ -65,10 +65,11 @@ def truncate_result(value: Any, max_chars: int = 20_000) -> TruncatedResult:
 
     Size is `len` for a string and the length of `json.dumps(...,
     ensure_ascii=False)` for anything else, which is first converted with
-    `to_jsonable`. A string is cut and `TRUNCATION_MARKER` appended, unless it
-    holds a JSON object or array: then it is truncated as data and returned as
-    a JSON string again. In data, the longest strings are cut first; if that
-    is not enough, the tails of lists are dropped (leaving an `ITEMS_MARKER`
+    `to_jsonable`. A result is `truncated` when anything was cut, here or before (a
+    `CutText`: an object's `repr` cut, bytes shown by their size...). A string is cut
+    and `TRUNCATION_MARKER` appended, unless it holds a JSON object or array: then it is
+    truncated as data and returned as a JSON string again. In data, the longest strings
+    are cut first; if that is not enough, the tails of lists are dropped (leaving an `ITEMS_MARKER`
     item) and, as a last resort, the last keys of a dict too (leaving a `"..."`
     key). For `max_chars` of 200 or more the result fits the budget except
     for the markers themselves: expect an overshoot of at most a few dozen
@@ -81,14 +82,16 @@ def truncate_result(value: Any, max_chars: int = 20_000) -> TruncatedResult:
     limit = max(max_chars, 0)
     if isinstance(value, str):
         return _truncate_text(value, limit)
-    data = to_jsonable(value)
+    max_items = max(limit // 2, 1)  # a member takes 2 characters at least
+    converted = serialize(value, max_items)
+    data = converted.value
     if isinstance(data, str):
         return _truncate_text(data, limit)
     if isinstance(data, dict | list):
-        data = trim_long_lists(data, max(limit // 2, 1))
+        data = trim_long_lists(data, max_items)
     size = json_size(data)
     if size <= limit:
-        return TruncatedResult(data, truncated=False, original_chars=size)
+        return TruncatedResult(data, truncated=converted.cut, original_chars=size)
     return TruncatedResult(shrink(data, limit, size), truncated=True, original_chars=size)
 
 
@@ -99,7 +102,8 @@ def _length(text: str) -> int:
 def _truncate_text(text: str, limit: int) -> TruncatedResult:
     total = _length(text)
     if total <= limit:
-        return TruncatedResult(str(text), truncated=False, original_chars=total)
+        cut_before = isinstance(text, CutText)
+        return TruncatedResult(str.__str__(text), truncated=cut_before, original_chars=total)
     if (total > LARGE_TEXT_CHARS or isinstance(text, CutText)) and _JSON_START.match(text):
         partial = _truncate_large_json(text, limit)
         if partial is not None:
