@@ -89,13 +89,15 @@ class Serialized:
 class _Walk:
     """What one conversion has seen: the containers it is inside, and what it left out."""
 
-    __slots__ = ("ancestors", "cut", "max_items", "opaque")
+    __slots__ = ("ancestors", "cut", "cut_reprs", "max_items", "opaque")
 
     def __init__(self, max_items: int = 0) -> None:
         self.ancestors: set[int] = set()
         self.cut = False
         self.opaque = False
         self.max_items = max_items
+        self.cut_reprs: dict[str, int] = {}
+        """The `repr`s cut inside pydantic-core's conversion (which makes them plain text)."""
 
     def left_out(self, marker: str, original_chars: int = 0) -> CutText:
         """A marker standing for something left out (`original_chars`: its size)."""
@@ -111,7 +113,9 @@ class _Walk:
             return f"<unrepresentable {type(value).__name__}>"
         if len(text) <= MAX_REPR_CHARS:
             return text
-        return self.left_out(text[: MAX_REPR_CHARS - 3] + "...", len(text))
+        kept = text[: MAX_REPR_CHARS - 3] + "..."
+        self.cut_reprs[kept] = len(text)
+        return self.left_out(kept, len(text))
 
 
 def to_jsonable(value: Any) -> Any:
@@ -223,7 +227,21 @@ def _convert_other(value: Any, depth: int, walk: _Walk) -> Any:
         )
     except Exception:  # a cycle or a failing serializer: describe the object instead
         return walk.bounded_repr(value)
+    if walk.cut_reprs:
+        data = _marked(data, walk.cut_reprs)
     return _convert(data, depth, walk)
+
+
+def _marked(data: Any, cut_reprs: dict[str, int]) -> Any:
+    """Make the cut `repr`s in pydantic-core's output `CutText` again (it made them text)."""
+    if type(data) is str:
+        chars = cut_reprs.get(data)
+        return data if chars is None else CutText(data, chars)
+    if type(data) is dict:
+        return {key: _marked(item, cut_reprs) for key, item in data.items()}
+    if type(data) is list:
+        return [_marked(item, cut_reprs) for item in data]
+    return data
 
 
 def _convert_mapping(value: Mapping[Any, Any], depth: int, walk: _Walk) -> dict[str, Any]:
