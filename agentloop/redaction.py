@@ -10,14 +10,21 @@ the loop writes to state. The default `Redactor` replaces with `[REDACTED]`:
   path and query values of their URLs;
 - each of those literal secrets also in any letter case, URL-encoded and base64-encoded
   (standard or URL-safe, at any alignment inside a longer encoded text);
-- common credential shapes: bearer tokens, `api_key=...`-style parameters, and provider
-  key prefixes (`sk-`, `ghp_`, `github_pat_`, `xox?-`, `AKIA`, `AIza`, `glpat-`, JWTs).
+- credential shapes: provider key prefixes (`sk-`, `ghp_`, `github_pat_`, `xox?-`,
+  `AKIA`, `AIza`, `glpat-`), JWTs and PEM private keys, redacted whole;
+- the value after a credential's name (`Bearer`, `Basic`, `password=`, `token: `,
+  `"client_secret": "..."`), only when it looks like a credential (`credential_like`):
+  `token=True`, `tokens=128` and `api_key=${API_KEY}` are left alone.
+
+`redact_data` is the one pass that applies a hook to every string of any value (the
+record, callbacks, tracers, `astream_events` and log `extra=` fields all see its output).
 """
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+import itertools
 import logging
 import os
 import re
@@ -320,7 +327,8 @@ class _Redaction:
     def walk(self, value: Any, depth: int) -> Any:
         kind = type(value)
         if kind is str:
-            return self.redact(value)
+            redacted = self.redact(value)
+            return value if redacted == value else redacted
         if kind in _SCALARS:
             return value
         if isinstance(value, str | int | float) and not isinstance(value, Enum):
@@ -374,14 +382,28 @@ class _Redaction:
         return self.serialized(value, depth)
 
     def mapping(self, value: Mapping[Any, Any], depth: int) -> Any:
-        changed = False
-        walked: dict[Any, Any] = {}
-        for key, item in value.items():
-            safe_key = self.key(key, depth)
-            safe_item = self.walk(item, depth)
-            changed = changed or safe_key is not key or safe_item is not item
+        redact, walk = self.redact, self.walk
+        walked: dict[Any, Any] | None = None  # made at the first change only
+        for index, (key, item) in enumerate(value.items()):
+            if type(key) is str:  # the common cases inline: short text keys and leaves
+                redacted = redact(key)
+                safe_key = key if redacted == key else redacted
+            else:
+                safe_key = self.key(key, depth)
+            kind = type(item)
+            if kind is str:
+                redacted = redact(item)
+                safe_item = item if redacted == item else redacted
+            elif kind in _SCALARS:
+                safe_item = item
+            else:
+                safe_item = walk(item, depth)
+            if walked is None:
+                if safe_key is key and safe_item is item:
+                    continue
+                walked = dict(itertools.islice(value.items(), index))
             walked[safe_key] = safe_item
-        return walked if changed else value
+        return value if walked is None else walked
 
     def key(self, key: Any, depth: int) -> Any:
         if type(key) is str:
