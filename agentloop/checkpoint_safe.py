@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from enum import Enum
 from typing import Any, TypeVar, cast
 
 from langchain_core.messages import BaseMessage
@@ -93,6 +94,8 @@ def checkpoint_safe(value: Any, text: TextHook | None = None, _depth: int = 0) -
         return value if _fits(value) else _int_text(value)
     if kind is float:
         return value if math.isfinite(value) else _float_text(value)
+    if isinstance(value, str) and not isinstance(value, Enum):  # a `CutText` marker...
+        return checkpoint_safe(str.__str__(value), text)
     if _depth >= _MAX_DEPTH:
         return "<too deep>"
     if kind is dict:

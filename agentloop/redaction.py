@@ -10,28 +10,50 @@ the loop writes to state. The default `Redactor` replaces with `[REDACTED]`:
   path and query values of their URLs;
 - each of those literal secrets also in any letter case, URL-encoded and base64-encoded
   (standard or URL-safe, at any alignment inside a longer encoded text);
-- common credential shapes: bearer tokens, `api_key=...`-style parameters, and provider
-  key prefixes (`sk-`, `ghp_`, `github_pat_`, `xox?-`, `AKIA`, `AIza`, `glpat-`, JWTs).
+- credential shapes: provider key prefixes (`sk-`, `ghp_`, `github_pat_`, `xox?-`,
+  `AKIA`, `AIza`, `glpat-`), JWTs and PEM private keys, redacted whole;
+- the value after a credential's name (`Bearer`, `Basic`, `password=`, `token: `,
+  `"client_secret": "..."`), only when it looks like a credential (`credential_like`):
+  `token=True`, `tokens=128` and `api_key=${API_KEY}` are left alone.
+
+`redact_data` is the one pass that applies a hook to every string of any value (the
+record, callbacks, tracers, `astream_events` and log `extra=` fields all see its output).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
+import itertools
 import logging
 import os
 import re
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from enum import Enum
 from typing import Any
 from urllib.parse import quote, quote_plus
+
+from langchain_core.messages import BaseMessage
+from langgraph.types import Command
+
+from agentloop.tools.results import (
+    CYCLE_MARKER,
+    MAX_DEPTH,
+    TOO_DEEP_MARKER,
+    CutText,
+    serialize,
+)
 
 __all__ = [
     "REDACTED",
     "REDACTED_LOGGERS",
     "EnvironmentRedactor",
+    "UnreadableValueError",
     "Redact",
     "Redactor",
+    "credential_like",
     "encoded_forms",
     "install_log_redaction",
     "redact_log_record",
@@ -53,8 +75,6 @@ MIN_SECRET_LENGTH = 8
 """Shorter values are not redacted as literal secrets (too many false hits)."""
 
 CREDENTIAL_SHAPES: tuple[str, ...] = (
-    r"\b(?i:bearer)\s+[A-Za-z0-9\-._~+/]{8,}=*",
-    r"\b(?i:basic)\s+[A-Za-z0-9+/]{12,}=*",
     r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}",
     r"\bgh[pousr]_[A-Za-z0-9]{20,}",
     r"\bgithub_pat_[A-Za-z0-9_]{20,}",
@@ -63,14 +83,26 @@ CREDENTIAL_SHAPES: tuple[str, ...] = (
     r"\bAIza[0-9A-Za-z\-_]{35}",
     r"\bglpat-[A-Za-z0-9\-_]{20,}",
     r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?"
+    r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)",
 )
-"""Credential shapes redacted whole."""
+"""Credential shapes redacted whole: provider key prefixes, JWTs, PEM private keys (an
+unterminated block to the end of the text)."""
 PARAMETER = (
-    r"(?P<name>\b(?i:api[_\-]?key|apikey|access[_\-]?token|auth[_\-]?token|"
+    r"(?P<name>(?:\b(?i:bearer|basic)\s+)|"
+    r"(?:\b(?:[A-Za-z0-9]+[_\-])*(?i:api[_\-]?key|apikey|access[_\-]?token|auth[_\-]?token|"
     r"refresh[_\-]?token|token|secret|client[_\-]?secret|password|passwd|signature|"
-    r"x-amz-signature)=)(?P<value>[^&\s\"',;]{4,})"
+    r"x-amz-signature)(?:=|\"?\s*:\s*\"?)))(?P<value>[^&\s\"',;]{8,})"
 )
-"""`name=value` parameters (query strings, form bodies) whose value is redacted."""
+"""A credential after its name: `Bearer ...`, `Basic ...`, or `name=value`, `name: value`
+and `"name": "value"` for a secret-looking name (`password`, `api_key`, `client_secret`,
+`*_token`...). Only a value that looks like a credential is redacted (`credential_like`)."""
+PLACEHOLDER = re.compile(
+    r"[$%<{\[*]|(?i:x{4,}|\.{3,}|true|false|none|null|nil|undefined|required|optional|"
+    r"disabled|enabled|redacted|hidden|unset|empty|changeme|example|placeholder|your[_\-])"
+)
+"""Values that stand for a credential rather than being one: `${API_KEY}`, `<token>`,
+`{{secret}}`, `%(password)s`, `****`, `xxxx`, `[REDACTED]`, `none`, `required`..."""
 _SHORTEST_MATCH = 8
 """No literal secret, credential shape or parameter is shorter: shorter text is left alone."""
 _MEMO_MAX_CHARS = 512
@@ -78,11 +110,33 @@ _LONGEST_NAME = len("x-amz-signature=")
 _MEMO_ENTRIES = 4096
 SHAPE_TRIGGERS = (
     "bearer", "basic", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox",
-    "akia", "aiza", "glpat-", "eyj", "key=", "token=", "secret=", "password=", "passwd=",
-    "signature=",
+    "akia", "aiza", "glpat-", "eyj", "key", "token", "secret", "passw", "signature",
+    "private key",
 )  # fmt: skip
 """Lower-case text without which no credential shape or parameter can match: a long text
 holding none of them (nor a literal secret) is returned without running the pattern."""
+
+
+def credential_like(value: str) -> bool:
+    """Tell whether the value of a secret-looking parameter looks like a credential.
+
+    It does when it has 8 characters or more, is no placeholder (`PLACEHOLDER`) and either
+    mixes two kinds of characters (lower case, upper case, digits, other symbols; `_`,
+    `-` and `.` are not counted) or has 20 characters or more. So `token=True`,
+    `tokens=128`, `password=required` and `api_key=${API_KEY}` stay as they are, while
+    `password=hunter22` and `token=8f14e45fceea167a5a36` do not.
+    """
+    if len(value) < _SHORTEST_MATCH or PLACEHOLDER.match(value):
+        return False
+    if len(value) >= 20:
+        return True
+    kinds = (
+        any(c.islower() for c in value)
+        + any(c.isupper() for c in value)
+        + any(c.isdigit() for c in value)
+        + any(not c.isalnum() and c not in "_-." for c in value)
+    )
+    return kinds >= 2
 
 
 def _base64_cores(secret: str) -> set[str]:
@@ -208,25 +262,195 @@ def _replace(match: re.Match[str]) -> str:
     name = match.group("name")
     if name is None:
         return REDACTED
-    if match.group("value").startswith("[REDACTED"):
+    if not credential_like(match.group("value")):
         return match.group(0)
     return f"{name}{REDACTED}"
 
 
-def redact_data(value: Any, redact: Redact, _depth: int = 0) -> Any:
-    """Apply `redact` to every string of JSON-like data (keys included); a new value."""
-    if isinstance(value, str):
-        return redact(value)
-    if _depth > 64:
-        return value
-    if isinstance(value, dict):
-        return {
-            (redact(key) if isinstance(key, str) else key): redact_data(item, redact, _depth + 1)
-            for key, item in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return type(value)(redact_data(item, redact, _depth + 1) for item in value)
-    return value
+class UnreadableValueError(ValueError):
+    """A value `redact_data(..., strict=True)` could neither walk nor serialize.
+
+    Args:
+        value: The value (only its type is kept).
+        error: What reading it raised.
+    """
+
+    def __init__(self, value: Any, error: Exception) -> None:
+        self.type_name = type(value).__name__
+        self.error = error
+        super().__init__(f"{self.type_name} ({type(error).__name__}: {error})")
+
+
+def redact_data(value: Any, redact: Redact, *, strict: bool = False) -> Any:
+    """Apply `redact` to every string of any value: the one redaction pass.
+
+    What it walks keeps its shape, and comes back as the same object when nothing in it
+    changed:
+
+    - strings (a `CutText` stays one), numbers, None;
+    - mappings (a `dict` afterwards), lists, tuples (named ones too), sets and frozensets
+      (a list when a member became unhashable), keys included;
+    - LangChain messages (content, artifact, additional kwargs) and LangGraph `Command`
+      updates, which keep their type;
+    - dataclasses and pydantic models, through their fields as JSON data: the same object
+      when no field held a secret, else that JSON data, redacted.
+
+    Anything else (an object known only by its `repr`, bytes, a value whose conversion
+    fails) is replaced by its serialized form, redacted: never passed on as it is.
+    Nesting deeper than `MAX_DEPTH` (50) levels becomes `TOO_DEEP_MARKER` and a container
+    inside itself `CYCLE_MARKER`, as in the record. Iterators and async iterators a tool
+    returns are passed on unread: the loop reads them later, within the call's bounds.
+
+    Args:
+        value: Any value.
+        redact: The hook applied to every string.
+        strict: Raise `UnreadableValueError` for a value that can be neither walked nor
+            serialized (a mapping whose `items` raises...), instead of replacing it by
+            `<unreadable TYPE>`.
+    """
+    return _Redaction(redact, strict).walk(value, 0)
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+class _Redaction:
+    """One walk of `redact_data`: the hook, and the containers it is inside."""
+
+    __slots__ = ("ancestors", "redact", "strict")
+
+    def __init__(self, redact: Redact, strict: bool) -> None:
+        self.redact = redact
+        self.strict = strict
+        self.ancestors: set[int] = set()
+
+    def walk(self, value: Any, depth: int) -> Any:
+        kind = type(value)
+        if kind is str:
+            redacted = self.redact(value)
+            return value if redacted == value else redacted
+        if kind in _SCALARS:
+            return value
+        if isinstance(value, str | int | float) and not isinstance(value, Enum):
+            return self.text(value) if isinstance(value, str) else value
+        if isinstance(value, Iterator | AsyncIterator | range):
+            return value
+        if depth >= MAX_DEPTH:
+            return CutText(TOO_DEEP_MARKER, len(TOO_DEEP_MARKER))
+        if id(value) in self.ancestors:
+            return CYCLE_MARKER
+        self.ancestors.add(id(value))
+        try:
+            return self.container(value, depth + 1)
+        except UnreadableValueError:
+            raise
+        except Exception:  # a container that cannot be read: its serialized form
+            return self.serialized(value, depth)
+        finally:
+            self.ancestors.discard(id(value))
+
+    def text(self, value: str) -> str:
+        plain = str.__str__(value)
+        redacted = self.redact(plain)
+        if redacted == plain:
+            return value
+        if isinstance(value, CutText):
+            return CutText(redacted, value.original_chars)
+        return redacted
+
+    def container(self, value: Any, depth: int) -> Any:
+        if isinstance(value, Mapping):
+            return self.mapping(value, depth)
+        if isinstance(value, list):
+            items = [self.walk(item, depth) for item in value]
+            return value if _same(items, value) else items
+        if isinstance(value, tuple):
+            items = [self.walk(item, depth) for item in value]
+            if _same(items, value):
+                return value
+            make = getattr(type(value), "_make", None)  # a named tuple
+            return make(items) if callable(make) else tuple(items)
+        if isinstance(value, set | frozenset):
+            return self.members(value, depth)
+        if isinstance(value, BaseMessage):
+            return self.message(value, depth)
+        if isinstance(value, Command):
+            update = self.walk(value.update, depth)
+            return value if update is value.update else dataclasses.replace(value, update=update)
+        if isinstance(value, bytes | bytearray | memoryview):  # text, or only its size
+            return self.walk(serialize(value).value, depth)
+        return self.serialized(value, depth)
+
+    def mapping(self, value: Mapping[Any, Any], depth: int) -> Any:
+        redact, walk = self.redact, self.walk
+        walked: dict[Any, Any] | None = None  # made at the first change only
+        for index, (key, item) in enumerate(value.items()):
+            if type(key) is str:  # the common cases inline: short text keys and leaves
+                redacted = redact(key)
+                safe_key = key if redacted == key else redacted
+            else:
+                safe_key = self.key(key, depth)
+            kind = type(item)
+            if kind is str:
+                redacted = redact(item)
+                safe_item = item if redacted == item else redacted
+            elif kind in _SCALARS:
+                safe_item = item
+            else:
+                safe_item = walk(item, depth)
+            if walked is None:
+                if safe_key is key and safe_item is item:
+                    continue
+                walked = dict(itertools.islice(value.items(), index))
+            walked[safe_key] = safe_item
+        return value if walked is None else walked
+
+    def key(self, key: Any, depth: int) -> Any:
+        if type(key) is str:
+            redacted = self.redact(key)
+            return key if redacted == key else redacted
+        walked = self.walk(key, depth)
+        try:
+            hash(walked)
+        except TypeError:
+            return str(walked)
+        return walked
+
+    def members(self, value: set[Any] | frozenset[Any], depth: int) -> Any:
+        items = [self.walk(item, depth) for item in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        try:
+            return type(value)(items) if type(value) in (set, frozenset) else set(items)
+        except TypeError:  # a member became unhashable JSON data
+            return items
+
+    def message(self, value: BaseMessage, depth: int) -> BaseMessage:
+        update: dict[str, Any] = {}
+        for name in ("content", "artifact", "additional_kwargs"):
+            if hasattr(value, name):
+                current = getattr(value, name)
+                walked = self.walk(current, depth)
+                if walked is not current:
+                    update[name] = walked
+        return value.model_copy(update=update) if update else value
+
+    def serialized(self, value: Any, depth: int) -> Any:
+        """An object as JSON data, redacted; the object itself when that changed nothing."""
+        try:
+            converted = serialize(value)
+        except Exception as error:  # a broken container: only its type can be shown safely
+            if self.strict:
+                raise UnreadableValueError(value, error) from error
+            return f"<unreadable {type(value).__name__}>"
+        walked = self.walk(converted.value, depth)
+        if walked is converted.value and not (converted.cut or converted.opaque):
+            return value
+        return walked
+
+
+def _same(items: list[Any], value: list[Any] | tuple[Any, ...]) -> bool:
+    return all(a is b for a, b in zip(items, value, strict=True))
 
 
 class EnvironmentRedactor:
@@ -291,6 +515,32 @@ def redact_log_record(record: logging.LogRecord) -> logging.LogRecord:
     return record
 
 
+class _RedactedAttributes(dict):  # type: ignore[type-arg]
+    """A log record's attributes: a field added with `extra=` is redacted as it is set.
+
+    `Logger.makeRecord` adds `extra` fields to the record's `__dict__` after the record
+    factory made it; this `__dict__` redacts them there (any shape, `redact_data`), so no
+    handler, filter or formatter sees them raw. Copies and pickles are plain dicts.
+    """
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, redact_data(value, _redact_text))
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))
+
+
+def _redact_extra(record: logging.LogRecord) -> None:
+    try:
+        record.__dict__ = _RedactedAttributes(record.__dict__)
+    except TypeError:  # a record class with slots or a fixed `__dict__`: message only
+        return
+
+
 def _redacted(name: object) -> bool:
     if not isinstance(name, str):  # `logging.makeLogRecord` makes records named None
         return False
@@ -311,6 +561,7 @@ def _install_factory() -> None:
         record = previous(*args, **kwargs)
         if _redacted(record.name):
             redact_log_record(record)
+            _redact_extra(record)
         return record
 
     _installed[:] = [factory]
@@ -322,7 +573,8 @@ def install_log_redaction(logger: logging.Logger, hook: Any = None) -> logging.L
 
     Every record of the `agentloop`, `mcp`, `httpx` and `httpcore` loggers and their
     children is redacted when it is made (by the default `Redactor` and every hook
-    registered here), before any filter or handler sees it.
+    registered here), before any filter or handler sees it: its message, its exception
+    text and every field given with `extra=` (walked by `redact_data`, whatever its shape).
 
     Args:
         logger: Returned as it is (`logger = install_log_redaction(getLogger(__name__))`).

@@ -32,7 +32,6 @@ from agentloop.tools.results import (
     is_async_lazy,
     is_lazy,
     read_items,
-    to_jsonable,
     truncate_result,
 )
 from agentloop.tools.threads import OnAbandoned, ToolThreads
@@ -41,8 +40,10 @@ __all__ = [
     "LARGE_RESULT_CHARS",
     "LARGE_RESULT_NODES",
     "BoundedOutput",
+    "Weight",
     "bound_output",
     "bounded_json",
+    "weigh",
 ]
 
 LARGE_RESULT_CHARS = 256 * 1024
@@ -52,7 +53,9 @@ LARGE_RESULT_NODES = 10_000
 _READ_SLACK_S = 0.5
 """How long past the call's deadline a thread reading an iterator is waited for."""
 
-_Weight = Literal["small", "large", "lazy"]
+Weight = Literal["small", "large", "lazy"]
+"""How heavy a result is: "large" is converted (and redacted) off the event loop, "lazy"
+holds iterators to read within the call's bounds."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ def bounded_json(value: Any, max_chars: int, tool_name: str = "") -> TruncatedRe
         ToolCallError: It cannot be converted (`unserializable_result`).
     """
     try:
-        return truncate_result(to_jsonable(value), max_chars)
+        return truncate_result(value, max_chars)
     except Exception as error:
         source = f"{tool_name} returned" if tool_name else "the result is"
         msg = (
@@ -86,8 +89,13 @@ def bounded_json(value: Any, max_chars: int, tool_name: str = "") -> TruncatedRe
         raise ToolCallError("unserializable_result", msg) from error
 
 
-def _weight(value: Any) -> _Weight:
-    """Tell, looking at no more than `LARGE_RESULT_NODES` members, how heavy a result is."""
+def weigh(value: Any) -> Weight:
+    """Tell, looking at no more than `LARGE_RESULT_NODES` members, how heavy a result is.
+
+    The estimate is cheap whatever the result: a container is "large" from its `len` alone
+    when it has more members than are left to look at, and an object (a dataclass, a
+    pydantic model...) is weighed by its attributes.
+    """
     if isinstance(value, str):
         return "large" if len(value) > LARGE_RESULT_CHARS else "small"
     stack = [value]
@@ -101,12 +109,22 @@ def _weight(value: Any) -> _Weight:
             chars += len(item)
             if chars > LARGE_RESULT_CHARS:
                 return "large"
+        elif item is None or isinstance(item, int | float):
+            continue
         elif isinstance(item, Iterator | AsyncIterator | range):
             return "lazy"
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple | set | frozenset):
-            stack.extend(item)
+        elif isinstance(item, dict | list | tuple | set | frozenset):
+            if len(item) > LARGE_RESULT_NODES - nodes:
+                return "large"
+            stack.extend(item.values() if isinstance(item, dict) else item)
+        elif isinstance(item, bytes | bytearray):
+            chars += len(item)
+            if chars > LARGE_RESULT_CHARS:
+                return "large"
+        elif not isinstance(item, type):
+            fields = getattr(item, "__dict__", None)
+            if isinstance(fields, dict):
+                stack.extend(fields.values())
     return "small"
 
 
@@ -145,7 +163,7 @@ async def bound_output(
     if is_async_lazy(output) or is_lazy(output):
         read = await _read(output, tool_name, limits, threads, on_abandoned)
         output, truncated, notes = read.items, read.truncated, (read.note,)
-    weight = _weight(output)
+    weight = weigh(output)
     if weight == "small":
         return BoundedOutput(output, truncated, notes) if notes else output
     convert = partial(_convert, output, limits.max_chars, tool_name, notes)

@@ -10,19 +10,19 @@ what the records show.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 from collections.abc import Callable
 from typing import Any
 
-from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool, Tool
 from langgraph.errors import GraphBubbleUp
-from langgraph.types import Command
 
 from agentloop.errors import ToolCallError, classify_tool_error
-from agentloop.redaction import Redact, redact_data
-from agentloop.tools.results import CutText, to_jsonable
+from agentloop.redaction import Redact, UnreadableValueError, redact_data
+from agentloop.tools.output import weigh
+from agentloop.tools.results import CutText
 
 __all__ = ["MIN_REDACTED_CHARS", "redacted_error", "redacted_output", "redacting"]
 
@@ -41,41 +41,28 @@ def _bounded(output: Any, max_chars: int) -> Any:
     return output
 
 
-def redacted_output(output: Any, redact: Redact, max_chars: int = MIN_REDACTED_CHARS) -> Any:
-    """A tool's output with secrets redacted (an object holding one becomes JSON data).
+def redacted_output(
+    output: Any, redact: Redact, max_chars: int = MIN_REDACTED_CHARS, tool_name: str = ""
+) -> Any:
+    """A tool's output with secrets redacted by the one pass (`redact_data`).
 
-    Text longer than `max_chars` is cut first (with the truncation marker).
+    Text longer than `max_chars` is cut first (with the truncation marker). An object the
+    pass walks keeps its type when it holds no secret; one it cannot walk is replaced by
+    its serialized form, redacted (see `redact_data`).
+
+    Raises:
+        ToolCallError: The output can be neither walked nor serialized
+            (`unserializable_result`).
     """
     if output is None or isinstance(output, bool | int | float):
         return output
-    output = _bounded(output, max_chars)
-    if isinstance(output, CutText):
-        return CutText(redact(output), output.original_chars)
-    if isinstance(output, tuple) and output and isinstance(output[0], CutText):
-        content, *rest = output  # content and artifact
-        return (CutText(redact(content), content.original_chars), *redact_data(rest, redact))
-    if isinstance(output, str | list | dict | tuple):
-        try:
-            return redact_data(output, redact)
-        except Exception:  # unreadable data: the pipeline makes it a failed record
-            return output
-    if isinstance(output, ToolMessage):
-        update = {"content": redact_data(output.content, redact)}
-        return output.model_copy(
-            update={**update, "artifact": redact_data(output.artifact, redact)}
-        )
-    if isinstance(output, Command):  # a state update for the graph: its shape must stay
-        return output
     try:
-        text = str(output)
-    except Exception:
-        return output
-    if redact(text) == text:
-        return output
-    try:
-        return redact_data(to_jsonable(output), redact)
-    except Exception:  # unreadable data: the pipeline makes it a failed record
-        return output
+        return redact_data(_bounded(output, max_chars), redact, strict=True)
+    except UnreadableValueError as error:
+        source = f"{tool_name} returned" if tool_name else "the result is"
+        cause = f"{type(error.error).__name__}: {error.error}"
+        msg = f"{source} a {error.type_name} that cannot be converted to JSON data ({cause})"
+        raise ToolCallError("unserializable_result", redact(msg)) from None
 
 
 def _chain_texts(error: BaseException) -> list[str]:
@@ -120,7 +107,9 @@ def redacted_error(error: Exception, redact: Redact) -> Exception:
     return ToolCallError(classify_tool_error(error), redact(str(error)))
 
 
-def _sync(function: Callable[..., Any], redact: Redact, max_chars: int) -> Callable[..., Any]:
+def _sync(
+    function: Callable[..., Any], redact: Redact, max_chars: int, name: str
+) -> Callable[..., Any]:
     @functools.wraps(function)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -130,12 +119,14 @@ def _sync(function: Callable[..., Any], redact: Redact, max_chars: int) -> Calla
             if safe is error:
                 raise
             raise safe from None
-        return redacted_output(output, redact, max_chars)
+        return redacted_output(output, redact, max_chars, name)
 
     return run
 
 
-def _async(function: Callable[..., Any], redact: Redact, max_chars: int) -> Callable[..., Any]:
+def _async(
+    function: Callable[..., Any], redact: Redact, max_chars: int, name: str
+) -> Callable[..., Any]:
     @functools.wraps(function)
     async def run(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -145,7 +136,9 @@ def _async(function: Callable[..., Any], redact: Redact, max_chars: int) -> Call
             if safe is error:
                 raise
             raise safe from None
-        return redacted_output(output, redact, max_chars)
+        if weigh(output) == "large":  # walking it would hold the event loop: a worker thread
+            return await asyncio.to_thread(redacted_output, output, redact, max_chars, name)
+        return redacted_output(output, redact, max_chars, name)
 
     return run
 
@@ -165,14 +158,14 @@ def redacting(tool: BaseTool, redact: Redact | None, max_result_chars: int = 0) 
     if isinstance(tool, StructuredTool | Tool):
         update: dict[str, Any] = {}
         if tool.func is not None:
-            update["func"] = _sync(tool.func, redact, cap)
+            update["func"] = _sync(tool.func, redact, cap, tool.name)
         if tool.coroutine is not None:
-            update["coroutine"] = _async(tool.coroutine, redact, cap)
+            update["coroutine"] = _async(tool.coroutine, redact, cap, tool.name)
         return tool.model_copy(update=update)
     cls = type(tool)
-    methods: dict[str, Any] = {"_run": _sync(cls._run, redact, cap)}
+    methods: dict[str, Any] = {"_run": _sync(cls._run, redact, cap, tool.name)}
     if cls._arun is not BaseTool._arun:
-        methods["_arun"] = _async(cls._arun, redact, cap)
+        methods["_arun"] = _async(cls._arun, redact, cap, tool.name)
     subclass = type(cls.__name__, (cls,), methods)
     clone = tool.model_copy()
     try:

@@ -159,7 +159,9 @@ def test_redacting_data_keeps_its_shape(value: Any) -> None:
 
 
 def test_a_secret_inside_a_parameter_name_is_redacted() -> None:
-    assert Redactor(["SIGNATURE="], environ={})("SIGNATURE=????") == "[REDACTED]"
-    assert Redactor(["h_token="], environ={})("refresh_token=abcd") == "[REDACTED]"
+    assert Redactor(["SIGNATURE="], environ={})("SIGNATURE=Ab12Cd34Ef") == "[REDACTED]"
+    assert Redactor(["h_token="], environ={})("refresh_token=Ab12Cd34") == "[REDACTED]"
+    # a value too short to be a credential keeps only the literal secret out
+    assert Redactor(["SIGNATURE="], environ={})("SIGNATURE=????") == "[REDACTED]????"
     # other parameters keep their name
     assert Redactor(["SIGNATURE="], environ={})("password=hunter22") == "password=[REDACTED]"

@@ -18,8 +18,11 @@ from agentloop.tools.results.serialize import (
     CYCLE_MARKER,
     MAX_DEPTH,
     MAX_NESTED_ITEMS,
+    MAX_REPR_CHARS,
     TOO_DEEP_MARKER,
     UNREAD_MARKER,
+    Serialized,
+    serialize,
     to_jsonable,
 )
 from agentloop.tools.results.shrink import ITEMS_MARKER, KEYS_MARKER, TRUNCATION_MARKER
@@ -40,8 +43,10 @@ __all__ = [
     "LARGE_TEXT_CHARS",
     "MAX_DEPTH",
     "MAX_NESTED_ITEMS",
+    "MAX_REPR_CHARS",
     "ReadItems",
     "ReadLimits",
+    "Serialized",
     "TOO_DEEP_MARKER",
     "TRUNCATION_MARKER",
     "TruncatedResult",
@@ -51,6 +56,7 @@ __all__ = [
     "is_async_lazy",
     "is_lazy",
     "read_items",
+    "serialize",
     "to_jsonable",
     "truncate_result",
 ]

@@ -7,6 +7,7 @@ last keys of dicts. The data given is owned by the caller's copy and changed in 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from typing import Any
@@ -16,6 +17,8 @@ __all__ = [
     "ITEMS_MARKER",
     "KEYS_MARKER",
     "TRUNCATION_MARKER",
+    "TrimmedDict",
+    "TrimmedList",
     "cut",
     "cut_marker",
     "json_size",
@@ -73,42 +76,47 @@ def shrink(data: Any, limit: int, size: int) -> Any:
 # --- before sizing: drop the items no budget could hold ------------------------------
 
 
-class _TrimmedList(list):  # type: ignore[type-arg]
+class TrimmedList(list):  # type: ignore[type-arg]
     """A list whose tail was dropped before sizing: `omitted` items are not here."""
 
     omitted = 0
 
 
-def trim_long_lists(data: Any, max_items: int) -> Any:
-    """A copy of `data`'s containers with every list longer than `max_items` cut.
+class TrimmedDict(dict):  # type: ignore[type-arg]
+    """A dict whose last keys were dropped before sizing: `omitted` keys are not here."""
 
-    Each item takes 2 characters at least, and serializing a huge list whole to measure
-    it would hold the interpreter for as long as it takes; the dropped items are counted
-    in the list's eventual `ITEMS_MARKER`. The containers are copied (the strings and
-    numbers shared), so `data` itself stays whole: a reference to a result gets it.
+    omitted = 0
+
+
+def trim_long_lists(data: Any, max_items: int) -> Any:
+    """Cut every list and dict longer than `max_items` (each member takes 2 characters).
+
+    Serializing a huge list or dict whole to measure it would hold the interpreter for as
+    long as it takes (`json.dumps` never lets another thread run); the dropped items and
+    keys are counted in the eventual `ITEMS_MARKER` or `KEYS_MARKER`.
     """
-    if not isinstance(data, dict | list):
-        return data
-    root = _copied(data, max_items)
-    stack = [root]
+    if isinstance(data, list | dict) and len(data) > max_items:
+        data = _trimmed(data, max_items)
+    stack = [data]
     while stack:
         container = stack.pop()
         keys = container.keys() if isinstance(container, dict) else range(len(container))
         for key in keys:
             item = container[key]
+            if isinstance(item, list | dict) and len(item) > max_items:
+                item = container[key] = _trimmed(item, max_items)
             if isinstance(item, dict | list):
-                item = container[key] = _copied(item, max_items)
                 stack.append(item)
-    return root
+    return data
 
 
-def _copied(container: dict[Any, Any] | list[Any], max_items: int) -> Any:
-    if isinstance(container, dict):
-        return dict(container)
-    if len(container) <= max_items and not getattr(container, "omitted", 0):
-        return list(container)
-    kept = _TrimmedList(container[:max_items])
-    kept.omitted = max(len(container) - max_items, 0) + getattr(container, "omitted", 0)
+def _trimmed(items: list[Any] | dict[str, Any], max_items: int) -> Any:
+    kept: TrimmedList | TrimmedDict
+    if isinstance(items, dict):
+        kept = TrimmedDict(itertools.islice(items.items(), max_items))
+    else:
+        kept = TrimmedList(items[:max_items])
+    kept.omitted = len(items) - max_items + getattr(items, "omitted", 0)
     return kept
 
 
@@ -245,9 +253,11 @@ def _fitting_prefix(items: list[Any], budget: int) -> int:
 
 def _fit_dict(data: dict[str, Any], budget: int) -> dict[str, Any]:
     """Keep every key that fits with a minimal value; share the rest among the values."""
-    reserve = json_size(DROPPED_KEYS_KEY) + json_size(KEYS_MARKER.format(omitted=len(data))) + 4
+    dropped_before = getattr(data, "omitted", 0)
+    total = len(data) + dropped_before
+    reserve = json_size(DROPPED_KEYS_KEY) + json_size(KEYS_MARKER.format(omitted=total)) + 4
     entries = _affordable_entries(data, budget - 2, reserve)
-    dropped = len(data) - len(entries)
+    dropped = total - len(entries)
     spent = sum(cost for _, cost, _ in entries) + (reserve if dropped else 0)
     level = _fair_share([size for _, _, size in entries], budget - 2 - spent)
     fitted = {

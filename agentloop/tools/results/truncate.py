@@ -16,12 +16,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Sized
 from typing import Any
 
 from pydantic_core import from_json
 
 from agentloop.tools.results.cut_text import CutText
-from agentloop.tools.results.serialize import to_jsonable
+from agentloop.tools.results.serialize import serialize, to_jsonable
 from agentloop.tools.results.shrink import (
     DROPPED_KEYS_KEY,
     cut,
@@ -53,9 +54,10 @@ class WholeResult:
     """A result as it was before a size bound cut it."""
 
     value: Any
-    """The complete string, or the complete JSON data."""
+    """The complete value, as it was given (a string, data, or the tool's own objects:
+    a reference hands it on with its type)."""
     chars: int
-    """Its size, as `TruncatedResult.original_chars` measures it."""
+    """Its size in characters of text or JSON, estimated for data from the part kept."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,10 +81,11 @@ def truncate_result(value: Any, max_chars: int = 20_000) -> TruncatedResult:
 
     Size is `len` for a string and the length of `json.dumps(...,
     ensure_ascii=False)` for anything else, which is first converted with
-    `to_jsonable`. A string is cut and `TRUNCATION_MARKER` appended, unless it
-    holds a JSON object or array: then it is truncated as data and returned as
-    a JSON string again. In data, the longest strings are cut first; if that
-    is not enough, the tails of lists are dropped (leaving an `ITEMS_MARKER`
+    `to_jsonable`. A result is `truncated` when anything was cut, here or before (a
+    `CutText`: an object's `repr` cut, bytes shown by their size...). A string is cut
+    and `TRUNCATION_MARKER` appended, unless it holds a JSON object or array: then it is
+    truncated as data and returned as a JSON string again. In data, the longest strings
+    are cut first; if that is not enough, the tails of lists are dropped (leaving an `ITEMS_MARKER`
     item) and, as a last resort, the last keys of a dict too (leaving a `"..."`
     key). For `max_chars` of 200 or more the result fits the budget except
     for the markers themselves: expect an overshoot of at most a few dozen
@@ -95,18 +98,26 @@ def truncate_result(value: Any, max_chars: int = 20_000) -> TruncatedResult:
     limit = max(max_chars, 0)
     if isinstance(value, str):
         return _truncate_text(value, limit)
-    data = whole = to_jsonable(value)
+    max_items = max(limit // 2, 1)  # a member takes 2 characters at least
+    converted = serialize(value, max_items)
+    data = converted.value
     if isinstance(data, str):
         return _truncate_text(data, limit)
     if isinstance(data, dict | list):
-        data = trim_long_lists(data, max(limit // 2, 1))
+        data = trim_long_lists(data, max_items)
     size = json_size(data)
     if size <= limit:
-        return TruncatedResult(data, truncated=False, original_chars=size)
+        whole = WholeResult(value, size) if converted.cut else None
+        return TruncatedResult(data, truncated=converted.cut, original_chars=size, whole=whole)
     cut_data = shrink(data, limit, size)
-    return TruncatedResult(
-        cut_data, truncated=True, original_chars=size, whole=WholeResult(whole, size)
-    )
+    whole = WholeResult(value, _whole_chars(value, size, max_items))
+    return TruncatedResult(cut_data, truncated=True, original_chars=size, whole=whole)
+
+
+def _whole_chars(value: Any, kept_chars: int, max_items: int) -> int:
+    """The size of a whole value, estimated from the part kept of it (nothing walked)."""
+    members = len(value) if isinstance(value, Sized) and not isinstance(value, str) else 0
+    return kept_chars * max(1, -(-members // max_items))
 
 
 def _length(text: str) -> int:
@@ -116,8 +127,9 @@ def _length(text: str) -> int:
 def _truncate_text(text: str, limit: int) -> TruncatedResult:
     total = _length(text)
     if total <= limit:
-        return TruncatedResult(str(text), truncated=False, original_chars=total)
-    whole = None if isinstance(text, CutText) else WholeResult(text, total)
+        cut_before = isinstance(text, CutText)
+        return TruncatedResult(str.__str__(text), truncated=cut_before, original_chars=total)
+    whole = None if isinstance(text, CutText) else WholeResult(str.__str__(text), total)
     if (total > LARGE_TEXT_CHARS or isinstance(text, CutText)) and _JSON_START.match(text):
         partial = _truncate_large_json(text, limit)
         if partial is not None:
