@@ -17,6 +17,7 @@ Elsewhere (no /proc, no pidfd) nothing is found and nothing is ended.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import select
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from agentloop._sync import pause
+from agentloop._sync import has_running_loop, pause
 
 __all__ = [
     "DEFAULT_TERMINATE_GRACE_S",
@@ -164,7 +165,13 @@ async def end_processes(
         parent: Their parent process (default: this one).
         grace_s: How long they may take to exit after SIGTERM.
     """
-    held = list(_hold(pids, os.getpid() if parent is None else parent))
+    roots, parent_pid = list(pids), os.getpid() if parent is None else parent
+    if not roots:
+        return EndedProcesses()
+    if has_running_loop():  # /proc is read in a worker thread, never on the event loop
+        held = await asyncio.to_thread(lambda: list(_hold(roots, parent_pid)))
+    else:
+        held = list(_hold(roots, parent_pid))
     if not held:
         return EndedProcesses()
     alive: list[_Held] = []
@@ -226,8 +233,9 @@ class ChildWindow:
 
     def __init__(self, tid: int) -> None:
         self.tid = tid
-        self.before = thread_children(tid)
         self.opened = _clock()
+        """When the call started: a child older than this is not its (nothing is read from
+        /proc here, on every call's path: only `started`, at a timeout, reads it)."""
         self.closed: float | None = None
         self.beside: list[ChildWindow] = []
 
@@ -263,9 +271,9 @@ class ChildWindow:
         now = _clock()
         own: set[int] = set()
         ambiguous: set[int] = set()
-        for pid in thread_children(self.tid) - self.before:
+        for pid in thread_children(self.tid):
             at = _started_at(pid)
-            if at is None:
+            if at is None or at < self.opened - _TICK_S:  # gone, or older than the call
                 continue
             with self._lock:
                 spans = [(other.opened, other.closed or now) for other in self.beside]

@@ -308,7 +308,7 @@ class ToolThreads:
         """End the children a timed-out async call started; say what happened ("" if none)."""
         if window is None:
             return ""
-        own, ambiguous = window.started()
+        own, ambiguous = await asyncio.to_thread(window.started)  # reads /proc
         ended = await end_processes(own, grace_s=self.terminate_grace_s)
         said = ended.describe()
         if ambiguous:

@@ -97,7 +97,7 @@ async def test_resume_and_replay_across_clean_restarts_pay_once(server: DevServe
     resumed = await client.runs.wait(thread, "payments", input=None)
     assert isinstance(resumed, dict)
     [payment] = payments(resumed)
-    assert payment["success"] is True and not payment.get("replayed")
+    assert payment["success"] is True and not payment.get("replayed"), payment
     assert effects(server) == ["payment:5"]
     server.stop()
 
