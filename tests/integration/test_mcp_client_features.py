@@ -268,6 +268,8 @@ async def test_a_server_killed_mid_call_fails_the_call_and_comes_back() -> None:
         killed.extend(pids)
         return f"killed {len(pids)}"
 
+    # it must run beside the long call (a tool nothing classifies runs alone)
+    check_kill_everything.metadata = {"agentloop": {"concurrency_safe": True}}
     with MCPToolset({"everything": everything_server()}) as toolset:
         planner = ScriptedChatModel(
             [
