@@ -18,10 +18,13 @@ from typing import Any
 import aiosqlite
 import pytest
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.store.memory import InMemoryStore
 
 from agentloop import GovernanceOptions, InputError, ModelOptions, ToolPolicy, create_tool_loop
+from agentloop.durability import StoreLedger
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 
@@ -50,7 +53,7 @@ def payment_planner(messages: list[Any]) -> str:
     return str(plan_reply("execute", [command]))
 
 
-def payment_loop(payments: Payments, checkpointer: Any, **options: Any) -> Any:
+def payment_loop(payments: Payments, checkpointer: Any, ledger: Any = None, **options: Any) -> Any:
     @tool
     def send_payment(to: str, amount: int) -> str:
         """Send a payment (a side effect)."""
@@ -61,7 +64,8 @@ def payment_loop(payments: Payments, checkpointer: Any, **options: Any) -> Any:
         [send_payment],
         models=ModelOptions(answer_model=ScriptedChatModel(responder=lambda messages: "paid")),
         governance=GovernanceOptions(
-            policies={"send_payment": ToolPolicy(idempotent=False, concurrency_safe=False)}
+            policies={"send_payment": ToolPolicy(idempotent=False, concurrency_safe=False)},
+            ledger=ledger,
         ),
         checkpointer=checkpointer,
         **options,
@@ -148,6 +152,23 @@ async def test_the_same_key_submitted_twice_at_once_pays_once(
     assert len(ran) == 1 and ran[0]["success"]
     [other] = [r for r in records if r.get("replayed")]
     assert other["success"] and other["result"] == ran[0]["result"]
+
+
+async def test_a_store_ledger_pays_once_for_the_same_key_at_once(
+    run_loop: Any, planning_for: Callable[..., Any]
+) -> None:
+    """The ledger `langgraph dev` keeps in its store (no insert-if-absent) claims once too."""
+    payments = Payments(seconds=0.5)
+    ledger = StoreLedger(InMemoryStore())
+    graph = payment_loop(payments, InMemorySaver(), ledger, **planning_for())
+    request = {"user_input": "pay bob 10", "idempotency_key": "order-17"}
+    outs = await asyncio.gather(
+        *(run_loop(graph, request, thread(f"client-{n}")) for n in range(3))
+    )
+    assert payments.sent == ["bob:10"]
+    records = [record for out in outs for record in payment_records(out)]
+    assert sum(not r.get("replayed") for r in records) == 1
+    assert all(r["success"] for r in records)
 
 
 async def test_different_keys_pay_twice(
