@@ -157,6 +157,9 @@ class PreparedCall(TypedDict):
     earlier version, which the ledger then finds by its `call_key`."""
     run_id: str
     """The run the call belongs to (the `run_id` of `agentloop.tools.call_id.CallId`)."""
+    ledger_thread: NotRequired[str]
+    """Where the ledger keeps the call in place of its thread, for a run submitted with an
+    idempotency key (`agentloop.durability.identity.ledger_thread`)."""
     round_label: str
     """Its round, with the rollbacks that re-planned it (`CallId.round_label`)."""
     index: int

@@ -19,6 +19,7 @@ from agentloop.call_shapes import (
     ToolExecutionRecord,
 )
 from agentloop.checkpoint_safe import safe_text
+from agentloop.durability.identity import IDEMPOTENCY_KEY_MAX_CHARS
 from agentloop.errors import InputError
 from agentloop.usage import add_usage
 
@@ -44,6 +45,7 @@ __all__ = [
     "reduce_call_results",
     "reduce_usage",
     "run_limit",
+    "valid_idempotency_key",
 ]
 
 RunStatus = Literal[
@@ -198,6 +200,43 @@ reduce_user_extra_requirement = _text_only("user_extra_requirement")
 """Keep the newest `user_extra_requirement` (as `reduce_user_input` keeps `user_input`)."""
 
 
+def valid_idempotency_key(value: Any, source: str = "`idempotency_key`") -> str | None:
+    """Return a run's idempotency key once checked (None: the run has none).
+
+    Args:
+        value: The key as given (None when absent).
+        source: Where it was given, for the error message.
+
+    Raises:
+        InputError: The key is not a non-empty string of at most
+            `IDEMPOTENCY_KEY_MAX_CHARS` characters.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        msg = (
+            f"{source} must be a non-empty string naming one request (an order id, a "
+            f"request id), got {type(value).__name__}: {value!r:.80}"
+        )
+        raise InputError(msg)
+    if len(value) > IDEMPOTENCY_KEY_MAX_CHARS:
+        msg = (
+            f"{source} must be at most {IDEMPOTENCY_KEY_MAX_CHARS} characters, got "
+            f"{len(value)}: {value!r:.80}"
+        )
+        raise InputError(msg)
+    return value
+
+
+def reduce_idempotency_key(current: str | None, update: Any) -> str:
+    """Keep the newest idempotency key, checked before it is stored (`valid_idempotency_key`).
+
+    `prepare` consumes it (writes None, stored as `""`: no key), so a key names the one
+    run it was submitted with.
+    """
+    return valid_idempotency_key(update) or ""
+
+
 class InputState(TypedDict, total=False):
     """What a caller passes in."""
 
@@ -207,6 +246,12 @@ class InputState(TypedDict, total=False):
     """Extra instructions for the planner and the answer (optional)."""
     messages: Annotated[list[AnyMessage], add_messages]
     """Conversation shared with a parent graph; the answer is appended as an AIMessage."""
+    idempotency_key: Annotated[str, reduce_idempotency_key]
+    """Names the request (optional): submitted again with the same key, to this loop, on
+    the same thread or another, the run finds the first submission's calls in the
+    side-effect ledger, so a call with side effects runs once (its outcome is replayed).
+    Applies to the run it is submitted with; `configurable["idempotency_key"]` is the
+    same, given in the config."""
 
 
 class OutputState(TypedDict, total=False):
@@ -247,6 +292,12 @@ class LoopState(OutputState, total=False):
     """Finished calls of the current round, keyed by call id (one writer per call task)."""
     run_id: str
     """Identifies this run (stable across resume, replay and fork); prefixes call ids."""
+    idempotency_key: Annotated[str, reduce_idempotency_key]
+    """The idempotency key submitted with the run's input, until `prepare` consumes it
+    (`""`: none)."""
+    idempotency_scope: str
+    """The run's idempotency key as its calls know it (`idempotency_scope`), "" without one:
+    it names the calls in place of `run_id`, and the ledger keeps them under it."""
     run_count: int
     """How many runs this thread started (the turn number that names a run)."""
     limits: RunLimits

@@ -51,6 +51,8 @@ class PrepareUpdate(TypedDict, total=False):
     round_calls: Overwrite
     call_results: Overwrite
     run_id: str
+    idempotency_key: str | None
+    idempotency_scope: str
     run_count: int
     limits: RunLimits
     consecutive_rollbacks: int

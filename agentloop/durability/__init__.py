@@ -21,7 +21,15 @@ from agentloop.durability._langgraph import (
     resuming,
 )
 from agentloop.durability.guard import CallGuard, Settled
-from agentloop.durability.identity import call_key, loop_namespace, position_key, run_identity
+from agentloop.durability.identity import (
+    IDEMPOTENCY_KEY_MAX_CHARS,
+    call_key,
+    idempotency_scope,
+    ledger_thread,
+    loop_namespace,
+    position_key,
+    run_identity,
+)
 from agentloop.durability.late import LateLedgerWriter
 from agentloop.durability.ledger import (
     LedgerEntry,
@@ -46,6 +54,7 @@ from agentloop.durability.sql import (
 from agentloop.durability.store import StoreLedger
 
 __all__ = [
+    "IDEMPOTENCY_KEY_MAX_CHARS",
     "AsyncPostgresLedger",
     "AsyncSqliteLedger",
     "CallGuard",
@@ -69,8 +78,10 @@ __all__ = [
     "current_durability",
     "drive",
     "durability_gap",
+    "idempotency_scope",
     "is_server_checkpointer",
     "ledger_for",
+    "ledger_thread",
     "loop_namespace",
     "position_key",
     "resuming",

@@ -30,9 +30,10 @@ from agentloop.durability.ledger import (
     LedgerOp,
     OpName,
     SideEffectLedger,
-    in_flight,
+    mark_running,
     owner_is_gone,
     pause_a_little,
+    unmark_running,
 )
 
 __all__ = ["STARTED_BEFORE_STOP", "STARTED_ELSEWHERE", "CallGuard", "Settled"]
@@ -83,6 +84,8 @@ class CallGuard:
     timeout_s: float = 30.0
     reexecute: bool = False
     claimed: bool = False
+    running: bool = False
+    """This process is marked as running the call (from before its claim to its outcome)."""
 
     # -- decisions -------------------------------------------------------------------------
 
@@ -143,9 +146,10 @@ class CallGuard:
             return None
         if entry is not None and self.reexecute:
             yield from self._ledger("take_over")
+            self._mark_running()
             self.claimed = True
             return None
-        lost = yield from self._ledger("claim")
+        lost = yield from self._claim()
         attempt = 0
         while lost is not None:
             step = self._step(lost, self._deadline(lost))
@@ -155,6 +159,7 @@ class CallGuard:
                 return self._unknown(lost)
             if step == "take_over":
                 yield from self._ledger("take_over")
+                self._mark_running()
                 break
             yield from pause_a_little(attempt)
             attempt += 1
@@ -162,15 +167,45 @@ class CallGuard:
         self.claimed = True
         return None
 
+    def _mark_running(self) -> None:
+        if not self.running:
+            mark_running(self.ledger, self.key)
+            self.running = True
+
+    def _unmark_running(self) -> None:
+        if self.running:
+            unmark_running(self.ledger, self.key)
+            self.running = False
+
+    def _claim(self) -> Core[LedgerEntry | None]:
+        """Claim the call, marked as running here from before the claim.
+
+        Another worker of this process that finds the claim then sees its claimant alive
+        (and waits for the outcome) even in the instant between the claim and the call.
+        """
+        self._mark_running()
+        try:
+            lost: LedgerEntry | None = yield from self._ledger("claim")
+        except BaseException:
+            self._unmark_running()
+            raise
+        if lost is not None:
+            self._unmark_running()
+        return lost
+
     def record(self, run: Core[Record]) -> Core[Record]:
         """Run a call that `decide` let through, and record its outcome.
+
+        The call counts as running in this process until its outcome is recorded, so a
+        worker waiting on its claim sees an outcome or a live claimant, never a gap.
 
         Args:
             run: The core that runs the call; its result is the call's record. An
                 interrupt it raises removes the claim (the tool asks first, then acts
                 on resume) and propagates.
         """
-        with in_flight(self.ledger, self.key):
+        self._mark_running()
+        try:
             try:
                 record = yield from run
             except GraphBubbleUp:
@@ -178,5 +213,7 @@ class CallGuard:
                     yield from self._ledger("release")
                     self.claimed = False
                 raise
-        yield from self._ledger("finish", record)
+            yield from self._ledger("finish", record)
+        finally:
+            self._unmark_running()
         return record

@@ -15,6 +15,11 @@ answers, or its turn on the thread and its request). A call has two names:
   round again (after a crash under `durability="exit"`, say) in another order finds the
   call under this name, so the ledger looks it up there too. It is also the
   `idempotency_key` the tool receives.
+
+A run submitted with an idempotency key (`idempotency_scope`) names its calls by the key
+and the loop's namespace instead of its own run, and keeps their ledger entries under
+the key instead of its thread: the same request submitted twice with one key, on one
+thread or two, finds the first submission's calls.
 """
 
 from __future__ import annotations
@@ -25,7 +30,18 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["call_key", "loop_namespace", "position_key", "run_identity"]
+__all__ = [
+    "IDEMPOTENCY_KEY_MAX_CHARS",
+    "call_key",
+    "idempotency_scope",
+    "ledger_thread",
+    "loop_namespace",
+    "position_key",
+    "run_identity",
+]
+
+IDEMPOTENCY_KEY_MAX_CHARS = 256
+"""The longest idempotency key a run accepts."""
 
 
 def _digest(*parts: str, size: int = 24) -> str:
@@ -58,6 +74,26 @@ def run_identity(thread_id: str | None, namespace: str, anchor: str) -> str:
     if thread_id is None:
         return uuid.uuid4().hex[:16]
     return _digest(thread_id, namespace, anchor, size=16)
+
+
+def idempotency_scope(namespace: str, key: str) -> str:
+    """Name the calls of a run submitted with an idempotency key.
+
+    Args:
+        namespace: The loop's namespace (`loop_namespace`).
+        key: The run's idempotency key (validated: see `agentloop.state`).
+
+    Returns:
+        A 16-character id that stands for the run in its calls' keys (`call_key`,
+        `position_key`): the same for every submission of the key to this loop, whatever
+        its thread.
+    """
+    return _digest("idempotency", namespace, key, size=16)
+
+
+def ledger_thread(scope: str) -> str:
+    """Where the ledger keeps the calls of a keyed run, in place of the thread's id."""
+    return f"idempotency:{scope}"
 
 
 def call_key(

@@ -37,7 +37,9 @@ __all__ = [
     "OpName",
     "SideEffectLedger",
     "in_flight",
+    "mark_running",
     "owner_is_gone",
+    "unmark_running",
 ]
 
 
@@ -132,6 +134,14 @@ class SideEffectLedger(ABC):
     cross_process: bool = False
     durable: bool = False
 
+    @property
+    def identity(self) -> int:
+        """Which entries this object reaches, for telling which calls run in this process.
+
+        Two ledger objects over the same entries (a store lent to each run) say the same.
+        """
+        return id(self)
+
     @abstractmethod
     def operation(self, op: LedgerOp) -> Core[Any]:
         """Do one operation: a core yielding the backend's I/O as effects."""
@@ -215,26 +225,42 @@ class MemoryLedger(SideEffectLedger):
 
 # --- who is running a claimed call ---------------------------------------------------
 
-_in_flight: set[tuple[int, LedgerKey]] = set()
+_in_flight: dict[tuple[int, LedgerKey], int] = {}
+"""How many workers of this process run (or are claiming) a call, by ledger and key."""
 _in_flight_lock = threading.Lock()
+
+
+def mark_running(ledger: SideEffectLedger, key: LedgerKey) -> None:
+    """Note that this process runs (or is claiming) a call; `unmark_running` undoes it once."""
+    item = (ledger.identity, key)
+    with _in_flight_lock:
+        _in_flight[item] = _in_flight.get(item, 0) + 1
+
+
+def unmark_running(ledger: SideEffectLedger, key: LedgerKey) -> None:
+    """Undo one `mark_running`."""
+    item = (ledger.identity, key)
+    with _in_flight_lock:
+        left = _in_flight.get(item, 0) - 1
+        if left > 0:
+            _in_flight[item] = left
+        else:
+            _in_flight.pop(item, None)
 
 
 @contextlib.contextmanager
 def in_flight(ledger: SideEffectLedger, key: LedgerKey) -> Iterator[None]:
     """Mark a call as running in this process while the block runs."""
-    item = (id(ledger), key)
-    with _in_flight_lock:
-        _in_flight.add(item)
+    mark_running(ledger, key)
     try:
         yield
     finally:
-        with _in_flight_lock:
-            _in_flight.discard(item)
+        unmark_running(ledger, key)
 
 
 def _running_here(ledger: SideEffectLedger, key: LedgerKey) -> bool:
     with _in_flight_lock:
-        return (id(ledger), key) in _in_flight
+        return (ledger.identity, key) in _in_flight
 
 
 def owner_is_gone(ledger: SideEffectLedger, key: LedgerKey, owner: str) -> bool | None:

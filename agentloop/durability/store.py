@@ -6,8 +6,11 @@ or store of its own; the server lends it both for each run. Its store (`runtime.
 `.langgraph_api/` about every 10 s (best effort: a kill inside that window loses what was
 not written), LangGraph Server keeps it in PostgreSQL.
 
-A `BaseStore` has no insert-if-absent, so a claim is a read, a write and a read back.
-That is exact when no two runs of one thread call the ledger at the same time, which is
+A `BaseStore` has no insert-if-absent, so a claim is a read, a write and a read back,
+with the workers of one process taking turns (a worker that finds another of its
+process claiming the call sees it claimed). That is exact within one process (so for
+runs of different threads sharing an idempotency key under `langgraph dev`), and across
+processes when no two runs of one thread call the ledger at the same time, which is
 what the server guarantees: it starts a thread's next run only once the previous one has
 stopped running, whatever the multitask strategy (`reject` refuses the new run,
 `enqueue` queues it, `interrupt` and `rollback` cancel the running one first; a call the
@@ -21,6 +24,7 @@ outside the server's control need a ledger with atomic claims (`PostgresLedger`,
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from typing import Any
 
@@ -45,6 +49,11 @@ def _thread_label(thread_id: str) -> str:
 
 def _where(key: LedgerKey) -> tuple[tuple[str, ...], str]:
     return (LEDGER_NAMESPACE, _thread_label(key.thread_id)), f"{key.namespace}/{key.call_key}"
+
+
+_claiming: set[tuple[int, tuple[tuple[str, ...], str]]] = set()
+"""Entries a worker of this process is claiming right now, by store."""
+_claiming_lock = threading.Lock()
 
 
 def _value(owner: str, started_at: float, outcome: dict[str, Any] | None) -> dict[str, Any]:
@@ -88,6 +97,11 @@ class StoreLedger(SideEffectLedger):
         return store is not None and not is_memory_only(store)
 
     @property
+    def identity(self) -> int:
+        """The store's: every `StoreLedger` over one store reaches the same entries."""
+        return id(self.store)
+
+    @property
     def store(self) -> BaseStore:
         """The store entries are kept in."""
         return self._store if self._store is not None else _running_store(required=True)
@@ -109,8 +123,19 @@ class StoreLedger(SideEffectLedger):
         if op.name == "claim":
             if existing is not None:
                 return existing
-            yield from self._call("put", *where, _value(op.owner, time.time(), None), index=False)
-            confirmed = _entry((yield from self._call("get", *where)))
+            claiming = (self.identity, where)
+            with _claiming_lock:  # two workers of this process: one claims, one waits
+                busy = claiming in _claiming
+                _claiming.add(claiming)
+            if busy:
+                return LedgerEntry(op.owner, time.time())
+            try:
+                value = _value(op.owner, time.time(), None)
+                yield from self._call("put", *where, value, index=False)
+                confirmed = _entry((yield from self._call("get", *where)))
+            finally:
+                with _claiming_lock:
+                    _claiming.discard(claiming)
             return None if _won(confirmed, op.owner) else confirmed
         if op.name == "release":
             if _won(existing, op.owner):

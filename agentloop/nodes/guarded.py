@@ -47,10 +47,14 @@ REPLAYED_NOTE = "replayed: this call already ran; its recorded outcome is return
 
 
 def call_guard(parts: LoopParts, call: PreparedCall, scope: RunScope) -> CallGuard | None:
-    """The ledger guard of a call, or None when the run has no thread to resume."""
-    thread_id = scope.thread_id
-    if thread_id is None:
+    """The ledger guard of a call, or None when the run has no thread to resume.
+
+    A call of a run submitted with an idempotency key is kept under the key
+    (`ledger_thread`), not the thread, so another submission of the key finds it.
+    """
+    if scope.thread_id is None:
         return None
+    thread_id = call.get("ledger_thread") or scope.thread_id
     ledger = run_ledger(parts.ledger, scope.store)
     if ledger is None:
         return None

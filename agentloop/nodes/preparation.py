@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
-from agentloop.durability import call_key, position_key
+from agentloop.durability import call_key, ledger_thread, position_key
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.reads import mark_after_write, note_call, run_reads
 from agentloop.planning.references import command_dependencies
@@ -57,6 +57,10 @@ class PlanPreparation:
         rollbacks = state.get("consecutive_rollbacks", 0)
         self.parts = parts
         self.run_id = state.get("run_id", "run")
+        self.scope = state.get("idempotency_scope") or ""
+        self.named_by = self.scope or self.run_id
+        """What names the calls: the run, or its idempotency key (the same for every
+        submission of the key, so they find each other's calls in the ledger)."""
         self.round_index = round_state["round_index"]
         self.round_label = round_label(self.round_index, rollbacks)
         self.allow_duplicates = rollbacks >= settings.max_consecutive_rollbacks
@@ -72,7 +76,7 @@ class PlanPreparation:
     def position_key(self, position: int, command: ToolCommand) -> str:
         """The ledger's name of the call at `position`: the same whatever code resumes it."""
         return position_key(
-            self.run_id,
+            self.named_by,
             self.round_label,
             position,
             command["tool_name"],
@@ -98,9 +102,11 @@ class PlanPreparation:
             call, record = runner.prepare(command, call_id=call_id, round_index=self.round_index)
         written = call["kwargs"] if depends_on else call["arguments"]
         call["call_key"] = call_key(
-            self.run_id, self.round_label, call["tool_name"], written, self._occurrence(call)
+            self.named_by, self.round_label, call["tool_name"], written, self._occurrence(call)
         )
         call["position_key"] = self.position_key(position, command)
+        if self.scope:
+            call["ledger_thread"] = ledger_thread(self.scope)
         if record is None and depends_on:
             record = _failed_reference(call, self.calls, self.settled)
         elif record is None:

@@ -15,6 +15,7 @@ from agentloop.durability import (
     current_checkpointer,
     current_durability,
     durability_gap,
+    idempotency_scope,
     loop_namespace,
     run_identity,
     run_ledger,
@@ -24,11 +25,11 @@ from agentloop.messages import resolve_request
 from agentloop.nodes.parts import LoopParts
 from agentloop.redaction import install_log_redaction
 from agentloop.settings import LoopContext, RunScope
-from agentloop.state import LoopState, empty_round_state
+from agentloop.state import LoopState, empty_round_state, valid_idempotency_key
 from agentloop.tools.call_config import call_info
 from agentloop.updates import PrepareUpdate
 
-__all__ = ["make_prepare", "run_anchor"]
+__all__ = ["make_prepare", "run_anchor", "run_idempotency_key"]
 
 logger = install_log_redaction(logging.getLogger("agentloop"))
 
@@ -57,6 +58,27 @@ def run_anchor(state: LoopState, request: str, human: HumanMessage | None, scope
     return f"turn:{parent_ns}:{state.get('run_count', 0)}:{digest}"
 
 
+def run_idempotency_key(state: LoopState) -> str | None:
+    """The run's idempotency key: its input's, else its config's (checked), else None.
+
+    A sub-agent has none of its own: the parent's call it serves already names it (and
+    the parent's key, when the parent has one).
+
+    Raises:
+        InputError: The config's key is not a non-empty string of bounded length.
+    """
+    config = get_config()
+    if call_info(config) is not None:
+        return None
+    key = state.get("idempotency_key")
+    if key:
+        return key  # the state's reducer checked it
+    configurable = config.get("configurable") or {}
+    return valid_idempotency_key(
+        configurable.get("idempotency_key"), 'configurable["idempotency_key"]'
+    )
+
+
 def _ledger_warning(parts: LoopParts, runtime: Runtime[LoopContext]) -> tuple[str, str] | None:
     """The ledger class and why the run's exactly-once would not survive a restart, if so."""
     saver = current_checkpointer()
@@ -78,6 +100,7 @@ def make_prepare(parts: LoopParts) -> Any:
         request, human = resolve_request(state)
         namespace = loop_namespace(scope.execution.checkpoint_ns if scope.execution else "")
         run_id = run_identity(scope.thread_id, namespace, run_anchor(state, request, human, scope))
+        key = run_idempotency_key(state)
         exit_only = current_durability() == "exit" and current_checkpointer() is not None
         if exit_only and parts.registry.has_side_effects:
             if not warned_exit:
@@ -109,6 +132,8 @@ def make_prepare(parts: LoopParts) -> Any:
             "call_results": Overwrite({}),
             "usage": Overwrite({}),
             "run_id": run_id,
+            "idempotency_key": None,  # consumed: a key names the run it came with
+            "idempotency_scope": "" if key is None else idempotency_scope(namespace, key),
             "status": "running",
             "status_reason": "",
             "run_count": state.get("run_count", 0) + 1,

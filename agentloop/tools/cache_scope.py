@@ -32,6 +32,7 @@ _RUN_KEYS = frozenset(
         "run_id",
         "task_id",
         "agentloop_call",
+        "idempotency_key",
         "langgraph_request_id",
         "langgraph_version",
         "langgraph_api_version",

@@ -4,7 +4,8 @@ Copied as `app.py` into a temporary app folder beside a `langgraph.json` by
 `test_server_durability.py`. `send_payment` appends each payment it makes to the file
 named by `AGENTLOOP_TEST_EFFECTS` (with fsync), so the test counts side effects across
 server processes; with `AGENTLOOP_TEST_HOLD=1` the first payment of the process holds
-its run right after its effect, until the server is killed or the run cancelled.
+its run right after its effect, until the server is killed or the run cancelled;
+`AGENTLOOP_TEST_PAY_SECONDS` makes each payment take that long before its effect.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from agentloop.testing import ScriptedChatModel, plan_reply
 
 EFFECTS = Path(os.environ["AGENTLOOP_TEST_EFFECTS"])
 HOLD = os.environ.get("AGENTLOOP_TEST_HOLD") == "1"
+PAY_SECONDS = float(os.environ.get("AGENTLOOP_TEST_PAY_SECONDS", "0"))
 held: list[str] = []
 
 
@@ -34,6 +36,7 @@ def _append(line: str) -> None:
 @tool
 async def send_payment(amount: int) -> str:
     """Send a payment (side effect)."""
+    await asyncio.sleep(PAY_SECONDS)  # a provider taking its time
     await asyncio.to_thread(_append, f"payment:{amount}")
     if HOLD and not held:
         held.append(f"payment:{amount}")

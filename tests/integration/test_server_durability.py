@@ -8,6 +8,7 @@ processes.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import time
@@ -129,3 +130,31 @@ async def test_a_run_interrupted_by_the_next_one_leaves_its_payment_unknown(
     [payment] = payments(final)
     assert effects(server) == ["payment:5"]
     assert payment["success"] is False and payment["error_type"] == "unknown_outcome"
+
+
+@pytest.mark.parametrize("given_in", ["input", "config"])
+async def test_the_same_key_submitted_twice_at_once_pays_once(
+    server: DevServer, given_in: str
+) -> None:
+    """Two threads, one request with one idempotency key, submitted together: one payment."""
+    from langgraph_sdk import get_client
+
+    server.start(AGENTLOOP_TEST_PAY_SECONDS="1")
+    client = get_client(url=server.url)
+    threads = [(await client.threads.create())["thread_id"] for _ in range(2)]
+    key = {"idempotency_key": "order-17"}
+    request = {"user_input": "pay", **(key if given_in == "input" else {})}
+    config = {"configurable": key} if given_in == "config" else None
+    outs = await asyncio.gather(
+        *(client.runs.wait(thread, "payments", input=request, config=config) for thread in threads)
+    )
+    assert effects(server) == ["payment:5"]
+    records = [record for out in outs for record in payments(out)]
+    assert len(records) == 2
+    [ran] = [r for r in records if not r.get("replayed")]
+    [other] = [r for r in records if r.get("replayed")]
+    assert ran["success"] and other["success"] and other["result"] == ran["result"]
+
+    later = await client.runs.wait(threads[0], "payments", input={"user_input": "pay"})
+    assert isinstance(later, dict)  # without a key, the next turn is a new request
+    assert effects(server) == ["payment:5", "payment:5"]

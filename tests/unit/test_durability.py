@@ -25,7 +25,13 @@ from agentloop.durability import (
     loop_namespace,
     run_identity,
 )
-from agentloop.durability.ledger import OWNER, in_flight, owner_is_gone
+from agentloop.durability.ledger import (
+    OWNER,
+    in_flight,
+    mark_running,
+    owner_is_gone,
+    unmark_running,
+)
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.registry import ToolRegistry
 
@@ -85,6 +91,17 @@ def test_owner_is_gone() -> None:
     assert owner_is_gone(ledger, KEY, OTHER_HOST) is None
 
 
+def test_running_marks_are_counted() -> None:
+    """A worker that stops (a lost claim) never unmarks another still running the call."""
+    ledger = MemoryLedger()
+    mark_running(ledger, KEY)
+    with in_flight(ledger, KEY):
+        assert owner_is_gone(ledger, KEY, OWNER) is False
+    assert owner_is_gone(ledger, KEY, OWNER) is False
+    unmark_running(ledger, KEY)
+    assert owner_is_gone(ledger, KEY, OWNER) is True
+
+
 def guard(ledger: MemoryLedger, **options: Any) -> CallGuard:
     return CallGuard(ledger, KEY, side_effects=True, timeout_s=1.0, **options)
 
@@ -102,6 +119,23 @@ async def abefore(checked: CallGuard) -> Settled | None:
 def run_call(checked: CallGuard, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run a call the guard let through, from sync code (a memory ledger needs no I/O)."""
     return drive(checked.record(iter(Effect.blocking(call))))
+
+
+def test_a_claimant_counts_as_running_from_its_claim_to_its_outcome() -> None:
+    """Between its claim and its call, and its call and its record, it is not taken for dead."""
+    ledger = MemoryLedger()
+    first = guard(ledger)
+    assert before(first) is None and first.claimed
+    assert owner_is_gone(ledger, KEY, OWNER) is False  # claimed, not started yet
+
+    def pay() -> dict[str, Any]:
+        assert owner_is_gone(ledger, KEY, OWNER) is False
+        return {"result": "paid"}
+
+    assert run_call(first, pay) == {"result": "paid"}
+    assert owner_is_gone(ledger, KEY, OWNER) is True
+    settled = before(guard(ledger))
+    assert settled is not None and settled.kind == "replayed"
 
 
 def test_a_recorded_outcome_is_replayed() -> None:

@@ -1,0 +1,251 @@
+"""An idempotency key on a run: the same request submitted twice pays once.
+
+Through the public API, with a real SQLite checkpointer file (`SqliteSaver` under
+`invoke`, `AsyncSqliteSaver` under `ainvoke`), whose database holds the side-effect ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import pytest
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.store.memory import InMemoryStore
+
+from agentloop import GovernanceOptions, InputError, ModelOptions, ToolPolicy, create_tool_loop
+from agentloop.durability import StoreLedger
+from agentloop.testing import ScriptedChatModel, plan_reply
+
+
+class Payments:
+    """The payments that went out (a side effect to count)."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.sent: list[str] = []
+        self.sent_at: list[float] = []
+        self.seconds = seconds
+        self.lock = threading.Lock()
+
+    def send(self, to: str, amount: int) -> str:
+        time.sleep(self.seconds)  # a payment provider taking its time
+        with self.lock:
+            self.sent.append(f"{to}:{amount}")
+            self.sent_at.append(time.monotonic())
+        return f"paid {amount} to {to}"
+
+
+def payment_planner(messages: list[Any]) -> str:
+    prompt = str(messages[-1].content)
+    if "round_index: 0" not in prompt:
+        return str(plan_reply("response"))
+    command = {"tool_name": "send_payment", "tool_kwargs": {"to": "bob", "amount": 10}}
+    return str(plan_reply("execute", [command]))
+
+
+def payment_loop(payments: Payments, checkpointer: Any, ledger: Any = None, **options: Any) -> Any:
+    @tool
+    def send_payment(to: str, amount: int) -> str:
+        """Send a payment (a side effect)."""
+        return payments.send(to, amount)
+
+    return create_tool_loop(
+        ScriptedChatModel(responder=payment_planner),
+        [send_payment],
+        models=ModelOptions(answer_model=ScriptedChatModel(responder=lambda messages: "paid")),
+        governance=GovernanceOptions(
+            policies={"send_payment": ToolPolicy(idempotent=False, concurrency_safe=False)},
+            ledger=ledger,
+        ),
+        checkpointer=checkpointer,
+        **options,
+    )
+
+
+@asynccontextmanager
+async def sqlite_saver(path: Path, entry: str) -> AsyncIterator[Any]:
+    """A real SQLite checkpointer file: the sync saver for `invoke`, the async one for `ainvoke`."""
+    if entry == "invoke":
+        conn = sqlite3.connect(path, check_same_thread=False)
+        try:
+            yield SqliteSaver(conn)
+        finally:
+            conn.close()
+    else:
+        async with aiosqlite.connect(path) as aconn:
+            yield AsyncSqliteSaver(aconn)
+
+
+def thread(name: str, **configurable: Any) -> dict[str, Any]:
+    return {"configurable": {"thread_id": name, **configurable}}
+
+
+def payment_records(out: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in out["tool_logs"] if r["tool_name"] == "send_payment"]
+
+
+@pytest.mark.parametrize("retry_thread", ["same thread", "new thread"])
+async def test_the_same_key_twice_in_sequence_pays_once(
+    run_loop: Any, tmp_path: Path, planning_for: Callable[..., Any], retry_thread: str
+) -> None:
+    payments = Payments()
+    async with sqlite_saver(tmp_path / "state.sqlite", run_loop.entry) as saver:
+        graph = payment_loop(payments, saver, **planning_for())
+        request = {"user_input": "pay bob 10", "idempotency_key": "order-17"}
+        first = await run_loop(graph, request, thread("client-1"))
+        again = "client-1" if retry_thread == "same thread" else "client-1-retry"
+        second = await run_loop(graph, request, thread(again))
+    assert payments.sent == ["bob:10"]
+    [paid] = payment_records(first)
+    [replayed] = payment_records(second)
+    assert paid["success"] and not paid.get("replayed")
+    assert replayed["success"] and replayed["replayed"] is True
+    assert replayed["result"] == paid["result"] == "paid 10 to bob"
+    assert any("replayed" in note for note in replayed["notes"])
+    assert second["answer"] == "paid" and second["status"] == "ok"
+
+
+async def test_the_same_key_in_the_config_pays_once(
+    run_loop: Any, tmp_path: Path, planning_for: Callable[..., Any]
+) -> None:
+    payments = Payments()
+    async with sqlite_saver(tmp_path / "state.sqlite", run_loop.entry) as saver:
+        graph = payment_loop(payments, saver, **planning_for())
+        request = {"user_input": "pay bob 10"}
+        first = await run_loop(graph, request, thread("a", idempotency_key="order-17"))
+        second = await run_loop(graph, request, thread("b", idempotency_key="order-17"))
+    assert payments.sent == ["bob:10"]
+    assert not payment_records(first)[0].get("replayed")
+    assert payment_records(second)[0]["replayed"] is True
+
+
+async def test_the_same_key_submitted_twice_at_once_pays_once(
+    run_loop: Any, tmp_path: Path, planning_for: Callable[..., Any]
+) -> None:
+    """Two threads (`invoke`) or two asyncio tasks (`ainvoke`) at once, on two threads."""
+    payments = Payments(seconds=0.5)  # the second finds the first's claim while it runs
+    async with sqlite_saver(tmp_path / "state.sqlite", run_loop.entry) as saver:
+        graph = payment_loop(payments, saver, **planning_for())
+        request = {"user_input": "pay bob 10", "idempotency_key": "order-17"}
+        submitted: list[float] = []
+
+        async def submit(name: str) -> Any:
+            submitted.append(time.monotonic())
+            return await run_loop(graph, request, thread(name))
+
+        outs = await asyncio.gather(submit("client-1"), submit("client-2"))
+    assert payments.sent == ["bob:10"]
+    assert max(submitted) < payments.sent_at[0]  # both were in flight together
+    records = [record for out in outs for record in payment_records(out)]
+    assert len(records) == 2
+    ran = [r for r in records if not r.get("replayed")]
+    assert len(ran) == 1 and ran[0]["success"]
+    [other] = [r for r in records if r.get("replayed")]
+    assert other["success"] and other["result"] == ran[0]["result"]
+
+
+async def test_a_store_ledger_pays_once_for_the_same_key_at_once(
+    run_loop: Any, planning_for: Callable[..., Any]
+) -> None:
+    """The ledger `langgraph dev` keeps in its store (no insert-if-absent) claims once too."""
+    payments = Payments(seconds=0.5)
+    ledger = StoreLedger(InMemoryStore())
+    graph = payment_loop(payments, InMemorySaver(), ledger, **planning_for())
+    request = {"user_input": "pay bob 10", "idempotency_key": "order-17"}
+    outs = await asyncio.gather(
+        *(run_loop(graph, request, thread(f"client-{n}")) for n in range(3))
+    )
+    assert payments.sent == ["bob:10"]
+    records = [record for out in outs for record in payment_records(out)]
+    assert sum(not r.get("replayed") for r in records) == 1
+    assert all(r["success"] for r in records)
+
+
+async def test_different_keys_pay_twice(
+    run_loop: Any, tmp_path: Path, planning_for: Callable[..., Any]
+) -> None:
+    payments = Payments()
+    async with sqlite_saver(tmp_path / "state.sqlite", run_loop.entry) as saver:
+        graph = payment_loop(payments, saver, **planning_for())
+        for name, key in (("a", "order-17"), ("b", "order-18")):
+            out = await run_loop(
+                graph, {"user_input": "pay bob 10", "idempotency_key": key}, thread(name)
+            )
+            assert not payment_records(out)[0].get("replayed")
+    assert payments.sent == ["bob:10", "bob:10"]
+
+
+async def test_without_a_key_each_submission_pays(
+    run_loop: Any, tmp_path: Path, planning_for: Callable[..., Any]
+) -> None:
+    """As before: two threads are two runs, and so is a second turn on one thread."""
+    payments = Payments()
+    async with sqlite_saver(tmp_path / "state.sqlite", run_loop.entry) as saver:
+        graph = payment_loop(payments, saver, **planning_for())
+        for name in ("a", "b", "b"):
+            out = await run_loop(graph, {"user_input": "pay bob 10"}, thread(name))
+            assert not payment_records(out)[0].get("replayed")
+    assert payments.sent == ["bob:10"] * 3
+
+
+async def test_a_key_names_only_the_run_it_came_with(
+    run_loop: Any, tmp_path: Path, planning_for: Callable[..., Any]
+) -> None:
+    """The next turn on the thread, submitted without a key, is a new request: it pays."""
+    payments = Payments()
+    async with sqlite_saver(tmp_path / "state.sqlite", run_loop.entry) as saver:
+        graph = payment_loop(payments, saver, **planning_for())
+        keyed = {"user_input": "pay bob 10", "idempotency_key": "order-17"}
+        await run_loop(graph, keyed, thread("a"))
+        out = await run_loop(graph, {"user_input": "pay bob 10"}, thread("a"))
+        state = (
+            await asyncio.to_thread(graph.get_state, thread("a"))
+            if run_loop.entry == "invoke"
+            else await graph.aget_state(thread("a"))
+        )
+    assert payments.sent == ["bob:10", "bob:10"]
+    assert not payment_records(out)[0].get("replayed")
+    assert state.values.get("idempotency_key") == ""
+
+
+@pytest.mark.parametrize(
+    ("key", "says"),
+    [
+        ("", "non-empty string"),
+        ("   ", "non-empty string"),
+        (17, "got int"),
+        ("k" * 257, "at most 256"),
+    ],
+)
+@pytest.mark.parametrize("given_in", ["input", "config"])
+async def test_an_invalid_key_is_an_input_error(
+    run_loop: Any, tmp_path: Path, key: Any, says: str, given_in: str
+) -> None:
+    payments = Payments()
+    async with sqlite_saver(tmp_path / "state.sqlite", run_loop.entry) as saver:
+        graph = payment_loop(payments, saver)
+        if given_in == "input":
+            payload, config = {"user_input": "pay bob 10", "idempotency_key": key}, thread("a")
+        else:
+            payload, config = {"user_input": "pay bob 10"}, thread("a", idempotency_key=key)
+        with pytest.raises(InputError, match="idempotency_key") as raised:
+            await run_loop(graph, payload, config)
+    assert says in str(raised.value)
+    assert payments.sent == []
+
+
+def test_studio_shows_the_key_as_optional_text() -> None:
+    graph = payment_loop(Payments(), None)
+    inputs = graph.get_input_jsonschema()
+    assert inputs["properties"]["idempotency_key"]["type"] == "string"
+    assert "idempotency_key" not in inputs.get("required", [])
