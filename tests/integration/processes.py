@@ -1,10 +1,18 @@
-"""Finding the MCP server processes this test process started (reads /proc)."""
+"""The server processes of the tests: finding the ones this process started (reads /proc),
+starting one on a loopback port."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 
 def child_pids(marker: str) -> list[int]:
@@ -39,3 +47,33 @@ async def wait_until_gone(pid: int) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"process {pid} did not exit")
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serving(command: list[str], port: int, what: str) -> Iterator[subprocess.Popen[bytes]]:
+    """Start a server process (`command`, listening on `port`) and wait until it accepts.
+
+    The test fails when it exits or has not started within 60 s; it is terminated after.
+    """
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert process.poll() is None, f"the {what} exited"
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"the {what} did not start")
+        yield process
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ import httpx
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from processes import free_port, serving
 
 from agentloop import MCPToolset, ModelOptions, create_tool_loop
 from agentloop.errors import ConfigurationError, MCPTransportError
@@ -34,34 +32,11 @@ SERVER = Path(__file__).with_name("servers") / "oauth.py"
 CLIENT_ID, CLIENT_SECRET = "agentloop-test", "client-secret-for-tests"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def oauth_server() -> Iterator[str]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert process.poll() is None, "the OAuth MCP server exited"
-            time.sleep(0.2)
-        else:
-            pytest.fail("the OAuth MCP server did not start")
+    port = free_port()
+    with serving([sys.executable, str(SERVER), str(port)], port, "OAuth MCP server"):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 class AppStorage:

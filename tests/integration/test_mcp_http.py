@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
+from processes import free_port, serving
 
 from agentloop import GovernanceOptions, MCPToolset, ModelOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -24,12 +23,6 @@ mcp.run(transport="streamable-http")
 """
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def http_server(http_process: tuple[str, subprocess.Popen[bytes]]) -> str:
     return http_process[0]
@@ -38,25 +31,8 @@ def http_server(http_process: tuple[str, subprocess.Popen[bytes]]) -> str:
 @pytest.fixture
 def http_process() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-c", SERVE, str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert process.poll() is None, "the HTTP MCP server exited"
-            time.sleep(0.2)
-        else:
-            pytest.fail("the HTTP MCP server did not start")
+    with serving([sys.executable, "-c", SERVE, str(port)], port, "HTTP MCP server") as process:
         yield f"http://127.0.0.1:{port}/mcp", process
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 async def test_loop_calls_a_streamable_http_server(http_server: str) -> None:

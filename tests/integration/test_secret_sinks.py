@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -13,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import free_port, serving
 
 from agentloop import MCPToolset, ModelOptions, create_tool_loop
 from agentloop.redaction import REDACTED
@@ -83,28 +82,11 @@ mcp.run(transport="streamable-http")
 
 @pytest.fixture
 def secret_url() -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    process = subprocess.Popen(
-        [sys.executable, "-c", SERVE_UNDER_SECRET_PATH, str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert process.poll() is None, "the HTTP MCP server exited"
-            time.sleep(0.2)
-        else:
-            pytest.fail("the HTTP MCP server did not start")
+    port = free_port()
+    with serving(
+        [sys.executable, "-c", SERVE_UNDER_SECRET_PATH, str(port)], port, "HTTP MCP server"
+    ):
         yield f"http://127.0.0.1:{port}/t/{PATH_TOKEN}/mcp?key={QUERY_TOKEN}"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 async def test_a_server_url_path_and_query_never_reach_the_logs(
