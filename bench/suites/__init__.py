@@ -8,6 +8,7 @@ from typing import Any
 
 from bench.harness import Figure, Settings
 from bench.suites import (
+    calls,
     growth,
     overhead,
     parallel,
@@ -26,6 +27,7 @@ Workload = Callable[[Settings], Coroutine[Any, Any, None]]
 
 _MODULES: tuple[ModuleType, ...] = (
     overhead,
+    calls,
     parallel,
     short_circuit,
     growth,

@@ -1,0 +1,159 @@
+"""Python function calls per run: a cProfile count, steady on a noisy machine.
+
+The same scripted work as the overhead benchmark (20 rounds of 4 zero-time tool calls,
+then the answer), once through `ainvoke` and once through `invoke`, ours against
+`langchain.agents.create_agent`. Each side is built and run once before it is counted
+(imports, schema caches), then built afresh and counted over one whole run. The count is
+what the interpreter reports (`pstats.Stats.total_calls`: every Python function call,
+primitive or recursive, plus built-in calls), so it moves only when the code path does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import pstats
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool
+
+from bench.contenders import (
+    RECURSION_LIMIT,
+    Graph,
+    agent_input,
+    agent_script,
+    build_create_agent,
+    build_loop,
+    loop_input,
+)
+from bench.harness import Figure, Settings, Target
+
+__all__ = ["NAME", "count_calls", "profile_workload", "run"]
+
+NAME = "calls"
+ROUNDS = 20
+CALLS = 4
+TARGET = Target(1.0)
+
+
+def _rounds() -> list[list[dict[str, Any]]]:
+    return [
+        [{"tool_name": "get_item", "tool_kwargs": {"n": r * CALLS + i}} for i in range(CALLS)]
+        for r in range(ROUNDS)
+    ]
+
+
+def _get_item() -> BaseTool:
+    """A zero-time tool with both forms: `invoke` calls the sync one, `ainvoke` the async."""
+
+    def get_item(n: int) -> str:
+        return f"get_item {n} ok"
+
+    async def aget_item(n: int) -> str:
+        return get_item(n)
+
+    return StructuredTool.from_function(
+        func=get_item, coroutine=aget_item, name="get_item", description="Return item n."
+    )
+
+
+def _ours() -> Graph:
+    return build_loop(_rounds(), [_get_item()])
+
+
+def _create_agent() -> Graph:
+    return build_create_agent(agent_script(_rounds()), [_get_item()])
+
+
+class _AllThreads:
+    """cProfile in the calling thread and in every thread started while it counts."""
+
+    def __init__(self) -> None:
+        self.profilers: list[cProfile.Profile] = []
+
+    def _start_in_thread(self, *_: Any) -> None:
+        profiler = cProfile.Profile()
+        self.profilers.append(profiler)
+        profiler.enable()  # replaces this bootstrap as the thread's profile function
+
+    def __enter__(self) -> _AllThreads:
+        threading.setprofile(self._start_in_thread)
+        self._start_in_thread()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        threading.setprofile(None)
+        self.profilers[0].disable()
+
+    @property
+    def total_calls(self) -> int:
+        counts: list[int] = [
+            pstats.Stats(profiler).total_calls  # type: ignore[attr-defined]
+            for profiler in self.profilers
+        ]
+        return sum(counts)
+
+
+async def count_calls(
+    build: Callable[[], Graph], payload: dict[str, Any], *, sync: bool = False
+) -> int:
+    """Return the function calls of one run of a freshly built graph (after one warm-up).
+
+    Under `sync`, the run is `invoke` in a worker thread (as a script's call is, off any
+    event loop); otherwise `ainvoke` on this loop. Calls in every thread the run starts
+    (tool and node worker threads) are counted; calls in threads that existed before
+    (a pool kept from the warm-up) are not, on either side.
+    """
+    config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT}
+
+    async def run_once(graph: Graph) -> Any:
+        if sync:
+            return await asyncio.to_thread(graph.invoke, payload, config)
+        return await graph.ainvoke(payload, config)
+
+    await run_once(build())
+    graph = build()
+    if sync:
+
+        def counted() -> int:
+            with _AllThreads() as counter:
+                graph.invoke(payload, config)
+            return counter.total_calls
+
+        return await asyncio.to_thread(counted)
+    with _AllThreads() as counter:
+        await run_once(graph)
+    return counter.total_calls
+
+
+async def run(settings: Settings) -> list[Figure]:
+    """Count each side's function calls per run, under `ainvoke` and under `invoke`."""
+    del settings  # a count is exact: one run per side is the figure
+    figures: list[Figure] = []
+    for label, sync in (("ainvoke", False), ("invoke", True)):
+        ours = await count_calls(_ours, loop_input(), sync=sync)
+        agent = await count_calls(_create_agent, agent_input(), sync=sync)
+        figures.append(
+            Figure(
+                f"Python function calls per run (20 x 4 calls, {label})",
+                float(ours),
+                float(agent),
+                "calls",
+                "create_agent",
+                TARGET,
+                {"ours": [float(ours)], "contender": [float(agent)]},
+                "a cProfile count of one whole run, in the caller's thread and every "
+                "thread the run starts",
+            )
+        )
+    return figures
+
+
+async def profile_workload(settings: Settings) -> None:
+    """Run our side once (for `--profile calls`)."""
+    del settings
+    graph = _ours()
+    await graph.ainvoke(loop_input(), {"recursion_limit": RECURSION_LIMIT})
