@@ -89,8 +89,10 @@ def create_tool_loop(
         middleware: LangChain `AgentMiddleware` (and `@wrap_model_call` /
             `@wrap_tool_call` functions), first outermost: `wrap_model_call` wraps every
             planner, answer and `response_format` call, `wrap_tool_call` every governed
-            call inside the ledger's guard; middleware `tools` are added. `before_*` /
-            `after_*` hooks are a `ConfigurationError` (see `agentloop.middleware`).
+            call inside the ledger's guard; `before_agent` / `after_agent` run as nodes
+            around the run, `before_model` / `after_model` around every planner and
+            answer call, with `jump_to`; middleware `state_schema` keys join the state
+            and middleware `tools` the tools (see `agentloop.middleware`).
         response_format: A typed result beside the text answer, as in `create_agent`: a
             pydantic model, dataclass, TypedDict or JSON schema (native structured output
             where the answer model has it, a tool call otherwise), or a `ToolStrategy` /
