@@ -11,6 +11,8 @@ from langchain.agents.middleware import (
     AgentMiddleware,
     AgentState,
     ModelCallLimitMiddleware,
+    after_model,
+    before_model,
     hook_config,
 )
 from langchain_core.messages import AIMessage
@@ -129,6 +131,33 @@ async def test_a_state_schema_key_written_by_before_agent_is_kept(
     out = await run_loop(graph, {"user_input": "Hello?"}, _thread("s"))
     assert out["greeting"] == "hello from greeter"
     assert graph.get_state(_thread("s")).values["greeting"] == "hello from greeter"
+
+
+async def test_sync_only_and_async_only_hooks_run_under_invoke_and_ainvoke(
+    run_loop: Any,
+) -> None:
+    seen: list[str] = []
+
+    @before_model
+    def count_before(state: Any, runtime: Any) -> None:
+        seen.append("before")
+
+    @after_model
+    async def count_after(state: Any, runtime: Any) -> None:
+        seen.append("after")
+
+    planner = ScriptedChatModel([plan_reply("execute", [_read("a.txt")]), plan_reply("response")])
+    answerer = ScriptedChatModel(["It says hello."])
+    graph = create_tool_loop(
+        planner,
+        [read_file],
+        models=ModelOptions(answer_model=answerer),
+        middleware=[count_before, count_after],
+        checkpointer=InMemorySaver(),
+    )
+    out = await run_loop(graph, {"user_input": "What is in a.txt?"}, _thread("d"))
+    assert out["status"] == "ok"
+    assert seen == ["before", "after"] * 3  # two planner calls and the answer
 
 
 class Gate(AgentMiddleware):
