@@ -65,6 +65,10 @@
   input or output), so a middleware's own keys persist across nodes and runs.
 - Middleware `tools` join the loop's tools.
 
+A hook that calls `interrupt()` pauses its node as any LangGraph node pauses; on resume
+the node runs again from its start, so inside `plan` or `answer` the hooks before it and
+the node's model call run again (`create_agent` resumes its hook node alone).
+
 A middleware with only the sync hook also runs under `ainvoke` (in a worker thread), and
 one with only the async hook under `invoke`.
 """

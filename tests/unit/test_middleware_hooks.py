@@ -192,6 +192,32 @@ async def test_before_model_jumping_to_end_ends_the_run_without_a_model_call(
     assert log == ["audit.before_agent", "audit.before_model", "audit.after_agent"]
 
 
+class Closed(AgentMiddleware):
+    """Ends every run before it starts."""
+
+    @hook_config(can_jump_to=["end"])
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return {"jump_to": "end", "messages": [AIMessage("Closed today.")]}
+
+
+async def test_before_agent_jumping_to_end_skips_the_run_but_not_after_agent(
+    run_loop: Any,
+) -> None:
+    log: list[str] = []
+    planner = ScriptedChatModel([plan_reply("response")])
+    graph = create_tool_loop(
+        planner,
+        [read_file],
+        models=ModelOptions(answer_model=ScriptedChatModel(["never"])),
+        middleware=[Closed(), Recorder("audit", log)],
+        checkpointer=InMemorySaver(),
+    )
+    out = await run_loop(graph, {"user_input": "Open?"}, _thread("c"))
+    assert planner.request_count == 0
+    assert (out["status"], out["answer"]) == ("ended", "Closed today.")
+    assert log == ["audit.after_agent"]  # the jump skipped the later before_agent too
+
+
 class RejectFirstAnswer(AgentMiddleware):
     """Sends the loop back to plan once, after the first answer (it sees it in the state)."""
 
