@@ -132,7 +132,8 @@ def _update_of(
                 "hook leaves the normal route with a `jump_to` update (see agentloop.middleware)"
             )
             raise TypeError(msg)
-        result = dict(result._update_as_tuples())
+        update = result.update
+        result = dict(update) if isinstance(update, Mapping | list | tuple) else update or {}
     if not isinstance(result, Mapping):
         msg = f"{middleware.name}.{hook} returned {type(result).__name__}, not a state update"
         raise TypeError(msg)
