@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -13,6 +13,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
+from agentloop.errors import ConfigurationError
+from agentloop.hooks import JUMP_KEY, LoopHooks, agent_hook_node, can_jump_to, resolve_schemas
 from agentloop.mcp.toolset import MCPToolset
 from agentloop.middleware import LoopMiddleware
 from agentloop.model_calls import ModelRetryPolicy
@@ -87,8 +89,10 @@ def create_tool_loop(
         middleware: LangChain `AgentMiddleware` (and `@wrap_model_call` /
             `@wrap_tool_call` functions), first outermost: `wrap_model_call` wraps every
             planner, answer and `response_format` call, `wrap_tool_call` every governed
-            call inside the ledger's guard; middleware `tools` are added. `before_*` /
-            `after_*` hooks are a `ConfigurationError` (see `agentloop.middleware`).
+            call inside the ledger's guard; `before_agent` / `after_agent` run as nodes
+            around the run, `before_model` / `after_model` around every planner and
+            answer call, with `jump_to`; middleware `state_schema` keys join the state
+            and middleware `tools` the tools (see `agentloop.middleware`).
         response_format: A typed result beside the text answer, as in `create_agent`: a
             pydantic model, dataclass, TypedDict or JSON schema (native structured output
             where the answer model has it, a tool call otherwise), or a `ToolStrategy` /
@@ -134,9 +138,19 @@ def create_tool_loop(
     planning = planning or PlanningOptions()
     models = models or ModelOptions()
     wrappers = LoopMiddleware(middleware)
+    state_schema, input_schema, output_schema = resolve_schemas(
+        middleware, LoopState, InputState, OutputState
+    )
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(
+        state_schema,
+        context_schema=context_schema or LoopContext,
+        input_schema=input_schema,
+        output_schema=output_schema,
+    )
+    hooks = LoopHooks.of(middleware, builder.channels)
     settings = LoopSettings.build(
         planning,
-        model_middleware=bool(wrappers.models),
+        model_middleware=bool(wrappers.models) or (hooks is not None and hooks.around_model),
         reviews_plan=_reviews_plan(interrupt_before),
         max_rounds=max_rounds,
         concurrency=concurrency,
@@ -185,13 +199,8 @@ def create_tool_loop(
             prompts=PromptSet(planning.prompts),
             system_prompt=app_instructions(system_prompt),
             middleware=wrappers if wrappers.models else None,
+            hooks=hooks,
             structured=StructuredOutput(response_format) if response_format is not None else None,
-        )
-        builder = StateGraph(
-            LoopState,
-            context_schema=context_schema or LoopContext,
-            input_schema=InputState,
-            output_schema=OutputState,
         )
         builder.add_node("prepare", LoopNode("prepare", make_prepare(parts)))
         builder.add_node("plan", make_plan(parts))
@@ -199,12 +208,18 @@ def create_tool_loop(
         builder.add_node(CALL_NODE, make_call_tool(parts))
         builder.add_node("collect", LoopNode("collect", make_collect(parts)))
         builder.add_node("answer", make_answer(parts))
-        builder.add_edge(START, "prepare")
+        scoped = [toolset for toolset in toolsets if toolset.has_run_scope]
+        after_run = "release_sessions" if scoped else END
+        entry, exit_node = _add_agent_hooks(builder, hooks, after_run)
+        model_jumps = _jumps(hooks.model_jumps if hooks else (), exit_node)
+        builder.add_edge(START, entry)
         builder.add_conditional_edges(
             "prepare", Router("route_start", route_start), ["plan", "answer"]
         )
         builder.add_conditional_edges(
-            "plan", Router("route_plan", route_plan), ["execute", "answer"]
+            "plan",
+            Router("route_plan", _jumping(route_plan, model_jumps)),
+            _destinations(["execute", "answer"], model_jumps),
         )
         builder.add_conditional_edges(
             "execute", Router("route_execute", route_execute), [CALL_NODE, "collect"]
@@ -213,13 +228,10 @@ def create_tool_loop(
         builder.add_conditional_edges(
             "collect", Router("route_collect", route_collect), [CALL_NODE, "plan", "answer"]
         )
-        scoped = [toolset for toolset in toolsets if toolset.has_run_scope]
+        _add_hook_edge(builder, "answer", exit_node, model_jumps)
         if scoped:
             builder.add_node("release_sessions", LoopNode("release_sessions", _releaser(scoped)))
-            builder.add_edge("answer", "release_sessions")
             builder.add_edge("release_sessions", END)
-        else:
-            builder.add_edge("answer", END)
         return builder.compile(
             checkpointer=checkpointer,
             store=store,
@@ -231,6 +243,92 @@ def create_tool_loop(
         for toolset in idle:  # the build started it: leave it as it was given
             toolset.stop_started()
         raise
+
+
+_DECISION = "<decision>"
+"""A jump target: where the state's `decision` leads (`route_plan`: execute or answer)."""
+
+
+def _jumps(declared: Iterable[str], end: str) -> dict[str, str]:
+    """Where each declared jump of a planner or answer call's hooks leads."""
+    targets = {"end": end, "model": "plan", "tools": _DECISION}
+    return {jump: targets[jump] for jump in declared if jump in targets}
+
+
+def _destinations(defaults: Sequence[str], jumps: Mapping[str, str]) -> list[str]:
+    """A router's possible next nodes: its own, then those its jumps lead to."""
+    found = list(defaults)
+    for target in jumps.values():
+        for node in ("execute", "answer") if target == _DECISION else (target,):
+            if node not in found:
+                found.append(node)
+    return found
+
+
+def _jumping(route: Callable[[Any], str], jumps: Mapping[str, str]) -> Callable[[Any], str]:
+    """`route`, unless the node just run jumped (`jump_to`) to where a hook declared."""
+    if not jumps:
+        return route
+
+    def routed(state: Any) -> str:
+        target = jumps.get(state.get(JUMP_KEY) or "")
+        if target is None:
+            return route(state)
+        return route_plan(state) if target == _DECISION else target
+
+    routed.__name__ = getattr(route, "__name__", "route")
+    return routed
+
+
+def _add_hook_edge(
+    builder: StateGraph[Any, Any, Any, Any], source: str, default: str, jumps: Mapping[str, str]
+) -> None:
+    """An edge to `default`, or a router when the hooks of `source` may jump elsewhere."""
+    jumps = {jump: target for jump, target in jumps.items() if target != default}
+    if not jumps:
+        builder.add_edge(source, default)
+        return
+    router = Router(f"route_{source}", _jumping(lambda state: default, jumps))
+    builder.add_conditional_edges(source, router, _destinations([default], jumps))
+
+
+def _add_agent_hooks(
+    builder: StateGraph[Any, Any, Any, Any], hooks: LoopHooks | None, after_run: str
+) -> tuple[str, str]:
+    """Add the `before_agent` / `after_agent` nodes, chained as `create_agent` chains them.
+
+    Returns:
+        The run's first node (the first `before_agent`, or `prepare`) and the node that
+        follows the answer (the last middleware's `after_agent`, or `after_run`).
+
+    Raises:
+        ConfigurationError: Two middleware with such a hook have the same name.
+    """
+    if hooks is None:
+        return "prepare", after_run
+    before = [(m, f"{m.name}.before_agent") for m in hooks.before_agent]
+    after = [(m, f"{m.name}.after_agent") for m in reversed(hooks.after_agent)]
+    names = [name for _, name in (*before, *after)]
+    if len(set(names)) != len(names):
+        msg = (
+            f"middleware with before_agent / after_agent hooks need distinct names (their "
+            f"nodes are named after them, as in create_agent), got {sorted(names)}"
+        )
+        raise ConfigurationError(msg)
+    exit_node = after[0][1] if after else after_run
+    chains = (("before_agent", before, "prepare"), ("after_agent", after, after_run))
+    for hook, chain, last in chains:
+        following = [name for _, name in chain[1:]] + [last]
+        for (item, name), default in zip(chain, following, strict=False):
+            core = agent_hook_node(item, hook, hooks.has_jump_key)  # type: ignore[arg-type]
+            builder.add_node(name, LoopNode(name, core=core))
+            declared = can_jump_to(item, hook)
+            if hook == "before_agent":
+                jumps = {"end": exit_node} if "end" in declared else {}
+            else:
+                jumps = _jumps(declared, after_run)
+            _add_hook_edge(builder, name, default, jumps)
+    return (before[0][1] if before else "prepare"), exit_node
 
 
 def _tool_wrapper(

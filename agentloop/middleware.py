@@ -25,10 +25,49 @@
   propagates in `create_agent`; so `ToolRetryMiddleware` retries it, and one that reaches
   the loop becomes the call's record. A `ToolMessage` returned without calling the
   handler becomes the call's record (failed when its status is `"error"`).
-- `before_agent`, `after_agent`, `before_model` and `after_model` hooks are refused when
-  the loop is built (`ConfigurationError`): they read and write `create_agent`'s
-  message state, which a tool loop does not have.
+- `before_agent` / `abefore_agent` run once per invocation, in list order, as nodes
+  `"<name>.before_agent"` between `START` and `prepare`; `after_agent` / `aafter_agent`
+  once at its end, in reverse list order, as nodes `"<name>.after_agent"` after `answer`
+  (before a run's MCP sessions are released and `END`). A loop without them keeps its
+  graph.
+- `before_model` / `abefore_model` run before every planner call (re-asks included) and
+  every answer model call, in list order; `after_model` / `aafter_model` after each, in
+  reverse list order (`agentloop.hooks.HookRun`), inside the `plan` and `answer` nodes.
+  They see the node's state as earlier hooks left it (`after_model` after the answer
+  also sees the answer's `AIMessage`), and what they return joins the node's update:
+  `messages` through `add_messages`, every key through its reducer. The prompt of the
+  call is built from the node's state before the hooks; `wrap_model_call` sees the
+  hooks' state in `ModelRequest.state`. No hook runs when no model is asked (an answer
+  taken from the planner's reply, a planner that failed before any tool ran), nor for
+  the `response_format` call, which `create_agent` makes inside its one model call.
+  A speculative answer is off when they exist (it would start before `before_model`).
+- `jump_to` (honoured when the hook declares it in `can_jump_to`, as in `create_agent`;
+  the first hook that jumps stops the hooks after it):
+  - `"end"`: the run ends, no model is asked again: from a planner call's hooks or the
+    answer's `before_model` (then the model is not called), the route goes to the
+    `after_agent` nodes (or `END`), `status` is `"ended"`, `answer` the text of the last
+    `AIMessage` the hooks added (or empty) and `status_reason` names the hook. From the
+    answer's `after_model` it is the normal route. From `before_agent`: the same, without
+    `prepare` (the run does nothing); from `after_agent`: the remaining `after_agent`
+    hooks are skipped.
+  - `"model"`: plan again (the `plan` node: a new planner call with its hooks). From a
+    planner call's `before_model` the call is not made; from its `after_model` the plan
+    is recorded in `decision` but not executed; after the answer, the loop plans again
+    (within `max_rounds` and the planner-call limit).
+  - `"tools"`: run the state's `decision` (`execute`) when it has commands, or answer
+    when it has none, without another planner call: a hook may write the plan itself
+    (`{"decision": ..., "jump_to": "tools"}`). After a planner call that said `execute`
+    it is the normal route.
+  - From `before_agent`, `"model"` and `"tools"` are the normal route: `prepare` runs
+    first (a run is prepared before it plans or executes).
+- Middleware `state_schema` keys join the loop's state (the loop's own keys win a
+  conflict; `OmitFromInput` / `OmitFromOutput` / `PrivateStateAttr` hide them from the
+  input or output), so a middleware's own keys persist across nodes and runs.
 - Middleware `tools` join the loop's tools.
+
+A hook that calls `interrupt()` pauses its node as any LangGraph node pauses; on resume
+the node runs again from its start, so inside `plan` or `answer` the hooks before it and
+the node's model call run again (`create_agent` resumes its hook node alone).
 
 A middleware with only the sync hook also runs under `ainvoke` (in a worker thread), and
 one with only the async hook under `invoke`.
@@ -63,7 +102,7 @@ from agentloop.tools.injected import COMMAND_RESULT, tool_runtime
 from agentloop.tools.interceptors import Interceptor, Proceed, ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
 
-__all__ = ["MODEL_CALL_KEY", "REFUSED_HOOKS", "LoopMiddleware", "ModelCall", "ToolCallFailed"]
+__all__ = ["MODEL_CALL_KEY", "LoopMiddleware", "ModelCall", "ToolCallFailed"]
 
 T = TypeVar("T")
 H = TypeVar("H", bound=Callable[..., Any])
@@ -73,21 +112,6 @@ ModelCall = Literal["plan", "answer", "structured_response"]
 MODEL_CALL_KEY = "agentloop_model_call"
 """The key of the `ModelRequest.state` that says which call it is: `"plan"`, `"answer"`, or
 `"structured_response"` (the `response_format` call that follows the answer)."""
-REFUSED_HOOKS = ("before_agent", "after_agent", "before_model", "after_model")
-"""The hooks a tool loop does not run (their async twins neither)."""
-_INSTEAD = (
-    "wrap_model_call / wrap_tool_call middleware, GovernanceOptions (interceptors, "
-    "policies, timeouts) or PlanningOptions (max_commands_per_round, max_plan_calls)"
-)
-_INSTEAD_OF = {
-    "ToolCallLimitMiddleware": "PlanningOptions(max_commands_per_round=...), max_rounds, or "
-    "a wrap_tool_call middleware that counts calls",
-    "ModelCallLimitMiddleware": "PlanningOptions(max_plan_calls=...) and max_rounds",
-    "PIIMiddleware": "GovernanceOptions(redact=...)",
-    "HumanInTheLoopMiddleware": "interrupt_before=['execute'] (review and edit the plan)",
-    "SummarizationMiddleware": "PlanningOptions(history_turns=..., history_chars=...)",
-}
-"""What does the job of the best-known middleware that relies on refused hooks."""
 
 
 def _overrides(middleware: AgentMiddleware[Any, Any, Any], hook: str) -> bool:
@@ -130,7 +154,7 @@ class LoopMiddleware:
         middleware: `AgentMiddleware` objects (decorated functions are such objects).
 
     Raises:
-        ConfigurationError: Not middleware, or a hook the loop does not run.
+        ConfigurationError: Not middleware.
     """
 
     def __init__(self, middleware: Sequence[AgentMiddleware[Any, Any, Any]]) -> None:
@@ -138,14 +162,7 @@ class LoopMiddleware:
             if not isinstance(item, AgentMiddleware):
                 msg = f"middleware must be AgentMiddleware objects, got {type(item).__name__}"
                 raise ConfigurationError(msg)
-            for hook in REFUSED_HOOKS:
-                if _overrides(item, hook) or _overrides(item, f"a{hook}"):
-                    instead = _INSTEAD_OF.get(type(item).__name__, _INSTEAD)
-                    msg = (
-                        f"middleware {item.name!r} has a {hook} hook, which a tool loop does "
-                        f"not run (its state is not create_agent's messages); use {instead}"
-                    )
-                    raise ConfigurationError(msg)
+        self.middleware = list(middleware)
         self.models = [m for m in middleware if self._wraps(m, "wrap_model_call")]
         self.tool_calls = [m for m in middleware if self._wraps(m, "wrap_tool_call")]
         self.tools: list[BaseTool] = [

@@ -49,7 +49,13 @@ __all__ = [
 ]
 
 RunStatus = Literal[
-    "running", "ok", "planner_failed", "answer_failed", "answer_cut", "structured_response_failed"
+    "running",
+    "ok",
+    "planner_failed",
+    "answer_failed",
+    "answer_cut",
+    "structured_response_failed",
+    "ended",
 ]
 """How a run ended, for code to read (never parse the answer's text):
 
@@ -59,6 +65,10 @@ RunStatus = Literal[
 - `answer_cut`: the answer hit the output size cap and was cut;
 - `structured_response_failed`: with `response_format`, the answer model gave no valid
   typed result, even when asked again with the error (the text answer stands);
+- `ended`: a middleware hook ended the run before its answer (`jump_to="end"` from
+  `before_agent`, from a planner call's `before_model` / `after_model`, or from the
+  answer's `before_model`): `answer` is the text of the last `AIMessage` the hooks added
+  to `messages` (or empty), `status_reason` names the hook;
 - `running`: the run has not answered yet (an interrupted thread).
 """
 

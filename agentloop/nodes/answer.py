@@ -15,6 +15,7 @@ from langgraph.runtime import Runtime
 from agentloop._effects import Core
 from agentloop.errors import ModelBehaviorError
 from agentloop.events import AnswerCompleted, AnswerStarted
+from agentloop.hooks import HookRun
 from agentloop.messages import conversation_turns, message_text
 from agentloop.model_calls import Answer
 from agentloop.nodes._runnable import LoopNode
@@ -341,16 +342,23 @@ class _Answer:
     def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[AnswerUpdate]:
         """Answer; then, with a `response_format`, ask for the typed result."""
         call = self._request(state, runtime)
+        hooks = HookRun(self.parts.hooks, "answer", state, runtime)
+        asks = not call.unplanned and call.adopted is None  # a model call, with its hooks
+        if asks and (yield from hooks.before()) is not None:
+            return hooks.merged(AnswerUpdate(action_results=call.action_results))  # no call
+        state = hooks.state
         update = yield from self._answered(state, call, runtime)
+        if asks:
+            yield from hooks.after(update)
         structured = self.parts.structured
         if structured is None:
-            return update
+            return hooks.merged(update)
         if not _structurable(update):
-            return {**update, "structured_response": None}
+            return hooks.merged(AnswerUpdate(**update, structured_response=None))
         models, messages, retry = call.arguments[:3]
         through = _through(self.parts, state, runtime)
         result = yield from structured.ask(models, messages, update["answer"], retry, through)
-        return self._structured(update, result)
+        return hooks.merged(self._structured(update, result))
 
     def _answered(
         self, state: LoopState, call: _AnswerCall, runtime: Runtime[Any]

@@ -10,6 +10,7 @@ from langgraph.runtime import Runtime
 
 from agentloop.checkpoint_safe import UpdateT, checkpoint_safe, safe_update
 from agentloop.durability import SideEffectLedger
+from agentloop.hooks import LoopHooks
 from agentloop.inflight import InFlight
 from agentloop.middleware import LoopMiddleware
 from agentloop.model_calls import ModelRetryPolicy
@@ -54,6 +55,8 @@ class LoopParts:
     """The loop's `response_format`, compiled."""
     middleware: LoopMiddleware | None = None
     """The app's `wrap_model_call` middleware (None: there is none)."""
+    hooks: LoopHooks | None = None
+    """The app's `before_model` / `after_model` (and agent) hooks (None: there are none)."""
     system_prompt: SystemMessage | None = None
     """The app's instructions, which come first in every planner and answer request."""
     inflight: InFlight = field(default_factory=InFlight)

@@ -15,6 +15,7 @@ from langgraph.runtime import Runtime
 from agentloop._effects import Core, is_async
 from agentloop.errors import ModelBehaviorError, model_error_message
 from agentloop.events import PlanDecided, PlanReasked, RoundStarted
+from agentloop.hooks import HookRun
 from agentloop.messages import conversation_turns, message_text
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
@@ -319,21 +320,30 @@ class _Plan:
         asynchronous = yield from is_async
         attempts = self._request(state, runtime, asynchronous=asynchronous)
         attempt = partial(self._attempt, attempts)
+        hooks = HookRun(self.parts.hooks, "plan", state, runtime)
         read: PlanRead | None = None
         while self._calls_left(state, attempts) > 0:
+            if (yield from hooks.before()) is not None:
+                break  # the planner is not called
             try:
                 read = yield from call_planner(
-                    self.parts, state, runtime, attempts.messages, attempt
+                    self.parts, hooks.state, runtime, attempts.messages, attempt
                 )
             except ModelBehaviorError as error:
-                return self._finish(state, attempts, None, error)
+                return hooks.merged(self._finish(state, attempts, None, error))
             attempts.count(read)
+            if (yield from hooks.after()) is not None:
+                break
             attempts.judged = self._judge(read)
             problem = attempts.judged[1]
             if not self._may_reask(state, attempts, problem):
                 break
             self._reask(attempts, read, problem)
-        return self._finish(state, attempts, read)
+        if hooks.jump is not None and hooks.jump != "tools":  # this plan will not run
+            attempts.dispatch.cancel()
+        if read is None and hooks.jump is not None:
+            return hooks.merged(PlanUpdate())
+        return hooks.merged(self._finish(state, attempts, read))
 
 
 def make_plan(parts: LoopParts) -> LoopNode:
