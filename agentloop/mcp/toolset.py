@@ -48,7 +48,7 @@ from agentloop.mcp.resources import Resources
 from agentloop.mcp.session import MCPSessionPool
 from agentloop.mcp.tools import READ_RESOURCE_TOOL, langchain_tool, tool_output
 from agentloop.mcp.toolset_sessions import ToolsetSessions
-from agentloop.redaction import install_log_redaction, redact_data
+from agentloop.redaction import redact_data
 from agentloop.servers import OWNER_META_KEY
 from agentloop.tools.call_config import CallInfo, SamplingModel, call_info, call_thread
 
@@ -75,7 +75,9 @@ class MCPToolset(ToolsetSessions):
     """The tools of some MCP servers, on sessions shared by every run.
 
     Use it as `with MCPToolset(config) as toolset:` (or `async with`), or call
-    `close()` / `aclose()`; open toolsets are also closed at process exit.
+    `close()` / `aclose()`; a toolset left open is closed when it is collected or at
+    process exit. Log records are redacted with its secrets once the app passes its
+    `redact` to `agentloop.install_log_redaction`.
 
     Args:
         servers: Server specs, a config file path, or an `mcpServers` dict.
@@ -137,7 +139,6 @@ class MCPToolset(ToolsetSessions):
         self._warned_cap = False
         self.redact = TokenRedactor(self.secrets)
         """Redacts the configured secrets and every token an OAuth flow obtained since."""
-        install_log_redaction(logger, self.redact)  # before any server starts and logs
         super().__init__(self.specs, SessionPools(self.specs, self._pool, idle_timeout_s))
         self._discovery_lock = threading.Lock()
         self._listings = Listings(
