@@ -187,6 +187,8 @@ def create_tool_loop(
             middleware=wrappers if wrappers.models else None,
             structured=StructuredOutput(response_format) if response_format is not None else None,
         )
+        for toolset in toolsets:  # its servers' sampling requests, during this loop's calls
+            toolset.samplers.add(parts.sampling)
         builder = StateGraph(
             LoopState,
             context_schema=context_schema or LoopContext,

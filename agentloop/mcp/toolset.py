@@ -50,7 +50,7 @@ from agentloop.mcp.tools import READ_RESOURCE_TOOL, langchain_tool, tool_output
 from agentloop.mcp.toolset_sessions import ToolsetSessions
 from agentloop.redaction import redact_data
 from agentloop.servers import OWNER_META_KEY
-from agentloop.tools.call_config import CallInfo, SamplingModel, call_info, call_thread
+from agentloop.tools.call_config import CallInfo, Samplers, call_info, call_thread
 
 __all__ = ["READ_RESOURCE_TOOL", "MCPToolset", "McpServersConfig"]
 
@@ -138,6 +138,8 @@ class MCPToolset(ToolsetSessions):
         self.max_tools = max_tools
         self._warned_cap = False
         self.redact = TokenRedactor(self.secrets)
+        self.samplers = Samplers()
+        """The models of the loops built with this toolset, for their calls' sampling."""
         """Redacts the configured secrets and every token an OAuth flow obtained since."""
         super().__init__(self.specs, SessionPools(self.specs, self._pool, idle_timeout_s))
         self._discovery_lock = threading.Lock()
@@ -296,7 +298,7 @@ class MCPToolset(ToolsetSessions):
                     read_only=read_only,
                     loop_name=info.get("loop", "") if info else "",
                     redact=self.redact,
-                    model=SamplingModel.of(info),
+                    model=self.samplers.of(info),
                     handler=self.elicitation_handler,
                 )
                 position = info.get("place", "") if info else ""
