@@ -1,8 +1,9 @@
 """Keeping secrets out of records, events, logs, prompts and checkpoints.
 
 One `redact` hook (text in, text out) is applied to every tool error, result and note,
-every event, every log line of the library, every prompt sent to a model and everything
-the loop writes to state. The default `Redactor` replaces with `[REDACTED]`:
+every event, every prompt sent to a model and everything the loop writes to state; log
+records are redacted once the app installs it (`install_log_redaction`). The default
+`Redactor` replaces with `[REDACTED]`:
 
 - the values of environment variables whose names look secret (KEY, TOKEN, SECRET,
   PASSWORD, CREDENTIAL, ...), read when the loop is built;

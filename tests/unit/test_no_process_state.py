@@ -8,7 +8,7 @@ import atexit
 import logging
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from langchain_core.tools import tool
@@ -27,6 +27,7 @@ from agentloop import (
 from agentloop.nodes.parts import LoopParts
 from agentloop.redaction import REDACTED, installed_log_redaction
 from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.tools.call_config import CallInfo
 
 SECRET = "orchard-key-5f4e3d2c1b"
 
@@ -119,6 +120,28 @@ async def test_a_run_of_one_loop_fills_only_its_own_caches(run_loop: Any) -> Non
     filled = ("history_lines", "replays", "identities", "result_cache")
     assert all(len(mine[name]) > 0 for name in filled), {n: len(mine[n]) for n in filled}
     assert all(len(theirs[name]) == 0 for name in (*filled, "whole_results"))
+
+
+def _call_of(sampler: str) -> CallInfo:
+    """A call's info as far as sampling reads it: its loop's sampler key."""
+    return cast("CallInfo", {"sampler": sampler})
+
+
+def test_a_toolset_answers_each_loops_sampling_with_that_loops_model() -> None:
+    toolset = MCPToolset({"mcpServers": {}})
+    try:
+        graphs = [
+            create_tool_loop(ScriptedChatModel([plan_reply("response")], name=name), [toolset])
+            for name in ("first", "second")
+        ]
+        for graph in graphs:
+            sampling = _loop_parts(graph).sampling
+            assert toolset.samplers.of(_call_of(sampling.key)) is sampling.model
+        other = MCPToolset({"mcpServers": {}})
+        assert other.samplers.of(_call_of(_loop_parts(graphs[0]).sampling.key)) is None
+        other.close()
+    finally:
+        toolset.close()
 
 
 @pytest.fixture
