@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from agentloop.nodes.answer import to_action_results
     from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions
     from agentloop.planning import normalize_plan_decision
-    from agentloop.redaction import Redactor
+    from agentloop.redaction import LogRedaction, Redactor, install_log_redaction
     from agentloop.settings import LoopContext
     from agentloop.state import (
         InputState,
@@ -66,8 +66,10 @@ __all__ = [
     # tool governance
     "AuditLog",
     "Interceptor",
+    "LogRedaction",
     "Redactor",
     "ResultCache",
+    "install_log_redaction",
     "SideEffectLedger",
     "ToolInvocation",
     "ToolOutcome",
@@ -121,6 +123,8 @@ _EXPORTS: dict[str, str] = {
     "Interceptor": "agentloop.tools.interceptors",
     "ToolInvocation": "agentloop.tools.interceptors",
     "Redactor": "agentloop.redaction",
+    "LogRedaction": "agentloop.redaction",
+    "install_log_redaction": "agentloop.redaction",
     "ResultCache": "agentloop.tools.cache",
     "SideEffectLedger": "agentloop.durability",
     "ToolOutcome": "agentloop.tools.outcome",

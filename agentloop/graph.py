@@ -202,6 +202,8 @@ def create_tool_loop(
             hooks=hooks,
             structured=StructuredOutput(response_format) if response_format is not None else None,
         )
+        for toolset in toolsets:  # its servers' sampling requests, during this loop's calls
+            toolset.samplers.add(parts.sampling)
         builder.add_node("prepare", LoopNode("prepare", make_prepare(parts)))
         builder.add_node("plan", make_plan(parts))
         builder.add_node("execute", LoopNode("execute", core=make_execute(parts)))

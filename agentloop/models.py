@@ -14,17 +14,17 @@ __all__ = ["ModelLike", "ModelProvider", "model_name", "resolve_model"]
 
 ModelLike = BaseChatModel | str
 
-_cache: dict[str, BaseChatModel] = {}
-_cache_lock = threading.Lock()
 
-
-def resolve_model(model: ModelLike) -> BaseChatModel:
+def resolve_model(model: ModelLike, known: dict[str, BaseChatModel] | None = None) -> BaseChatModel:
     """Return a chat model for an object or an `init_chat_model` string.
 
     Args:
         model: A `BaseChatModel`, or a string such as `"openai:gpt-4.1-mini"`,
             `"anthropic:claude-sonnet-4-5"` or `"ollama:llama3.1"` (the provider's
             package must be installed: `pip install agentloop[openai]`...).
+        known: Models already made from strings, by string: a string found there is
+            not made again, and one made is added (a `ModelProvider` keeps its own;
+            None: a new model each time).
 
     Raises:
         ConfigurationError: The string names no known provider or model, or the provider's
@@ -36,8 +36,7 @@ def resolve_model(model: ModelLike) -> BaseChatModel:
         msg = f"model must be a LangChain chat model or a 'provider:name' string, got {model!r}"
         raise ConfigurationError(msg)
     key = model.strip()
-    with _cache_lock:
-        cached = _cache.get(key)
+    cached = None if known is None else known.get(key)
     if cached is not None:
         return cached
     from langchain.chat_models import init_chat_model
@@ -53,8 +52,8 @@ def resolve_model(model: ModelLike) -> BaseChatModel:
     if not isinstance(created, BaseChatModel):
         msg = f"model {key!r} did not resolve to a chat model"
         raise ConfigurationError(msg)
-    with _cache_lock:
-        _cache[key] = created
+    if known is not None:
+        known[key] = created
     return created
 
 
@@ -74,6 +73,9 @@ class ModelProvider:
         model: The planner model.
         answer_model: The answer model (defaults to `model`).
         fallback_models: Tried in order when a model keeps failing.
+
+    A model named by a string is made once per provider (a loop's), also when a run's
+    context names it.
     """
 
     def __init__(
@@ -82,13 +84,20 @@ class ModelProvider:
         answer_model: ModelLike | None = None,
         fallback_models: Sequence[ModelLike] = (),
     ) -> None:
-        self.model = resolve_model(model)
-        self.answer_model = self.model if answer_model is None else resolve_model(answer_model)
-        self.fallbacks = [resolve_model(candidate) for candidate in fallback_models]
+        self._known: dict[str, BaseChatModel] = {}
+        self._lock = threading.Lock()
+        self.model = self.resolve(model)
+        self.answer_model = self.model if answer_model is None else self.resolve(answer_model)
+        self.fallbacks = [self.resolve(candidate) for candidate in fallback_models]
+
+    def resolve(self, model: ModelLike) -> BaseChatModel:
+        """Return a chat model for an object or a string (made once per string here)."""
+        with self._lock:  # two runs naming a new model make it once
+            return resolve_model(model, self._known)
 
     def _override(self, context: Any) -> BaseChatModel | None:
         name = getattr(context, "model", None)
-        return resolve_model(name) if isinstance(name, str) and name.strip() else None
+        return self.resolve(name) if isinstance(name, str) and name.strip() else None
 
     def planner(self, context: Any = None) -> BaseChatModel:
         """Return the model that plans a run (its `context.model` overrides the loop's)."""

@@ -16,7 +16,6 @@ most (`max_rounds`, `concurrency`, `plan_mode`) are keyword parameters of
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -29,7 +28,7 @@ from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelLike
 from agentloop.prompts import PromptSource
-from agentloop.redaction import Redact, install_log_redaction
+from agentloop.redaction import Redact
 from agentloop.tools.cache import ResultCache
 from agentloop.tools.interceptors import Interceptor
 from agentloop.tools.policy import DEFAULT_TIMEOUT_S, ToolPolicy, ToolRetry
@@ -56,9 +55,9 @@ class GovernanceOptions:
             4 hung threads per tool at most).
         redact: Applied to every string written to state, events, log lines and prompts
             (default: a `Redactor` of secret-looking environment variables, the MCP
-            servers' `env` and `headers`, and credential shapes). Log records of the
-            library are redacted by it too, besides the default hooks (registered here,
-            while the hook lives).
+            servers' `env` and `headers`, and credential shapes). Log records are
+            redacted only once the app calls `install_log_redaction` (pass this hook
+            to it to apply it there too).
         ledger: Where calls are claimed and their outcomes kept (default: with the
             checkpointer: its database for SQLite and PostgreSQL, the server's
             PostgreSQL or store under the LangGraph server, memory otherwise; see
@@ -77,9 +76,7 @@ class GovernanceOptions:
     ledger: SideEffectLedger | None = None
 
     def __post_init__(self) -> None:
-        """Reject values that cannot work; register `redact` for the library's log records."""
-        if self.redact is not None:
-            install_log_redaction(logging.getLogger("agentloop"), self.redact)
+        """Reject values that cannot work."""
         if not isinstance(self.default_timeout_s, int | float) or self.default_timeout_s <= 0:
             msg = f"default_timeout_s must be a positive number, got {self.default_timeout_s!r}"
             raise ConfigurationError(msg)

@@ -1,8 +1,9 @@
 """Keeping secrets out of records, events, logs, prompts and checkpoints.
 
 One `redact` hook (text in, text out) is applied to every tool error, result and note,
-every event, every log line of the library, every prompt sent to a model and everything
-the loop writes to state. The default `Redactor` replaces with `[REDACTED]`:
+every event, every prompt sent to a model and everything the loop writes to state; log
+records are redacted once the app installs it (`install_log_redaction`). The default
+`Redactor` replaces with `[REDACTED]`:
 
 - the values of environment variables whose names look secret (KEY, TOKEN, SECRET,
   PASSWORD, CREDENTIAL, ...), read when the loop is built;
@@ -23,13 +24,13 @@ record, callbacks, tracers, `astream_events` and log `extra=` fields all see its
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import itertools
 import logging
 import os
 import re
 import threading
-import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from enum import Enum
 from typing import Any
@@ -55,7 +56,9 @@ __all__ = [
     "Redactor",
     "credential_like",
     "encoded_forms",
+    "LogRedaction",
     "install_log_redaction",
+    "installed_log_redaction",
     "redact_log_record",
     "redact_data",
     "secret_env_values",
@@ -456,8 +459,8 @@ def _same(items: list[Any], value: list[Any] | tuple[Any, ...]) -> bool:
 class EnvironmentRedactor:
     """A `Redactor` of the environment as it is now (made again when its secrets change).
 
-    The default hook of log records: a secret exported after the library was imported is
-    redacted from the next record on.
+    The first hook of installed log redaction (`install_log_redaction`): a secret exported
+    after it was installed is redacted from the next record on.
     """
 
     def __init__(self) -> None:
@@ -481,15 +484,8 @@ REDACTED_LOGGERS = ("agentloop", "mcp", "httpx", "httpcore")
 """Loggers (and their children) whose records are redacted: the library's, and those of the
 MCP SDK and its HTTP client, which log server URLs and messages."""
 
-_hooks: weakref.WeakSet[Any] = weakref.WeakSet()
-_hooks_lock = threading.Lock()
-_default: list[Any] = [EnvironmentRedactor()]
-_installed: list[Callable[..., logging.LogRecord]] = []
 
-
-def _redact_text(text: str) -> str:
-    with _hooks_lock:
-        hooks: list[Any] = [*_default, *list(_hooks)]
+def _redact_text(text: str, hooks: Iterable[Any]) -> str:
     for hook in hooks:
         try:
             text = hook(text)
@@ -498,18 +494,19 @@ def _redact_text(text: str) -> str:
     return text
 
 
-def redact_log_record(record: logging.LogRecord) -> logging.LogRecord:
-    """Redact a record's message and exception text with every registered hook (in place)."""
+def redact_log_record(record: logging.LogRecord, hooks: Iterable[Any]) -> logging.LogRecord:
+    """Redact a record's message and exception text with each hook in turn (in place)."""
+    chain = list(hooks)
     try:
         message = record.getMessage()
     except Exception:
         return record
-    redacted = _redact_text(message)
+    redacted = _redact_text(message, chain)
     if redacted != message:
         record.msg, record.args = redacted, None
     if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
         text = logging.Formatter().formatException(record.exc_info)
-        safe = _redact_text(text)
+        safe = _redact_text(text, chain)
         if safe != text:
             record.exc_text = safe
     return record
@@ -523,8 +520,12 @@ class _RedactedAttributes(dict):  # type: ignore[type-arg]
     handler, filter or formatter sees them raw. Copies and pickles are plain dicts.
     """
 
+    def __init__(self, attributes: Mapping[str, Any], redact: Callable[[str], str]) -> None:
+        super().__init__(attributes)
+        self._redact = redact
+
     def __setitem__(self, key: str, value: Any) -> None:
-        super().__setitem__(key, redact_data(value, _redact_text))
+        super().__setitem__(key, redact_data(value, self._redact))
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         for key, value in dict(*args, **kwargs).items():
@@ -534,60 +535,104 @@ class _RedactedAttributes(dict):  # type: ignore[type-arg]
         return (dict, (dict(self),))
 
 
-def _redact_extra(record: logging.LogRecord) -> None:
-    try:
-        record.__dict__ = _RedactedAttributes(record.__dict__)
-    except TypeError:  # a record class with slots or a fixed `__dict__`: message only
-        return
-
-
 def _redacted(name: object) -> bool:
     if not isinstance(name, str):  # `logging.makeLogRecord` makes records named None
         return False
     return any(name == root or name.startswith(root + ".") for root in REDACTED_LOGGERS)
 
 
-def _install_factory() -> None:
-    """Redact each record of `REDACTED_LOGGERS` where it is made, whatever handles it.
+class LogRedaction:
+    """Log redaction as installed by `install_log_redaction`: its hooks, and its undoing.
 
-    Logger filters do not see records propagated from child loggers, and handlers may be
-    added at any time; the record factory sees every record of every logger, once.
+    It is the process's log record factory (wrapping the one it found) while installed.
     """
-    if _installed and logging.getLogRecordFactory() is _installed[0]:
-        return
-    previous = logging.getLogRecordFactory()
 
-    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
-        record = previous(*args, **kwargs)
-        if _redacted(record.name):
-            redact_log_record(record)
-            _redact_extra(record)
+    def __init__(self, previous: Callable[..., logging.LogRecord]) -> None:
+        self._previous = previous
+        self._environment = EnvironmentRedactor()
+        self._hooks: list[Any] = []
+        self._lock = threading.Lock()
+        self.installed = False
+        """Whether it is the log record factory now (or wrapped by a later one)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        """Make a record (with the factory found) and redact it if its logger is covered."""
+        record = self._previous(*args, **kwargs)
+        if self.installed and _redacted(record.name):
+            chain = [self._environment, *self.hooks]
+            redact_log_record(record, chain)
+            # a record class with slots or a fixed `__dict__`: its message only
+            with contextlib.suppress(TypeError):
+                record.__dict__ = _RedactedAttributes(
+                    record.__dict__, lambda text: _redact_text(text, chain)
+                )
         return record
 
-    _installed[:] = [factory]
-    logging.setLogRecordFactory(factory)
+    @property
+    def hooks(self) -> list[Any]:
+        """The hooks applied after the environment's secrets, in the order added."""
+        with self._lock:
+            return list(self._hooks)
+
+    def add(self, *hooks: Any) -> LogRedaction:
+        """Apply more hooks (an MCP toolset's `redact`, a loop's); one added twice counts once.
+
+        Returns:
+            This handle.
+        """
+        with self._lock:
+            self._hooks.extend(
+                hook for hook in hooks if all(hook is not known for known in self._hooks)
+            )
+        return self
+
+    def remove(self, hook: Any) -> None:
+        """Stop applying a hook (one never added is ignored)."""
+        with self._lock:
+            self._hooks = [known for known in self._hooks if known is not hook]
+
+    def uninstall(self) -> None:
+        """Stop redacting: the factory found at install time is restored.
+
+        When another factory was installed over this one since, this one stays in the
+        chain but passes every record through unchanged.
+        """
+        self.installed = False
+        if logging.getLogRecordFactory() is self:
+            logging.setLogRecordFactory(self._previous)
 
 
-def install_log_redaction(logger: logging.Logger, hook: Any = None) -> logging.Logger:
+def installed_log_redaction() -> LogRedaction | None:
+    """The log redaction installed now (None when `install_log_redaction` was not called)."""
+    factory = logging.getLogRecordFactory()
+    return factory if isinstance(factory, LogRedaction) and factory.installed else None
+
+
+def install_log_redaction(*hooks: Any) -> LogRedaction:
     """Redact the log records of the library, the MCP SDK and its HTTP client.
 
-    Every record of the `agentloop`, `mcp`, `httpx` and `httpcore` loggers and their
-    children is redacted when it is made (by the default `Redactor` and every hook
-    registered here), before any filter or handler sees it: its message, its exception
-    text and every field given with `extra=` (walked by `redact_data`, whatever its shape).
+    The library changes no process-wide logging by itself: an application (the
+    `agentloop` command does) calls this once. From then on every record of the
+    `agentloop`, `mcp`, `httpx` and `httpcore` loggers and their children is redacted
+    when it is made, before any filter or handler sees it: its message, its exception
+    text and every field given with `extra=` (walked by `redact_data`, whatever its
+    shape), by an `EnvironmentRedactor` (the secrets the environment holds at that
+    moment, and credential shapes), then by each hook given here or added later.
+
+    Calling it again installs nothing more: the hooks are added to the redaction already
+    installed, and the same handle is returned.
 
     Args:
-        logger: Returned as it is (`logger = install_log_redaction(getLogger(__name__))`).
-        hook: A loop's (or an MCP toolset's) redaction hook, registered for all records.
+        *hooks: Redaction hooks for all records, such as an MCP toolset's `redact`
+            (its servers' secrets and the tokens its OAuth flows obtained) or the
+            `redact` given to `GovernanceOptions`.
 
     Returns:
-        `logger`.
+        The installed redaction: `add` and `remove` hooks, `uninstall` to undo it.
     """
-    with _hooks_lock:
-        if hook is not None:
-            try:
-                _hooks.add(hook)
-            except TypeError:  # a hook that cannot be weakly referenced: keep it
-                _default.append(hook)
-    _install_factory()
-    return logger
+    current = installed_log_redaction()
+    if current is None:
+        current = LogRedaction(logging.getLogRecordFactory())
+        current.installed = True
+        logging.setLogRecordFactory(current)
+    return current.add(*hooks)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from agentloop import PlanningOptions
+from agentloop.redaction import installed_log_redaction
 
 _REPORT: list[str] = []
 
@@ -40,6 +42,16 @@ def _guarded_connect(self: socket.socket, address: Any) -> Any:
 def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _undo_log_redaction() -> Iterator[None]:
+    """Log redaction a test installed (`install_log_redaction`) ends with the test."""
+    before = logging.getLogRecordFactory()
+    yield
+    installed = installed_log_redaction()
+    if installed is not None and installed is not before:
+        installed.uninstall()
 
 
 @pytest.fixture

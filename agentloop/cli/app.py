@@ -32,6 +32,7 @@ from agentloop.cli.parser import (
 from agentloop.cli.progress import Progress
 from agentloop.cli.screen import Screen
 from agentloop.errors import ConfigurationError
+from agentloop.redaction import install_log_redaction, installed_log_redaction
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -148,6 +149,7 @@ def _run_command(
     specs = load_mcp_config(args.mcp_config or bundled_servers_config(_notes_file()))
     model = resolve_model(name)
     toolset = MCPToolset(specs)
+    redaction = install_log_redaction(toolset.redact)  # before any server starts and logs
     try:
         names = ", ".join(spec.name for spec in specs) or "none"
         screen.progress.line(f"starting MCP servers: {names}")
@@ -162,6 +164,7 @@ def _run_command(
         return asyncio.run(screen.stream(graph, " ".join(args.question), [failures]))
     finally:
         toolset.close()
+        redaction.remove(toolset.redact)
 
 
 def _require_some_server(toolset: MCPToolset) -> None:
@@ -183,12 +186,16 @@ class _ServerLineFormatter(logging.Formatter):
 def cli_logging(*, quiet: bool, verbose: bool = False) -> Iterator[None]:
     """Show the library's warnings as `agentloop: WARNING: ...` lines (only errors if quiet).
 
+    Log records are redacted (`install_log_redaction`) while the command runs.
+
     Servers' stderr and log messages are logged at INFO under `agentloop.mcp.server`, so
     they stay out of the terminal unless `verbose` (then as `[server] line`); the MCP
     SDK's and asyncio's own messages are held to the same level. `verbose` also shows
     which tools were classified as writes by default. The previous logging setup is
     restored on exit.
     """
+    installed_before = installed_log_redaction()
+    redaction = install_log_redaction()
     level = logging.ERROR if quiet else logging.WARNING
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("agentloop: %(levelname)s: %(message)s"))
@@ -221,6 +228,8 @@ def cli_logging(*, quiet: bool, verbose: bool = False) -> Iterator[None]:
         library.propagate = propagate
         for logger, saved_level in saved:
             logger.setLevel(saved_level)
+        if installed_before is None:
+            redaction.uninstall()
 
 
 def _demo_command(
@@ -231,6 +240,7 @@ def _demo_command(
     from agentloop.servers import bundled_servers_config
 
     toolset = MCPToolset(bundled_servers_config(demo_notes_file()))
+    redaction = install_log_redaction(toolset.redact)  # before any server starts and logs
     try:
         screen.progress.line("starting the bundled MCP servers: docs, calculator, notes")
         with _starting_servers(toolset):
@@ -239,6 +249,7 @@ def _demo_command(
         return asyncio.run(screen.stream(graph, question, [failures]))
     finally:
         toolset.close()
+        redaction.remove(toolset.redact)
 
 
 def _json_document(out: Mapping[str, Any], error: str | None) -> str:

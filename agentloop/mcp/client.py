@@ -39,9 +39,7 @@ ElicitationHook = Callable[[types.ElicitRequestParams], Awaitable[types.ElicitRe
 
 def server_logger(name: str) -> logging.Logger:
     """The logger of one server's stderr and log messages: `agentloop.mcp.server.<name>`."""
-    from agentloop.redaction import install_log_redaction
-
-    return install_log_redaction(logging.getLogger(f"agentloop.mcp.server.{name}"))
+    return logging.getLogger(f"agentloop.mcp.server.{name}")
 
 
 @dataclass

@@ -47,11 +47,10 @@ from agentloop.mcp.cancel import CANCEL_GRACE_S, CANCEL_REASON, next_request_id,
 from agentloop.mcp.client import ClientHandlers
 from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.output import ServerLog, quote_output
-from agentloop.redaction import install_log_redaction
 
 __all__ = ["Connection", "NotSentError", "describe", "open_session", "streamable_http"]
 
-logger = install_log_redaction(logging.getLogger(__name__))
+logger = logging.getLogger(__name__)
 
 _SDK_PARSE_FAILURE = "Failed to parse JSONRPC message from server"
 

@@ -34,11 +34,10 @@ from agentloop.mcp.config import MCPServerSpec, is_pattern, matches
 from agentloop.mcp.connection import Connection, NotSentError, describe
 from agentloop.mcp.decode import DecodedResult, decode_result
 from agentloop.mcp.tools import langchain_tool, offered_tools
-from agentloop.redaction import install_log_redaction
 
 __all__ = ["MCPSessionPool"]
 
-logger = install_log_redaction(logging.getLogger(__name__))
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

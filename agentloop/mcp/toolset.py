@@ -48,9 +48,9 @@ from agentloop.mcp.resources import Resources
 from agentloop.mcp.session import MCPSessionPool
 from agentloop.mcp.tools import READ_RESOURCE_TOOL, langchain_tool, tool_output
 from agentloop.mcp.toolset_sessions import ToolsetSessions
-from agentloop.redaction import install_log_redaction, redact_data
+from agentloop.redaction import redact_data
 from agentloop.servers import OWNER_META_KEY
-from agentloop.tools.call_config import CallInfo, SamplingModel, call_info, call_thread
+from agentloop.tools.call_config import CallInfo, Samplers, call_info, call_thread
 
 __all__ = ["READ_RESOURCE_TOOL", "MCPToolset", "McpServersConfig"]
 
@@ -75,7 +75,9 @@ class MCPToolset(ToolsetSessions):
     """The tools of some MCP servers, on sessions shared by every run.
 
     Use it as `with MCPToolset(config) as toolset:` (or `async with`), or call
-    `close()` / `aclose()`; open toolsets are also closed at process exit.
+    `close()` / `aclose()`; a toolset left open is closed when it is collected or at
+    process exit. Log records are redacted with its secrets once the app passes its
+    `redact` to `agentloop.install_log_redaction`.
 
     Args:
         servers: Server specs, a config file path, or an `mcpServers` dict.
@@ -136,8 +138,9 @@ class MCPToolset(ToolsetSessions):
         self.max_tools = max_tools
         self._warned_cap = False
         self.redact = TokenRedactor(self.secrets)
+        self.samplers = Samplers()
+        """The models of the loops built with this toolset, for their calls' sampling."""
         """Redacts the configured secrets and every token an OAuth flow obtained since."""
-        install_log_redaction(logger, self.redact)  # before any server starts and logs
         super().__init__(self.specs, SessionPools(self.specs, self._pool, idle_timeout_s))
         self._discovery_lock = threading.Lock()
         self._listings = Listings(
@@ -295,7 +298,7 @@ class MCPToolset(ToolsetSessions):
                     read_only=read_only,
                     loop_name=info.get("loop", "") if info else "",
                     redact=self.redact,
-                    model=SamplingModel.of(info),
+                    model=self.samplers.of(info),
                     handler=self.elicitation_handler,
                 )
                 position = info.get("place", "") if info else ""

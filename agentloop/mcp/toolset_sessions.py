@@ -1,15 +1,14 @@
 """The sessions of an MCP toolset: counting, releasing and closing them.
 
-`MCPToolset` gets these from `ToolsetSessions`; every toolset that is still open is
-closed at interpreter exit.
+`MCPToolset` gets these from `ToolsetSessions`. A toolset is closed by `close()` (or its
+`with` block); one still open is closed when it is collected or at interpreter exit, by a
+`weakref.finalize` of its own (the library keeps no list of toolsets).
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import concurrent.futures
-import contextlib
 import weakref
 from collections.abc import Sequence
 from types import TracebackType
@@ -19,8 +18,6 @@ from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.pools import SessionPools
 
 __all__ = ["ToolsetSessions"]
-
-_live: weakref.WeakSet[ToolsetSessions] = weakref.WeakSet()
 
 
 class ToolsetSessions:
@@ -34,7 +31,8 @@ class ToolsetSessions:
     def __init__(self, specs: Sequence[MCPServerSpec], pools: SessionPools) -> None:
         self.specs = list(specs)
         self._pools = pools
-        _live.add(self)
+        self._finalizer = weakref.finalize(self, pools.close, 10.0)
+        """Closes the sessions of a toolset nobody closed (collected, or at exit)."""
 
     def sessions_opened(
         self, run_id: str | None = None, *, thread_id: str | None = None
@@ -71,6 +69,7 @@ class ToolsetSessions:
 
         Safe to call twice; the toolset cannot be used afterwards.
         """
+        self._finalizer.detach()
         self._pools.close(timeout)
 
     async def aclose(self) -> None:
@@ -98,10 +97,3 @@ class ToolsetSessions:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-
-@atexit.register
-def _close_all() -> None:
-    for toolset in list(_live):
-        with contextlib.suppress(Exception):  # best effort at interpreter exit
-            toolset.close(timeout=10)

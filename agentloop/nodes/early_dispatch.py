@@ -87,8 +87,8 @@ def tool_config(
         "place": CallId(call["run_id"], call["round_label"], call["index"]).in_run,
         "call_key": call["call_key"],
         "loop": parts.settings.name,
-        "identity": run_identity(config, context),
-        "owner": run_identity(config, context, thread=False),
+        "identity": run_identity(config, context, known=parts.identities),
+        "owner": run_identity(config, context, thread=False, known=parts.identities),
         "sampler": parts.sampling.key,
     }
     if call.get("position_key"):

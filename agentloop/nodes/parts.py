@@ -16,10 +16,13 @@ from agentloop.middleware import LoopMiddleware
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelProvider
+from agentloop.nodes.reads import RunReplays
+from agentloop.planning.prompt import HistoryLines
 from agentloop.prompts import PromptSet
 from agentloop.redaction import Redact
 from agentloop.settings import LoopSettings, RunScope
 from agentloop.structured import StructuredOutput
+from agentloop.tools.cache_scope import RunIdentities
 from agentloop.tools.call_config import SamplingModel
 from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.pipeline import ToolRunner
@@ -61,6 +64,12 @@ class LoopParts:
     """The app's instructions, which come first in every planner and answer request."""
     inflight: InFlight = field(default_factory=InFlight)
     """Calls and answers started ahead of the node that uses them."""
+    history_lines: HistoryLines = field(default_factory=HistoryLines)
+    """The planner's history lines this loop rendered (`agentloop.planning.prompt`)."""
+    replays: RunReplays = field(default_factory=RunReplays)
+    """The last replay of each recent run's reads and writes (`agentloop.nodes.reads`)."""
+    identities: RunIdentities = field(default_factory=RunIdentities)
+    """Whom recent runs serve (`agentloop.tools.cache_scope.run_identity`)."""
     sampling: SamplingModel = field(init=False)
     """The model MCP servers' sampling requests reach during the loop's calls."""
 

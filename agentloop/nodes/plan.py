@@ -156,6 +156,7 @@ class _Plan:
             reference_example=with_reference,
             prompts=self.parts.prompts,
             native=settings.plan_mode == "native",
+            history_lines=self.parts.history_lines,
         )
         messages = with_app_instructions(messages, self.parts.system_prompt)
         scope.emit(

@@ -23,7 +23,6 @@ from agentloop.durability import (
 from agentloop.events import DurabilityWarning, McpServerUnavailable
 from agentloop.messages import resolve_request
 from agentloop.nodes.parts import LoopParts
-from agentloop.redaction import install_log_redaction
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, empty_round_state, valid_idempotency_key
 from agentloop.tools.call_config import call_info
@@ -31,7 +30,7 @@ from agentloop.updates import PrepareUpdate
 
 __all__ = ["make_prepare", "run_anchor", "run_idempotency_key"]
 
-logger = install_log_redaction(logging.getLogger("agentloop"))
+logger = logging.getLogger("agentloop")
 
 EXIT_DURABILITY_WARNING = (
     "durability='exit' saves no checkpoint until the run ends: a crash loses the run, "

@@ -6,27 +6,30 @@ the run (rolled-back rounds included) replayed into a `ReadTracker`
 repeated read is a duplicate only while no write came between, and a read and a possible
 write of the same state keep their order.
 
-The replay is kept per run (`run_reads`): the plan node's streaming dispatch (once per
-reply) and `execute` prepare against the same history, and each round adds only its own
-records, so a history that extends the one replayed last replays just the new records.
+The replay is kept per run by the loop (`RunReplays`, `LoopParts.replays`): the plan
+node's streaming dispatch (once per reply) and `execute` prepare against the same
+history, and each round adds only its own records, so a history that extends the one
+replayed last replays just the new records.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cachetools import LRUCache
 
 from agentloop.checkpoint_safe import decode_arguments
-from agentloop.nodes.parts import LoopParts
 from agentloop.state import LoopState, PreparedCall, ToolExecutionRecord, empty_round_state
 from agentloop.tools.freshness import ReadTracker, replay_records, state_touch
 from agentloop.tools.policy import ResolvedPolicy
 from agentloop.tools.registry import ToolRegistry
 
-__all__ = ["mark_after_write", "note_call", "run_history", "run_reads"]
+if TYPE_CHECKING:
+    from agentloop.nodes.parts import LoopParts
+
+__all__ = ["RunReplays", "mark_after_write", "note_call", "run_history", "run_reads"]
 
 
 def run_history(state: LoopState) -> list[ToolExecutionRecord]:
@@ -61,9 +64,33 @@ class _Replayed:
     tracker: ReadTracker
 
 
-_REPLAYED: LRUCache[str, _Replayed] = LRUCache(maxsize=256)
-"""The last replay of recent runs, by run id (a run in flight is among the recent ones)."""
-_REPLAYED_LOCK = threading.Lock()
+class RunReplays:
+    """The last replay of a loop's recent runs, by run id (`LoopParts.replays`).
+
+    A run in flight is among the recent ones; each compiled loop holds its own.
+
+    Args:
+        runs: How many runs it remembers.
+    """
+
+    def __init__(self, runs: int = 256) -> None:
+        self._replayed: LRUCache[str, _Replayed] = LRUCache(maxsize=runs)
+        self._lock = threading.Lock()  # an LRU reorders itself on reads too
+
+    def __len__(self) -> int:
+        """How many runs it remembers now."""
+        with self._lock:
+            return len(self._replayed)
+
+    def get(self, run_id: str) -> _Replayed | None:
+        """A run's last replay, if it is still kept."""
+        with self._lock:
+            return self._replayed.get(run_id)
+
+    def keep(self, run_id: str, replayed: _Replayed) -> None:
+        """Keep a run's replay (it replaces the run's earlier one)."""
+        with self._lock:
+            self._replayed[run_id] = replayed
 
 
 def replay_key(record: ToolExecutionRecord) -> RecordKey:
@@ -90,8 +117,7 @@ def run_reads(parts: LoopParts, state: LoopState) -> ReadTracker:
     keys = [replay_key(record) for record in history]
     registry = parts.registry
     run_id = state.get("run_id", "run")
-    with _REPLAYED_LOCK:
-        last = _REPLAYED.get(run_id)
+    last = parts.replays.get(run_id)
     done = 0
     if last is not None and last.registry is registry and keys[: len(last.keys)] == last.keys:
         done = len(last.keys)
@@ -100,8 +126,7 @@ def run_reads(parts: LoopParts, state: LoopState) -> ReadTracker:
         tracker = ReadTracker()
     if done < len(keys) or last is None:
         replay_records(tracker, history[done:], registry.policy_or_none)
-        with _REPLAYED_LOCK:
-            _REPLAYED[run_id] = _Replayed(registry, keys, tracker.copy())
+        parts.replays.keep(run_id, _Replayed(registry, keys, tracker.copy()))
     return tracker
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "PLAN_TOOL",
     "PLAN_TOOL_STRICT",
     "SHORT_RESULT_CHARS",
+    "HistoryLines",
     "build_plan_messages",
     "conversation_text",
     "default_prompts",
@@ -191,29 +192,38 @@ def omits_results(round_state: RoundState, keep: int) -> bool:
     return any(_omits(record) for record in done[:cutoff])
 
 
-def history_text(records: Sequence[ToolExecutionRecord], last_round: int, keep: int) -> str:
+def history_text(
+    records: Sequence[ToolExecutionRecord],
+    last_round: int,
+    keep: int,
+    lines: HistoryLines | None = None,
+) -> str:
     """The planner's view of every record so far, one JSON object per line, oldest first.
 
     Args:
         records: `done_plans`.
         last_round: How many of them are the last round's (always shown in full).
         keep: `keep_tool_results`.
+        lines: The loop's rendered lines, reused (None: each line is rendered).
     """
     if not records:
         return "(none yet)"
     omitted = omitted_results(len(records) - last_round, keep)
-    lines: list[str] = []
+    text: list[str] = []
     refused: list[ToolExecutionRecord] = []  # over the round's cap: one line per run of them
     for position, record in enumerate(records):
         if record.get("error_type") == "too_many_commands":
             refused.append(record)
             continue
         if refused:
-            lines.extend(to_prompt_json(item) for item in planner_view(refused, keep_full=0))
+            text.extend(to_prompt_json(item) for item in planner_view(refused, keep_full=0))
             refused = []
-        lines.append(_record_line(record, shown=position >= omitted))
-    lines.extend(to_prompt_json(item) for item in planner_view(refused, keep_full=0))
-    return "\n".join(lines)
+        shown = position >= omitted
+        text.append(
+            _render_line(record, shown=shown) if lines is None else lines.line(record, shown=shown)
+        )
+    text.extend(to_prompt_json(item) for item in planner_view(refused, keep_full=0))
+    return "\n".join(text)
 
 
 def _entry_size(entry: tuple[ToolExecutionRecord, str]) -> int:
@@ -223,32 +233,48 @@ def _entry_size(entry: tuple[ToolExecutionRecord, str]) -> int:
     return len(line) + (len(result) if isinstance(result, str) else len(line)) + 64
 
 
-_LINES: LRUCache[tuple[str, bool], tuple[ToolExecutionRecord, str]] = LRUCache(
-    maxsize=8_000_000, getsizeof=_entry_size
-)
-"""Each earlier record's history line, by call id and whether its result is shown
-(lines and the results of their records: about 8 million characters at most)."""
-_LINES_LOCK = threading.Lock()
+def _render_line(record: ToolExecutionRecord, *, shown: bool) -> str:
+    """A record's history line: its `planner_view` as prompt JSON."""
+    return to_prompt_json(planner_view([record], keep_full=int(shown))[0])
 
 
-def _record_line(record: ToolExecutionRecord, *, shown: bool) -> str:
-    """A record's history line (`planner_view` as prompt JSON), rendered once.
+class HistoryLines:
+    """The history lines one loop rendered, by call id and whether the result is shown.
 
-    A record does not change after its round, so its line is kept by call id; the entry
-    is used only for an equal record (a forked run may reuse a call id).
+    A record does not change after its round, so its line is rendered once; the entry is
+    used only for an equal record (a forked run may reuse a call id). Each compiled loop
+    holds its own (`LoopParts.history_lines`): lines and the results of their records,
+    about `max_chars` characters at most.
+
+    Args:
+        max_chars: The bound on what it keeps.
     """
-    call_id = record.get("call_id")
-    if not call_id:
-        return to_prompt_json(planner_view([record], keep_full=int(shown))[0])
-    key = (str(call_id), shown)
-    with _LINES_LOCK:
-        kept = _LINES.get(key)
-    if kept is not None and (kept[0] is record or kept[0] == record):
-        return kept[1]
-    line = to_prompt_json(planner_view([record], keep_full=int(shown))[0])
-    with _LINES_LOCK:
-        _LINES[key] = (record, line)
-    return line
+
+    def __init__(self, max_chars: int = 8_000_000) -> None:
+        self._lines: LRUCache[tuple[str, bool], tuple[ToolExecutionRecord, str]] = LRUCache(
+            maxsize=max_chars, getsizeof=_entry_size
+        )
+        self._lock = threading.Lock()  # an LRU reorders itself on reads too
+
+    def __len__(self) -> int:
+        """How many lines it keeps."""
+        with self._lock:
+            return len(self._lines)
+
+    def line(self, record: ToolExecutionRecord, *, shown: bool) -> str:
+        """A record's history line, rendered once."""
+        call_id = record.get("call_id")
+        if not call_id:
+            return _render_line(record, shown=shown)
+        key = (str(call_id), shown)
+        with self._lock:
+            kept = self._lines.get(key)
+        if kept is not None and (kept[0] is record or kept[0] == record):
+            return kept[1]
+        line = _render_line(record, shown=shown)
+        with self._lock:
+            self._lines[key] = (record, line)
+        return line
 
 
 _HISTORY_HEADER = "Calls so far, oldest first:"
@@ -284,6 +310,7 @@ def build_plan_messages(
     reference_example: str = "",
     prompts: PromptSet | None = None,
     native: bool = False,
+    history_lines: HistoryLines | None = None,
 ) -> list[BaseMessage]:
     """Render the planner's request for one round.
 
@@ -311,6 +338,7 @@ def build_plan_messages(
         native: The planner calls the bound tools (`plan_mode="native"`): the
             `plan_native_*` templates, which ask for tool calls instead of a JSON plan
             and leave out the tool list (the bound tools carry it).
+        history_lines: The loop's rendered history lines (None: rendered afresh).
 
     Returns:
         A system message (rules) and a human message (tools, request, round state).
@@ -328,7 +356,7 @@ def build_plan_messages(
         reference_example=reference_example or GENERIC_REFERENCE_EXAMPLE,
         max_rounds=max_rounds,
     )
-    history = _OnDemand(lambda: history_text(done, last_count, keep_tool_results))
+    history = _OnDemand(lambda: history_text(done, last_count, keep_tool_results, history_lines))
     extra = quote_user_text(user_extra_requirement) if user_extra_requirement else ""
     turns = conversation_text(conversation)
     human = prompts.render(

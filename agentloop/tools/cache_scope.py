@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from cachetools import LRUCache
 
-__all__ = ["CacheScope", "run_identity", "scoped_key"]
+__all__ = ["CacheScope", "RunIdentities", "run_identity", "scoped_key"]
 
 CacheScope = Literal["identity", "global"]
 """`identity` (default): entries are kept per thread, context and user configuration;
@@ -75,8 +75,33 @@ def _plain(value: Any) -> Any:
 
 
 _SCALARS = (str, int, float, bool, type(None))
-_digests: LRUCache[tuple[Any, ...], str] = LRUCache(maxsize=1024)
-_digests_lock = threading.Lock()
+
+
+class RunIdentities:
+    """The identities one loop computed from plain values (`LoopParts.identities`).
+
+    Args:
+        entries: How many it keeps.
+    """
+
+    def __init__(self, entries: int = 1024) -> None:
+        self._digests: LRUCache[tuple[Any, ...], str] = LRUCache(maxsize=entries)
+        self._lock = threading.Lock()  # an LRU reorders itself on reads too
+
+    def __len__(self) -> int:
+        """How many identities it keeps."""
+        with self._lock:
+            return len(self._digests)
+
+    def get(self, key: tuple[Any, ...]) -> str | None:
+        """The digest kept for a key."""
+        with self._lock:
+            return self._digests.get(key)
+
+    def keep(self, key: tuple[Any, ...], digest: str) -> None:
+        """Keep a key's digest."""
+        with self._lock:
+            self._digests[key] = digest
 
 
 def _memo_key(configurable: dict[str, Any], context: Any, thread: bool) -> tuple[Any, ...] | None:
@@ -93,7 +118,11 @@ def _memo_key(configurable: dict[str, Any], context: Any, thread: bool) -> tuple
 
 
 def run_identity(
-    config: Mapping[str, Any] | None, context: Any = None, *, thread: bool = True
+    config: Mapping[str, Any] | None,
+    context: Any = None,
+    *,
+    thread: bool = True,
+    known: RunIdentities | None = None,
 ) -> str:
     """Return a digest of who a run serves: its thread, its context, its user configuration.
 
@@ -104,6 +133,7 @@ def run_identity(
         config: The run's config (its `configurable`, thread included).
         context: The run's `context`.
         thread: Count the thread (False: the user's identity across their threads).
+        known: The loop's identities: one of plain values is computed once there.
 
     Returns:
         A hex digest; equal for runs of the same thread, context and configuration.
@@ -111,10 +141,9 @@ def run_identity(
     configurable = _user_configurable((config or {}).get("configurable") or {})
     if not thread:
         configurable.pop("thread_id", None)
-    key = _memo_key(configurable, context, thread)
-    if key is not None:
-        with _digests_lock:  # an LRU reorders itself on reads too
-            found = _digests.get(key)
+    key = None if known is None else _memo_key(configurable, context, thread)
+    if known is not None and key is not None:
+        found = known.get(key)
         if found is not None:
             return found
     identity = {"configurable": configurable, "context": _plain(context)}
@@ -123,9 +152,8 @@ def run_identity(
     except (TypeError, ValueError, RecursionError):
         body = repr(identity)
     digest = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    if key is not None:
-        with _digests_lock:
-            _digests[key] = digest
+    if known is not None and key is not None:
+        known.keep(key, digest)
     return digest
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 import weakref
-from typing import Any, ClassVar, NotRequired
+from typing import Any, NotRequired
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
@@ -20,6 +20,7 @@ __all__ = [
     "CALL_CONFIG_KEY",
     "CallInfo",
     "SamplingModel",
+    "Samplers",
     "call_info",
     "call_thread",
     "with_call_info",
@@ -80,18 +81,30 @@ class SamplingModel:
 
     The key, not the model, goes in the config: configs are written where a chat model
     cannot go (a sub-agent's checkpoints keep its parent's `configurable`). The loop holds
-    its `SamplingModel`; the key stops resolving once the loop is gone.
+    its `SamplingModel` and hands it to each toolset it is built with (`Samplers`).
     """
-
-    _live: ClassVar[weakref.WeakValueDictionary[str, SamplingModel]] = weakref.WeakValueDictionary()
 
     def __init__(self, model: BaseChatModel) -> None:
         self.model = model
         self.key = uuid.uuid4().hex
-        SamplingModel._live[self.key] = self
 
-    @classmethod
-    def of(cls, info: CallInfo | None) -> BaseChatModel | None:
+
+class Samplers:
+    """The sampling models of the loops a toolset serves, by key (the toolset's own).
+
+    A loop's key stops resolving once the loop is gone.
+    """
+
+    def __init__(self) -> None:
+        self._by_key: weakref.WeakValueDictionary[str, SamplingModel] = (
+            weakref.WeakValueDictionary()
+        )
+
+    def add(self, sampling: SamplingModel) -> None:
+        """Answer the sampling requests of a loop's calls with its model."""
+        self._by_key[sampling.key] = sampling
+
+    def of(self, info: CallInfo | None) -> BaseChatModel | None:
         """The model that answers sampling requests during the call `info` names, if any."""
-        found = cls._live.get(info.get("sampler", "")) if info else None
+        found = self._by_key.get(info.get("sampler", "")) if info else None
         return found.model if found is not None else None

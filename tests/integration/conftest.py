@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from agentloop.mcp import toolset_sessions
+from agentloop.mcp.toolset_sessions import ToolsetSessions
 
 
 @pytest.fixture(autouse=True)
-def _close_toolsets() -> Iterator[None]:
-    """A toolset a test left open keeps its sessions until process exit; not here."""
-    before = set(toolset_sessions._live)
+def _close_toolsets(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A toolset a test left open keeps its sessions until it is collected; not here."""
+    opened: list[ToolsetSessions] = []
+    start = ToolsetSessions.__init__
+
+    def recorded(self: ToolsetSessions, *args: Any, **kwargs: Any) -> None:
+        start(self, *args, **kwargs)
+        opened.append(self)
+
+    monkeypatch.setattr(ToolsetSessions, "__init__", recorded)
     yield
-    for toolset in set(toolset_sessions._live) - before:
+    for toolset in opened:
         toolset.close()

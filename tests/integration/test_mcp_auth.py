@@ -21,7 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from processes import free_port, serving
 
-from agentloop import MCPToolset, ModelOptions, create_tool_loop
+from agentloop import MCPToolset, ModelOptions, create_tool_loop, install_log_redaction
 from agentloop.errors import ConfigurationError, MCPTransportError
 from agentloop.mcp import MCPAuth
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -148,7 +148,9 @@ async def test_client_credentials_from_the_config_keep_the_token_out(
         }
     }
     caplog.set_level(logging.DEBUG)
-    with MCPToolset(config, auth={"secure": MCPAuth(storage=storage)}) as toolset:
+    toolset = MCPToolset(config, auth={"secure": MCPAuth(storage=storage)})
+    install_log_redaction(toolset.redact)  # the app's logs: its secrets and tokens
+    with toolset:
         assert {t.name for t in toolset.tools} == {"whoami", "fail"}
         graph = _loop(toolset)
         out, events = await _run(graph, entry)
@@ -168,7 +170,9 @@ async def test_authorization_code_with_the_apps_handlers(
         redirect_handler=browser.redirect, callback_handler=browser.callback, storage=storage
     )
     caplog.set_level(logging.DEBUG)
-    with MCPToolset(config, auth={"secure": auth}) as toolset:
+    toolset = MCPToolset(config, auth={"secure": auth})
+    install_log_redaction(toolset.redact)  # the app's logs: its secrets and tokens
+    with toolset:
         graph = _loop(toolset)
         out, events = await _run(graph, "ainvoke")
     (visited,) = browser.visited  # one authorization for every call of the toolset

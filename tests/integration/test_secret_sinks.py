@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from processes import free_port, serving
 
-from agentloop import MCPToolset, ModelOptions, create_tool_loop
+from agentloop import MCPToolset, ModelOptions, create_tool_loop, install_log_redaction
 from agentloop.redaction import REDACTED
 from agentloop.servers import bundled_servers_config
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -49,9 +49,11 @@ async def test_a_server_printing_its_env_at_startup_logs_no_secret(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     command = {"tool_name": "calculate", "tool_kwargs": {"expression": "2+2"}}
+    toolset = MCPToolset(leaky_config(tmp_path))
+    install_log_redaction(toolset.redact)  # before its server starts and logs
     graph = create_tool_loop(
         ScriptedChatModel([plan_reply("execute", [command]), plan_reply("response")]),
-        tools=[MCPToolset(leaky_config(tmp_path))],
+        tools=[toolset],
         models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
     )
     out = await run_loop(graph, {"user_input": "2+2"})
@@ -94,9 +96,11 @@ async def test_a_server_url_path_and_query_never_reach_the_logs(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     command = {"tool_name": "calculate", "tool_kwargs": {"expression": "6*7"}}
+    toolset = MCPToolset({"mcpServers": {"remote": {"url": secret_url}}})
+    install_log_redaction(toolset.redact)  # before its server is reached
     graph = create_tool_loop(
         ScriptedChatModel([plan_reply("execute", [command]), plan_reply("response")]),
-        tools=[MCPToolset({"mcpServers": {"remote": {"url": secret_url}}})],
+        tools=[toolset],
         models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
     )
     out = await run_loop(graph, {"user_input": "6*7"})

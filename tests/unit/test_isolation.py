@@ -138,18 +138,20 @@ def test_run_identity_digests_plain_identities_once(monkeypatch: Any) -> None:
         return sha256(data)
 
     monkeypatch.setattr(cache_scope.hashlib, "sha256", counting)
+    known = cache_scope.RunIdentities()  # a loop's own (`LoopParts.identities`)
     carol: RunnableConfig = {"configurable": {"thread_id": "t-carol", "user_id": "carol"}}
-    first = run_identity(carol)
+    first = run_identity(carol, known=known)
     for task in range(5):  # every call of a run: its own task id, the same identity
         config: RunnableConfig = {"configurable": {**carol["configurable"], "task_id": task}}
-        assert run_identity(config) == first
+        assert run_identity(config, known=known) == first
     assert len(digests) == 1
+    assert run_identity(carol) == first and len(digests) == 2  # no loop's: digested again
     # equal as Python keys, different as JSON: not one cached identity
-    assert run_identity({"configurable": {"user_id": 1}}) != run_identity(
-        {"configurable": {"user_id": True}}
+    assert run_identity({"configurable": {"user_id": 1}}, known=known) != run_identity(
+        {"configurable": {"user_id": True}}, known=known
     )
     # a context that can change in place is digested every time
     context = {"tenant": "a"}
-    before = run_identity(carol, context)
+    before = run_identity(carol, context, known=known)
     context["tenant"] = "b"
-    assert run_identity(carol, context) != before
+    assert run_identity(carol, context, known=known) != before

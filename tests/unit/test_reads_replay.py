@@ -96,7 +96,7 @@ def _fresh(tracker: ReadTracker, records: list[ToolExecutionRecord]) -> dict[str
 
 def test_a_history_that_does_not_extend_the_last_one_is_replayed_whole() -> None:
     registry = ToolRegistry([get_item, set_item])
-    parts: Any = SimpleNamespace(registry=registry)
+    parts: Any = SimpleNamespace(registry=registry, replays=reads.RunReplays())
     first = [_record("get_item", 1, 1), _record("get_item", 2, 1)]
     fork = [_record("get_item", 1, 1), _record("set_item", 2, 1), _record("get_item", 3, 2)]
     everything = [*first, *fork]
@@ -114,7 +114,7 @@ def test_a_history_that_does_not_extend_the_last_one_is_replayed_whole() -> None
 
 def test_each_caller_gets_a_tracker_of_its_own() -> None:
     registry = ToolRegistry([get_item])
-    parts: Any = SimpleNamespace(registry=registry)
+    parts: Any = SimpleNamespace(registry=registry, replays=reads.RunReplays())
     state = _state("own-run", [_record("get_item", 1, 1)])
     one = reads.run_reads(parts, state)
     one.read("get_item-other", 2, reads.state_touch(registry.policy("get_item"), None))

@@ -19,10 +19,10 @@ from agentloop import (
     ToolPolicy,
     ToolRetry,
     create_tool_loop,
-    redaction,
+    install_log_redaction,
 )
 from agentloop.mcp.config import load_mcp_config
-from agentloop.redaction import REDACTED, Redactor
+from agentloop.redaction import REDACTED, Redactor, installed_log_redaction
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 SECRET = "Horse/Battery Staple+42"
@@ -159,7 +159,8 @@ def test_encoded_and_case_folded_secrets_are_redacted() -> None:
 def test_child_and_mcp_sdk_loggers_are_redacted(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    graph = leaky_loop(monkeypatch)  # its redactor knows the secret while the loop lives
+    graph = leaky_loop(monkeypatch)
+    install_log_redaction()  # the environment holds the secret
     caplog.set_level(logging.DEBUG)
     for name in ("agentloop.mcp.toolset", "agentloop.tools.catalog", "mcp.client.stdio", "httpx"):
         logging.getLogger(name).warning("connecting with %s", SECRET)
@@ -184,6 +185,7 @@ def test_server_url_path_and_query_values_are_secrets() -> None:
 
 def test_a_redacted_record_can_be_copied(monkeypatch: pytest.MonkeyPatch) -> None:
     graph = leaky_loop(monkeypatch)
+    install_log_redaction()
     made = logging.getLogger("agentloop.x").makeRecord(
         "agentloop.x", logging.INFO, __file__, 1, "made with %s", (SECRET,), None
     )
@@ -193,16 +195,17 @@ def test_a_redacted_record_can_be_copied(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_building_a_loop_changes_no_process_wide_logging(monkeypatch: pytest.MonkeyPatch) -> None:
-    factory, hooks = logging.getLogRecordFactory(), set(redaction._hooks)
+    factory = logging.getLogRecordFactory()
     graph = leaky_loop(monkeypatch)
     assert logging.getLogRecordFactory() is factory
-    assert set(redaction._hooks) == hooks
+    assert installed_log_redaction() is None
     del graph
 
 
-def test_a_secret_exported_after_import_is_redacted_from_log_records(
+def test_a_secret_exported_after_install_is_redacted_from_log_records(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    install_log_redaction()
     caplog.set_level(logging.INFO)
     monkeypatch.setenv("LATE_SERVICE_TOKEN", "late-secret-0123456789")
     logging.getLogger("agentloop.tools.catalog").info("using late-secret-0123456789")
@@ -215,6 +218,7 @@ def test_an_apps_redact_hook_also_redacts_log_records(caplog: pytest.LogCaptureF
         return text.replace("plum-orchard-77", "[PLUM]")
 
     options = GovernanceOptions(redact=hide_plums)
+    install_log_redaction(options.redact)
     caplog.set_level(logging.INFO)
     logging.getLogger("agentloop.nodes").info("visiting plum-orchard-77")
     assert "plum-orchard-77" not in caplog.text and "[PLUM]" in caplog.text

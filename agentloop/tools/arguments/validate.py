@@ -10,7 +10,6 @@ pydantic model, by that model with pydantic's own coercion (`model`).
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import re
 import warnings
@@ -236,7 +235,8 @@ def validate_arguments(kwargs: Mapping[str, Any], schema: Mapping[str, Any]) -> 
     arguments that are missing, null or blank are reported, keys the schema does
     not declare are refused unless it allows additional properties, and what
     remains is checked with `jsonschema`. A schema that is itself invalid is not
-    used for validation. Never raises.
+    used for validation. Never raises. The schema is compiled on each call: to check
+    many calls against one schema, build an `ArgumentSpec` once and call its `validate`.
 
     Args:
         kwargs: The arguments as the model sent them; not modified.
@@ -256,17 +256,15 @@ def _deep_copy(kwargs: Mapping[Any, Any]) -> dict[Any, Any]:
 
 
 def validator_for_schema(root: Mapping[str, Any]) -> Any:
-    """Return a checked jsonschema validator for a schema, or None for an unusable one."""
-    try:
-        return _validator(json.dumps(root, sort_keys=True, default=str))
+    """Return a checked jsonschema validator for a schema, or None for an unusable one.
+
+    Each `ArgumentSpec` (one per tool, built when its loop's registry is) builds its own:
+    nothing is cached across loops.
+    """
+    try:  # a copy of plain JSON data: the validator never sees the caller's schema change
+        root = json.loads(json.dumps(root, sort_keys=True, default=str))
     except (TypeError, ValueError):  # a schema that is not JSON data
         return None
-
-
-@functools.lru_cache(maxsize=512)
-def _validator(schema_json: str) -> Any:
-    """Build (once per distinct schema) a checked validator, or None for an unusable schema."""
-    root = json.loads(schema_json)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
