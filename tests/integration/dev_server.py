@@ -114,17 +114,18 @@ class DevServer:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
 
-    def wait_for_flush(self, since_ns: int) -> None:
-        """Wait until every state file of the server was written after `since_ns`."""
+    def wait_for_flush(self, since_ns: int, files: tuple[str, ...] = STATE_FILES) -> None:
+        """Wait until every state file of the server (or each of `files`) was written after
+        `since_ns`."""
         folder = self.app / ".langgraph_api"
         deadline = time.monotonic() + FLUSH_TIMEOUT_S
         while time.monotonic() < deadline:
-            files = {path.name: path for path in folder.glob("*.pckl")}
-            ready = set(STATE_FILES) <= set(files)
-            if ready and all(_mtime_ns(path) > since_ns for path in files.values()):
+            found = {path.name: path for path in folder.glob("*.pckl") if path.name in files}
+            ready = set(files) <= set(found)
+            if ready and all(_mtime_ns(path) > since_ns for path in found.values()):
                 return
             time.sleep(0.2)
-        raise AssertionError(f"the server did not write its state in {FLUSH_TIMEOUT_S} s")
+        raise AssertionError(f"the server did not write {files} in {FLUSH_TIMEOUT_S} s")
 
 
 def _mtime_ns(path: Path) -> int:
