@@ -226,3 +226,33 @@ async def test_the_same_key_submitted_twice_at_once_pays_once(
     later = await client.runs.wait(threads[0], "payments", input={"user_input": "pay"})
     assert isinstance(later, dict)  # without a key, the next turn is a new request
     assert effects(server) == ["payment:5", "payment:5"]
+
+
+async def test_the_same_key_resubmitted_after_a_kill_pays_once(
+    server: DevServer, tmp_path: Path
+) -> None:
+    """A client that lost its answer to a crash submits again with the key, on a new thread."""
+    from langgraph_sdk import get_client
+
+    go = str(tmp_path / "go")
+    server.start(AGENTLOOP_TEST_HOLD="1", AGENTLOOP_TEST_GO=go)
+    client = get_client(url=server.url)
+    request = {"user_input": "pay", "idempotency_key": "order-18"}
+    thread = (await client.threads.create())["thread_id"]
+    run = await client.runs.create(thread, "payments", input=request)
+    server.wait_for_flush(time.time_ns(), RUNS_FILE)
+    Path(go).touch()
+    wait_for_effect(server)
+    server.kill()  # within the server's write interval
+
+    server.start(AGENTLOOP_TEST_GO=go)
+    client = get_client(url=server.url)
+    again = await client.runs.wait((await client.threads.create())["thread_id"], "payments",
+                                   input=request)  # fmt: skip
+    await client.runs.join(thread, run["run_id"])  # the server's own retry
+    retried = (await client.threads.get_state(thread))["values"]
+    assert isinstance(again, dict)
+    assert effects(server) == ["payment:5"]
+    for values in (again, retried):
+        [payment] = payments(values)
+        assert payment["success"] is False and payment["error_type"] == "unknown_outcome"
