@@ -97,7 +97,7 @@ def check_server_database() -> None:
         raise ConfigurationError(msg) from error
     try:
         with psycopg.connect(uri, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
-            conn.execute(_CREATE)
+            conn.execute("SELECT 1")
     except psycopg.Error as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         msg = (
