@@ -13,6 +13,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 
+from agentloop.durability import check_server_database
 from agentloop.errors import ConfigurationError
 from agentloop.hooks import JUMP_KEY, LoopHooks, agent_hook_node, can_jump_to, resolve_schemas
 from agentloop.mcp.toolset import MCPToolset
@@ -131,7 +132,9 @@ def create_tool_loop(
         `status`.
 
     Raises:
-        ConfigurationError: An option, tool or policy is invalid.
+        ConfigurationError: An option, tool or policy is invalid, or, for a loop built
+            without a checkpointer (to be served), `POSTGRES_URI` / `DATABASE_URI` names
+            a database its ledger cannot reach.
         MCPTransportError: A `required` MCP server could not be started.
     """
     governance = governance or GovernanceOptions()
@@ -173,6 +176,8 @@ def create_tool_loop(
             if governance.default_retry
             else None,
         )
+        if checkpointer is None and governance.ledger is None and catalog.registry.has_side_effects:
+            check_server_database()  # served: the ledger's database must answer now
         cache = governance.cache if governance.cache is not None else ResultCache()
         runner = ToolRunner(
             catalog,
@@ -204,7 +209,7 @@ def create_tool_loop(
         )
         for toolset in toolsets:  # its servers' sampling requests, during this loop's calls
             toolset.samplers.add(parts.sampling)
-        builder.add_node("prepare", LoopNode("prepare", make_prepare(parts)))
+        builder.add_node("prepare", LoopNode("prepare", core=make_prepare(parts)))
         builder.add_node("plan", make_plan(parts))
         builder.add_node("execute", LoopNode("execute", core=make_execute(parts)))
         builder.add_node(CALL_NODE, make_call_tool(parts))

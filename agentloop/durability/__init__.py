@@ -4,8 +4,10 @@ Each call of a checkpointed run consults a side-effect ledger keyed by the threa
 loop's namespace and the call's stable identity (see `identity`: its place in the plan,
 which survives a deploy of new code, then its tool and arguments), never by a checkpoint
 id. The ledger lives with the checkpointer (see `placement`): in a small table of the
-database for the SQLite and PostgreSQL savers, in the server's PostgreSQL database or its
-store under the LangGraph server, in memory for `InMemorySaver`.
+database for the SQLite and PostgreSQL savers, in the server's PostgreSQL database
+under the LangGraph server (in an SQLite file beside `langgraph dev`'s state when it has
+none), in memory for `InMemorySaver`. A run the server retries keeps the identity its
+first attempt recorded (see `retry`).
 
 A ledger writes each operation once, as a core yielding `Effect`s (see
 `agentloop._effects`): `drive` runs it from sync code, `adrive` from async code.
@@ -44,7 +46,13 @@ from agentloop.durability.placement import (
     ledger_for,
     run_ledger,
 )
-from agentloop.durability.server_database import PostgresUriLedger, server_database_uri
+from agentloop.durability.retry import RunAttempt, run_attempt, settle_run_identity
+from agentloop.durability.server_database import (
+    PostgresUriLedger,
+    SqliteFileLedger,
+    check_server_database,
+    server_database_uri,
+)
 from agentloop.durability.sql import (
     AsyncPostgresLedger,
     AsyncSqliteLedger,
@@ -68,12 +76,15 @@ __all__ = [
     "MemoryLedger",
     "PostgresLedger",
     "PostgresUriLedger",
+    "RunAttempt",
     "SideEffectLedger",
+    "SqliteFileLedger",
     "SqliteLedger",
     "Settled",
     "StoreLedger",
     "adrive",
     "call_key",
+    "check_server_database",
     "current_checkpointer",
     "current_durability",
     "drive",
@@ -85,7 +96,9 @@ __all__ = [
     "loop_namespace",
     "position_key",
     "resuming",
+    "run_attempt",
     "run_identity",
     "run_ledger",
     "server_database_uri",
+    "settle_run_identity",
 ]

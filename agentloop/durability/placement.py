@@ -6,7 +6,9 @@ In order:
 3. a checkpointer of the LangGraph server (`langgraph dev`, LangGraph Server, any
    `langgraph_runtime_*` edition), recognized by the module of its type: the server's
    PostgreSQL database when `POSTGRES_URI` or `DATABASE_URI` names one
-   (`PostgresUriLedger`, atomic claims), else the store the server lends the run
+   (`PostgresUriLedger`, atomic claims); under `langgraph dev` (the in-memory edition)
+   otherwise, an SQLite file beside the server's state (`SqliteFileLedger`, committed
+   before each call with side effects starts); else the store the server lends the run
    (`StoreLedger`);
 4. anything else: this process's memory (`MemoryLedger`).
 
@@ -26,7 +28,12 @@ from langgraph.store.base import BaseStore
 
 from agentloop.durability._langgraph import current_checkpointer
 from agentloop.durability.ledger import MemoryLedger, SideEffectLedger
-from agentloop.durability.server_database import PostgresUriLedger, server_database_uri
+from agentloop.durability.server_database import (
+    PostgresUriLedger,
+    SqliteFileLedger,
+    dev_ledger_path,
+    server_database_uri,
+)
 from agentloop.durability.sql import (
     AsyncPostgresLedger,
     AsyncSqliteLedger,
@@ -36,8 +43,10 @@ from agentloop.durability.sql import (
 from agentloop.durability.store import StoreLedger
 
 __all__ = [
+    "DEV_SERVER_MODULE_PREFIX",
     "SERVER_MODULE_PREFIXES",
     "durability_gap",
+    "is_dev_server_checkpointer",
     "is_server_checkpointer",
     "ledger_for",
     "run_ledger",
@@ -45,6 +54,7 @@ __all__ = [
 
 _ledgers: weakref.WeakKeyDictionary[Any, SideEffectLedger] = weakref.WeakKeyDictionary()
 _database_ledgers: dict[str, PostgresUriLedger] = {}
+_file_ledgers: dict[str, SqliteFileLedger] = {}
 
 _SQL_LEDGERS: list[tuple[str, str, Any]] = [
     ("langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver", AsyncSqliteLedger),
@@ -57,6 +67,8 @@ _SQL_LEDGERS: list[tuple[str, str, Any]] = [
 SERVER_MODULE_PREFIXES = ("langgraph_runtime_", "langgraph_api.")
 """Modules of the LangGraph server's checkpointers: `langgraph_runtime_inmem` (`langgraph
 dev`), `langgraph_runtime_postgres` (LangGraph Server) and other runtime editions."""
+DEV_SERVER_MODULE_PREFIX = "langgraph_runtime_inmem"
+"""The module of `langgraph dev`'s checkpointer, which writes its state to files every 10 s."""
 
 
 def _sql_ledger(saver: Any) -> SideEffectLedger | None:
@@ -75,6 +87,13 @@ def is_server_checkpointer(checkpointer: Any) -> bool:
     )
 
 
+def is_dev_server_checkpointer(checkpointer: Any) -> bool:
+    """Whether a checkpointer is `langgraph dev`'s (langgraph-runtime-inmem)."""
+    return any(
+        cls.__module__.startswith(DEV_SERVER_MODULE_PREFIX) for cls in type(checkpointer).__mro__
+    )
+
+
 def _memory_only(checkpointer: Any) -> bool:
     """Whether checkpoints live in this process only: LangGraph's own `InMemorySaver`."""
     if type(checkpointer).__module__ != "langgraph.checkpoint.memory":
@@ -82,11 +101,17 @@ def _memory_only(checkpointer: Any) -> bool:
     return not isinstance(getattr(checkpointer, "storage", None), PersistentDict)
 
 
-def _server_ledger(store: BaseStore | None) -> SideEffectLedger | None:
-    """The server's database (one ledger per URI), else the store it lends this run."""
+def _server_ledger(checkpointer: Any, store: BaseStore | None) -> SideEffectLedger | None:
+    """The server's database (one ledger per URI), `langgraph dev`'s file, else the store."""
     uri = server_database_uri()
     if uri is not None:
         return _database_ledgers.setdefault(uri, PostgresUriLedger(uri))
+    if is_dev_server_checkpointer(checkpointer):
+        path = str(dev_ledger_path())  # not resolved here: no file system call on a loop
+        ledger = _file_ledgers.get(path)
+        if ledger is None:
+            ledger = _file_ledgers.setdefault(path, SqliteFileLedger(path))
+        return ledger
     return None if store is None else StoreLedger(store)  # lent per run: not cached
 
 
@@ -95,7 +120,8 @@ def ledger_for(checkpointer: Any, store: BaseStore | None = None) -> SideEffectL
 
     SQLite and PostgreSQL savers keep it in their database, so claims hold across
     processes; the LangGraph server's checkpointers keep it in the server's PostgreSQL
-    database (`POSTGRES_URI`, `DATABASE_URI`) or else in the store it lends the run;
+    database (`POSTGRES_URI`, `DATABASE_URI`), else (`langgraph dev`) in an SQLite file
+    beside the server's state, else in the store it lends the run;
     any other checkpointer gets one ledger in this process's memory per checkpointer
     object.
     """
@@ -108,7 +134,7 @@ def ledger_for(checkpointer: Any, store: BaseStore | None = None) -> SideEffectL
             _ledgers[checkpointer] = sql
             return sql
     if is_server_checkpointer(checkpointer):
-        served = _server_ledger(store)
+        served = _server_ledger(checkpointer, store)
         if served is not None:
             return served
     if cached is None:

@@ -11,14 +11,17 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
+from agentloop._effects import Core
 from agentloop.durability import (
     current_checkpointer,
     current_durability,
     durability_gap,
     idempotency_scope,
     loop_namespace,
+    run_attempt,
     run_identity,
     run_ledger,
+    settle_run_identity,
 )
 from agentloop.events import DurabilityWarning, McpServerUnavailable
 from agentloop.messages import resolve_request
@@ -88,17 +91,43 @@ def _ledger_warning(parts: LoopParts, runtime: Runtime[LoopContext]) -> tuple[st
     return None if gap is None or ledger is None else (type(ledger).__name__, gap)
 
 
+def _retry_safe_identity(
+    parts: LoopParts, runtime: Runtime[LoopContext], scope: RunScope, namespace: str, run_id: str
+) -> Core[tuple[str, str | None]]:
+    """The run's identity as the server's first attempt of it recorded (see `settle_run_identity`).
+
+    Only for a top-level run the LangGraph server names; a sub-agent is named by the
+    parent's call it serves.
+    """
+    config = get_config()
+    attempt, thread_id = run_attempt(config), scope.thread_id
+    if attempt is None or thread_id is None or call_info(config) is not None:
+        return run_id, None
+    if not parts.registry.has_side_effects:
+        return run_id, None  # a repeated read-only call is harmless
+    ledger = run_ledger(parts.ledger, runtime.store)
+    if ledger is None:
+        return run_id, None
+    named: tuple[str, str | None] = yield from settle_run_identity(
+        ledger, thread_id, namespace, attempt, run_id
+    )
+    return named
+
+
 def make_prepare(parts: LoopParts) -> Any:
-    """Build the `prepare` node of a loop."""
+    """Build the `prepare` node of a loop (a core: it may read the ledger)."""
     warned_exit = False
     warned_ledger = False
 
-    def prepare(state: LoopState, runtime: Runtime[LoopContext]) -> PrepareUpdate:
+    def prepare(state: LoopState, runtime: Runtime[LoopContext]) -> Core[PrepareUpdate]:
         nonlocal warned_exit, warned_ledger
         scope = parts.scope(runtime)
         request, human = resolve_request(state)
         namespace = loop_namespace(scope.execution.checkpoint_ns if scope.execution else "")
         run_id = run_identity(scope.thread_id, namespace, run_anchor(state, request, human, scope))
+        run_id, retry_warning = yield from _retry_safe_identity(
+            parts, runtime, scope, namespace, run_id
+        )
         key = run_idempotency_key(state)
         exit_only = current_durability() == "exit" and current_checkpointer() is not None
         if exit_only and parts.registry.has_side_effects:
@@ -113,6 +142,9 @@ def make_prepare(parts: LoopParts) -> Any:
                 warned_ledger = True
                 logger.warning("%s: %s", parts.settings.name, message)
             scope.emit(DurabilityWarning(ledger=ledger_name, message=message))
+        if retry_warning is not None:
+            logger.warning("%s: %s", parts.settings.name, retry_warning)
+            scope.emit(DurabilityWarning(message=retry_warning))
         for server, reason in parts.tools.unavailable.items():
             scope.emit(McpServerUnavailable(server=server, reason=reason))
         update: PrepareUpdate = {

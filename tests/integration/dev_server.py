@@ -1,7 +1,8 @@
 """`langgraph dev` as a real subprocess on a loopback port, started from an app folder.
 
 The in-memory server writes its threads, runs, checkpoints and store to
-`<app>/.langgraph_api/*.pckl` about every 10 s; `wait_for_flush` waits until every one of
+`<app>/.langgraph_api/*.pckl` about every 10 s (a store nothing wrote to is not
+written); `wait_for_flush` waits until every one of
 those files was written after a given moment, so a test kills the server only once what
 it needs is on disk.
 """
@@ -20,13 +21,13 @@ from pathlib import Path
 import httpx
 
 STATE_FILES = (
-    "store.pckl",
     ".langgraph_ops.pckl",
     ".langgraph_checkpoint.1.pckl",
     ".langgraph_checkpoint.2.pckl",
     ".langgraph_checkpoint.3.pckl",
 )
-"""What a restart needs: the store (the ledger), the runs and threads, the checkpoints."""
+"""What a restart needs from the server: the runs and threads, the checkpoints (the loop's
+ledger is a file of its own, `agentloop_ledger.sqlite`, written as calls go)."""
 FLUSH_TIMEOUT_S = 60.0
 """How long `wait_for_flush` waits (the server writes every 10 s; the machine is shared)."""
 
@@ -114,17 +115,18 @@ class DevServer:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
 
-    def wait_for_flush(self, since_ns: int) -> None:
-        """Wait until every state file of the server was written after `since_ns`."""
+    def wait_for_flush(self, since_ns: int, files: tuple[str, ...] = STATE_FILES) -> None:
+        """Wait until every state file of the server (or each of `files`) was written after
+        `since_ns`."""
         folder = self.app / ".langgraph_api"
         deadline = time.monotonic() + FLUSH_TIMEOUT_S
         while time.monotonic() < deadline:
-            files = {path.name: path for path in folder.glob("*.pckl")}
-            ready = set(STATE_FILES) <= set(files)
-            if ready and all(_mtime_ns(path) > since_ns for path in files.values()):
+            found = {path.name: path for path in folder.glob("*.pckl") if path.name in files}
+            ready = set(files) <= set(found)
+            if ready and all(_mtime_ns(path) > since_ns for path in found.values()):
                 return
             time.sleep(0.2)
-        raise AssertionError(f"the server did not write its state in {FLUSH_TIMEOUT_S} s")
+        raise AssertionError(f"the server did not write {files} in {FLUSH_TIMEOUT_S} s")
 
 
 def _mtime_ns(path: Path) -> int:

@@ -1,9 +1,12 @@
 """Exactly once under `langgraph dev`: the loop served from an app folder, restarted and killed.
 
 The graph is compiled without a checkpointer (`server_app.py`), as users deploy it; the
-server lends it its checkpointer and store, and the loop keeps its side-effect ledger in
-that store. Driven with `langgraph-sdk`; payments are counted in a file across server
-processes.
+server lends it its checkpointer, and the loop keeps its side-effect ledger in an SQLite
+file beside the server's state (`.langgraph_api/agentloop_ledger.sqlite`), committed
+before each payment. Driven with `langgraph-sdk`; payments are counted in a file across
+server processes. The server writes its own state about every 10 s: a kill right after
+a payment loses what it did since its last write, and its retry of the run starts from
+older checkpoints.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ pytestmark = pytest.mark.integration
 
 APP = Path(__file__).with_name("server_app.py")
 RETRY_LOG = "Retrying runs left running by a previous process"
+RUNS_FILE = (".langgraph_ops.pckl",)
+"""Where the server keeps its runs (and which of them are running)."""
 
 
 @pytest.fixture
@@ -53,6 +58,13 @@ def wait_for_effect(server: DevServer) -> None:
         time.sleep(0.1)
 
 
+def wait_for_effects(server: DevServer, count: int) -> None:
+    deadline = time.monotonic() + 120
+    while len(effects(server)) < count:
+        assert time.monotonic() < deadline, server.logs()[-3000:]
+        time.sleep(0.05)
+
+
 def payments(values: dict[str, Any]) -> list[dict[str, Any]]:
     return [r for r in values["tool_logs"] if r["tool_name"] == "send_payment"]
 
@@ -79,6 +91,62 @@ async def test_a_run_killed_after_its_effect_is_retried_without_repeating_it(
     assert effects(server) == ["payment:5"]
     assert payment["success"] is False and payment["error_type"] == "unknown_outcome"
     assert values["status"] == "ok" and values["answer"] == "payment handled"
+
+
+async def test_a_kill_inside_the_write_interval_right_after_a_payment_does_not_repeat_it(
+    server: DevServer, tmp_path: Path
+) -> None:
+    """The run is on disk as running, its payment's claim only in the ledger file."""
+    from langgraph_sdk import get_client
+
+    go = str(tmp_path / "go")
+    server.start(AGENTLOOP_TEST_HOLD="1", AGENTLOOP_TEST_GO=go)
+    client = get_client(url=server.url)
+    thread = (await client.threads.create())["thread_id"]
+    run = await client.runs.create(thread, "payments", input={"user_input": "pay"})
+    server.wait_for_flush(time.time_ns(), RUNS_FILE)  # the run is running, not yet paying
+    Path(go).touch()
+    wait_for_effect(server)
+    server.kill()  # well within the 10 s before the server's next write
+
+    server.start(AGENTLOOP_TEST_GO=go)
+    client = get_client(url=server.url)
+    await client.runs.join(thread, run["run_id"])
+    assert RETRY_LOG in server.logs()
+    values = (await client.threads.get_state(thread))["values"]
+    [payment] = payments(values)
+    assert effects(server) == ["payment:5"]
+    assert payment["success"] is False and payment["error_type"] == "unknown_outcome"
+    assert values["status"] == "ok"
+
+
+async def test_a_later_turn_retried_from_stale_checkpoints_does_not_repeat_its_payment(
+    server: DevServer,
+) -> None:
+    """After a client read the thread's state, the server's checkpoint files lag behind."""
+    from langgraph_sdk import get_client
+
+    server.start(AGENTLOOP_TEST_HOLD="2")  # the second payment holds its run
+    client = get_client(url=server.url)
+    thread = (await client.threads.create())["thread_id"]
+    first = await client.runs.wait(thread, "payments", input={"user_input": "pay"})
+    assert isinstance(first, dict) and payments(first)[0]["success"] is True
+    await client.threads.get_state(thread)  # as Studio does
+    since = time.time_ns()
+    run = await client.runs.create(thread, "payments", input={"user_input": "pay again"})
+    wait_for_effects(server, 2)
+    server.wait_for_flush(since, RUNS_FILE)  # the second run is on disk as running
+    server.kill()
+
+    server.start()
+    client = get_client(url=server.url)
+    await client.runs.join(thread, run["run_id"])
+    assert RETRY_LOG in server.logs()
+    values = (await client.threads.get_state(thread))["values"]
+    [payment] = payments(values)
+    assert effects(server) == ["payment:5", "payment:5"]
+    assert payment["success"] is False and payment["error_type"] == "unknown_outcome"
+    assert not payment.get("replayed")  # not the first turn's payment either
 
 
 async def test_resume_and_replay_across_clean_restarts_pay_once(server: DevServer) -> None:
@@ -158,3 +226,33 @@ async def test_the_same_key_submitted_twice_at_once_pays_once(
     later = await client.runs.wait(threads[0], "payments", input={"user_input": "pay"})
     assert isinstance(later, dict)  # without a key, the next turn is a new request
     assert effects(server) == ["payment:5", "payment:5"]
+
+
+async def test_the_same_key_resubmitted_after_a_kill_pays_once(
+    server: DevServer, tmp_path: Path
+) -> None:
+    """A client that lost its answer to a crash submits again with the key, on a new thread."""
+    from langgraph_sdk import get_client
+
+    go = str(tmp_path / "go")
+    server.start(AGENTLOOP_TEST_HOLD="1", AGENTLOOP_TEST_GO=go)
+    client = get_client(url=server.url)
+    request = {"user_input": "pay", "idempotency_key": "order-18"}
+    thread = (await client.threads.create())["thread_id"]
+    run = await client.runs.create(thread, "payments", input=request)
+    server.wait_for_flush(time.time_ns(), RUNS_FILE)
+    Path(go).touch()
+    wait_for_effect(server)
+    server.kill()  # within the server's write interval
+
+    server.start(AGENTLOOP_TEST_GO=go)
+    client = get_client(url=server.url)
+    again = await client.runs.wait((await client.threads.create())["thread_id"], "payments",
+                                   input=request)  # fmt: skip
+    await client.runs.join(thread, run["run_id"])  # the server's own retry
+    retried = (await client.threads.get_state(thread))["values"]
+    assert isinstance(again, dict)
+    assert effects(server) == ["payment:5"]
+    for values in (again, retried):
+        [payment] = payments(values)
+        assert payment["success"] is False and payment["error_type"] == "unknown_outcome"

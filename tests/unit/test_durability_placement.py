@@ -1,16 +1,18 @@
-"""Where the ledger lives: the LangGraph server's store, and warnings where it cannot last.
+"""Where the ledger lives: the LangGraph server's database, store or file, and warnings.
 
 The server's own checkpointer needs the running server (the integration tests in
-`tests/integration/test_server_durability.py` use the real one); here a saver of the
-same shape stands in: a subclass of `InMemorySaver`, named `InMemorySaver`, defined in a
-`langgraph_runtime_inmem` module, as `langgraph dev` has it.
+`tests/integration/test_server_durability.py` use the real one); here savers of the
+same shape stand in: subclasses of `InMemorySaver`, named `InMemorySaver`, defined in a
+`langgraph_runtime_inmem` module, as `langgraph dev` has it, or in another runtime
+edition's module.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,13 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 from langgraph.store.sqlite.aio import AsyncSqliteStore
 
-from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
+from agentloop import (
+    ConfigurationError,
+    GovernanceOptions,
+    ModelOptions,
+    ToolPolicy,
+    create_tool_loop,
+)
 from agentloop._effects import adrive
 from agentloop.durability import (
     AsyncSqliteLedger,
@@ -29,29 +37,43 @@ from agentloop.durability import (
     LedgerKey,
     MemoryLedger,
     PostgresUriLedger,
+    SqliteFileLedger,
     StoreLedger,
     is_server_checkpointer,
     ledger_for,
     server_database_uri,
 )
 from agentloop.durability.ledger import OWNER, LedgerOp
+from agentloop.durability.server_database import (
+    DEV_LEDGER_FILE,
+    LEDGER_PATH_VARIABLE,
+    dev_ledger_path,
+)
 from agentloop.durability.store import LEDGER_NAMESPACE
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 KEY = LedgerKey("thread.with.dots", "agent|call_tool", "call-1")
 DEAD_OWNER = f"{OWNER.split('|')[0]}|999999999|1|deadbeef"
 
-ServerSaver: type[InMemorySaver] = type(
+DevSaver: type[InMemorySaver] = type(
     "InMemorySaver", (InMemorySaver,), {"__module__": "langgraph_runtime_inmem.checkpoint"}
 )
 """The shape of `langgraph dev`'s checkpointer: same class name as LangGraph's own."""
+ServerSaver: type[InMemorySaver] = type(
+    "InMemorySaver", (InMemorySaver,), {"__module__": "langgraph_runtime_postgres.checkpoint"}
+)
+"""The checkpointer of another runtime edition of the server, run without a database URI."""
 
 
 @pytest.fixture(autouse=True)
-def no_server_database(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not under LangGraph Server: no `POSTGRES_URI` / `DATABASE_URI` unless a test sets one."""
+def no_server_database(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Not under LangGraph Server: no `POSTGRES_URI` / `DATABASE_URI` unless a test sets one.
+
+    `langgraph dev`'s ledger file goes to the test's folder.
+    """
     monkeypatch.delenv("POSTGRES_URI", raising=False)
     monkeypatch.delenv("DATABASE_URI", raising=False)
+    monkeypatch.setenv(LEDGER_PATH_VARIABLE, str(tmp_path / "dev" / "ledger.sqlite"))
 
 
 @pytest.fixture
@@ -77,10 +99,14 @@ async def async_store(tmp_path: Path) -> AsyncIterator[AsyncSqliteStore]:
         yield store
 
 
-def payments_loop(effects: list[str], **options: Any) -> Any:
+def payments_loop(
+    effects: list[str], before_effect: Callable[[], None] | None = None, **options: Any
+) -> Any:
     @tool
     def send_payment(amount: int) -> str:
         """Send a payment (side effect)."""
+        if before_effect is not None:
+            before_effect()
         effects.append(f"payment:{amount}")
         return f"paid {amount}"
 
@@ -134,6 +160,53 @@ def test_the_servers_postgres_uri_comes_before_its_store(
     monkeypatch.delenv("DATABASE_URI")
     assert server_database_uri() is None
     assert isinstance(ledger_for(ServerSaver(), sqlite_store), StoreLedger)
+
+
+def test_langgraph_dev_gets_a_ledger_file_beside_its_state(
+    sqlite_store: SqliteStore, tmp_path: Path
+) -> None:
+    ledger = ledger_for(DevSaver(), sqlite_store)
+    assert isinstance(ledger, SqliteFileLedger) and ledger.durable and ledger.cross_process
+    assert ledger.path == tmp_path / "dev" / "ledger.sqlite"
+    assert ledger is ledger_for(DevSaver())  # one file, one ledger, whatever the saver object
+    assert ledger.claim(KEY, OWNER) is None
+    assert ledger.claim(KEY, DEAD_OWNER) is not None  # atomic: the first claim holds
+    after_restart = SqliteFileLedger(ledger.path)
+    entry = after_restart.get(KEY)
+    assert entry is not None and entry.owner == OWNER and entry.outcome is None
+    after_restart.close()
+
+
+def test_langgraph_devs_ledger_file_is_in_its_state_folder_unless_told(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(LEDGER_PATH_VARIABLE)
+    assert dev_ledger_path() == DEV_LEDGER_FILE == Path(".langgraph_api/agentloop_ledger.sqlite")
+
+
+def test_a_server_database_uri_comes_before_langgraph_devs_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("POSTGRES_URI", "postgresql://u@127.0.0.1:6/server")
+    assert isinstance(ledger_for(DevSaver()), PostgresUriLedger)
+
+
+@pytest.mark.parametrize("variable", ["POSTGRES_URI", "DATABASE_URI"])
+def test_a_server_database_that_cannot_be_reached_fails_the_build(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as probe:  # a port where nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv(variable, f"postgresql://agentloop@127.0.0.1:{port}/ledger")
+    with pytest.raises(ConfigurationError) as caught:
+        payments_loop([])  # compiled without a checkpointer, as a server serves it
+    message = str(caught.value)
+    assert message.startswith(f"{variable} names a PostgreSQL database the side-effect ledger")
+    assert f"127.0.0.1:{port}" in message or "connect" in message.lower()
+    assert f"correct {variable}, or unset it" in message
+    payments_loop([], checkpointer=InMemorySaver())  # its own checkpointer: the URI is unused
+    read_only_loop()  # nothing to guard
 
 
 # --- the store ledger's claims ----------------------------------------------------------
@@ -222,7 +295,7 @@ async def test_a_lasting_checkpointer_without_a_lasting_ledger_warns(
                                                           stream_mode="custom")]  # fmt: skip
     warnings = [e for e in events if e["type"] == "durability_warning"]
     assert len(warnings) == 2 and warnings[0]["ledger"] == "MemoryLedger"
-    assert "langgraph_runtime_inmem.checkpoint.InMemorySaver" in warnings[0]["message"]
+    assert "langgraph_runtime_postgres.checkpoint.InMemorySaver" in warnings[0]["message"]
     logged = [r for r in caplog.records if "side-effect ledger" in r.getMessage()]
     assert len(logged) == 1 and logged[0].levelno == logging.WARNING
 
@@ -251,3 +324,80 @@ async def test_no_ledger_warning_where_the_ledger_lasts(
     events = [e async for e in graph.astream({"user_input": "x"}, config, stream_mode="custom")]
     assert [e["type"] for e in events if e["type"] == "plan_decided"]
     assert not [e for e in events if e["type"] == "durability_warning"]
+
+
+# --- langgraph dev: the ledger file and the server's retries ----------------------------
+
+
+def _claims(path: Path) -> list[tuple[str, str | None]]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT call_key, outcome FROM agentloop_ledger WHERE call_key NOT LIKE 'server-run:%'"
+        ).fetchall()
+    return [(str(key), outcome) for key, outcome in rows]
+
+
+def server_config(run: str, attempt: int, thread: str = "t") -> dict[str, Any]:
+    """A run's config as the LangGraph server gives it: its run id and attempt."""
+    return {
+        "configurable": {"thread_id": thread, "run_id": run},
+        "metadata": {"run_id": run, "run_attempt": attempt},
+    }
+
+
+async def test_under_langgraph_dev_a_payment_is_claimed_on_disk_before_it_is_made(
+    run_loop: Any, tmp_path: Path
+) -> None:
+    ledger_file = tmp_path / "dev" / "ledger.sqlite"
+    seen: list[list[tuple[str, str | None]]] = []
+    graph = served(payments_loop([], lambda: seen.append(_claims(ledger_file))), DevSaver())
+    out = await run_loop(graph, {"user_input": "pay"}, server_config("run-1", 1))
+    [[(key, outcome)]] = seen  # read from another connection while the tool ran
+    assert outcome is None and key == out["tool_logs"][0]["position_key"]
+    [(_, finished)] = _claims(ledger_file)
+    assert finished is not None and "paid 5" in finished
+
+
+async def test_a_run_the_server_retries_from_older_checkpoints_keeps_its_calls(
+    run_loop: Any,
+) -> None:
+    """The retry starts from checkpoints that lack the earlier turn: it counts another turn."""
+    effects: list[str] = []
+    saver = DevSaver()
+    await run_loop(served(payments_loop(effects), saver), {"user_input": "pay"},
+                   server_config("run-0", 1))  # fmt: skip
+    request = {"user_input": "pay again"}
+    first = await run_loop(served(payments_loop(effects), saver), request,
+                           server_config("run-1", 1))  # fmt: skip
+    assert effects == ["payment:5", "payment:5"]
+    stale = DevSaver()  # restarted with checkpoints written before both runs
+    retried = await run_loop(served(payments_loop(effects), stale), request,
+                             server_config("run-1", 2))  # fmt: skip
+    assert effects == ["payment:5", "payment:5"]
+    [paid], [again] = first["tool_logs"], retried["tool_logs"]
+    assert again["position_key"] == paid["position_key"] and again["replayed"] is True
+    another = await run_loop(served(payments_loop(effects), stale), request,
+                             server_config("run-2", 1))  # fmt: skip
+    assert effects == ["payment:5"] * 3  # another run of the server: a new request
+    assert not another["tool_logs"][0].get("replayed")
+
+
+async def test_a_retried_run_whose_ledger_lost_its_first_attempt_warns(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    await served(payments_loop([]), DevSaver()).ainvoke({"user_input": "pay"},
+                                                        server_config("run-1", 1))  # fmt: skip
+    monkeypatch.setenv(LEDGER_PATH_VARIABLE, str(tmp_path / "lost" / "ledger.sqlite"))
+    graph = served(payments_loop([]), DevSaver())  # the checkpoints outlived the ledger
+    with caplog.at_level(logging.WARNING, logger="agentloop"):
+        events = [
+            event
+            async for event in graph.astream(
+                {"user_input": "pay"}, server_config("run-1", 2), stream_mode="custom"
+            )
+        ]
+    [warning] = [e for e in events if e["type"] == "durability_warning"]
+    assert "retries run run-1 (attempt 2)" in warning["message"]
+    assert "no record of its earlier attempt" in warning["message"]
+    logged = [r for r in caplog.records if "retries run run-1" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].levelno == logging.WARNING
