@@ -47,6 +47,7 @@ from agentloop.tools.invoke import ToolInvoker
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.policy import ToolRetry
 from agentloop.tools.registry import ToolLike
+from agentloop.tools.threads import ToolThreads
 from agentloop.updates import ReleaseSessionsUpdate
 
 __all__ = ["create_tool_loop"]
@@ -133,7 +134,8 @@ def create_tool_loop(
     governance = governance or GovernanceOptions()
     planning = planning or PlanningOptions()
     models = models or ModelOptions()
-    wrappers = LoopMiddleware(middleware)
+    threads = governance.tool_threads or ToolThreads()
+    wrappers = LoopMiddleware(middleware, runner=threads.runner)
     settings = LoopSettings.build(
         planning,
         model_middleware=bool(wrappers.models),
@@ -169,7 +171,7 @@ def create_tool_loop(
                 *governance.interceptors,
             ],
             mandatory_interceptors=governance.mandatory_interceptors,
-            invoker=ToolInvoker(governance.tool_threads),
+            invoker=ToolInvoker(threads),
             wrap_call=_tool_wrapper(wrappers, catalog),
         )
         parts = LoopParts(
