@@ -60,8 +60,8 @@ def detach_task(task: asyncio.Task[Any]) -> bool:
     while its loop runs, and is not waited for when the loop shuts down (it is dropped,
     unfinished, when the loop closes). So are the tasks it waits for, down the chain
     (LangChain runs a tool's coroutine in a task of its own, which the task awaits).
-    The loops of sync runs (`run_coroutine_sync`) still let them run to their end, in a
-    daemon thread.
+    The loop of sync runs (`LoopRunner`, in a daemon thread) still lets them run to
+    their end.
 
     Returns:
         Whether it is detached: asyncio's task list no longer holds it or the tasks it
