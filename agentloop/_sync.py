@@ -1,4 +1,4 @@
-"""Running a coroutine from sync code: without an event loop when it never suspends.
+"""Running a coroutine from sync code, and blocking calls off it, with no per-call cost.
 
 The loop's async code is written once; sync code drives it two ways:
 
@@ -6,24 +6,36 @@ The loop's async code is written once; sync code drives it two ways:
   at all. That works for coroutines that never suspend: everything they wait for
   blocks instead (`pause` sleeps, a tool's thread is joined), which the pipeline does
   whenever no event loop runs in its thread (`has_running_loop`).
-- `run_coroutine_sync` runs any coroutine on an event loop of its own (in a helper
-  thread when this one already runs a loop), for what needs one: async-only tools,
-  the app's async interceptors and middleware.
+- `LoopRunner.run` runs any coroutine on the one event loop of its runner (a daemon
+  thread, started on first use), for what needs one: async-only tools, the app's
+  async interceptors and middleware. A compiled loop owns one runner, so a sync run
+  never starts an event loop per call. (`run_coroutine_sync` starts a loop of its own:
+  only for code with no runner at hand.)
+
+Blocking calls (sync tools, sync model streams) run on a `WorkerPool`: daemon threads
+reused from call to call, bounded, where a call hung past its timeout gives its thread
+up so that it starves no later call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
+import queue
 import threading
 import time
 import weakref
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any, TypeVar
 
 __all__ = [
     "LEFTOVER_GRACE_S",
+    "Job",
+    "LoopRunner",
+    "WorkerPool",
     "detach_task",
     "has_running_loop",
     "pause",
@@ -48,8 +60,8 @@ def detach_task(task: asyncio.Task[Any]) -> bool:
     while its loop runs, and is not waited for when the loop shuts down (it is dropped,
     unfinished, when the loop closes). So are the tasks it waits for, down the chain
     (LangChain runs a tool's coroutine in a task of its own, which the task awaits).
-    The loops of sync runs (`run_coroutine_sync`) still let them run to their end, in a
-    daemon thread.
+    The loop of sync runs (`LoopRunner`, in a daemon thread) still lets them run to
+    their end.
 
     Returns:
         Whether it is detached: asyncio's task list no longer holds it or the tasks it
@@ -148,12 +160,13 @@ def _close(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def run_coroutine_sync(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion from sync code, even under a running event loop.
+    """Run a coroutine to completion on an event loop of its own (prefer a `LoopRunner`).
 
-    With no loop running in this thread it runs on a new event loop (like `asyncio.run`,
-    but tasks left running are waited for only `LEFTOVER_GRACE_S` once cancelled);
-    otherwise (a sync `invoke` inside Jupyter, say) it does so in a helper thread. The
-    caller's context variables (LangChain config, callbacks) are carried over.
+    For code with no `LoopRunner` at hand, or on a runner's own thread. With no loop
+    running in this thread it runs on a new event loop (like `asyncio.run`, but tasks
+    left running are waited for only `LEFTOVER_GRACE_S` once cancelled); otherwise it
+    does so in a helper thread. The caller's context variables (LangChain config,
+    callbacks) are carried over.
     """
     try:
         asyncio.get_running_loop()
@@ -175,6 +188,267 @@ def run_coroutine_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     if failure:
         raise failure[0]
     return result[0]
+
+
+class LoopRunner:
+    """One event loop, in a daemon thread, for the coroutines a sync run must await.
+
+    A compiled loop owns one (through its `ToolThreads`): under `invoke`, async-only
+    tools, the app's interceptors and async middleware run on it, so a sync run never
+    starts an event loop per call. The loop and its thread start on first use; the loop
+    stops when the runner is garbage collected (its thread is a daemon: a task still
+    running, such as a tool abandoned at its timeout, never blocks the interpreter's exit).
+
+    Args:
+        name: The name of the loop's thread.
+    """
+
+    def __init__(self, name: str = "agentloop-loop") -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def _started(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                # in an empty context: the loop's own callbacks keep the one they are made in
+                loop = contextvars.Context().run(asyncio.new_event_loop)
+                thread = threading.Thread(target=_serve, args=(loop,), name=self.name, daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+                stop = weakref.finalize(self, _stop, loop)
+                stop.atexit = False  # at exit the daemon thread just ends
+            return self._loop
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine to its end on the runner's loop, and wait for it here.
+
+        Callable from any thread, under a running event loop too (a sync `invoke` inside
+        Jupyter). The coroutine runs in a copy of the caller's context (LangChain config,
+        callbacks). Called from the loop's own thread, it runs on a loop of its own
+        instead (`run_coroutine_sync`). If the wait is interrupted (Ctrl-C), the
+        coroutine is cancelled.
+        """
+        loop = self._started()
+        if threading.current_thread() is self._thread:
+            return run_coroutine_sync(coroutine)
+        context = contextvars.copy_context()
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        tasks: list[asyncio.Task[T]] = []
+
+        def start() -> None:
+            if not future.set_running_or_notify_cancel():
+                coroutine.close()
+                return
+            task = loop.create_task(coroutine, context=context)
+            tasks.append(task)
+            task.add_done_callback(partial(_settle, future))
+
+        loop.call_soon_threadsafe(start)
+        try:
+            return future.result()
+        except BaseException:
+            if not future.done():
+                future.cancel()
+                loop.call_soon_threadsafe(lambda: [task.cancel() for task in tasks])
+            raise
+
+
+def _settle(future: concurrent.futures.Future[T], task: asyncio.Task[T]) -> None:
+    """Hand a task's outcome to the future its caller waits on."""
+    if future.done():
+        return
+    if task.cancelled():
+        future.set_exception(asyncio.CancelledError())
+    elif (error := task.exception()) is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(task.result())
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """Run a runner's loop until it is stopped, then close it."""
+    asyncio.set_event_loop(loop)
+    try:
+        while True:
+            try:
+                loop.run_forever()
+            except BaseException:  # a task's SystemExit or Ctrl-C reached the loop:
+                continue  # it is that task's error too, and its caller gets it
+            break
+        _cancel_leftovers(loop)
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+
+def _stop(loop: asyncio.AbstractEventLoop) -> None:
+    """Stop a runner's loop (its runner is gone)."""
+    with contextlib.suppress(RuntimeError):  # already closed
+        loop.call_soon_threadsafe(loop.stop)
+
+
+class WorkerPool:
+    """Daemon threads that run blocking calls, reused from call to call.
+
+    At most `size` threads work for the pool at once; a thread starts only when no idle
+    one is free, and a call waits in a queue when all are busy. A call that cannot be
+    stopped (a tool hung past its timeout) gives its thread up with `abandon`: the
+    thread no longer counts, so a new one takes its place, and once the call returns
+    it rejoins the pool if there is room, else it ends. Threads are daemons (unlike
+    `concurrent.futures.ThreadPoolExecutor`'s, which the interpreter joins at exit: a
+    hung call would block it); idle ones end when the pool is garbage collected.
+
+    Args:
+        size: Threads working at once.
+        name: The prefix of their names.
+    """
+
+    def __init__(self, size: int, name: str) -> None:
+        if size < 1:
+            msg = f"a worker pool needs at least one thread, got {size!r}"
+            raise ValueError(msg)
+        self.size = size
+        self.name = name
+        self.started = 0
+        """Threads the pool has started in all (for tests and measurements)."""
+        self._shared = _Shared(size)
+        close = weakref.finalize(self, self._shared.close)
+        close.atexit = False
+
+    def submit(self, function: Callable[[], object]) -> Job:
+        """Run `function()` on a pool thread, in a copy of the caller's context.
+
+        What it returns is dropped and what it raises is ignored: the caller hands its
+        outcome over itself (into a future, a queue).
+        """
+        job = Job(function, contextvars.copy_context())
+        shared = self._shared
+        with shared.lock:
+            shared.jobs.put(job)
+            if shared.idle:
+                shared.idle -= 1  # an idle thread takes it
+                return job
+            shared.waiting += 1
+            start = self._room()
+        if start:
+            self._start()
+        return job
+
+    def abandon(self, job: Job) -> bool:
+        """Give up the thread of a call that cannot be stopped; another takes its place.
+
+        A call still waiting for a thread is given up too: the thread that runs it later
+        counts again once it returns.
+
+        Returns:
+            Whether it was given up (False once it has finished).
+        """
+        shared = self._shared
+        with shared.lock:
+            if job.finished:
+                return False
+            if job.abandoned:
+                return True
+            job.abandoned = True
+            shared.working -= 1
+            start = self._room()
+        if start:
+            self._start()
+        return True
+
+    def _room(self) -> bool:
+        """Promise a new thread to a waiting call if there is room (under the lock)."""
+        shared = self._shared
+        if not shared.waiting or shared.working >= shared.size or shared.closed:
+            return False
+        shared.waiting -= 1
+        shared.working += 1
+        self.started += 1
+        return True
+
+    def _start(self) -> None:
+        thread = threading.Thread(
+            target=_work, args=(self._shared,), name=f"{self.name}-{self.started}", daemon=True
+        )
+        try:
+            thread.start()
+        except BaseException:
+            with self._shared.lock:
+                self._shared.working -= 1
+                self._shared.waiting += 1
+            raise
+
+
+class Job:
+    """One call given to a `WorkerPool`."""
+
+    __slots__ = ("abandoned", "context", "finished", "function", "thread_id")
+
+    def __init__(self, function: Callable[[], object], context: contextvars.Context) -> None:
+        self.function = function
+        self.context = context
+        self.thread_id: int | None = None
+        """The native id of the thread running it, once it started."""
+        self.abandoned = False
+        self.finished = False
+
+
+class _Shared:
+    """What a pool's threads share with it (they hold no reference to the pool itself).
+
+    Every call in the queue has a thread promised to it (an idle one, or one started
+    for it) or is counted as `waiting` for the next thread that frees up.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.lock = threading.Lock()
+        self.jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self.working = 0
+        """Threads that count against `size` (started, not abandoned, not ended)."""
+        self.idle = 0
+        """Threads waiting for a call, none promised to them yet."""
+        self.waiting = 0
+        """Calls in the queue with no thread promised to them yet."""
+        self.closed = False
+
+    def close(self) -> None:
+        """Make every thread end once it has nothing left to do (the pool is gone)."""
+        with self.lock:
+            self.closed = True
+            threads = self.working
+        for _ in range(threads):
+            self.jobs.put(None)
+
+    def free(self, job: Job) -> bool:
+        """A thread finished `job`: whether it stays in the pool (under the lock)."""
+        job.finished = True
+        if job.abandoned:
+            if self.closed or self.working >= self.size:
+                return False  # replaced meanwhile: the thread ends
+            self.working += 1
+        if self.waiting:
+            self.waiting -= 1  # it takes a waiting call next
+        else:
+            self.idle += 1
+        return True
+
+
+def _work(shared: _Shared) -> None:
+    """A pool thread: run calls until the pool is gone or the thread was given up."""
+    while (job := shared.jobs.get()) is not None:
+        job.thread_id = threading.get_native_id()
+        with contextlib.suppress(BaseException):  # the function hands its outcome over
+            job.context.run(job.function)
+        with shared.lock:
+            stays = shared.free(job)
+        del job  # an idle thread holds no call's context (nor what it refers to)
+        if not stays:
+            return
 
 
 def has_running_loop() -> bool:

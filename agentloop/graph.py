@@ -50,6 +50,7 @@ from agentloop.tools.invoke import ToolInvoker
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.policy import ToolRetry
 from agentloop.tools.registry import ToolLike
+from agentloop.tools.threads import ToolThreads
 from agentloop.updates import ReleaseSessionsUpdate
 
 __all__ = ["create_tool_loop"]
@@ -140,7 +141,8 @@ def create_tool_loop(
     governance = governance or GovernanceOptions()
     planning = planning or PlanningOptions()
     models = models or ModelOptions()
-    wrappers = LoopMiddleware(middleware)
+    threads = governance.tool_threads or ToolThreads()
+    wrappers = LoopMiddleware(middleware, runner=threads.runner)
     state_schema, input_schema, output_schema = resolve_schemas(
         middleware, LoopState, InputState, OutputState
     )
@@ -150,7 +152,7 @@ def create_tool_loop(
         input_schema=input_schema,
         output_schema=output_schema,
     )
-    hooks = LoopHooks.of(middleware, builder.channels)
+    hooks = LoopHooks.of(middleware, builder.channels, threads.runner)
     settings = LoopSettings.build(
         planning,
         model_middleware=bool(wrappers.models) or (hooks is not None and hooks.around_model),
@@ -188,7 +190,7 @@ def create_tool_loop(
                 *governance.interceptors,
             ],
             mandatory_interceptors=governance.mandatory_interceptors,
-            invoker=ToolInvoker(governance.tool_threads),
+            invoker=ToolInvoker(threads),
             wrap_call=_tool_wrapper(wrappers, catalog),
         )
         parts = LoopParts(
@@ -327,7 +329,7 @@ def _add_agent_hooks(
     for hook, chain, last in chains:
         following = [name for _, name in chain[1:]] + [last]
         for (item, name), default in zip(chain, following, strict=False):
-            core = agent_hook_node(item, hook, hooks.has_jump_key)  # type: ignore[arg-type]
+            core = agent_hook_node(item, hook, hooks)  # type: ignore[arg-type]
             builder.add_node(name, LoopNode(name, core=core))
             declared = can_jump_to(item, hook)
             if hook == "before_agent":

@@ -38,7 +38,7 @@ from langgraph.types import Command, Overwrite
 from typing_extensions import TypedDict
 
 from agentloop._effects import Core, Effect
-from agentloop._sync import run_coroutine_sync
+from agentloop._sync import LoopRunner
 from agentloop.messages import message_text
 
 __all__ = [
@@ -88,11 +88,13 @@ def _hook_effect(
     hook: Hook,
     state: Mapping[str, Any],
     runtime: Runtime[Any],
+    runner: LoopRunner,
 ) -> Effect[Any]:
     """Call a hook: its sync form under `invoke`, its async form under `ainvoke`.
 
     A hook with only the sync form runs in a worker thread under `ainvoke` (as
-    `create_agent` runs it); one with only the async form is run to its end under `invoke`.
+    `create_agent` runs it); one with only the async form is run to its end under
+    `invoke`, on the loop's own event loop (`runner`).
     """
     sync = getattr(middleware, hook)
     asynchronous = getattr(middleware, f"a{hook}")
@@ -101,7 +103,7 @@ def _hook_effect(
     def blocking() -> Any:
         if has_sync:
             return sync(state, runtime)
-        return run_coroutine_sync(asynchronous(state, runtime))
+        return runner.run(asynchronous(state, runtime))
 
     async def awaited() -> Any:
         if has_async:
@@ -212,11 +214,16 @@ class LoopHooks:
     Args:
         middleware: The app's middleware, in list order.
         channels: The compiled state's channels (how an update is applied).
+        runner: The loop's event loop for async-only hooks under `invoke`.
     """
 
     def __init__(
-        self, middleware: Sequence[AgentMiddleware[Any, Any, Any]], channels: Mapping[str, Any]
+        self,
+        middleware: Sequence[AgentMiddleware[Any, Any, Any]],
+        channels: Mapping[str, Any],
+        runner: LoopRunner,
     ) -> None:
+        self.runner = runner
         self.before_agent = [m for m in middleware if defines(m, "before_agent")]
         self.before_model = [m for m in middleware if defines(m, "before_model")]
         self.after_model = [m for m in middleware if defines(m, "after_model")]
@@ -236,10 +243,13 @@ class LoopHooks:
 
     @classmethod
     def of(
-        cls, middleware: Sequence[AgentMiddleware[Any, Any, Any]], channels: Mapping[str, Any]
+        cls,
+        middleware: Sequence[AgentMiddleware[Any, Any, Any]],
+        channels: Mapping[str, Any],
+        runner: LoopRunner,
     ) -> LoopHooks | None:
         """The hooks, or None when no middleware has one."""
-        hooks = cls(middleware, channels)
+        hooks = cls(middleware, channels, runner)
         return hooks if hooks.any else None
 
     @property
@@ -364,7 +374,9 @@ class HookRun:
     ) -> Generator[Effect[Any], Any, Jump | None]:
         assert self.hooks is not None
         for item in middleware:
-            result = yield from _hook_effect(item, hook, self.state, self.runtime)
+            result = yield from _hook_effect(
+                item, hook, self.state, self.runtime, self.hooks.runner
+            )
             update, jump = _update_of(result, item, hook)
             if update:
                 writes.append(update)
@@ -397,23 +409,24 @@ class HookRun:
 
 
 def agent_hook_node(
-    middleware: AgentMiddleware[Any, Any, Any], hook: Hook, has_jump_key: bool
+    middleware: AgentMiddleware[Any, Any, Any], hook: Hook, hooks: LoopHooks
 ) -> Callable[[Mapping[str, Any], Runtime[Any]], Core[Mapping[str, Any]]]:
     """The core of a `before_agent` / `after_agent` node (`LoopNode(core=...)`).
 
     Args:
         middleware: The middleware whose hook the node runs.
         hook: `"before_agent"` or `"after_agent"`.
-        has_jump_key: Whether the state has `jump_to` (then the node always writes it, so
-            the router after it reads this node's jump, or none).
+        hooks: The loop's hooks: whether the state has `jump_to` (then the node always
+            writes it, so the router after it reads this node's jump, or none), and the
+            event loop for an async-only hook under `invoke`.
     """
 
     def run(state: Mapping[str, Any], runtime: Runtime[Any]) -> Core[Mapping[str, Any]]:
-        result = yield from _hook_effect(middleware, hook, state, runtime)
+        result = yield from _hook_effect(middleware, hook, state, runtime, hooks.runner)
         update, jump = _update_of(result, middleware, hook)
         if jump == "end" and hook == "before_agent":
             update.update(_ended([update], f"{middleware.name}.{hook}"))
-        if has_jump_key:
+        if hooks.has_jump_key:
             update[JUMP_KEY] = jump
         return update
 

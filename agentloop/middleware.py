@@ -91,7 +91,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from agentloop._effects import Core, Effect, adrive, drive
-from agentloop._sync import run_coroutine_sync
+from agentloop._sync import LoopRunner
 from agentloop.errors import (
     ConfigurationError,
     ModelBehaviorError,
@@ -152,12 +152,20 @@ class LoopMiddleware:
 
     Args:
         middleware: `AgentMiddleware` objects (decorated functions are such objects).
+        runner: The event loop on which, under `invoke`, a middleware with only the
+            async hook runs (the compiled loop's; default: one of its own).
 
     Raises:
         ConfigurationError: Not middleware.
     """
 
-    def __init__(self, middleware: Sequence[AgentMiddleware[Any, Any, Any]]) -> None:
+    def __init__(
+        self,
+        middleware: Sequence[AgentMiddleware[Any, Any, Any]],
+        *,
+        runner: LoopRunner | None = None,
+    ) -> None:
+        self.runner = runner or LoopRunner()
         for item in middleware:
             if not isinstance(item, AgentMiddleware):
                 msg = f"middleware must be AgentMiddleware objects, got {type(item).__name__}"
@@ -270,8 +278,7 @@ class LoopMiddleware:
             handler = layer(middleware, handler)
         return handler
 
-    @staticmethod
-    def _model_layer(middleware: AgentMiddleware[Any, Any, Any], inner: Handler) -> Handler:
+    def _model_layer(self, middleware: AgentMiddleware[Any, Any, Any], inner: Handler) -> Handler:
         if _overrides(middleware, "wrap_model_call"):
             return lambda request: _normalized(middleware.wrap_model_call(request, inner))
 
@@ -279,7 +286,7 @@ class LoopMiddleware:
             return await asyncio.to_thread(inner, request)
 
         def bridged(request: ModelRequest[Any]) -> ModelResponse[Any]:
-            return _normalized(run_coroutine_sync(middleware.awrap_model_call(request, ainner)))
+            return _normalized(self.runner.run(middleware.awrap_model_call(request, ainner)))
 
         return bridged
 

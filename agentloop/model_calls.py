@@ -36,6 +36,7 @@ from tenacity import (
 
 from agentloop._effects import Core
 from agentloop._retry import retry_lazily
+from agentloop._sync import WorkerPool
 from agentloop.errors import (
     ConfigurationError,
     ModelBehaviorError,
@@ -228,8 +229,10 @@ class Answer:
     cut: str = ""
 
 
-def _answer_read(limits: ModelLimits) -> BoundedRead[Any]:
-    return BoundedRead("answer", limits, limits.max_answer_chars, lambda chunk: len(chunk.text))
+def _answer_read(limits: ModelLimits, workers: WorkerPool) -> BoundedRead[Any]:
+    return BoundedRead(
+        "answer", limits, limits.max_answer_chars, lambda chunk: len(chunk.text), workers=workers
+    )
 
 
 def _joined(chunks: list[Any]) -> BaseMessage:
@@ -246,15 +249,20 @@ def invoke_answer(
     limits: ModelLimits,
     text_of: Callable[[BaseMessage], str],
     configure: Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]],
+    *,
+    workers: WorkerPool,
 ) -> Core[Answer]:
-    """Stream the answer within the limits: retries, fallbacks, length / degenerate checks."""
+    """Stream the answer within the limits: retries, fallbacks, length / degenerate checks.
+
+    A sync stream is read on a thread of `workers` (the loop's pool).
+    """
 
     def attempt(model: BaseChatModel) -> Core[Answer]:
         check = _AnswerCheck(model, retry)
         grown = False
         while True:
             runnable = configure(check.runnable(model, grown))
-            read = _answer_read(limits)
+            read = _answer_read(limits, workers)
             chunks: list[Any] = []
             yield from read.consume(runnable, messages, chunks.append)
             reply = _joined(chunks)

@@ -4,15 +4,15 @@ A model that never answers, or answers forever, must not hang a run. Every plan 
 answer is read as a stream through `BoundedRead`: no first chunk within
 `first_token_timeout_s` or no end within `timeout_s` raises `ModelCallTimeout` (a
 `TimeoutError`, so model retries apply); more than `max_chars` of output stops reading
-and marks the read as cut. Sync streams are pumped by a daemon thread, so even a model
-blocked inside its own code is abandoned on time.
+and marks the read as cut. Sync streams are pumped by a thread of the loop's
+`WorkerPool`, so even a model blocked inside its own code is abandoned on time (its
+thread is given up by the pool).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import enum
 import queue
 import threading
@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeVar
 from langchain_core.runnables import Runnable
 
 from agentloop._effects import END, Core, close_iterator, is_async, next_item
+from agentloop._sync import WorkerPool
 from agentloop.errors import ConfigurationError, ModelCallTimeout
 
 __all__ = ["BoundedRead", "ModelLimits"]
@@ -67,12 +68,20 @@ class BoundedRead(Generic[C]):
         limits: The loop's model limits.
         max_chars: The output size cap of this read.
         size_of: Characters a chunk adds to the output.
+        workers: The threads that read a sync stream (the loop's pool).
     """
 
     def __init__(
-        self, what: str, limits: ModelLimits, max_chars: int, size_of: Callable[[C], int]
+        self,
+        what: str,
+        limits: ModelLimits,
+        max_chars: int,
+        size_of: Callable[[C], int],
+        *,
+        workers: WorkerPool,
     ) -> None:
         self.what = what
+        self.workers = workers
         self.limits = limits
         self.max_chars = max_chars
         self.size_of = size_of
@@ -124,7 +133,7 @@ class BoundedRead(Generic[C]):
 
     def iterate(self, open_stream: Callable[[], Iterator[C]]) -> Generator[C, None, None]:
         """Yield the chunks of a sync stream within the limits (read by a `_Pump` thread)."""
-        pump, deadline = _Pump(open_stream), self._start(time.monotonic)
+        pump, deadline = _Pump(open_stream, self.workers), self._start(time.monotonic)
         try:
             while not self.cut and (chunk := pump.next(deadline)) is not _End.END:
                 self._take(chunk)
@@ -195,20 +204,19 @@ async def _closing(stream: AsyncIterator[Any]) -> AsyncIterator[None]:
 
 
 class _Pump(Generic[C]):
-    """A daemon thread reading a sync stream into a small queue.
+    """A pool thread reading a sync stream into a small queue.
 
     The queue holds at most one chunk ahead of the reader, so a reader that stops early
-    (a plan that says `response`) stops the stream within a chunk or two.
+    (a plan that says `response`) stops the stream within a chunk or two. At a timeout
+    the thread is given up (`WorkerPool.abandon`): a model blocked in its own code
+    starves no later call.
     """
 
-    def __init__(self, open_stream: Callable[[], Iterator[C]]) -> None:
+    def __init__(self, open_stream: Callable[[], Iterator[C]], workers: WorkerPool) -> None:
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=1)
         self._stopped = threading.Event()
-        context = contextvars.copy_context()
-        thread = threading.Thread(
-            target=context.run, args=(self._run, open_stream), name="agentloop-model", daemon=True
-        )
-        thread.start()
+        self._workers = workers
+        self._job = workers.submit(partial(self._run, open_stream))
 
     def _run(self, open_stream: Callable[[], Iterator[C]]) -> None:
         stream: Iterator[C] | None = None
@@ -241,6 +249,7 @@ class _Pump(Generic[C]):
         try:
             kind, item = self._queue.get(timeout=deadline.left())
         except queue.Empty:
+            self._workers.abandon(self._job)
             raise deadline.expired() from None
         if kind == "error":
             raise item

@@ -51,15 +51,17 @@ def call_answerer(
         ModelBehaviorError: Every model failed (or a middleware did).
     """
     middleware = parts.middleware
+    workers = parts.runner.invoker.threads.workers
     if middleware is None:
-        return (yield from invoke_answer(*arguments))
+        return (yield from invoke_answer(*arguments, workers=workers))
     models, messages, retry, limits, text_of, configure = arguments
 
     def call(
         model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any]
     ) -> Core[Answer]:
         chosen = [model, *models[1:]]
-        return invoke_answer(chosen, sent, retry, limits, text_of, _with(configure, options))
+        configured = _with(configure, options)
+        return invoke_answer(chosen, sent, retry, limits, text_of, configured, workers=workers)
 
     return (
         yield from middleware.call_model(

@@ -115,7 +115,8 @@ class _Plan:
 
     def _bounded(self) -> BoundedRead[BaseMessageChunk]:
         limits = self.parts.model_limits
-        return BoundedRead("plan", limits, limits.max_plan_chars, plan_chunk_size)
+        workers = self.parts.runner.invoker.threads.workers
+        return BoundedRead("plan", limits, limits.max_plan_chars, plan_chunk_size, workers=workers)
 
     def _plan_examples(self) -> tuple[str, str]:
         """A plan, and a plan with a reference, written with the loop's real tools.
@@ -189,7 +190,8 @@ class _Plan:
         """Start the answer the loop would give if this plan said `response`."""
         prompt = answer_prompt(self.parts, state, scope)
         start = SpeculativeAnswer.start_async if asynchronous else SpeculativeAnswer.start_thread
-        return start(prompt.answerers[0], prompt.messages, self.parts.model_limits)
+        workers = self.parts.runner.invoker.threads.workers
+        return start(prompt.answerers[0], prompt.messages, self.parts.model_limits, workers)
 
     def _calls_left(self, state: LoopState, attempts: _Attempts) -> int:
         limit = attempts.scope.settings.plan_call_limit

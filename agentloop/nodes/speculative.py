@@ -28,6 +28,7 @@ from langchain_core.runnables import Runnable
 from pydantic import PrivateAttr
 
 from agentloop._effects import END, Core, adrive, close_iterator, drive, is_async, next_item
+from agentloop._sync import WorkerPool
 from agentloop.events import AnswerSpeculated, Emit
 from agentloop.messages import message_text
 from agentloop.model_calls import Answer, needs_another_try
@@ -54,11 +55,17 @@ class SpeculativeAnswer:
     """
 
     def __init__(
-        self, model: BaseChatModel, messages: Sequence[BaseMessage], limits: ModelLimits
+        self,
+        model: BaseChatModel,
+        messages: Sequence[BaseMessage],
+        limits: ModelLimits,
+        workers: WorkerPool,
     ) -> None:
         self.model = model
         self.messages = list(messages)
         self.limits = limits
+        self.workers = workers
+        """The threads that read a sync stream (the loop's pool)."""
         self.chunks: list[Any] = []
         self.finished = False
         self.error: BaseException | None = None
@@ -72,10 +79,14 @@ class SpeculativeAnswer:
 
     @classmethod
     def start_async(
-        cls, model: BaseChatModel, messages: Sequence[BaseMessage], limits: ModelLimits
+        cls,
+        model: BaseChatModel,
+        messages: Sequence[BaseMessage],
+        limits: ModelLimits,
+        workers: WorkerPool,
     ) -> SpeculativeAnswer:
         """Start the answer as a task of the running event loop."""
-        answer = cls(model, messages, limits)
+        answer = cls(model, messages, limits, workers)
         loop = asyncio.get_running_loop()
         # an empty context: no callbacks of the plan node, so nothing streams from it
         answer._task = loop.create_task(adrive(answer._produce()), context=contextvars.Context())
@@ -83,10 +94,14 @@ class SpeculativeAnswer:
 
     @classmethod
     def start_thread(
-        cls, model: BaseChatModel, messages: Sequence[BaseMessage], limits: ModelLimits
+        cls,
+        model: BaseChatModel,
+        messages: Sequence[BaseMessage],
+        limits: ModelLimits,
+        workers: WorkerPool,
     ) -> SpeculativeAnswer:
-        """Start the answer on a daemon thread (for sync runs)."""
-        answer = cls(model, messages, limits)
+        """Start the answer on a daemon thread (for sync runs; its stream is read in `workers`)."""
+        answer = cls(model, messages, limits, workers)
         context = contextvars.Context()
         thread = threading.Thread(
             target=context.run,
@@ -99,7 +114,9 @@ class SpeculativeAnswer:
 
     def _bounded(self) -> BoundedRead[Any]:
         limits = self.limits
-        return BoundedRead("answer", limits, limits.max_answer_chars, lambda c: len(c.text))
+        return BoundedRead(
+            "answer", limits, limits.max_answer_chars, lambda c: len(c.text), workers=self.workers
+        )
 
     def _produce(self) -> Core[None]:
         """Stream the answer into `chunks`; a core (a thread drives it, or a task)."""

@@ -23,7 +23,7 @@ from functools import partial
 from typing import Any, Literal
 
 from agentloop._effects import adrive, drive
-from agentloop._sync import has_running_loop, run_coroutine_sync
+from agentloop._sync import has_running_loop
 from agentloop.errors import ToolCallError
 from agentloop.tools.results import (
     ReadItems,
@@ -188,7 +188,7 @@ async def _read(
 ) -> ReadItems:
     if is_async_lazy(output):
         reading = adrive(read_items(output, limits))
-        return await reading if has_running_loop() else run_coroutine_sync(reading)
+        return await reading if has_running_loop() else threads.run_coroutine(reading)
     read: ReadItems = await threads.run(
         tool_name,
         lambda: drive(read_items(output, limits)),

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
-from agentloop._sync import has_running_loop, run_coroutine_sync, run_without_loop
+from agentloop._sync import has_running_loop, run_without_loop
 from agentloop.checkpoint_safe import decode_arguments, encode_arguments
 from agentloop.errors import ToolCallError
 from agentloop.events import Emit, ToolCompleted, ToolFailed, ToolStarted
@@ -200,10 +200,13 @@ class ToolRunner:
         """Run a prepared call from sync code: `run`, driven with no event loop when it needs none.
 
         It needs one for an async-only tool, an app's interceptor or `wrap_tool_call`
-        middleware (async by contract), or when a loop runs in this thread already.
+        middleware (async by contract), or when a loop runs in this thread already: it
+        then runs on the loop's one event loop (`ToolThreads.run_coroutine`).
         """
         running = self.run(call, emit, config, prefer_sync=True, on_late=on_late)
-        return run_coroutine_sync(running) if self._needs_loop(call) else run_without_loop(running)
+        if self._needs_loop(call):
+            return self.invoker.threads.run_coroutine(running)
+        return run_without_loop(running)
 
     def _needs_loop(self, call: PreparedCall) -> bool:
         spec = self.tools.registry.spec(call["tool_name"])

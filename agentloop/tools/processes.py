@@ -2,8 +2,9 @@
 
 Linux lists the children of each thread apart (`/proc/self/task/<tid>/children`): the
 processes a thread started with `fork`, `vfork`, `posix_spawn` or `subprocess`, for as
-long as that thread lives. A sync tool runs in a thread of its own, so its children are
-exactly that thread's. An async tool runs on the event loop's thread, beside other
+long as that thread lives. A sync tool runs on a pool thread that runs one call at a
+time, so its children are those the thread started while the call ran (`ChildWindow`,
+alone on its thread). An async tool runs on the event loop's thread, beside other
 calls: its children are those the loop's thread started while the call ran
 (`ChildWindow`): a child it started while another call ran on the same thread cannot
 be told apart from that call's, and is left running.
@@ -217,7 +218,7 @@ def _started_at(pid: int) -> float | None:
 
 
 class ChildWindow:
-    """The children a thread starts while an async call runs on it, beside other calls.
+    """The children a thread starts while a call runs on it (beside other async calls).
 
     Every call running on a thread is a window: a child the thread started while only
     one window was open is that call's; one started while several were open could be

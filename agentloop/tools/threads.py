@@ -1,10 +1,13 @@
-"""Where tools run: daemon threads and tasks a timeout can abandon, bounded and counted.
+"""Where tools run: pooled daemon threads and tasks a timeout can abandon, bounded and counted.
 
 A sync tool cannot be interrupted, so a call that outlives its timeout keeps its thread.
-Each call therefore gets a daemon thread of its own (an abandoned one never blocks the
-interpreter's exit, unlike the event loop's default executor), at most `max_running`
-run at once (abandoned threads no longer count), and a tool with `max_abandoned` calls
-still hung is refused until one of them returns.
+Calls therefore run on the loop's `WorkerPool` of daemon threads (an abandoned one never
+blocks the interpreter's exit, unlike those of a `ThreadPoolExecutor`), reused from
+call to call: at most `max_running` run at once, a thread abandoned at a timeout is
+given up by the pool (another takes its place, so a hung tool starves no later call),
+and a tool with `max_abandoned` calls still hung is refused until one of them returns.
+Under `invoke`, the coroutines that need an event loop (async tools, interceptors,
+async middleware) run on the loop's one `LoopRunner` (`run_coroutine`).
 
 An async tool runs in a task of its own (`run_task`): at its timeout the task is
 cancelled, and a task that ignores the cancellation for `cancel_grace_s` is abandoned
@@ -13,10 +16,10 @@ detached from its event loop's task list, so `asyncio.run()` does not wait for i
 shutdown (it would wait forever): the process can exit.
 
 At a timeout, the child processes the call started are ended (`agentloop.tools.processes`):
-a sync call's are its thread's children; an async call's are those the event loop's
-thread started while it ran, except those it started while another async call ran on
-that thread (they could be that call's). A call's thread that returns after its timeout
-ends the children it still has.
+a sync call's are those its thread started since the call began; an async call's are
+those the event loop's thread started while it ran, except those it started while
+another async call ran on that thread (they could be that call's). A call's thread that
+returns after its timeout ends the children it still has.
 """
 
 from __future__ import annotations
@@ -24,19 +27,24 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import contextvars
 import threading
 import weakref
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
-from agentloop._sync import detach_task, has_running_loop, pause, run_without_loop
+from agentloop._sync import (
+    LoopRunner,
+    WorkerPool,
+    detach_task,
+    has_running_loop,
+    pause,
+    run_without_loop,
+)
 from agentloop.errors import ToolCallError
 from agentloop.tools.processes import (
     DEFAULT_TERMINATE_GRACE_S,
     ChildWindow,
     end_processes,
-    thread_children,
 )
 
 __all__ = [
@@ -55,6 +63,8 @@ DEFAULT_MAX_ABANDONED = 4
 
 DEFAULT_CANCEL_GRACE_S = 1.0
 """How long a cancelled async tool may take to stop before it is abandoned."""
+
+T = TypeVar("T")
 
 OnAbandoned = Callable[[str, int, int], None]
 """Called as `(tool_name, calls still hung, cap)` when a timed-out call is abandoned."""
@@ -93,10 +103,14 @@ class _Slot:
 
 
 class ToolThreads:
-    """Runs the sync tools of one loop.
+    """Runs the sync tools of one loop, and the coroutines its sync runs await.
+
+    The pool's threads (`workers`) and the event loop of sync runs (`runner`) start on
+    first use and end when the `ToolThreads` is garbage collected.
 
     Args:
-        max_running: Sync calls running at once; more wait for a free thread.
+        max_running: Sync calls running at once (the size of the thread pool); more
+            wait for a free thread.
         max_abandoned: Hung calls (threads and tasks) per tool before its calls are refused.
         cancel_grace_s: How long a cancelled async tool may take to stop.
         terminate_grace_s: How long a timed-out call's child process may take to exit
@@ -117,6 +131,14 @@ class ToolThreads:
         self._lock = threading.Lock()
         self._running = 0
         self._abandoned: dict[str, int] = {}
+        self.workers = WorkerPool(max_running, "agentloop-tool")
+        """The threads sync tools and sync model streams run on."""
+        self.runner = LoopRunner()
+        """The event loop that runs, under `invoke`, what must be awaited."""
+
+    def run_coroutine(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine from sync code on the loop's one event loop, and wait for it."""
+        return self.runner.run(coroutine)
 
     def abandoned(self, tool_name: str) -> int:
         """How many calls (threads and tasks) of a tool are still hung after their timeout."""
@@ -173,7 +195,7 @@ class ToolThreads:
         timeout_s: float,
         on_abandoned: OnAbandoned | None = None,
     ) -> Any:
-        """Run `function` in a daemon thread within `timeout_s`.
+        """Run `function` on a pool thread within `timeout_s`.
 
         Awaited on an event loop, the loop goes on meanwhile; driven without one
         (`agentloop._sync.run_without_loop`, a sync run), the calling thread waits.
@@ -185,23 +207,27 @@ class ToolThreads:
         await self._enter(tool_name)
         slot = _Slot()
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        context = contextvars.copy_context()
+        windows: list[ChildWindow] = []
 
         def target() -> None:
+            window = ChildWindow.open(threading.get_native_id())
+            windows.append(window)
             try:
                 if future.set_running_or_notify_cancel():
                     try:
-                        future.set_result(context.run(function))
+                        future.set_result(function())
                     except BaseException as error:
                         future.set_exception(error)
             finally:
-                if slot.abandoned:  # what it started is ended, as at its timeout
-                    self._end_thread_children(threading.get_native_id())
-                self._leave(tool_name, slot)
+                try:
+                    if slot.abandoned:  # what it started is ended, as at its timeout
+                        self._end_window_children(window)
+                finally:
+                    window.close()
+                    self._leave(tool_name, slot)
 
-        thread = threading.Thread(target=target, name=f"agentloop-tool-{tool_name}", daemon=True)
         try:
-            thread.start()
+            job = self.workers.submit(target)
         except BaseException:
             self._leave(tool_name, slot)
             raise
@@ -211,24 +237,34 @@ class ToolThreads:
             async with asyncio.timeout(timeout_s):
                 return await asyncio.wrap_future(future)
         except (TimeoutError, asyncio.CancelledError) as error:
+            if future.cancel():  # it never started: nothing runs on
+                if isinstance(error, TimeoutError):
+                    msg = f"{tool_name} did not start within {timeout_s:g}s (every thread busy)"
+                    raise CallTimedOut(msg) from error
+                raise
             hung = self._abandon(tool_name, slot)
+            if slot.abandoned:
+                self.workers.abandon(job)
             if slot.abandoned and on_abandoned is not None:
                 on_abandoned(tool_name, hung, self.max_abandoned)
             if slot.abandoned and isinstance(error, TimeoutError):
                 msg = f"{tool_name} did not finish within {timeout_s:g}s; its thread runs on"
-                if thread.native_id is not None:
-                    ended = await end_processes(
-                        thread_children(thread.native_id), grace_s=self.terminate_grace_s
-                    )
+                if windows:
+                    window = windows[0]
+                    if has_running_loop():  # /proc is read in a worker thread
+                        own, _ = await asyncio.to_thread(window.started)
+                    else:
+                        own, _ = window.started()
+                    ended = await end_processes(own, grace_s=self.terminate_grace_s)
                     msg = "; ".join(filter(None, (msg, ended.describe())))
                 raise AbandonedCall(msg, future) from error
             raise
 
-    def _end_thread_children(self, tid: int) -> None:
-        """End the children a thread still has (from that thread, with no event loop)."""
-        ending = end_processes(thread_children(tid), grace_s=self.terminate_grace_s)
+    def _end_window_children(self, window: ChildWindow) -> None:
+        """End the children a call's thread started in its window (from that thread)."""
         with contextlib.suppress(Exception):  # best effort, from a thread nobody awaits
-            run_without_loop(ending)
+            own, _ = window.started()
+            run_without_loop(end_processes(own, grace_s=self.terminate_grace_s))
 
     async def run_task(
         self,
