@@ -245,7 +245,9 @@ class InputState(TypedDict, total=False):
     user_extra_requirement: Annotated[str, reduce_user_extra_requirement]
     """Extra instructions for the planner and the answer (optional)."""
     messages: Annotated[list[AnyMessage], add_messages]
-    """Conversation shared with a parent graph; the answer is appended as an AIMessage."""
+    """The conversation, shared with a parent graph, as `create_agent` keeps it: each
+    executed plan is appended as an AIMessage with `tool_calls`, each call's outcome as
+    a ToolMessage, and the answer as the last AIMessage (`agentloop.transcript`)."""
     idempotency_key: Annotated[str, reduce_idempotency_key]
     """Names the request (optional): submitted again with the same key, to this loop, on
     the same thread or another, the run finds the first submission's calls in the
