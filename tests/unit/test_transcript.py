@@ -11,7 +11,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
-from agentloop import ModelOptions, create_tool_loop
+from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.cli.answer import is_answer_token
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -276,3 +276,36 @@ async def test_only_the_answer_streams_as_answer_tokens(run_loop: Any, plan_mode
     planned = [(m, meta) for m, meta in items if isinstance(m, AIMessage) and m.tool_calls]
     assert planned
     assert not any(is_answer_token(m, meta) for m, meta in [*outcomes, *planned])
+
+
+async def test_a_replayed_call_is_named_by_the_run_that_replays_it(
+    run_loop: Any, plan_mode: str
+) -> None:
+    sent: list[str] = []
+
+    @tool
+    def send_payment(to: str, amount: int) -> str:
+        """Send a payment (a side effect)."""
+        sent.append(f"{to}:{amount}")
+        return f"paid {amount} to {to}"
+
+    rounds: list[Round] = [[("send_payment", {"to": "bob", "amount": 10})]]
+    graph = create_tool_loop(
+        ScriptedChatModel([*plans(rounds), *plans(rounds)]),
+        [send_payment],
+        plan_mode=plan_mode,  # type: ignore[arg-type]
+        checkpointer=InMemorySaver(),
+        governance=GovernanceOptions(policies={"send_payment": ToolPolicy(idempotent=False)}),
+        models=ModelOptions(answer_model=ScriptedChatModel(["paid", "paid"])),
+    )
+    request = {"user_input": "pay bob 10", "idempotency_key": "order-17"}
+    first = await run_loop(graph, request, thread("client"))
+    second = await run_loop(graph, request, thread("client-retry"))
+    assert sent == ["bob:10"]
+    [record] = second["tool_logs"]
+    assert record["replayed"] is True
+    [planned] = second["messages"][1].tool_calls
+    [outcome] = [m for m in second["messages"] if isinstance(m, ToolMessage)]
+    assert outcome.tool_call_id == planned["id"] == record["tool_call_id"]
+    assert outcome.content == "paid 10 to bob" and outcome.status == "success"
+    assert first["messages"][1].tool_calls[0]["id"] != planned["id"]
