@@ -13,6 +13,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.cli.answer import is_answer_token
+from agentloop.state import reduce_messages
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 
@@ -309,3 +310,37 @@ async def test_a_replayed_call_is_named_by_the_run_that_replays_it(
     assert outcome.tool_call_id == planned["id"] == record["tool_call_id"]
     assert outcome.content == "paid 10 to bob" and outcome.status == "success"
     assert first["messages"][1].tool_calls[0]["id"] != planned["id"]
+
+
+async def test_the_checkpoint_rebuilds_the_same_transcript(run_loop: Any, plan_mode: str) -> None:
+    graph = loop(ROUNDS, plan_mode)
+    config = thread("rebuilt")
+    out = await run_loop(graph, {"messages": [HumanMessage("Weather and page?")]}, config)
+    ids = [m.id for m in out["messages"]]
+    assert all(ids) and len(set(ids)) == len(ids)
+    # the channel keeps only writes: each read replays them to the same messages and ids
+    for _ in range(2):
+        stored = (await graph.aget_state(config)).values["messages"]
+        assert [m.id for m in stored] == ids
+        assert kinds(stored) == EXPECTED
+
+
+def test_message_writes_fold_the_same_in_any_batches() -> None:
+    writes: list[Any] = [
+        [HumanMessage("one")],
+        [AIMessage("", tool_calls=[ToolCall(name="weather", args={}, id="c1")], id="p1")],
+        [ToolMessage("sunny", tool_call_id="c1", id="o1")],
+        [AIMessage("answer one")],
+        [HumanMessage("one")],  # the same text again is a new message
+    ]
+    whole = reduce_messages([], writes)
+    assert reduce_messages(reduce_messages([], writes[:2]), writes[2:]) == whole
+    assert [type(m).__name__ for m in whole] == [
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "AIMessage",
+        "HumanMessage",
+    ]
+    assert len({m.id for m in whole}) == 5
+    assert reduce_messages([], writes) == whole  # no random ids
