@@ -440,8 +440,10 @@ def _check_interrupts(
         ("interrupt_before", before, _BEFORE_ALIASES),
         ("interrupt_after", after, _AFTER_ALIASES),
     ):
-        unknown = [node for node in nodes or () if node not in builder.nodes]
-        if nodes == "*" or not unknown:
+        if nodes is None or nodes == "*":
+            continue
+        unknown = [node for node in nodes if node not in builder.nodes]
+        if not unknown:
             continue
         named = ", ".join(f"{alias!r} ({node})" for alias, node in aliases.items())
         msg = (
