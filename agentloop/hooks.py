@@ -304,6 +304,11 @@ class LoopHooks:
         return bool(self.before_agent or self.before_model or self.after_model or self.after_agent)
 
     @property
+    def after_any_model(self) -> bool:
+        """Whether some middleware has an `after_model` hook (the plan is shown to it)."""
+        return bool(self.after_model)
+
+    @property
     def around_model(self) -> bool:
         """Whether some middleware has a `before_model` or `after_model` hook."""
         return bool(self.before_model or self.after_model)
