@@ -8,6 +8,11 @@ of their model calls (`HookRun`), because a plan node's call is one step of a lo
 node's update is (`messages` through `add_messages`, every channel through its reducer);
 a hook sees the state as the hooks before it in the same node left it. See
 `agentloop.middleware` for the order of the hooks and what each `jump_to` does.
+
+After a planner call, `after_model` hooks see the round in `messages` as its `AIMessage`
+with `tool_calls` (or, when the reply plans no round, an `AIMessage` without any), and
+`execute` runs the round as they left that message (`agentloop.transcript.read_back`):
+this is how `HumanInTheLoopMiddleware` and `ToolCallLimitMiddleware` act on a round.
 """
 
 from __future__ import annotations

@@ -10,7 +10,11 @@
   without running when one of them failed or did not run (`reference_failed`). A call
   refused this way that an earlier execution of the run started (before a deploy made
   its tool unknown or its arguments invalid) takes that execution's record from the
-  side-effect ledger instead: replayed, or `unknown_outcome`.
+  side-effect ledger instead: replayed, or `unknown_outcome`. The commands are read back
+  from the round's `AIMessage` when the plan node wrote one for `after_model` hooks
+  (`agentloop.transcript.read_back`): a call a hook removed or answered with its own
+  `ToolMessage` is settled without running (`refused`), an edited one is prepared with
+  the message's arguments; otherwise `execute` writes that message.
 - Each batch is one super-step of `call_tool` tasks sent with `Send`, one per call
   (see `agentloop.nodes.call_tool`); a referring call carries the outcomes it needs.
 - `collect` runs after each batch; once every call is done it orders the records by

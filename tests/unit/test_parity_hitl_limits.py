@@ -19,6 +19,7 @@ from langchain.agents.middleware import (
     ToolCallLimitMiddleware,
     after_model,
 )
+from langchain.agents.middleware.tool_call_limit import ToolCallLimitExceededError
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -311,3 +312,41 @@ async def test_calls_a_hook_edits_or_removes_run_edited_or_not_at_all(
     assert [(c["name"], c["args"]) for c in planned.tool_calls] == [("send_email", EDITED)]
     read = next(r for r in out["tool_logs"] if r["tool_name"] == "read_inbox")
     assert (read["success"], read["attempts"], read["error_type"]) == (False, 0, "refused")
+
+
+async def test_the_error_exit_raises_as_under_create_agent(run_loop: Any, plan_mode: str) -> None:
+    def limit() -> ToolCallLimitMiddleware:
+        return ToolCallLimitMiddleware(run_limit=2, exit_behavior="error")
+
+    theirs, ours = App(), App()
+    with pytest.raises(ToolCallLimitExceededError):
+        await run_loop(agent_of(theirs, THREE_READS, [limit()]), ask("Read."), thread("a"))
+    graph = loop_of(ours, THREE_READS, [limit()], plan_mode)
+    with pytest.raises(ToolCallLimitExceededError):
+        await run_loop(graph, ask("Read."), thread("l"))
+    assert ours.ran == theirs.ran == [_read("a"), _read("b")]
+
+
+async def test_per_call_review_interrupts_as_the_call_starts(run_loop: Any, plan_mode: str) -> None:
+    def review() -> HumanInTheLoopMiddleware:
+        return HumanInTheLoopMiddleware(
+            interrupt_on={"send_email": True}, interrupt_mode="per_call"
+        )
+
+    theirs, ours = App(), App()
+    agent = agent_of(theirs, ONE_ROUND, [review()])
+    await run_loop(agent, ask("Email Ann, read the inbox."), thread("a"))
+    graph = loop_of(ours, ONE_ROUND, [review()], plan_mode)
+    await run_loop(graph, ask("Email Ann, read the inbox."), thread("l"))
+    [theirs_pending] = agent.get_state(thread("a")).interrupts
+    [ours_pending] = graph.get_state(thread("l")).interrupts
+    assert {k: v for k, v in ours_pending.value.items() if k != "tool_call_id"} == {
+        k: v for k, v in theirs_pending.value.items() if k != "tool_call_id"
+    }
+    assert ("send_email" in dict(ours.ran)) is ("send_email" in dict(theirs.ran)) is False
+    agent_out = await run_loop(
+        agent, Command(resume={theirs_pending.id: {"type": "approve"}}), thread("a")
+    )
+    out = await run_loop(graph, Command(resume={ours_pending.id: {"type": "approve"}}), thread("l"))
+    assert ours.counts == theirs.counts == Counter(send_email=1, read_inbox=1)
+    assert kinds(out["messages"]) == kinds(agent_out["messages"])
