@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 
 from agentloop.prompts import to_prompt_json
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
@@ -88,11 +88,16 @@ def planned_message(commands: Sequence[ToolCommand], run_id: str, round_label: s
 
 
 def _find_plan(messages: Sequence[BaseMessage], message_id: str) -> int | None:
-    """The position of the round's `AIMessage` in `messages`, searched from the end."""
+    """The position of the round's `AIMessage` in `messages`, searched from the end.
+
+    The search stops at the turn's `HumanMessage`: a round's message comes after it.
+    """
     for position in range(len(messages) - 1, -1, -1):
         message = messages[position]
         if isinstance(message, AIMessage) and message.id == message_id:
             return position
+        if isinstance(message, HumanMessage):
+            return None
     return None
 
 
