@@ -197,7 +197,9 @@ def create_tool_loop(
     settings = LoopSettings.build(
         planning,
         model_middleware=bool(wrappers.models) or (hooks is not None and hooks.around_model),
-        reviews_plan=_reviews_plan(stop_before, stop_after),
+        # an after_model hook reviews each plan before it runs (it may drop or block calls)
+        reviews_plan=_reviews_plan(stop_before, stop_after)
+        or (hooks is not None and hooks.after_any_model),
         max_rounds=max_rounds,
         concurrency=concurrency,
         plan_mode=plan_mode,

@@ -62,7 +62,10 @@ class PrepareUpdate(TypedDict, total=False):
 
 
 class PlanUpdate(TypedDict, total=False):
-    """`plan`: the decision, the planner's calls and tokens, records of calls it dropped."""
+    """`plan`: the decision, the planner's calls and tokens, records of calls it dropped.
+
+    With `after_model` hooks, also the round's `AIMessage` (`agentloop.transcript`).
+    """
 
     decision: PlanDecision
     rollback_note: str
@@ -71,6 +74,7 @@ class PlanUpdate(TypedDict, total=False):
     status_reason: str
     tool_logs: list[ToolExecutionRecord]
     usage: dict[str, dict[str, Any]]
+    messages: list[AnyMessage]
 
 
 class ExecuteUpdate(TypedDict, total=False):
