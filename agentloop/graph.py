@@ -33,9 +33,9 @@ from agentloop.nodes import (
     make_execute,
     make_plan,
     make_prepare,
-    route_collect,
     route_execute,
     route_plan,
+    route_round,
     route_start,
 )
 from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions
@@ -286,7 +286,15 @@ def create_tool_loop(
         )
         builder.add_edge(CALL_NODE, "collect")
         builder.add_conditional_edges(
-            "collect", Router("route_collect", route_collect), [CALL_NODE, "plan", "answer"]
+            "collect",
+            Router("route_round", route_round),
+            {
+                CALL_NODE: CALL_NODE,
+                "plan": "plan",
+                "answer": "answer",
+                # drawn only when a tool may end the run, as create_agent draws it
+                **({"end": exit_node} if _returns_directly(own_tools, wrappers) else {}),
+            },
         )
         _add_hook_edge(builder, "answer", exit_node, model_jumps)
         if scoped:
@@ -392,6 +400,11 @@ def _add_agent_hooks(
                 jumps = _jumps(declared, after_run)
             _add_hook_edge(builder, name, default, jumps)
     return (before[0][1] if before else "prepare"), exit_node
+
+
+def _returns_directly(tools: Sequence[Any], wrappers: LoopMiddleware) -> bool:
+    """Whether a tool of the loop is `return_direct` (a round of its calls ends the run)."""
+    return any(getattr(tool, "return_direct", False) for tool in [*tools, *wrappers.tools])
 
 
 def _tool_wrapper(

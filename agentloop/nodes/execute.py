@@ -58,6 +58,7 @@ __all__ = [
     "make_collect",
     "make_execute",
     "next_batch",
+    "returns_directly",
     "route_collect",
     "route_execute",
     "round_records",
@@ -189,6 +190,22 @@ def route_collect(state: LoopState) -> list[Send] | Literal["plan", "answer"]:
     return "answer" if round_state["round_index"] >= limit else "plan"
 
 
+def returns_directly(parts: LoopParts, records: Sequence[ToolExecutionRecord]) -> bool:
+    """Whether a round ends the run: every call was of a `return_direct` tool and succeeded.
+
+    `create_agent` ends its run when every tool call of the model's last message was of
+    such a tool; a failed call here goes back to the planner instead (the loop hands
+    errors to the model where `create_agent` raises them).
+    """
+    if not records:
+        return False
+    for record in records:
+        spec = parts.tools.registry.spec(record["tool_name"])
+        if spec is None or not spec.runnable.return_direct or not record["success"]:
+            return False
+    return True
+
+
 REFUSALS = ("tool_not_found", "invalid_arguments", "reference_failed")
 """Refusals code deployed since an earlier execution of a call may make: that execution's
 ledger record, when there is one, replaces them (`agentloop.nodes.guarded.ledger_record`)."""
@@ -311,10 +328,14 @@ def make_collect(parts: LoopParts) -> Any:
                 failed=sum(1 for r in stored if not r["success"]),
             )
         )
-        return {
+        recorded: CollectUpdate = {
             **update,
             "round_state": new_round(stored, round_state["round_index"] + 1),
             "consecutive_rollbacks": rollbacks if all_flagged else 0,
         }
+        if returns_directly(parts, records):  # the last outcome is the answer, as it is
+            recorded["answer"] = recorded["messages"][-1].text
+            recorded["status"] = "ok"
+        return recorded
 
     return collect
