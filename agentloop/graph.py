@@ -243,6 +243,7 @@ def create_tool_loop(
             mandatory_interceptors=governance.mandatory_interceptors,
             invoker=ToolInvoker(threads),
             wrap_call=_tool_wrapper(wrappers, catalog),
+            retried_elsewhere=wrappers.retries_tool if wrappers.tool_retries else None,
         )
         parts = LoopParts(
             settings=settings,

@@ -23,8 +23,11 @@
   state and a `ToolRuntime`. The handler returns the result as a `ToolMessage`, or raises
   `ToolCallFailed` when the call failed (after the loop's own retries), as a tool's error
   propagates in `create_agent`; so `ToolRetryMiddleware` retries it, and one that reaches
-  the loop becomes the call's record. A `ToolMessage` returned without calling the
-  handler becomes the call's record (failed when its status is `"error"`).
+  the loop becomes the call's record. A `ToolRetryMiddleware` replaces the loop's own
+  retry (`ToolPolicy.retry`) for the tools it retries, so retries never stack, and the
+  record's `attempts` counts every execution the handler made. A `ToolMessage` returned
+  without calling the handler becomes the call's record (failed when its status is
+  `"error"`).
 - `before_agent` / `abefore_agent` run once per invocation, in list order, as nodes
   `"<name>.before_agent"` between `START` and `prepare`; `after_agent` / `aafter_agent`
   once at its end, in reverse list order, as nodes `"<name>.after_agent"` after `answer`
@@ -79,7 +82,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ModelRequest,
+    ModelResponse,
+    ToolRetryMiddleware,
+)
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
@@ -173,6 +181,7 @@ class LoopMiddleware:
         self.middleware = list(middleware)
         self.models = [m for m in middleware if self._wraps(m, "wrap_model_call")]
         self.tool_calls = [m for m in middleware if self._wraps(m, "wrap_tool_call")]
+        self.tool_retries = [m for m in middleware if isinstance(m, ToolRetryMiddleware)]
         self.tools: list[BaseTool] = [
             tool for m in middleware for tool in getattr(m, "tools", None) or ()
         ]
@@ -314,6 +323,15 @@ class LoopMiddleware:
 
     # -- tool calls ----------------------------------------------------------------------
 
+    def retries_tool(self, name: str) -> bool:
+        """Whether the app's `ToolRetryMiddleware` retries calls of a tool.
+
+        The loop's own retry of such a tool is then off (`ToolRunner`), so a call is
+        retried once, by the middleware, as in `create_agent`.
+        """
+        # the middleware's own filter (its `tools=`), read where it keeps it
+        return any(m._should_retry_tool(name) for m in self.tool_retries)
+
     def tool_layer(self, config: RunnableConfig | None, tools: list[BaseTool]) -> Interceptor:
         """The interceptor that runs a call through every `wrap_tool_call`."""
 
@@ -327,9 +345,11 @@ class LoopMiddleware:
                 runtime=runtime,
             )
             outcomes: dict[int, ToolOutcome] = {}
+            attempts: list[int] = []
 
             async def innermost(inner: ToolCallRequest) -> ToolMessage | Command[Any]:
                 outcome = await proceed(call.override(arguments=dict(inner.tool_call["args"])))
+                attempts.append(outcome.attempts)
                 if not outcome.success:
                     raise ToolCallFailed(outcome)
                 message = _as_message(outcome, call)
@@ -342,10 +362,11 @@ class LoopMiddleware:
             try:
                 result = await handler(request)
             except ToolCallFailed as failed:
-                return failed.outcome
-            if id(result) in outcomes:
-                return outcomes[id(result)]
-            return _outcome_of(result, call.tool_name)
+                outcome = failed.outcome
+            else:
+                outcome = outcomes.get(id(result)) or _outcome_of(result, call.tool_name)
+            # every execution counts, however many times a middleware called the handler
+            return outcome.with_changes(attempts=sum(attempts)) if attempts else outcome
 
         return layer
 

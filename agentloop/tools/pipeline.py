@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -60,6 +61,9 @@ class ToolRunner:
             mandatory interceptors and the optional ones (the app's `wrap_tool_call`
             middleware).
         invoker: Calls the tools (default: one with its own pool of sync-tool threads).
+        retried_elsewhere: Whether the app's middleware retries a tool's calls (its
+            `ToolRetryMiddleware`): the loop's own retry of that tool is then off, so
+            the two never stack.
     """
 
     def __init__(
@@ -70,8 +74,10 @@ class ToolRunner:
         mandatory_interceptors: Sequence[Interceptor] = (),
         invoker: ToolInvoker | None = None,
         wrap_call: Callable[[RunnableConfig | None], Interceptor] | None = None,
+        retried_elsewhere: Callable[[str], bool] | None = None,
     ) -> None:
         self.tools = tools
+        self._retried_elsewhere = retried_elsewhere
         self.cache = cache
         self.chain: list[Interceptor] = [*mandatory_interceptors, *interceptors]
         self._mandatory = len(mandatory_interceptors)
@@ -245,6 +251,8 @@ class ToolRunner:
             emit_settled(emit, gone)
             return gone
         tool, policy = spec.runnable, spec.policy
+        if policy.retry is not None and self._retried_elsewhere and self._retried_elsewhere(name):
+            policy = replace(policy, retry=None)  # the app's middleware retries it instead
         arguments = decode_arguments(call["arguments"])
         if spec.accepts_idempotency_key and not arguments.get(IDEMPOTENCY_ARGUMENT):
             arguments[IDEMPOTENCY_ARGUMENT] = call["call_key"]
