@@ -244,6 +244,7 @@ def create_tool_loop(
             invoker=ToolInvoker(threads),
             wrap_call=_tool_wrapper(wrappers, catalog),
             retried_elsewhere=wrappers.retries_tool if wrappers.tool_retries else None,
+            state_keys=_command_keys(builder),
         )
         parts = LoopParts(
             settings=settings,
@@ -401,6 +402,16 @@ def _add_agent_hooks(
                 jumps = _jumps(declared, after_run)
             _add_hook_edge(builder, name, default, jumps)
     return (before[0][1] if before else "prepare"), exit_node
+
+
+def _command_keys(builder: StateGraph[Any, Any, Any, Any]) -> frozenset[str]:
+    """The state keys a tool's `Command(update=...)` may write.
+
+    `messages`, and the keys of the app's `state_schema` and of its middleware; the
+    loop's own keys (`answer`, `round_state`, ...) are the loop's to write.
+    """
+    own = frozenset(LoopState.__annotations__) - {"messages"}
+    return frozenset(builder.channels) - own
 
 
 def _returns_directly(tools: Sequence[Any], wrappers: LoopMiddleware) -> bool:

@@ -14,7 +14,7 @@ running (with the ledger's record when an earlier execution of it left one).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
@@ -62,7 +62,13 @@ class _CallTool:
         return tool_config(self.parts, call, get_config(), scope.context)
 
     def _done(self, call: PreparedCall, record: Any) -> CallToolUpdate:
-        return {"call_results": {call["call_id"]: record}}
+        """The call's record, and what its tool's `Command` writes to the state (if any)."""
+        state_update = record.get("state_update") if isinstance(record, dict) else None
+        if not state_update:
+            return {"call_results": {call["call_id"]: record}}
+        record = {key: value for key, value in record.items() if key != "state_update"}
+        update = {**state_update, "call_results": {call["call_id"]: record}}
+        return cast(CallToolUpdate, update)
 
     def run(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> Core[CallToolUpdate]:
         """The task, as a core that `LoopNode` drives under `invoke` or `ainvoke`."""

@@ -30,7 +30,7 @@ from agentloop.tools.cache_scope import run_identity
 from agentloop.tools.call_config import call_info
 from agentloop.tools.call_id import CallId, tool_call_id
 from agentloop.tools.catalog import ToolCatalog
-from agentloop.tools.injected import refuse_command, run_context
+from agentloop.tools.injected import command_outcome, run_context
 from agentloop.tools.interceptors import (
     Interceptor,
     ToolInvocation,
@@ -64,6 +64,8 @@ class ToolRunner:
         retried_elsewhere: Whether the app's middleware retries a tool's calls (its
             `ToolRetryMiddleware`): the loop's own retry of that tool is then off, so
             the two never stack.
+        state_keys: The state keys a tool's `Command(update=...)` may write (`messages`
+            and the app's and middleware's own keys); the rest is left out, noted.
     """
 
     def __init__(
@@ -75,8 +77,10 @@ class ToolRunner:
         invoker: ToolInvoker | None = None,
         wrap_call: Callable[[RunnableConfig | None], Interceptor] | None = None,
         retried_elsewhere: Callable[[str], bool] | None = None,
+        state_keys: frozenset[str] = frozenset({"messages"}),
     ) -> None:
         self.tools = tools
+        self._state_keys = state_keys
         self._retried_elsewhere = retried_elsewhere
         self.cache = cache
         self.chain: list[Interceptor] = [*mandatory_interceptors, *interceptors]
@@ -286,7 +290,7 @@ class ToolRunner:
             outcome = await self.invoker.call_with_policy(
                 current, emit, config, prefer_sync=prefer_sync
             )
-            return refuse_command(outcome, name)
+            return command_outcome(outcome, name, current.transcript_id, self._state_keys)
 
         writes = policy.writes_state
         if writes:  # what earlier reads of this state said may change from now on
