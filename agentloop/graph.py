@@ -232,6 +232,7 @@ def create_tool_loop(
         if checkpointer is None and governance.ledger is None and catalog.registry.has_side_effects:
             check_server_database()  # served: the ledger's database must answer now
         results = governance.cache if governance.cache is not None else ResultCache()
+        command_keys = _command_keys(builder)
         runner = ToolRunner(
             catalog,
             results,
@@ -242,9 +243,9 @@ def create_tool_loop(
             ],
             mandatory_interceptors=governance.mandatory_interceptors,
             invoker=ToolInvoker(threads),
-            wrap_call=_tool_wrapper(wrappers, catalog),
+            wrap_call=_tool_wrapper(wrappers, catalog, command_keys),
             retried_elsewhere=wrappers.retries_tool if wrappers.tool_retries else None,
-            state_keys=_command_keys(builder),
+            state_keys=command_keys,
         )
         parts = LoopParts(
             settings=settings,
@@ -420,12 +421,12 @@ def _returns_directly(tools: Sequence[Any], wrappers: LoopMiddleware) -> bool:
 
 
 def _tool_wrapper(
-    wrappers: LoopMiddleware, catalog: ToolCatalog
+    wrappers: LoopMiddleware, catalog: ToolCatalog, state_keys: frozenset[str]
 ) -> Callable[[RunnableConfig | None], Interceptor] | None:
     """The app's `wrap_tool_call` middleware as the layer of a call (None: there is none)."""
     if not wrappers.tool_calls:
         return None
-    return lambda config: wrappers.tool_layer(config, catalog.registry.tools)
+    return lambda config: wrappers.tool_layer(config, catalog.registry.tools, state_keys)
 
 
 _BEFORE_ALIASES = {"model": "plan", "tools": "execute"}

@@ -106,7 +106,7 @@ from agentloop.errors import (
     ToolCallError,
     model_error_message,
 )
-from agentloop.tools.injected import COMMAND_RESULT, tool_runtime
+from agentloop.tools.injected import command_outcome, tool_runtime
 from agentloop.tools.interceptors import Interceptor, Proceed, ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
 
@@ -332,8 +332,20 @@ class LoopMiddleware:
         # the middleware's own filter (its `tools=`), read where it keeps it
         return any(m._should_retry_tool(name) for m in self.tool_retries)
 
-    def tool_layer(self, config: RunnableConfig | None, tools: list[BaseTool]) -> Interceptor:
-        """The interceptor that runs a call through every `wrap_tool_call`."""
+    def tool_layer(
+        self,
+        config: RunnableConfig | None,
+        tools: list[BaseTool],
+        state_keys: frozenset[str] = frozenset({"messages"}),
+    ) -> Interceptor:
+        """The interceptor that runs a call through every `wrap_tool_call`.
+
+        Args:
+            config: The config of the call's task.
+            tools: The loop's tools (for the `ToolRuntime`).
+            state_keys: The state keys a `Command(update=...)` may write
+                (`agentloop.tools.injected.command_outcome`).
+        """
 
         async def layer(call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
             runtime = tool_runtime(config, tool_call_id=call.transcript_id, tools=tools)
@@ -352,7 +364,11 @@ class LoopMiddleware:
                 attempts.append(outcome.attempts)
                 if not outcome.success:
                     raise ToolCallFailed(outcome)
-                message = _as_message(outcome, call)
+                message: ToolMessage | Command[Any] = _as_message(outcome, call)
+                if outcome.state_update:  # the tool's Command, as the handler returns it
+                    earlier = outcome.state_update.get("messages") or []
+                    update = {**outcome.state_update, "messages": [*earlier, message]}
+                    message = Command(update=update)
                 outcomes[id(message)] = outcome
                 return message
 
@@ -364,7 +380,7 @@ class LoopMiddleware:
             except ToolCallFailed as failed:
                 outcome = failed.outcome
             else:
-                outcome = outcomes.get(id(result)) or _outcome_of(result, call.tool_name)
+                outcome = outcomes.get(id(result)) or _outcome_of(result, call, state_keys)
             # every execution counts, however many times a middleware called the handler
             return outcome.with_changes(attempts=sum(attempts)) if attempts else outcome
 
@@ -416,14 +432,14 @@ def _as_message(outcome: ToolOutcome, call: ToolInvocation) -> ToolMessage:
     return ToolMessage(content, tool_call_id=call.transcript_id, name=call.tool_name)
 
 
-def _outcome_of(result: Any, tool_name: str) -> ToolOutcome:
+def _outcome_of(result: Any, call: ToolInvocation, state_keys: frozenset[str]) -> ToolOutcome:
     """The outcome of a call a middleware answered itself."""
     if isinstance(result, ToolMessage):
         if result.status == "error":
             return ToolOutcome.failure("internal_error", str(result.content), attempts=0)
         return ToolOutcome(value=result.content, attempts=0)
-    if isinstance(result, Command):
-        failed = ToolOutcome.failure("unsupported_result", COMMAND_RESULT.format(tool=tool_name))
-        return failed.with_changes(attempts=0)
+    if isinstance(result, Command):  # applied as a tool's own Command is
+        outcome = ToolOutcome(value=result, attempts=0)
+        return command_outcome(outcome, call.tool_name, call.transcript_id, state_keys)
     msg = f"wrap_tool_call returned {type(result).__name__}, not a ToolMessage"
     return ToolOutcome.failure("internal_error", msg, attempts=0)

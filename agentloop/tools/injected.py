@@ -8,6 +8,14 @@ and any other `InjectedToolArg`. Such arguments are found once per tool
 (LangChain's `tool_call_schema` drops them), dropped from what it sends (`strip`), so they
 never reach validation, the cache key or the call's ledger identity, and filled in right
 before the tool is invoked (`fill`), as a full `ToolCall` like `ToolNode` invokes it.
+The state a tool sees holds the conversation's `messages` (the user's, each round's
+`AIMessage` with its tool calls, the `ToolMessage`s so far), as under `create_agent`.
+
+A tool may return a `Command(update=...)`, as under `ToolNode`: `command_outcome` keeps
+its update for the state (written by the call's task, so the next round sees it) and
+its `ToolMessage` as the call's outcome. Which keys a `Command` writes is only known once
+the tool returned, so what cannot apply (a key the state lacks, `goto`, `resume`) is
+left out and named in the record's notes, never refused after the tool ran.
 
 LangGraph offers no public way to reach the running task's `Runtime` and state from the
 config a tool is invoked with; `_runtime_of` and `_state_of` read the two private config
@@ -32,7 +40,6 @@ from agentloop.tools.outcome import ToolOutcome
 
 __all__ = [
     "COMMAND_NOT_APPLIED",
-    "COMMAND_RESULT",
     "COMMAND_UPDATED",
     "InjectedArguments",
     "command_outcome",
@@ -42,12 +49,6 @@ __all__ = [
 
 _CONFIG_KEY_RUNTIME = "__pregel_runtime"
 _CONFIG_KEY_READ = "__pregel_read"
-
-COMMAND_RESULT = (
-    "{tool} returned a LangGraph Command; the tool loop does not apply Command updates "
-    "(its state is the loop's own). Return the result as a value instead."
-)
-"""The error of a call whose `wrap_tool_call` middleware returned a `Command` itself."""
 
 COMMAND_NOT_APPLIED = "Command {part} not applied: {reason}"
 """A note on the record of a call whose `Command` could not be applied whole."""

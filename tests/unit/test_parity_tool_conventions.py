@@ -8,16 +8,18 @@ messages and answer, the state's keys.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentState, ToolRetryMiddleware
+from langchain.agents.middleware import AgentMiddleware, AgentState, ToolRetryMiddleware
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import InjectedState
+from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
@@ -336,3 +338,77 @@ async def test_without_tool_retry_middleware_the_loops_own_retries_stand(
     assert EXECUTED == ["get_quote"] * 3
     [record] = ours["tool_logs"]
     assert record["attempts"] == 3
+
+
+async def test_a_replayed_command_call_updates_the_state_again(
+    run_loop: Any, plan_mode: str
+) -> None:
+    rounds: list[Round] = [[("remember_name", {"name": "Ann"})]]
+    EXECUTED.clear()
+    graph = _loop(
+        ScriptedChatModel([*_planner(rounds).replies, *_planner(rounds).replies]),  # two runs
+        ScriptedChatModel(["the answer", "the answer"]),
+        [remember_name],
+        plan_mode,
+        state_schema=AppState,
+        governance=GovernanceOptions(policies={"remember_name": ToolPolicy(idempotent=False)}),
+    )
+    request = {"user_input": "I am Ann.", "idempotency_key": "profile-1"}
+    first = await run_loop(graph, request, _thread("cmd-first"))
+    again = await run_loop(graph, request, _thread("cmd-again"))
+    assert EXECUTED == ["remember_name"]  # the side-effect ledger replays the second
+    [record] = again["tool_logs"]
+    assert record["replayed"] is True
+    assert first["user_name"] == again["user_name"] == "Ann"
+    [outcome] = [m for m in again["messages"] if isinstance(m, ToolMessage)]
+    assert outcome.content == "saved Ann"
+
+
+async def test_a_command_passes_through_wrap_tool_call_middleware(
+    run_loop: Any, plan_mode: str
+) -> None:
+    seen: list[str] = []
+
+    class Watch(AgentMiddleware[Any, Any, Any]):
+        """Note what the handler returned (sync and async, as create_agent needs both)."""
+
+        def wrap_tool_call(
+            self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]
+        ) -> Any:
+            result = handler(request)
+            seen.append(type(result).__name__)
+            return result
+
+        async def awrap_tool_call(
+            self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]
+        ) -> Any:
+            result = await handler(request)
+            seen.append(type(result).__name__)
+            return result
+
+    watch = Watch()
+
+    rounds: list[Round] = [[("remember_name", {"name": "Eve"})], [("greet", {})]]
+    agent = create_agent(
+        _agent_model(rounds),
+        [remember_name, greet],
+        middleware=[watch],
+        state_schema=AppState,
+        checkpointer=InMemorySaver(),
+    )
+    theirs = await run_loop(agent, _question("I am Eve."), _thread("cmd-mw-agent"))
+    agent_seen = list(seen)
+    seen.clear()
+    graph = _loop(
+        _planner(rounds),
+        ScriptedChatModel(["the answer"]),
+        [remember_name, greet],
+        plan_mode,
+        middleware=[watch],
+        state_schema=AppState,
+    )
+    ours = await run_loop(graph, _question("I am Eve."), _thread("cmd-mw-loop"))
+    assert seen == agent_seen == ["Command", "ToolMessage"]
+    assert ours["user_name"] == theirs["user_name"] == "Eve"
+    greeting = [m.content for m in ours["messages"] if isinstance(m, ToolMessage)]
+    assert greeting == ["saved Eve", "hello Eve"]
