@@ -21,7 +21,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite, Send
@@ -190,6 +190,29 @@ def route_collect(state: LoopState) -> list[Send] | Literal["plan", "answer"]:
     return "answer" if round_state["round_index"] >= limit else "plan"
 
 
+def _command_messages(
+    records: list[ToolExecutionRecord],
+) -> tuple[list[ToolExecutionRecord], dict[str, list[Any]]]:
+    """The records without the messages their tools' `Command`s added, and those messages.
+
+    They follow the call's `ToolMessage` in the transcript, as under `create_agent`.
+    """
+    if not any("state_update" in record for record in records):
+        return records, {}
+    added: dict[str, list[Any]] = {}
+    kept: list[ToolExecutionRecord] = []
+    for record in records:
+        update = record.get("state_update")
+        if update is None:
+            kept.append(record)
+            continue
+        added[record.get("call_id", "")] = list(update.get("messages") or [])
+        kept.append(
+            cast(ToolExecutionRecord, {k: v for k, v in record.items() if k != "state_update"})
+        )
+    return kept, added
+
+
 def returns_directly(parts: LoopParts, records: Sequence[ToolExecutionRecord]) -> bool:
     """Whether a round ends the run: every call was of a `return_direct` tool and succeeded.
 
@@ -281,7 +304,8 @@ def make_collect(parts: LoopParts) -> Any:
             return {}
         scope = parts.scope(runtime)
         emit = scope.emit
-        records = round_records(calls, state.get("call_results") or {})
+        records, added = _command_messages(round_records(calls, state.get("call_results") or {}))
+        outcomes = tool_messages(records)
         round_state = state.get("round_state") or empty_round_state()
         rollbacks = state.get("consecutive_rollbacks", 0)
         emit(QueueDrained(round_index=round_state["round_index"], calls=len(records)))
@@ -289,7 +313,11 @@ def make_collect(parts: LoopParts) -> Any:
             "round_calls": Overwrite([]),
             "call_results": Overwrite({}),
             "tool_logs": records,
-            "messages": list(tool_messages(records)),
+            "messages": [
+                message
+                for record, outcome in zip(records, outcomes, strict=True)
+                for message in (outcome, *added.get(record.get("call_id", ""), ()))
+            ],
         }
         sub_agents = [r["agent_usage"] for r in records if r.get("agent_usage")]
         if sub_agents:
@@ -334,7 +362,7 @@ def make_collect(parts: LoopParts) -> Any:
             "consecutive_rollbacks": rollbacks if all_flagged else 0,
         }
         if returns_directly(parts, records):  # the last outcome is the answer, as it is
-            recorded["answer"] = recorded["messages"][-1].text
+            recorded["answer"] = outcomes[-1].text
             recorded["status"] = "ok"
         return recorded
 

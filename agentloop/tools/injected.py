@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.prebuilt.tool_node import ToolRuntime, _get_all_injected_args
@@ -228,8 +228,8 @@ def command_outcome(
                 notes.append(COMMAND_NOT_APPLIED.format(part=f"update of {key!r}", reason=reason))
     own = [m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == tool_call_id]
     others = [m for m in messages if not any(m is message for message in own)]
-    if others:
-        update["messages"] = others
+    if others:  # as dicts: a record holds only what a checkpoint keeps as it is
+        update["messages"] = [_message_dict(m) for m in others]
     changed = outcome.with_changes(notes=(*outcome.notes, *notes), state_update=update or None)
     if not own:
         keys = ", ".join(sorted(update)) or "nothing"
@@ -240,6 +240,19 @@ def command_outcome(
             value=message.content, success=False, error=message.text, error_type="internal_error"
         )
     return changed.with_changes(value=message.content, artifact=message.artifact)
+
+
+def _message_dict(message: Any) -> Any:
+    """A message as the dict `add_messages` reads back as the same message."""
+    if not isinstance(message, BaseMessage):
+        return message  # a dict or a text: `add_messages` reads it
+    found: dict[str, Any] = {"type": message.type, "content": message.content}
+    for key in ("id", "name", "tool_call_id", "status"):
+        if getattr(message, key, None) is not None:
+            found[key] = getattr(message, key)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        found["tool_calls"] = [dict(call) for call in message.tool_calls]
+    return found
 
 
 def _no_writer(chunk: Any) -> None:

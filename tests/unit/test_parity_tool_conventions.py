@@ -412,3 +412,45 @@ async def test_a_command_passes_through_wrap_tool_call_middleware(
     assert ours["user_name"] == theirs["user_name"] == "Eve"
     greeting = [m.content for m in ours["messages"] if isinstance(m, ToolMessage)]
     assert greeting == ["saved Eve", "hello Eve"]
+
+
+@tool
+def sign_up(name: str, runtime: ToolRuntime) -> Command[Any]:
+    """Sign the user up, and leave a note in the conversation."""
+    EXECUTED.append("sign_up")
+    saved = ToolMessage(f"signed up {name}", tool_call_id=runtime.tool_call_id)
+    note = AIMessage(f"Welcome, {name}.", id=f"welcome-{name}")
+    return Command(update={"user_name": name, "messages": [saved, note]})
+
+
+async def test_a_commands_other_messages_follow_its_tool_message(
+    run_loop: Any, plan_mode: str
+) -> None:
+    rounds: list[Round] = [[("sign_up", {"name": "Ida"}), ("weather", {"city": "Oslo"})]]
+    agent = create_agent(
+        _agent_model(rounds),
+        [sign_up, weather],
+        state_schema=AppState,
+        checkpointer=InMemorySaver(),
+    )
+    theirs = await run_loop(agent, _question("Sign me up."), _thread("cmd-notes-agent"))
+    graph = _loop(
+        _planner(rounds),
+        ScriptedChatModel(["the answer"]),
+        [sign_up, weather],
+        plan_mode,
+        state_schema=AppState,
+    )
+    ours = await run_loop(graph, _question("Sign me up."), _thread("cmd-notes-loop"))
+
+    def shape(messages: list[BaseMessage]) -> list[tuple[str, Any]]:
+        return [(kind, m.content) for kind, m in zip(_kinds(messages), messages, strict=True)]
+
+    assert shape(ours["messages"])[2:] == shape(theirs["messages"])[2:]
+    assert shape(ours["messages"])[2:5] == [
+        ("Tool", "signed up Ida"),
+        ("AI", "Welcome, Ida."),
+        ("Tool", "sunny in Oslo"),
+    ]
+    assert ours["user_name"] == "Ida"
+    assert all("state_update" not in record for record in ours["tool_logs"])
