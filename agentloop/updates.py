@@ -103,6 +103,9 @@ class CollectUpdate(TypedDict, total=False):
     rollbacks: list[dict[str, Any]]
     consecutive_rollbacks: int
     rollback_note: str
+    answer: str
+    """Set when the round's calls were all of `return_direct` tools: the run ends with it."""
+    status: RunStatus
 
 
 class AnswerUpdate(TypedDict, total=False):

@@ -25,7 +25,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.messages import ToolMessage
 from langgraph.runtime import Runtime
@@ -53,7 +53,13 @@ from agentloop.tools.deferred import referenced_outcome
 from agentloop.tools.judge import compact_record
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
-from agentloop.transcript import plan_message, plan_message_id, read_back, round_outcomes
+from agentloop.transcript import (
+    plan_message,
+    plan_message_id,
+    read_back,
+    round_outcomes,
+    tool_messages,
+)
 from agentloop.updates import CollectUpdate, ExecuteUpdate
 from agentloop.usage import sum_usage
 
@@ -66,6 +72,7 @@ __all__ = [
     "make_collect",
     "make_execute",
     "next_batch",
+    "returns_directly",
     "route_collect",
     "route_execute",
     "round_records",
@@ -199,6 +206,45 @@ def route_collect(state: LoopState) -> list[Send] | Literal["plan", "answer"]:
     return "answer" if round_state["round_index"] >= limit else "plan"
 
 
+def _command_messages(
+    records: list[ToolExecutionRecord],
+) -> tuple[list[ToolExecutionRecord], dict[str, list[Any]]]:
+    """The records without the messages their tools' `Command`s added, and those messages.
+
+    They follow the call's `ToolMessage` in the transcript, as under `create_agent`.
+    """
+    if not any("state_update" in record for record in records):
+        return records, {}
+    added: dict[str, list[Any]] = {}
+    kept: list[ToolExecutionRecord] = []
+    for record in records:
+        update = record.get("state_update")
+        if update is None:
+            kept.append(record)
+            continue
+        added[record.get("call_id", "")] = list(update.get("messages") or [])
+        kept.append(
+            cast(ToolExecutionRecord, {k: v for k, v in record.items() if k != "state_update"})
+        )
+    return kept, added
+
+
+def returns_directly(parts: LoopParts, records: Sequence[ToolExecutionRecord]) -> bool:
+    """Whether a round ends the run: every call was of a `return_direct` tool and succeeded.
+
+    `create_agent` ends its run when every tool call of the model's last message was of
+    such a tool; a failed call here goes back to the planner instead (the loop hands
+    errors to the model where `create_agent` raises them).
+    """
+    if not records:
+        return False
+    for record in records:
+        spec = parts.tools.registry.spec(record["tool_name"])
+        if spec is None or not spec.runnable.return_direct or not record["success"]:
+            return False
+    return True
+
+
 REFUSALS = ("tool_not_found", "invalid_arguments", "reference_failed")
 """Refusals code deployed since an earlier execution of a call may make: that execution's
 ledger record, when there is one, replaces them (`agentloop.nodes.guarded.ledger_record`)."""
@@ -300,7 +346,14 @@ def make_collect(parts: LoopParts) -> Any:
             return {}
         scope = parts.scope(runtime)
         emit = scope.emit
-        records = round_records(calls, state.get("call_results") or {})
+        records, added = _command_messages(round_records(calls, state.get("call_results") or {}))
+        outcomes = tool_messages(records)
+        plan_id = plan_message_id(calls[0]["run_id"], calls[0]["round_label"])
+        # a call a hook answered keeps the hook's message; one it removed gets none
+        kept = {
+            message.tool_call_id
+            for message in round_outcomes(records, state.get("messages") or [], plan_id)
+        }
         round_state = state.get("round_state") or empty_round_state()
         rollbacks = state.get("consecutive_rollbacks", 0)
         emit(QueueDrained(round_index=round_state["round_index"], calls=len(records)))
@@ -308,13 +361,12 @@ def make_collect(parts: LoopParts) -> Any:
             "round_calls": Overwrite([]),
             "call_results": Overwrite({}),
             "tool_logs": records,
-            "messages": list(
-                round_outcomes(
-                    records,
-                    state.get("messages") or [],
-                    plan_message_id(calls[0]["run_id"], calls[0]["round_label"]),
-                )
-            ),
+            "messages": [
+                message
+                for record, outcome in zip(records, outcomes, strict=True)
+                if outcome.tool_call_id in kept
+                for message in (outcome, *added.get(record.get("call_id", ""), ()))
+            ],
         }
         sub_agents = [r["agent_usage"] for r in records if r.get("agent_usage")]
         if sub_agents:
@@ -353,10 +405,14 @@ def make_collect(parts: LoopParts) -> Any:
                 failed=sum(1 for r in stored if not r["success"]),
             )
         )
-        return {
+        recorded: CollectUpdate = {
             **update,
             "round_state": new_round(stored, round_state["round_index"] + 1),
             "consecutive_rollbacks": rollbacks if all_flagged else 0,
         }
+        if returns_directly(parts, records):  # the last outcome is the answer, as it is
+            recorded["answer"] = outcomes[-1].text
+            recorded["status"] = "ok"
+        return recorded
 
     return collect
