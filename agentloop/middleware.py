@@ -5,7 +5,10 @@
 (the first in the list is the outermost):
 
 - `wrap_model_call` / `awrap_model_call` wrap every planner call, every answer call and
-  every `response_format` call. The `ModelRequest` carries the model, the system message,
+  every `response_format` call. The `ModelRequest` carries the model, the system message
+  (the app's `system_prompt`, or None, as under `create_agent`: the loop's planner and
+  answer rules are added to what the handler sends, so a middleware that sets the system
+  prompt, `@dynamic_prompt` included, replaces the app's part only),
   the messages, the tools (the plan tool in `plan_mode="tool"`, the loop's tools in
   `plan_mode="native"`), the loop's state with
   `agentloop_model_call` set to `"plan"`, `"answer"` or `"structured_response"`, and the
@@ -98,6 +101,7 @@ from agentloop.errors import (
     ToolCallError,
     model_error_message,
 )
+from agentloop.system_prompt import loop_rules, with_app_instructions
 from agentloop.tools.injected import COMMAND_RESULT, tool_runtime
 from agentloop.tools.interceptors import Interceptor, Proceed, ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
@@ -154,6 +158,8 @@ class LoopMiddleware:
         middleware: `AgentMiddleware` objects (decorated functions are such objects).
         runner: The event loop on which, under `invoke`, a middleware with only the
             async hook runs (the compiled loop's; default: one of its own).
+        instructions: The app's `system_prompt`: the system message a `ModelRequest`
+            carries (the loop's rules are added to what the handler sends).
 
     Raises:
         ConfigurationError: Not middleware.
@@ -164,8 +170,10 @@ class LoopMiddleware:
         middleware: Sequence[AgentMiddleware[Any, Any, Any]],
         *,
         runner: LoopRunner | None = None,
+        instructions: SystemMessage | None = None,
     ) -> None:
         self.runner = runner or LoopRunner()
+        self.instructions = instructions
         for item in middleware:
             if not isinstance(item, AgentMiddleware):
                 msg = f"middleware must be AgentMiddleware objects, got {type(item).__name__}"
@@ -191,11 +199,13 @@ class LoopMiddleware:
         state: Mapping[str, Any],
         runtime: Runtime[Any],
         tools: Sequence[dict[str, Any]],
-    ) -> ModelRequest[Any]:
-        system, rest = None, list(messages)
+    ) -> tuple[ModelRequest[Any], SystemMessage | None]:
+        """The request middleware sees, and the loop's rules its handler adds back."""
+        system, rules, rest = None, None, list(messages)
         if rest and isinstance(rest[0], SystemMessage):
-            system, rest = rest[0], rest[1:]
-        return ModelRequest(
+            system, rules = self.instructions, loop_rules(rest[0], self.instructions)
+            rest = rest[1:]
+        request = ModelRequest(
             model=model,
             messages=rest,  # type: ignore[arg-type]
             system_message=system,
@@ -203,9 +213,13 @@ class LoopMiddleware:
             state={**state, MODEL_CALL_KEY: which},  # type: ignore[arg-type]
             runtime=runtime,
         )
+        return request, rules
 
     @staticmethod
-    def _sent(request: ModelRequest[Any]) -> list[BaseMessage]:
+    def _sent(request: ModelRequest[Any], rules: SystemMessage | None) -> list[BaseMessage]:
+        """What the handler sends: the request's system message, then the loop's rules."""
+        if rules is not None:
+            return with_app_instructions([rules, *request.messages], request.system_message)
         system = [request.system_message] if request.system_message is not None else []
         return [*system, *request.messages]
 
@@ -240,13 +254,13 @@ class LoopMiddleware:
         produced: dict[int, T] = {}
 
         def innermost(request: ModelRequest[Any]) -> Core[ModelResponse[Any]]:
-            sent = self._sent(request)
+            sent = self._sent(request, rules)
             result = yield from call(request.model, sent, dict(request.model_settings))
             reply = reply_of(result)
             produced[id(reply)] = result
             return ModelResponse(result=[reply])
 
-        request = self._request(which, models[0], messages, state, runtime, tools)
+        request, rules = self._request(which, models[0], messages, state, runtime, tools)
         try:
             reply = _reply((yield from self._wrapped(request, innermost)))
         except Exception as error:

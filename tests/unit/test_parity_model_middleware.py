@@ -1,0 +1,104 @@
+"""Model-side middleware has the effect on a tool loop that it has on `create_agent`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import ModelRequest, dynamic_prompt
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agentloop import ModelOptions, create_tool_loop
+from agentloop.testing import ScriptedChatModel, plan_reply
+
+
+@tool
+def weather(city: str) -> str:
+    """Today's weather in a city."""
+    return f"sunny in {city}"
+
+
+@tool
+def stock(symbol: str) -> str:
+    """Today's price of a stock."""
+    return f"{symbol} at 100"
+
+
+@tool
+def news(topic: str) -> str:
+    """Today's headlines on a topic."""
+    return f"nothing new on {topic}"
+
+
+TOOLS = [weather, stock, news]
+
+
+def _thread(name: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": name}}
+
+
+def _system(request: list[BaseMessage]) -> str:
+    first = request[0]
+    return first.text if isinstance(first, SystemMessage) else ""
+
+
+def _agent(script: list[AIMessage | str], **kwargs: Any) -> tuple[Any, ScriptedChatModel]:
+    model = ScriptedChatModel(script)
+    return create_agent(model, TOOLS, checkpointer=InMemorySaver(), **kwargs), model
+
+
+def _weather_call() -> AIMessage:
+    return AIMessage("", tool_calls=[ToolCall(name="weather", args={"city": "Paris"}, id="c1")])
+
+
+def _loop(plan_mode: str, **kwargs: Any) -> tuple[Any, ScriptedChatModel, ScriptedChatModel]:
+    planner = ScriptedChatModel(
+        [
+            plan_reply("execute", [{"tool_name": "weather", "tool_kwargs": {"city": "Paris"}}]),
+            plan_reply("response"),
+        ]
+    )
+    answerer = ScriptedChatModel(["It is sunny."])
+    graph = create_tool_loop(
+        planner,
+        TOOLS,
+        models=ModelOptions(answer_model=answerer),
+        checkpointer=InMemorySaver(),
+        plan_mode=plan_mode,
+        **kwargs,
+    )
+    return graph, planner, answerer
+
+
+# -- @dynamic_prompt: the app's part of the system prompt -----------------------------------
+
+
+@dynamic_prompt
+def french(request: ModelRequest) -> str:
+    """Reply in French."""
+    return "Reply in French."
+
+
+async def test_dynamic_prompt_replaces_the_apps_system_prompt_and_keeps_the_loops_rules(
+    run_loop: Any, plan_mode: str
+) -> None:
+    agent, model = _agent(
+        [_weather_call(), "Il fait beau."], system_prompt="House rules.", middleware=[french]
+    )
+    await run_loop(agent, {"messages": [HumanMessage("Weather in Paris?")]}, _thread("a"))
+    assert {_system(request) for request in model.requests} == {"Reply in French."}
+
+    graph, planner, answerer = _loop(plan_mode, system_prompt="House rules.", middleware=[french])
+    out = await run_loop(graph, {"user_input": "Weather in Paris?"}, _thread("b"))
+    assert out["status"] == "ok" and out["answer"] == "It is sunny."
+    assert planner.request_count == 2  # no plan was re-asked
+    plain, plain_planner, plain_answerer = _loop(plan_mode)  # the loop's rules alone
+    await run_loop(plain, {"user_input": "Weather in Paris?"}, _thread("c"))
+    sent = [*planner.requests, *answerer.requests]
+    rules = [*plain_planner.requests, *plain_answerer.requests]
+    assert [_system(request) for request in sent] == [
+        f"Reply in French.\n\n{_system(request)}" for request in rules
+    ]
+    assert [type(m).__name__ for m in out["messages"]][-2:] == ["ToolMessage", "AIMessage"]
