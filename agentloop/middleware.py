@@ -8,16 +8,19 @@
   every `response_format` call. The `ModelRequest` carries the model, the system message
   (the app's `system_prompt`, or None, as under `create_agent`: the loop's planner and
   answer rules are added to what the handler sends, so a middleware that sets the system
-  prompt, `@dynamic_prompt` included, replaces the app's part only),
-  the messages, the tools (the plan tool in `plan_mode="tool"`, the loop's tools in
-  `plan_mode="native"`), the loop's state with
-  `agentloop_model_call` set to `"plan"`, `"answer"` or `"structured_response"`, and the
-  node's `Runtime`. The handler runs the loop's own call with its retries and
-  `ModelOptions` fallbacks, on the request's model, system message and messages, with
-  its `model_settings` bound to the model (provider options such as prompt-cache
-  markers); a changed `tools` or `tool_choice` is not applied. A reply the middleware
-  makes itself (without the handler) is read like one from the model; a `Command` it
-  returns fails the call (the loop's state is its own).
+  prompt, `@dynamic_prompt` included, replaces the app's part only), the messages, the
+  tools (the planner's: the loop's tools, in every `plan_mode`; the answer's: none), the
+  loop's state with `agentloop_model_call` set to `"plan"`, `"answer"` or
+  `"structured_response"`, and the node's `Runtime`. The handler runs the loop's own call
+  with its retries and `ModelOptions` fallbacks, on the request's model, system message
+  and messages, with its `model_settings` bound to the model (provider options such as
+  prompt-cache markers). A middleware that narrows the planner's `tools`
+  (`LLMToolSelectorMiddleware`) offers the planner only those: bound in
+  `plan_mode="native"`, listed in the prompt's tool list otherwise; a plan that names no
+  offered tool is asked again with the normal unknown-tool feedback. A changed
+  `tool_choice` is not applied. A reply the middleware makes itself (without the handler)
+  is read like one from the model; a `Command` it returns fails the call (the loop's
+  state is its own).
 - `wrap_tool_call` / `awrap_tool_call` wrap every governed call, after its arguments
   are validated and inside the side-effect ledger's guard (so a call the ledger has
   settled never reaches them, and whatever they do counts as the call's one outcome),
@@ -198,7 +201,7 @@ class LoopMiddleware:
         messages: Sequence[BaseMessage],
         state: Mapping[str, Any],
         runtime: Runtime[Any],
-        tools: Sequence[dict[str, Any]],
+        tools: Sequence[Any],
     ) -> tuple[ModelRequest[Any], SystemMessage | None]:
         """The request middleware sees, and the loop's rules its handler adds back."""
         system, rules, rest = None, None, list(messages)
@@ -228,13 +231,13 @@ class LoopMiddleware:
         which: ModelCall,
         models: Sequence[BaseChatModel],
         messages: Sequence[BaseMessage],
-        call: Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], Core[T]],
+        call: Callable[[BaseChatModel, list[BaseMessage], dict[str, Any], list[Any]], Core[T]],
         reply_of: Callable[[T], AIMessage],
         result_of: Callable[[AIMessage, BaseChatModel], T],
         *,
         state: Mapping[str, Any],
         runtime: Runtime[Any],
-        tools: Sequence[dict[str, Any]] = (),
+        tools: Sequence[Any] = (),
     ) -> Core[T]:
         """Make a model call through every `wrap_model_call` (or `awrap_model_call`).
 
@@ -242,20 +245,22 @@ class LoopMiddleware:
             which: The planner's call or the answer's.
             models: The model, then its fallbacks.
             messages: The request, system message first.
-            call: The loop's call (a core, with its retries) of a model with messages and
+            call: The loop's call (a core, with its retries) of a model with messages,
                 the request's `model_settings` (bound to the model: provider options such
-                as prompt-cache markers).
+                as prompt-cache markers) and the request's `tools` (the planner is offered
+                only those).
             reply_of: The reply a result carries.
             result_of: A result made of a reply the middleware wrote itself.
             state: The loop's state.
             runtime: The node's runtime.
-            tools: What the model is bound to.
+            tools: The tools the request offers (the loop's tools, for the planner).
         """
         produced: dict[int, T] = {}
 
         def innermost(request: ModelRequest[Any]) -> Core[ModelResponse[Any]]:
             sent = self._sent(request, rules)
-            result = yield from call(request.model, sent, dict(request.model_settings))
+            options = dict(request.model_settings)
+            result = yield from call(request.model, sent, options, list(request.tools))
             reply = reply_of(result)
             produced[id(reply)] = result
             return ModelResponse(result=[reply])

@@ -207,8 +207,12 @@ class _Plan:
             reason = f"the reply was cut: {read.cut}"
             return unparseable_decision(reason, read.reply_text), reason
         decision = read.reader.decision(short_circuited=read.short)
-        registry = self.parts.registry
-        return decision, plan_problem(decision, lambda name: registry.get(name) is not None)
+        registry, offered = self.parts.registry, read.offered
+
+        def is_tool(name: str) -> bool:
+            return registry.get(name) is not None and (offered is None or name in offered)
+
+        return decision, plan_problem(decision, is_tool)
 
     def _reask(self, attempts: _Attempts, read: PlanRead, problem: str) -> None:
         """Ask the planner again, telling it what was wrong with its reply."""
@@ -300,13 +304,15 @@ class _Plan:
         model: BaseChatModel,
         request: list[BaseMessage],
         options: dict[str, Any],
+        schemas: list[dict[str, Any]] | None,
     ) -> Core[PlanRead]:
         """One streamed planner call, read as it streams and closed early on `response`."""
         settings = attempts.scope.settings
         read = PlanRead.start(model, settings.plan_mode, whole=attempts.whole_reply)
         bounded = self._bounded()
         attempts.fresh_dispatch()
-        runnable = planner_runnable(model, settings, options, self.parts.tools.tool_schemas)
+        tools = self.parts.tools.tool_schemas if schemas is None else schemas
+        runnable = planner_runnable(model, settings, options, tools)
 
         def on_chunk(chunk: BaseMessageChunk) -> bool:
             if read.feed(chunk):

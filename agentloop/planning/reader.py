@@ -75,6 +75,8 @@ class PlanRead:
     """Why reading stopped before the reply ended ("" when it did not)."""
     tokens_in: int = 0
     tokens_out: int = 0
+    offered: frozenset[str] | None = None
+    """The tools the planner was offered, when a middleware narrowed them (None: all)."""
 
     @classmethod
     def start(cls, model: BaseChatModel, plan_mode: PlanMode, *, whole: bool = False) -> PlanRead:

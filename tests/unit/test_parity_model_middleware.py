@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import ModelRequest, dynamic_prompt
+from langchain.agents.middleware import LLMToolSelectorMiddleware, ModelRequest, dynamic_prompt
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -102,3 +102,62 @@ async def test_dynamic_prompt_replaces_the_apps_system_prompt_and_keeps_the_loop
         f"Reply in French.\n\n{_system(request)}" for request in rules
     ]
     assert [type(m).__name__ for m in out["messages"]][-2:] == ["ToolMessage", "AIMessage"]
+
+
+# -- LLMToolSelectorMiddleware: the tools offered ---------------------------------------------
+
+
+def _selection(*names: str) -> AIMessage:
+    """The selector model's reply: its structured output, as a tool call."""
+    call = ToolCall(name="ToolSelectionResponse", args={"tools": list(names)}, id="s1")
+    return AIMessage("", tool_calls=[call])
+
+
+def _catalog(request: list[BaseMessage]) -> str:
+    return "\n".join(str(message.content) for message in request[1:])
+
+
+async def test_tool_selector_offers_the_planner_only_the_selected_tools(
+    run_loop: Any, plan_mode: str
+) -> None:
+    selector = ScriptedChatModel([_selection("weather")] * 4)
+    middleware = [LLMToolSelectorMiddleware(model=selector)]
+    agent, model = _agent([_weather_call(), "It is sunny."], middleware=middleware)
+    theirs = await run_loop(agent, {"messages": [HumanMessage("Weather in Paris?")]}, _thread("a"))
+    assert [tool["function"]["name"] for tool in model.bound_tools] == ["weather"]
+
+    selector = ScriptedChatModel([_selection("weather")] * 4)
+    middleware = [LLMToolSelectorMiddleware(model=selector)]
+    graph, planner, _ = _loop(plan_mode, middleware=middleware)
+    ours = await run_loop(graph, {"user_input": "Weather in Paris?"}, _thread("b"))
+    assert ours["status"] == "ok" and ours["answer"] == "It is sunny."
+    assert selector.request_count == planner.request_count == 2  # once per planner call
+    if plan_mode == "native":
+        assert [tool["function"]["name"] for tool in planner.bound_tools] == ["weather"]
+    for request in planner.requests:  # only the selected tool is listed
+        assert '"weather"' in _catalog(request) or plan_mode == "native"
+        assert '"stock"' not in _catalog(request) and '"news"' not in _catalog(request)
+    assert ours["messages"][-1].content == theirs["messages"][-1].content
+
+
+async def test_a_plan_naming_a_tool_not_selected_is_asked_again(run_loop: Any) -> None:
+    selector = ScriptedChatModel([_selection("weather")] * 4)
+    planner = ScriptedChatModel(
+        [
+            plan_reply("execute", [{"tool_name": "stock", "tool_kwargs": {"symbol": "ACME"}}]),
+            plan_reply("execute", [{"tool_name": "weather", "tool_kwargs": {"city": "Paris"}}]),
+            plan_reply("response"),
+        ]
+    )
+    graph = create_tool_loop(
+        planner,
+        TOOLS,
+        models=ModelOptions(answer_model=ScriptedChatModel(["It is sunny."])),
+        middleware=[LLMToolSelectorMiddleware(model=selector)],
+        checkpointer=InMemorySaver(),
+    )
+    out = await run_loop(graph, {"user_input": "Weather in Paris?"}, _thread("c"))
+    assert out["status"] == "ok"
+    assert [record["tool_name"] for record in out["tool_logs"]] == ["weather"]
+    reask = planner.requests[1][-1].text
+    assert "unknown: stock" in reask
