@@ -42,8 +42,11 @@
   They see the node's state as earlier hooks left it (`after_model` after the answer
   also sees the answer's `AIMessage`), and what they return joins the node's update:
   `messages` through `add_messages`, every key through its reducer. The prompt of the
-  call is built from the node's state before the hooks; `wrap_model_call` sees the
-  hooks' state in `ModelRequest.state`. No hook runs when no model is asked (an answer
+  call is built from the state as the hooks left it (a `SummarizationMiddleware`
+  summary replaces the old turns it summarised; when a hook rewrites the request's
+  `HumanMessage`, as `PIIMiddleware` redacts it, `user_input` follows, so every prompt
+  quotes the rewritten request as `create_agent`'s model sees it); `wrap_model_call`
+  sees the hooks' state in `ModelRequest.state`. No hook runs when no model is asked (an answer
   taken from the planner's reply, a planner that failed before any tool ran), nor for
   the `response_format` call, which `create_agent` makes inside its one model call.
   A speculative answer is off when they exist (it would start before `before_model`).

@@ -346,6 +346,9 @@ class _Answer:
         asks = not call.unplanned and call.adopted is None  # a model call, with its hooks
         if asks and (yield from hooks.before()) is not None:
             return hooks.merged(AnswerUpdate(action_results=call.action_results))  # no call
+        if hooks.state is not state:  # the prompt is built from the state the hooks left
+            prompt = answer_prompt(self.parts, hooks.state, call.scope)
+            call.arguments = (call.arguments[0], prompt.messages, *call.arguments[2:])
         state = hooks.state
         update = yield from self._answered(state, call, runtime)
         if asks:

@@ -133,10 +133,8 @@ class _Plan:
             )
         return self._examples[1], self._examples[2]
 
-    def _request(
-        self, state: LoopState, runtime: Runtime[LoopContext], *, asynchronous: bool
-    ) -> _Attempts:
-        scope = self.parts.scope(runtime)
+    def _prompt(self, state: LoopState, scope: RunScope) -> list[BaseMessage]:
+        """The planner's request for a state: the loop's rules, the app's instructions."""
         settings = scope.settings
         round_state = state.get("round_state") or empty_round_state()
         example, with_reference = self._plan_examples()
@@ -159,7 +157,16 @@ class _Plan:
             native=settings.plan_mode == "native",
             history_lines=self.parts.history_lines,
         )
-        messages = with_app_instructions(messages, self.parts.system_prompt)
+        return with_app_instructions(messages, self.parts.system_prompt)
+
+    def _request(
+        self, state: LoopState, runtime: Runtime[LoopContext], *, asynchronous: bool
+    ) -> _Attempts:
+        scope = self.parts.scope(runtime)
+        settings = scope.settings
+        round_state = state.get("round_state") or empty_round_state()
+        example = self._plan_examples()[0]
+        messages = self._prompt(state, scope)
         scope.emit(
             RoundStarted(
                 round_index=round_state["round_index"], replan=bool(state.get("rollback_note"))
@@ -334,6 +341,9 @@ class _Plan:
         while self._calls_left(state, attempts) > 0:
             if (yield from hooks.before()) is not None:
                 break  # the planner is not called
+            if hooks.state is not state:  # built from the state as the hooks left it
+                prompt = self._prompt(hooks.state, attempts.scope)
+                attempts.messages = [*prompt, *attempts.messages[2:]]
             try:
                 read = yield from call_planner(
                     self.parts, hooks.state, runtime, attempts.messages, attempt

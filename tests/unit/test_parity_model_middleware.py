@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import LLMToolSelectorMiddleware, ModelRequest, dynamic_prompt
+from langchain.agents.middleware import (
+    LLMToolSelectorMiddleware,
+    ModelRequest,
+    PIIMiddleware,
+    SummarizationMiddleware,
+    dynamic_prompt,
+)
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -161,3 +167,83 @@ async def test_a_plan_naming_a_tool_not_selected_is_asked_again(run_loop: Any) -
     assert [record["tool_name"] for record in out["tool_logs"]] == ["weather"]
     reask = planner.requests[1][-1].text
     assert "unknown: stock" in reask
+
+
+# -- before_model changes reach the prompt: SummarizationMiddleware, PIIMiddleware -------------
+
+
+def _text(request: list[BaseMessage]) -> str:
+    return "\n".join(str(message.content) for message in request)
+
+
+def _shape(messages: list[BaseMessage]) -> list[tuple[str, str]]:
+    return [(type(message).__name__, str(message.content)) for message in messages]
+
+
+def _summarizing() -> tuple[SummarizationMiddleware, ScriptedChatModel]:
+    summarizer = ScriptedChatModel(["SUMMARY TEXT"] * 4)
+    middleware = SummarizationMiddleware(
+        model=summarizer, trigger=("messages", 5), keep=("messages", 2)
+    )
+    return middleware, summarizer
+
+
+async def test_a_summary_replaces_old_turns_in_what_the_models_see(
+    run_loop: Any, plan_mode: str
+) -> None:
+    middleware, summarizer = _summarizing()
+    model = ScriptedChatModel([f"answer {turn}" for turn in range(3)])
+    agent = create_agent(model, TOOLS, checkpointer=InMemorySaver(), middleware=[middleware])
+    for turn in range(3):
+        theirs = await run_loop(
+            agent, {"messages": [HumanMessage(f"question {turn}")]}, _thread("a")
+        )
+    assert "SUMMARY TEXT" in _text(model.requests[2])
+    assert "question 0" not in _text(model.requests[2])
+
+    middleware, our_summarizer = _summarizing()
+    answers = [f"answer {turn}" for turn in range(3)]
+    # a native planner's text reply is the answer: no answer model call
+    planner = ScriptedChatModel(answers if plan_mode == "native" else [plan_reply("response")] * 3)
+    answerer = ScriptedChatModel(answers)
+    graph = create_tool_loop(
+        planner,
+        TOOLS,
+        models=ModelOptions(answer_model=answerer),
+        checkpointer=InMemorySaver(),
+        middleware=[middleware],
+        plan_mode=plan_mode,
+    )
+    for turn in range(3):
+        ours = await run_loop(graph, {"messages": [HumanMessage(f"question {turn}")]}, _thread("b"))
+    assert our_summarizer.request_count == summarizer.request_count == 1
+    for request in [*planner.requests[2:], *answerer.requests[2:]]:  # the summarising turn
+        assert "SUMMARY TEXT" in _text(request)
+        assert "question 0" not in _text(request) and "answer 0" not in _text(request)
+    assert _shape(ours["messages"]) == _shape(theirs["messages"])
+
+
+async def test_pii_is_redacted_in_what_the_models_see(run_loop: Any, plan_mode: str) -> None:
+    asked = "Is jane@example.com on the list?"
+    redact = PIIMiddleware("email", strategy="redact")
+    model = ScriptedChatModel(["She is."])
+    agent = create_agent(model, TOOLS, checkpointer=InMemorySaver(), middleware=[redact])
+    theirs = await run_loop(agent, {"messages": [HumanMessage(asked)]}, _thread("a"))
+    assert "[REDACTED_EMAIL]" in _text(model.requests[0])
+    assert "jane@example.com" not in _text(model.requests[0])
+
+    planner = ScriptedChatModel(["She is." if plan_mode == "native" else plan_reply("response")])
+    answerer = ScriptedChatModel(["She is."])
+    graph = create_tool_loop(
+        planner,
+        TOOLS,
+        models=ModelOptions(answer_model=answerer),
+        checkpointer=InMemorySaver(),
+        middleware=[PIIMiddleware("email", strategy="redact")],
+        plan_mode=plan_mode,
+    )
+    ours = await run_loop(graph, {"messages": [HumanMessage(asked)]}, _thread("b"))
+    for request in [*planner.requests, *answerer.requests]:
+        assert "[REDACTED_EMAIL]" in _text(request)
+        assert "jane@example.com" not in _text(request)
+    assert _shape(ours["messages"]) == _shape(theirs["messages"])
