@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import (
     LLMToolSelectorMiddleware,
+    ModelRefusalMiddleware,
     ModelRequest,
     PIIMiddleware,
     SummarizationMiddleware,
     dynamic_prompt,
 )
+from langchain_core.exceptions import ModelRefusalError
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolCall
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -247,3 +250,38 @@ async def test_pii_is_redacted_in_what_the_models_see(run_loop: Any, plan_mode: 
         assert "[REDACTED_EMAIL]" in _text(request)
         assert "jane@example.com" not in _text(request)
     assert _shape(ours["messages"]) == _shape(theirs["messages"])
+
+
+# -- a model refusal reaches model middleware: ModelRefusalMiddleware ---------------------------
+
+
+def _refusal() -> AIMessage:
+    """A refusal as langchain-openai gives it."""
+    return AIMessage(
+        "",
+        additional_kwargs={"refusal": "I can't help with that."},
+        response_metadata={"model_provider": "openai"},
+    )
+
+
+async def test_a_refusal_is_seen_by_model_refusal_middleware(run_loop: Any, plan_mode: str) -> None:
+    model = ScriptedChatModel([_refusal()])
+    agent = create_agent(model, TOOLS, middleware=[ModelRefusalMiddleware()])
+    with pytest.raises(ModelRefusalError, match="I can't help with that"):
+        await run_loop(agent, {"messages": [HumanMessage("Help me.")]})
+    assert model.request_count == 1
+
+    planner, answerer = ScriptedChatModel([_refusal()] * 3), ScriptedChatModel(["unused"])
+    graph = create_tool_loop(
+        planner,
+        TOOLS,
+        models=ModelOptions(answer_model=answerer),
+        middleware=[ModelRefusalMiddleware()],
+        checkpointer=InMemorySaver(),
+        plan_mode=plan_mode,
+    )
+    out = await run_loop(graph, {"messages": [HumanMessage("Help me.")]}, _thread("r"))
+    assert (planner.request_count, answerer.request_count) == (1, 0)  # no re-ask, no answer
+    assert out["status"] == "planner_failed"
+    assert "ModelRefusalError" in out["status_reason"]
+    assert "I can't help with that" in out["status_reason"]
