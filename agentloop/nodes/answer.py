@@ -21,7 +21,7 @@ from agentloop.model_calls import Answer
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.answer_call import call_answerer
 from agentloop.nodes.parts import LoopParts
-from agentloop.nodes.planner_reply import adopted_reply
+from agentloop.nodes.planner_reply import adopted_reply, refusal_message, refusal_of
 from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.prompt import conversation_text, default_prompts
 from agentloop.prompts import (
@@ -310,6 +310,9 @@ class _Answer:
             text = call.unplanned
         else:
             text = message_text(reply) if reply is not None else ""
+        refusal = refusal_of(reply) if isinstance(reply, AIMessage) else ""
+        if refusal and not text.strip():  # the answer is the refusal, as the model gave it
+            text, reason = refusal, "the model refused"
         if answer is not None and answer.cut:
             status, reason = "answer_cut", answer.cut
         scope.emit(
@@ -325,7 +328,7 @@ class _Answer:
         update: AnswerUpdate = {
             "answer": text,
             "action_results": action_results,
-            "messages": [AIMessage(text, id=getattr(reply, "id", None) or None)],
+            "messages": [_final_message(text, reply, refusal)],
             "answered_input": state.get("user_input", ""),
             "status": status,
             "status_reason": reason,
@@ -396,6 +399,15 @@ class _Answer:
             entries.append({self.parts.settings.name: entry})
         update["usage"] = sum_usage(entries)
         return update
+
+
+def _final_message(text: str, reply: BaseMessage | None, refusal: str) -> AIMessage:
+    """The transcript's last message: the answer, or a refusal as the model gave it."""
+    message_id = getattr(reply, "id", None) or None
+    if refusal and text == refusal and reply is not None:
+        provider = str(reply.response_metadata.get("model_provider") or "")
+        return refusal_message(refusal, provider, {"reply_id": message_id})
+    return AIMessage(text, id=message_id)
 
 
 def _through(parts: LoopParts, state: LoopState, runtime: Runtime[Any]) -> Wrapped | None:

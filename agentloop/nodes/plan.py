@@ -214,6 +214,13 @@ class _Plan:
             reason = f"the reply was cut: {read.cut}"
             return unparseable_decision(reason, read.reply_text), reason
         decision = read.reader.decision(short_circuited=read.short)
+        if read.refusal and not decision["execution_commands"]:
+            # the run ends with it, as create_agent's does: not re-asked, no answer model
+            refused: PlanDecision = {"next_action": "response", "execution_commands": []}
+            refused["refusal"] = read.refusal
+            if read.provider:
+                refused["model_provider"] = read.provider
+            return refused, ""
         registry, offered = self.parts.registry, read.offered
 
         def is_tool(name: str) -> bool:

@@ -62,14 +62,16 @@ def _weather_call() -> AIMessage:
     return AIMessage("", tool_calls=[ToolCall(name="weather", args={"city": "Paris"}, id="c1")])
 
 
-def _loop(plan_mode: str, **kwargs: Any) -> tuple[Any, ScriptedChatModel, ScriptedChatModel]:
+def _loop(
+    plan_mode: str, answer: AIMessage | str = "It is sunny.", **kwargs: Any
+) -> tuple[Any, ScriptedChatModel, ScriptedChatModel]:
     planner = ScriptedChatModel(
         [
             plan_reply("execute", [{"tool_name": "weather", "tool_kwargs": {"city": "Paris"}}]),
             plan_reply("response"),
         ]
     )
-    answerer = ScriptedChatModel(["It is sunny."])
+    answerer = ScriptedChatModel([answer])
     graph = create_tool_loop(
         planner,
         TOOLS,
@@ -285,3 +287,37 @@ async def test_a_refusal_is_seen_by_model_refusal_middleware(run_loop: Any, plan
     assert out["status"] == "planner_failed"
     assert "ModelRefusalError" in out["status_reason"]
     assert "I can't help with that" in out["status_reason"]
+
+
+async def test_a_refusal_ends_the_run_with_the_refused_message(
+    run_loop: Any, plan_mode: str
+) -> None:
+    model = ScriptedChatModel([_refusal()])
+    agent = create_agent(model, TOOLS, checkpointer=InMemorySaver())
+    theirs = await run_loop(agent, {"messages": [HumanMessage("Help me.")]}, _thread("a"))
+    refused = [{"type": "refusal", "refusal": "I can't help with that."}]
+    assert theirs["messages"][-1].content_blocks == refused
+    assert model.request_count == 1
+
+    planner, answerer = ScriptedChatModel([_refusal()] * 3), ScriptedChatModel(["unused"])
+    graph = create_tool_loop(
+        planner,
+        TOOLS,
+        models=ModelOptions(answer_model=answerer),
+        checkpointer=InMemorySaver(),
+        plan_mode=plan_mode,
+    )
+    ours = await run_loop(graph, {"messages": [HumanMessage("Help me.")]}, _thread("b"))
+    assert (planner.request_count, answerer.request_count) == (1, 0)  # no re-ask, no answer
+    assert ours["status"] == "ok" and ours["status_reason"] == "the model refused"
+    assert ours["answer"] == "I can't help with that."
+    assert ours["messages"][-1].content_blocks == refused
+    assert _shape(ours["messages"]) == _shape(theirs["messages"])
+
+
+async def test_an_answer_models_refusal_is_the_answer(run_loop: Any, plan_mode: str) -> None:
+    graph, _, _ = _loop(plan_mode, _refusal())  # the tool runs, the answer model refuses
+    out = await run_loop(graph, {"user_input": "Weather in Paris?"}, _thread("c"))
+    assert out["status"] == "ok" and out["answer"] == "I can't help with that."
+    refused = [{"type": "refusal", "refusal": "I can't help with that."}]
+    assert out["messages"][-1].content_blocks == refused
