@@ -400,6 +400,11 @@ class HookRun:
         self._follow_request()
         return jump
 
+    def changed(self, keys: Iterable[str]) -> bool:
+        """Whether the hooks wrote any of these keys (a prompt built from them is stale)."""
+        before, after = self.input, self.state
+        return after is not before and any(after.get(key) is not before.get(key) for key in keys)
+
     def _follow_request(self) -> None:
         """When a hook rewrote the request's message, the request is its new text.
 

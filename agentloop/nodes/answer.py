@@ -169,6 +169,10 @@ def build_answer_messages(
     return [SystemMessage(system), HumanMessage(human)]
 
 
+_PROMPT_KEYS = ("messages", "user_input", "user_extra_requirement", "round_state")
+"""The state keys the answer's prompt is built from."""
+
+
 def _configure(model: Runnable[Any, BaseMessage]) -> Runnable[Any, BaseMessage]:
     return model.with_config(tags=ANSWER_TAGS, run_name="answer")
 
@@ -349,7 +353,7 @@ class _Answer:
         asks = not call.unplanned and call.adopted is None  # a model call, with its hooks
         if asks and (yield from hooks.before()) is not None:
             return hooks.merged(AnswerUpdate(action_results=call.action_results))  # no call
-        if hooks.state is not state:  # the prompt is built from the state the hooks left
+        if hooks.changed(_PROMPT_KEYS):  # the prompt is built from the state the hooks left
             prompt = answer_prompt(self.parts, hooks.state, call.scope)
             call.arguments = (call.arguments[0], prompt.messages, *call.arguments[2:])
         state = hooks.state

@@ -45,6 +45,17 @@ from agentloop.usage import sum_usage, usage_entry, wasted_usage
 __all__ = ["PLAN_TAGS", "make_plan"]
 
 
+_PROMPT_KEYS = (
+    "messages",
+    "user_input",
+    "user_extra_requirement",
+    "round_state",
+    "rollback_note",
+    "limits",
+)
+"""The state keys the planner's prompt is built from."""
+
+
 def plan_chunk_size(chunk: BaseMessageChunk) -> int:
     """Characters a streamed plan chunk adds: its text and its tool-call argument text."""
     calls = getattr(chunk, "tool_call_chunks", None) or []
@@ -348,7 +359,7 @@ class _Plan:
         while self._calls_left(state, attempts) > 0:
             if (yield from hooks.before()) is not None:
                 break  # the planner is not called
-            if hooks.state is not state:  # built from the state as the hooks left it
+            if hooks.changed(_PROMPT_KEYS):  # built from the state as the hooks left it
                 prompt = self._prompt(hooks.state, attempts.scope)
                 attempts.messages = [*prompt, *attempts.messages[2:]]
             try:
