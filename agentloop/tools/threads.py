@@ -237,6 +237,8 @@ class ToolThreads:
             async with asyncio.timeout(timeout_s):
                 return await asyncio.wrap_future(future)
         except (TimeoutError, asyncio.CancelledError) as error:
+            if isinstance(error, TimeoutError) and _raised_by_function(future):
+                raise  # the tool's own TimeoutError: it ended, within its time
             if future.cancel():  # it never started: nothing runs on
                 if isinstance(error, TimeoutError):
                     msg = f"{tool_name} did not start within {timeout_s:g}s (every thread busy)"
@@ -369,3 +371,8 @@ class ToolThreads:
         task.add_done_callback(gone)
         weakref.finalize(task, gone)  # its loop closed before it ended
         return hung
+
+
+def _raised_by_function(future: concurrent.futures.Future[Any]) -> bool:
+    """Whether the function a pool thread ran has ended by raising (not still running)."""
+    return future.done() and not future.cancelled() and future.exception() is not None

@@ -219,7 +219,8 @@ async def test_parallel_round_is_concurrent(run_loop: Any, loop_with: Builder) -
         out = await run_loop(graph, {"user_input": "go"})
         elapsed = time.perf_counter() - started
         assert [r["result"] for r in out["round_state"]["done_plans"]] == [0, 1, 2, 3]
-        assert elapsed < 0.9, f"{slow.name}: 4 x 0.3 s took {elapsed:.2f}s"
+        # one after the other they cannot take less than 4 x 0.3 s
+        assert elapsed < 1.2, f"{slow.name}: 4 x 0.3 s took {elapsed:.2f}s"
 
 
 async def test_concurrency_limit(run_loop: Any, loop_with: Builder) -> None:

@@ -239,3 +239,34 @@ def test_invoke_and_ainvoke_give_the_same_records(tool_name: str) -> None:
     assert _results(runs["invoke"]) == _results(runs["ainvoke"])
     assert len(_results(runs["invoke"])) == len(CITIES)
     assert runs["invoke"]["answer"] == runs["ainvoke"]["answer"] == "done"
+
+
+@wrap_tool_call
+async def passthrough(request: Any, handler: Any) -> Any:
+    """Let every call through (an async `wrap_tool_call` middleware)."""
+    return await handler(request)
+
+
+def test_a_tools_own_timeout_error_is_its_outcome_not_a_hung_thread() -> None:
+    @tool
+    def send_report(to: str) -> str:
+        """Send the report (its mail server never answers)."""
+        raise TimeoutError("mail server did not answer")
+
+    for _ in range(20):  # the tool's error once raced the pool's own deadline
+        graph = create_tool_loop(
+            ScriptedChatModel(
+                [
+                    plan_reply(
+                        "execute", [{"tool_name": "send_report", "tool_kwargs": {"to": "a"}}]
+                    ),
+                    plan_reply("response"),
+                ]
+            ),
+            [send_report],
+            models=ModelOptions(answer_model=ScriptedChatModel(["not sent"])),
+            middleware=[passthrough],  # async: the call is awaited on the loop's event loop
+        )
+        [record] = graph.invoke({"user_input": "send it"})["tool_logs"]
+        assert record["error_type"] == "timeout", record["error"]
+        assert "runs on" not in record["error"]
