@@ -14,6 +14,7 @@ replayed last replays just the new records.
 
 from __future__ import annotations
 
+import operator
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,8 +40,11 @@ def run_history(state: LoopState) -> list[ToolExecutionRecord]:
     replaced it.
     """
     round_state = state.get("round_state") or empty_round_state()
+    rollbacks = state.get("rollbacks")
+    if not rollbacks:
+        return list(round_state["done_plans"])
     rolled_back: dict[int, list[ToolExecutionRecord]] = {}
-    for rollback in state.get("rollbacks") or []:
+    for rollback in rollbacks:
         rolled_back.setdefault(int(rollback["round_index"]), []).extend(rollback["records"])
     history: list[ToolExecutionRecord] = []
     for record in round_state["done_plans"]:
@@ -57,9 +61,10 @@ RecordKey = tuple[Any, ...]
 
 @dataclass(frozen=True, slots=True)
 class _Replayed:
-    """A run's history as last replayed: the registry, each record's key, the tracker."""
+    """A run's history as last replayed: the registry, the records, their keys, the tracker."""
 
     registry: ToolRegistry
+    records: list[ToolExecutionRecord]
     keys: list[RecordKey]
     tracker: ReadTracker
 
@@ -114,20 +119,32 @@ def run_reads(parts: LoopParts, state: LoopState) -> ReadTracker:
     its new records; any other (a fork, an edited state) is replayed whole.
     """
     history = run_history(state)
-    keys = [replay_key(record) for record in history]
     registry = parts.registry
     run_id = state.get("run_id", "run")
     last = parts.replays.get(run_id)
-    done = 0
-    if last is not None and last.registry is registry and keys[: len(last.keys)] == last.keys:
-        done = len(last.keys)
+    if last is not None and last.registry is registry and _extends(history, last.records):
+        # the very records replayed last (state is never changed in place): key the new
+        done = len(last.records)
+        keys = [*last.keys, *map(replay_key, history[done:])]
+    else:
+        keys = [replay_key(record) for record in history]
+        done = 0
+        if last is not None and last.registry is registry and keys[: len(last.keys)] == last.keys:
+            done = len(last.keys)
+    if last is not None and done:
         tracker = last.tracker.copy()
+        if done == len(keys):
+            return tracker
     else:
         tracker = ReadTracker()
-    if done < len(keys) or last is None:
-        replay_records(tracker, history[done:], registry.policy_or_none)
-        parts.replays.keep(run_id, _Replayed(registry, keys, tracker.copy()))
+    replay_records(tracker, history[done:], registry.policy_or_none)
+    parts.replays.keep(run_id, _Replayed(registry, history, keys, tracker.copy()))
     return tracker
+
+
+def _extends(history: list[ToolExecutionRecord], last: list[ToolExecutionRecord]) -> bool:
+    """Tell whether `history` starts with the very record objects of `last`."""
+    return len(history) >= len(last) and all(map(operator.is_, history, last))
 
 
 def note_call(parts: LoopParts, reads: ReadTracker, call: PreparedCall) -> list[int]:
