@@ -106,6 +106,25 @@ def null_emit(event: LoopEvent, /) -> None:
     check_declared(event)
 
 
+def _empty(_: Any) -> None:
+    pass
+
+
+_EMPTY_BODY = _empty.__code__.co_code
+
+
+def _writes_nothing(writer: Callable[[Any], None]) -> bool:
+    """Tell whether a stream writer is a function whose body does nothing.
+
+    LangGraph gives a run's nodes such a writer when nothing streams the `custom` mode
+    (and the default `Runtime` has one): events written to it go nowhere, so they need
+    not be made. A writer of any other shape (a method, a `partial`, an object) counts as
+    listening.
+    """
+    code = getattr(writer, "__code__", None)
+    return code is not None and code.co_code == _EMPTY_BODY
+
+
 def make_emitter(
     writer: Callable[[Any], None] | None,
     *,
@@ -116,6 +135,8 @@ def make_emitter(
 
     Fields are redacted and made serializable (`checkpoint_safe`); a failing writer never
     breaks the loop: the event is dropped. An undeclared event is refused (`TypeError`).
+    When the writer does nothing (no one streams `custom`), events are
+    checked and dropped without being built.
 
     Args:
         writer: LangGraph's stream writer (`runtime.stream_writer`), or None.
@@ -125,7 +146,7 @@ def make_emitter(
     Returns:
         The emitter.
     """
-    if writer is None:
+    if writer is None or _writes_nothing(writer):
         return null_emit
     safe_name = checkpoint_safe(loop_name, redact)
 
