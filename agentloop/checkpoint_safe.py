@@ -111,11 +111,15 @@ def _safe_dict(value: dict[Any, Any], text: TextHook | None, depth: int) -> dict
     safe: dict[str, Any] = {}
     for key, item in value.items():
         raw_key = key if type(key) is str else str(to_jsonable(key))
-        safe_key = safe_text(text(raw_key) if text is not None else raw_key)
+        safe_key = text(raw_key) if text is not None else raw_key
+        if not safe_key.isascii() or _NUL in safe_key:
+            safe_key = safe_text(safe_key)
         kind = type(item)
         # the common leaves inline: a record or an event is mostly short text and numbers
         if kind is str:
-            safe_item = safe_text(text(item) if text is not None else item)
+            safe_item = text(item) if text is not None else item
+            if not safe_item.isascii() or _NUL in safe_item:  # what `safe_text` changes
+                safe_item = safe_text(safe_item)
         elif item is None or kind is bool or (kind is int and _fits(item)):
             safe_item = item
         else:
