@@ -28,6 +28,7 @@ __all__ = [
 DECLARING_MODULE = "agentloop.events"
 _OPTIONAL = "omitted_when_none"
 _declared: dict[str, type[LoopEvent]] = {}
+_declared_classes: set[type[LoopEvent]] = set()
 _optional_names: dict[type[LoopEvent], frozenset[str]] = {}
 
 
@@ -63,6 +64,7 @@ class LoopEvent:
             )
             raise TypeError(msg)
         _declared[name] = cls
+        _declared_classes.add(cls)
 
     def payload(self) -> dict[str, Any]:
         """Return the event's fields, in declaration order (unset optional ones left out)."""
@@ -88,8 +90,8 @@ def check_declared(event: object) -> LoopEvent:
     Raises:
         TypeError: It is not (a string, a dict, or an instance of no declared class).
     """
-    if isinstance(event, LoopEvent) and _declared.get(getattr(event, "type", "")) is type(event):
-        return event
+    if type(event) in _declared_classes:  # each is the one class declared under its `type`
+        return event  # type: ignore[return-value]  # a declared class is a LoopEvent
     msg = f"not a declared event (see agentloop.events.EVENT_TYPES): {event!r:.120}"
     raise TypeError(msg)
 
