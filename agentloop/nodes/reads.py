@@ -14,7 +14,6 @@ replayed last replays just the new records.
 
 from __future__ import annotations
 
-import operator
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -56,15 +55,14 @@ def run_history(state: LoopState) -> list[ToolExecutionRecord]:
 
 
 RecordKey = tuple[Any, ...]
-"""What replaying a record reads of it (`replay_key`)."""
+"""What replaying a record reads of it: its values of `_REPLAYED_FIELDS`."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Replayed:
-    """A run's history as last replayed: the registry, the records, their keys, the tracker."""
+    """A run's history as last replayed: the registry, each record's key, the tracker."""
 
     registry: ToolRegistry
-    records: list[ToolExecutionRecord]
     keys: list[RecordKey]
     tracker: ReadTracker
 
@@ -98,17 +96,11 @@ class RunReplays:
             self._replayed[run_id] = replayed
 
 
-def replay_key(record: ToolExecutionRecord) -> RecordKey:
-    """Everything of a record that replaying it reads (two equal keys replay alike)."""
-    return (
-        record["tool_name"],
-        record.get("kwargs"),
-        record.get("error_type"),
-        record.get("query_key"),
-        record["success"],
-        record.get("flagged"),
-        record.get("round_index", 0),
-    )
+_REPLAYED_FIELDS = (
+    "tool_name", "kwargs", "error_type", "query_key", "success", "flagged", "round_index",
+)  # fmt: skip
+"""The fields of a record that replaying it reads (`replay_records`): two records with the
+same values of them replay alike."""
 
 
 def run_reads(parts: LoopParts, state: LoopState) -> ReadTracker:
@@ -119,32 +111,20 @@ def run_reads(parts: LoopParts, state: LoopState) -> ReadTracker:
     its new records; any other (a fork, an edited state) is replayed whole.
     """
     history = run_history(state)
+    keys = [tuple(map(record.get, _REPLAYED_FIELDS)) for record in history]
     registry = parts.registry
     run_id = state.get("run_id", "run")
     last = parts.replays.get(run_id)
-    if last is not None and last.registry is registry and _extends(history, last.records):
-        # the very records replayed last (state is never changed in place): key the new
-        done = len(last.records)
-        keys = [*last.keys, *map(replay_key, history[done:])]
-    else:
-        keys = [replay_key(record) for record in history]
-        done = 0
-        if last is not None and last.registry is registry and keys[: len(last.keys)] == last.keys:
-            done = len(last.keys)
-    if last is not None and done:
+    done = 0
+    if last is not None and last.registry is registry and keys[: len(last.keys)] == last.keys:
+        done = len(last.keys)
         tracker = last.tracker.copy()
-        if done == len(keys):
-            return tracker
     else:
         tracker = ReadTracker()
-    replay_records(tracker, history[done:], registry.policy_or_none)
-    parts.replays.keep(run_id, _Replayed(registry, history, keys, tracker.copy()))
+    if done < len(keys) or last is None:
+        replay_records(tracker, history[done:], registry.policy_or_none)
+        parts.replays.keep(run_id, _Replayed(registry, keys, tracker.copy()))
     return tracker
-
-
-def _extends(history: list[ToolExecutionRecord], last: list[ToolExecutionRecord]) -> bool:
-    """Tell whether `history` starts with the very record objects of `last`."""
-    return len(history) >= len(last) and all(map(operator.is_, history, last))
 
 
 def note_call(parts: LoopParts, reads: ReadTracker, call: PreparedCall) -> list[int]:
