@@ -38,6 +38,8 @@ class ToolCommand(TypedDict):
     """The planner's hint for the next round."""
     next: str
     """Mirror of `todo_suggestion`."""
+    tool_call_id: NotRequired[str]
+    """The planner's own id of the call (`plan_mode="native"`), when it gave one."""
 
 
 class PlanDecision(TypedDict):
@@ -86,6 +88,9 @@ class ToolExecutionRecord(TypedDict):
     error: str
     call_id: NotRequired[str]
     """Position of the call: `<run>:<round>:<index>`."""
+    tool_call_id: NotRequired[str]
+    """The call's id in the transcript (`messages`): the `id` of its `ToolCall` and the
+    `tool_call_id` of its `ToolMessage`, and what the tool sees as `tool_call_id`."""
     call_key: NotRequired[str]
     """Stable identity of the call (run, round, tool, arguments, occurrence): the
     `idempotency_key` its tool receives, and the second key the side-effect ledger looks
@@ -127,6 +132,9 @@ class ToolExecutionRecord(TypedDict):
     attachments: NotRequired[list[Attachment]]
     """Media the tool returned (images, audio, blobs); `result` names them by handle.
     Only a multimodal answer model sees them, never a text prompt."""
+    artifact: NotRequired[Any]
+    """What the tool returned beside its content (`response_format="content_and_artifact"`):
+    its `ToolMessage` in `messages` carries it."""
 
 
 class ReferencedOutcome(TypedDict):
@@ -150,6 +158,10 @@ class PreparedCall(TypedDict):
     """The call's place in the run, as records and events show it (`str(CallId)`)."""
     call_key: str
     """Stable identity of the call (see `ToolExecutionRecord.call_key`)."""
+    tool_call_id: NotRequired[str]
+    """The call's id in the transcript and for its tool (see
+    `ToolExecutionRecord.tool_call_id`); absent from a call checkpointed by an earlier
+    version, which then uses `CallId.tool_call_id`."""
     position_key: NotRequired[str]
     """The call's place in its run and the command written there, as planned: the key of
     its ledger entry, the same whatever code resumes it

@@ -8,10 +8,12 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.cache.base import BaseCache
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
+from langgraph.types import All
 
 from agentloop.durability import check_server_database
 from agentloop.errors import ConfigurationError
@@ -49,7 +51,7 @@ from agentloop.tools.interceptors import CacheInterceptor, Interceptor, RateLimi
 from agentloop.tools.invoke import ToolInvoker
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.policy import ToolRetry
-from agentloop.tools.registry import ToolLike
+from agentloop.tools.registry import POLICY_LOGGER, DictTool, ToolLike, dict_tool_name
 from agentloop.tools.threads import ToolThreads
 from agentloop.updates import ReleaseSessionsUpdate
 
@@ -58,17 +60,20 @@ __all__ = ["create_tool_loop"]
 
 def create_tool_loop(
     model: ModelLike,
-    tools: Sequence[ToolLike | MCPToolset] = (),
+    tools: Sequence[ToolLike | DictTool | MCPToolset] = (),
     *,
     system_prompt: str | SystemMessage | None = None,
     middleware: Sequence[AgentMiddleware[Any, Any, Any]] = (),
     response_format: Any = None,
+    state_schema: type[Any] | None = None,
     context_schema: type[Any] | None = None,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     store: BaseStore | None = None,
     interrupt_before: Sequence[str] | None = None,
     interrupt_after: Sequence[str] | None = None,
+    debug: bool = False,
     name: str = "tool_loop",
+    cache: BaseCache[Any] | None = None,
     max_rounds: int = 5,
     concurrency: int | None = None,
     plan_mode: PlanMode = "json",
@@ -84,7 +89,16 @@ def create_tool_loop(
         tools: LangChain tools or plain functions, and `MCPToolset`s whose servers' tools
             join them (`tools=[add, MCPToolset("servers.json")]`). A toolset's sessions
             are shared by every run of the loop; a server that fails to start is left out
-            (and tried again later) unless its config says `"required": true`.
+            (and tried again later) unless its config says `"required": true`. Dict tools
+            as `create_agent` takes them (OpenAI format, `{"type": "function", "function":
+            {"name", "description", "parameters"}}`, or a provider's own, such as
+            `{"type": "web_search_preview"}`) are, as there, bound to the model and never
+            run by the loop: with `plan_mode="native"` the planner is bound to them after
+            the loop's tools (a provider runs its own tools; a call to a function-format
+            one gets the unknown-tool refusal, as `ToolNode` answers "is not a valid
+            tool"). With `"json"` and `"tool"` the planner is bound to no tool the
+            provider could run, so they are not offered, and a warning on the
+            `agentloop.policy` logger names them.
         system_prompt: The app's instructions (text, or a `SystemMessage` whose content
             blocks are kept, cache markers included), as in `create_agent`: both the planner
             and the answer model see them first, before the loop's own rules.
@@ -101,6 +115,14 @@ def create_tool_loop(
             `ProviderStrategy`. The output's `structured_response` holds it; a reply that
             does not validate is asked again once, then `status` is
             `structured_response_failed`.
+        state_schema: Keys of the app's own in the state, as in `create_agent`: a TypedDict
+            (usually extending `AgentState`; a dataclass's or pydantic model's annotations
+            are read alike) whose keys join the loop's state, input and output, with
+            their reducers. They come after the middleware's `state_schema` keys (and win
+            over them), before the loop's own: `AgentState`'s keys (`messages`,
+            `jump_to`, `structured_response`) are the loop's, and any other key the loop
+            has with another type is a `ConfigurationError`. `OmitFromInput`,
+            `OmitFromOutput` and `PrivateStateAttr` keep a key out of the input or output.
         context_schema: The app's run context type (a dataclass, TypedDict or pydantic
             model), as in `create_agent`: `loop.invoke(input, context=MyContext(...))`
             reaches tools through `ToolRuntime.context`, and Studio shows it as a form.
@@ -111,9 +133,25 @@ def create_tool_loop(
         store: A LangGraph store (`InMemoryStore`...), which tools read through
             `ToolRuntime.store` or an `InjectedStore` argument (none for `langgraph dev`,
             which brings its own).
-        interrupt_before: Nodes to interrupt before (e.g. `["execute"]`, needs a checkpointer).
-        interrupt_after: Nodes to interrupt after.
+        interrupt_before: Nodes to interrupt before (needs a checkpointer): the loop's
+            (`"plan"`, `"execute"`, `"answer"`, ...), `"*"`, or `create_agent`'s names:
+            `"model"` is the planner node `plan`, `"tools"` is `execute`, so
+            `["tools"]` stops before each round's calls run, as `create_agent` stops
+            before its tools node (and no call starts early while the plan streams).
+            Resume with `invoke(None, config)` or `invoke(Command(resume=...), config)`.
+        interrupt_after: Nodes to interrupt after, with the same names: `"model"` is
+            `plan` (the round's plan is decided and no call has started), `"tools"` is
+            `collect` (each batch of the round's calls has run: once a round, unless
+            the round runs writes alone or calls that refer to others' results).
+        debug: Print each step's updates and the state, as `create_agent`'s `debug`
+            (LangGraph's compile option).
         name: The compiled graph's name.
+        cache: LangGraph's node cache (a `BaseCache`), given to the compiled graph as
+            `create_agent` gives it (`loop.cache`): it keeps the writes of nodes and
+            `@task`s that declare a `CachePolicy`; like `create_agent`'s, the loop's own
+            nodes declare none. Not the loop's cache of tool results, which is
+            `GovernanceOptions(cache=ResultCache(...))`: that one keeps idempotent
+            tools' results by their arguments, whatever the graph's cache.
         max_rounds: Most executed rounds; the planner is not called once it is reached.
         concurrency: Most tool calls running at once (None: no limit).
         plan_mode: `"json"` (the plan as message text: any chat model), `"tool"` (native
@@ -133,7 +171,8 @@ def create_tool_loop(
         `status`.
 
     Raises:
-        ConfigurationError: An option, tool or policy is invalid, or, for a loop built
+        ConfigurationError: An option, tool, policy or `state_schema` is invalid, an
+            interrupt names no node of the loop (the message lists them), or, for a loop built
             without a checkpointer (to be served), `POSTGRES_URI` / `DATABASE_URI` names
             a database its ledger cannot reach.
         MCPTransportError: A `required` MCP server could not be started.
@@ -143,27 +182,38 @@ def create_tool_loop(
     models = models or ModelOptions()
     threads = governance.tool_threads or ToolThreads()
     wrappers = LoopMiddleware(middleware, runner=threads.runner)
-    state_schema, input_schema, output_schema = resolve_schemas(
-        middleware, LoopState, InputState, OutputState
+    loop_state, input_schema, output_schema = resolve_schemas(
+        middleware, LoopState, InputState, OutputState, app_schema=state_schema
     )
     builder: StateGraph[Any, Any, Any, Any] = StateGraph(
-        state_schema,
+        loop_state,
         context_schema=context_schema or LoopContext,
         input_schema=input_schema,
         output_schema=output_schema,
     )
     hooks = LoopHooks.of(middleware, builder.channels, threads.runner)
+    stop_before = _interrupt_nodes(interrupt_before, _BEFORE_ALIASES)
+    stop_after = _interrupt_nodes(interrupt_after, _AFTER_ALIASES)
     settings = LoopSettings.build(
         planning,
         model_middleware=bool(wrappers.models) or (hooks is not None and hooks.around_model),
-        reviews_plan=_reviews_plan(interrupt_before),
+        reviews_plan=_reviews_plan(stop_before, stop_after),
         max_rounds=max_rounds,
         concurrency=concurrency,
         plan_mode=plan_mode,
         name=name,
     )
     toolsets = [tool for tool in tools if isinstance(tool, MCPToolset)]
-    own_tools = [tool for tool in tools if not isinstance(tool, MCPToolset)]
+    dict_tools = [tool for tool in tools if isinstance(tool, dict)]
+    own_tools = [tool for tool in tools if not isinstance(tool, MCPToolset | dict)]
+    if dict_tools and plan_mode != "native":
+        POLICY_LOGGER.warning(
+            "dict tools %s are not offered to the planner: with plan_mode=%r it is bound "
+            "to no tool a provider could run (plan_mode='native' binds them, as create_agent "
+            "does)",
+            ", ".join(dict_tool_name(tool) for tool in dict_tools),
+            plan_mode,
+        )
     idle = [toolset for toolset in toolsets if not toolset.started]
     try:
         redact = governance.redact if governance.redact is not None else _default_redactor(toolsets)
@@ -177,16 +227,17 @@ def create_tool_loop(
             default_retry=ToolRetry.of(governance.default_retry)
             if governance.default_retry
             else None,
+            bound_only=dict_tools if plan_mode == "native" else (),
         )
         if checkpointer is None and governance.ledger is None and catalog.registry.has_side_effects:
             check_server_database()  # served: the ledger's database must answer now
-        cache = governance.cache if governance.cache is not None else ResultCache()
+        results = governance.cache if governance.cache is not None else ResultCache()
         runner = ToolRunner(
             catalog,
-            cache,
+            results,
             interceptors=[
                 RateLimitInterceptor(),
-                CacheInterceptor(cache),
+                CacheInterceptor(results),
                 *governance.interceptors,
             ],
             mandatory_interceptors=governance.mandatory_interceptors,
@@ -241,12 +292,15 @@ def create_tool_loop(
         if scoped:
             builder.add_node("release_sessions", LoopNode("release_sessions", _releaser(scoped)))
             builder.add_edge("release_sessions", END)
+        _check_interrupts(builder, stop_before, stop_after)
         return builder.compile(
             checkpointer=checkpointer,
+            cache=cache,
             store=store,
+            interrupt_before=stop_before,
+            interrupt_after=stop_after,
+            debug=debug,
             name=name,
-            interrupt_before=list(interrupt_before) if interrupt_before else None,
-            interrupt_after=list(interrupt_after) if interrupt_after else None,
         )
     except BaseException:
         for toolset in idle:  # the build started it: leave it as it was given
@@ -349,10 +403,65 @@ def _tool_wrapper(
     return lambda config: wrappers.tool_layer(config, catalog.registry.tools)
 
 
-def _reviews_plan(interrupt_before: Sequence[str] | None) -> bool:
-    """Whether the loop stops before `execute`, so a person sees the plan before it runs."""
-    names = [interrupt_before] if isinstance(interrupt_before, str) else interrupt_before or ()
-    return "execute" in names or "*" in names
+_BEFORE_ALIASES = {"model": "plan", "tools": "execute"}
+"""`create_agent`'s node names in `interrupt_before`, and the loop's node they stop before."""
+
+_AFTER_ALIASES = {"model": "plan", "tools": "collect"}
+"""`create_agent`'s node names in `interrupt_after`: after `collect` the calls have run."""
+
+
+def _interrupt_nodes(
+    names: Sequence[str] | None, aliases: Mapping[str, str]
+) -> All | list[str] | None:
+    """The loop's nodes an `interrupt_before` / `interrupt_after` names (`"*"`: all)."""
+    if names is None:
+        return None
+    if isinstance(names, str):
+        names = [names]
+    if "*" in names:
+        return "*"
+    nodes: list[str] = []
+    for name in names:
+        node = aliases.get(name, name)
+        if node not in nodes:
+            nodes.append(node)
+    return nodes or None
+
+
+def _check_interrupts(
+    builder: StateGraph[Any, Any, Any, Any],
+    before: All | list[str] | None,
+    after: All | list[str] | None,
+) -> None:
+    """Fail when an interrupt names no node of the loop, listing the names it takes.
+
+    Raises:
+        ConfigurationError: An unknown node name.
+    """
+    for option, nodes, aliases in (
+        ("interrupt_before", before, _BEFORE_ALIASES),
+        ("interrupt_after", after, _AFTER_ALIASES),
+    ):
+        if nodes is None or nodes == "*":
+            continue
+        unknown = [node for node in nodes if node not in builder.nodes]
+        if not unknown:
+            continue
+        named = ", ".join(f"{alias!r} ({node})" for alias, node in aliases.items())
+        msg = (
+            f"{option} names no node of the loop: {', '.join(map(repr, unknown))}. "
+            f"Valid names: {', '.join(map(repr, builder.nodes))}, '*', and create_agent's "
+            f"{named}"
+        )
+        raise ConfigurationError(msg)
+
+
+def _reviews_plan(before: All | list[str] | None, after: All | list[str] | None) -> bool:
+    """Whether the loop stops between a plan and its calls, so a person sees it first.
+
+    Then no call starts while the plan streams.
+    """
+    return before == "*" or after == "*" or "execute" in (before or ()) or "plan" in (after or ())
 
 
 def _default_redactor(toolsets: Sequence[MCPToolset]) -> Redactor:

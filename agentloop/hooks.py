@@ -39,6 +39,7 @@ from typing_extensions import TypedDict
 
 from agentloop._effects import Core, Effect
 from agentloop._sync import LoopRunner
+from agentloop.errors import ConfigurationError
 from agentloop.messages import message_text
 
 __all__ = [
@@ -168,15 +169,25 @@ def _merged(name: str, schemas: Sequence[type], base: type, omit: str | None) ->
 
 
 def resolve_schemas(
-    middleware: Sequence[AgentMiddleware[Any, Any, Any]], state: type, input: type, output: type
+    middleware: Sequence[AgentMiddleware[Any, Any, Any]],
+    state: type,
+    input: type,
+    output: type,
+    *,
+    app_schema: type | None = None,
 ) -> tuple[type, type, type]:
-    """The loop's state, input and output schemas, with the middleware's own state keys.
+    """The loop's state, input and output schemas, with the middleware's and app's keys.
 
     As `create_agent`'s `_resolve_schema`: each middleware's `state_schema` fields join the
-    state (the loop's own fields win a conflict), the input leaves out fields marked
+    state, then the app's `state_schema` fields (which win over the middleware's), then
+    the loop's own (which win over both); the input leaves out fields marked
     `OmitFromInput` / `PrivateStateAttr`, the output those marked `OmitFromOutput` /
     `PrivateStateAttr`. A middleware with a hook brings `AgentState`'s `jump_to`. Without
     hooks or state keys of their own, the loop's schemas are returned as they are.
+
+    Raises:
+        ConfigurationError: `app_schema` is not a class with annotations, or gives a key
+            of the loop's own (other than `AgentState`'s) another type.
     """
     schemas = [
         item.state_schema
@@ -184,6 +195,9 @@ def resolve_schemas(
         if any(defines(item, hook) for hook in (*AGENT_HOOKS, *MODEL_HOOKS))
         or set(get_type_hints(item.state_schema, include_extras=True)) - _AGENT_STATE_KEYS
     ]
+    if app_schema is not None:
+        _check_app_schema(app_schema, state)
+        schemas.append(app_schema)
     if not schemas:
         return state, input, output
     return (
@@ -191,6 +205,38 @@ def resolve_schemas(
         _merged(input.__name__, schemas, input, "input"),
         _merged(output.__name__, schemas, output, "output"),
     )
+
+
+def _check_app_schema(schema: Any, state: type) -> None:
+    """Fail unless `schema` is a class whose keys agree with the loop's own.
+
+    Raises:
+        ConfigurationError: It is not a class with annotations, or it gives a key of the
+            loop's own (other than `AgentState`'s, which are the loop's) another type.
+    """
+    try:
+        hints = get_type_hints(schema, include_extras=True) if isinstance(schema, type) else None
+    except Exception as error:  # an annotation that does not resolve
+        msg = f"state_schema {schema!r} has annotations that do not resolve: {error}"
+        raise ConfigurationError(msg) from error
+    if hints is None:
+        msg = (
+            "state_schema must be a TypedDict (or a class with annotated fields), as in "
+            f"create_agent, got {type(schema).__name__}"
+        )
+        raise ConfigurationError(msg)
+    own = get_type_hints(state, include_extras=True)
+    clashes = sorted(
+        key
+        for key, hint in hints.items()
+        if key in own and key not in _AGENT_STATE_KEYS and hint != own[key]
+    )
+    if clashes:
+        msg = (
+            f"state_schema gives keys of the loop's own state another type: {clashes}; "
+            "name the app's keys differently"
+        )
+        raise ConfigurationError(msg)
 
 
 def _folder(channel: BaseChannel[Any, Any, Any]) -> Callable[[Any, Any], Any] | None:

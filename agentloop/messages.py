@@ -77,6 +77,9 @@ def conversation_turns(
     The messages before the newest human message (the request being answered), only
     the user's questions and the final answers (no tool calls, tool results or system
     messages), at most `max_turns` user messages and `max_chars` characters in all.
+    The transcript's `AIMessage`s with `tool_calls` and its `ToolMessage`s are left out:
+    a run's results reach its own prompts through its round records, and an earlier
+    turn's through its answer, so no result is shown twice.
 
     Returns:
         `[{"role": "user" | "assistant", "text": ...}, ...]`, oldest first.

@@ -318,8 +318,8 @@ class LoopMiddleware:
         """The interceptor that runs a call through every `wrap_tool_call`."""
 
         async def layer(call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
-            runtime = tool_runtime(config, tool_call_id=call.call_id, tools=tools)
-            tool_call = {"name": call.tool_name, "args": call.arguments, "id": call.call_id}
+            runtime = tool_runtime(config, tool_call_id=call.transcript_id, tools=tools)
+            tool_call = {"name": call.tool_name, "args": call.arguments, "id": call.transcript_id}
             request = ToolCallRequest(
                 tool_call=tool_call,  # type: ignore[arg-type]
                 tool=call.tool,
@@ -392,7 +392,7 @@ def _on_loop(loop: asyncio.AbstractEventLoop, awaitable: Awaitable[T]) -> T:
 def _as_message(outcome: ToolOutcome, call: ToolInvocation) -> ToolMessage:
     """The `ToolMessage` a middleware sees for a call's result."""
     content = outcome.value if isinstance(outcome.value, str | list) else str(outcome.value)
-    return ToolMessage(content, tool_call_id=call.call_id, name=call.tool_name)
+    return ToolMessage(content, tool_call_id=call.transcript_id, name=call.tool_name)
 
 
 def _outcome_of(result: Any, tool_name: str) -> ToolOutcome:

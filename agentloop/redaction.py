@@ -293,7 +293,8 @@ def redact_data(value: Any, redact: Redact, *, strict: bool = False) -> Any:
 
     - strings (a `CutText` stays one), numbers, None;
     - mappings (a `dict` afterwards), lists, tuples (named ones too), sets and frozensets
-      (a list when a member became unhashable), keys included;
+      (a list when a member became unhashable), keys included (two keys redacted alike
+      both stay: the later one numbered, `"[REDACTED] (2)"`);
     - LangChain messages (content, artifact, additional kwargs) and LangGraph `Command`
       updates, which keep their type;
     - dataclasses and pydantic models, through their fields as JSON data: the same object
@@ -316,6 +317,14 @@ def redact_data(value: Any, redact: Redact, *, strict: bool = False) -> Any:
 
 
 _SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _unused_key(mapping: Mapping[Any, Any], key: Any) -> str:
+    """`key` numbered (`"[REDACTED] (2)"`, ...) so that it is not yet in `mapping`."""
+    number = 2
+    while (numbered := f"{key} ({number})") in mapping:
+        number += 1
+    return numbered
 
 
 class _Redaction:
@@ -406,6 +415,8 @@ class _Redaction:
                 if safe_key is key and safe_item is item:
                     continue
                 walked = dict(itertools.islice(value.items(), index))
+            if safe_key in walked:  # two keys redacted alike: keep both entries
+                safe_key = _unused_key(walked, safe_key)
             walked[safe_key] = safe_item
         return value if walked is None else walked
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, BaseMessage, convert_to_messages
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
@@ -43,6 +45,7 @@ __all__ = [
     "reduce_records",
     "reduce_round_state",
     "reduce_call_results",
+    "reduce_messages",
     "reduce_usage",
     "run_limit",
     "valid_idempotency_key",
@@ -145,6 +148,39 @@ def reduce_round_state(current: RoundState | None, writes: Sequence[RoundUpdate]
         else:
             state = {**empty_round_state(), **write}
     return state
+
+
+def reduce_messages(current: list[AnyMessage] | None, writes: Sequence[Any]) -> list[AnyMessage]:
+    """Fold message writes into the transcript, each as `add_messages` merges it.
+
+    The transcript grows by a plan and its outcomes every round, so checkpointers store
+    only the writes (`DeltaChannel`) and rebuild it by replaying them. Replaying must
+    give the same ids every time: a message written without one gets an id made from
+    the message before it and its own content (`add_messages` would draw a random one).
+    """
+    messages: list[Any] = list(current or [])
+    for write in writes:
+        batch = convert_to_messages(write if isinstance(write, list) else [write])
+        named: list[Any] = _named(batch, messages)
+        messages = cast(list[Any], add_messages(messages, named))
+    return messages
+
+
+def _named(batch: list[BaseMessage], before: list[Any]) -> list[BaseMessage]:
+    seed = (before[-1].id or "") if before else ""
+    named: list[BaseMessage] = []
+    for position, message in enumerate(batch):
+        if message.id is None:
+            content = json.dumps(message.content, default=str, sort_keys=True)
+            text = f"{seed}\x1f{position}\x1f{message.type}\x1f{content}"
+            digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+            message = message.model_copy(update={"id": f"msg-{digest}"})
+        named.append(message)
+    return named
+
+
+Transcript = Annotated[list[AnyMessage], DeltaChannel(reduce_messages)]
+"""The `messages` channel: LangChain messages merged by id, stored as writes."""
 
 
 def reduce_records(
@@ -254,8 +290,10 @@ class InputState(TypedDict, total=False):
     """The request. When absent, the last human message in `messages` is used."""
     user_extra_requirement: Annotated[str, reduce_user_extra_requirement]
     """Extra instructions for the planner and the answer (optional)."""
-    messages: Annotated[list[AnyMessage], add_messages]
-    """Conversation shared with a parent graph; the answer is appended as an AIMessage."""
+    messages: Transcript
+    """The conversation, shared with a parent graph, as `create_agent` keeps it: each
+    executed plan is appended as an AIMessage with `tool_calls`, each call's outcome as
+    a ToolMessage, and the answer as the last AIMessage (`agentloop.transcript`)."""
     idempotency_key: Annotated[str, reduce_idempotency_key]
     """Names the request (optional): submitted again with the same key, to this loop, on
     the same thread or another, the run finds the first submission's calls in the
@@ -269,7 +307,7 @@ class OutputState(TypedDict, total=False):
 
     user_input: Annotated[str, reduce_user_input]
     user_extra_requirement: Annotated[str, reduce_user_extra_requirement]
-    messages: Annotated[list[AnyMessage], add_messages]
+    messages: Transcript
     round_state: Annotated[RoundState, DeltaChannel(reduce_round_state)]
     """`done_plans`, `last_round_records`, `round_index`."""
     decision: PlanDecision

@@ -74,10 +74,11 @@ class PlanUpdate(TypedDict, total=False):
 
 
 class ExecuteUpdate(TypedDict, total=False):
-    """`execute`: the round's prepared calls, and the records of those settled already."""
+    """`execute`: the round's prepared calls, settled records and the plan's tool calls."""
 
     round_calls: Overwrite
     call_results: dict[str, ToolExecutionRecord]
+    messages: list[AnyMessage]
 
 
 class CallToolUpdate(TypedDict, total=False):
@@ -87,11 +88,12 @@ class CallToolUpdate(TypedDict, total=False):
 
 
 class CollectUpdate(TypedDict, total=False):
-    """`collect`: the round recorded (or rolled back), and the round's calls cleared."""
+    """`collect`: the round recorded (or rolled back), its `ToolMessage`s, its calls cleared."""
 
     round_calls: Overwrite
     call_results: Overwrite
     tool_logs: list[ToolExecutionRecord]
+    messages: list[AnyMessage]
     usage: dict[str, dict[str, Any]]
     round_state: NewRound
     rollbacks: list[dict[str, Any]]

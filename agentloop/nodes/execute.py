@@ -46,6 +46,7 @@ from agentloop.tools.deferred import referenced_outcome
 from agentloop.tools.judge import compact_record
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
+from agentloop.transcript import plan_message, tool_messages
 from agentloop.updates import CollectUpdate, ExecuteUpdate
 from agentloop.usage import sum_usage
 
@@ -248,7 +249,8 @@ def make_execute(parts: LoopParts) -> NodeCore:
         # the calls carry the planner's (already safe) arguments, encoded for the checkpoint;
         # a settled record shows them decoded, so it is made safe again
         results = {**parts.safe_value(settled), **known}
-        return {"round_calls": Overwrite(calls), "call_results": results}
+        message = plan_message(calls, f"{run_id}:{preparation.round_label}:plan")
+        return {"round_calls": Overwrite(calls), "call_results": results, "messages": [message]}
 
     return execute
 
@@ -270,6 +272,7 @@ def make_collect(parts: LoopParts) -> Any:
             "round_calls": Overwrite([]),
             "call_results": Overwrite({}),
             "tool_logs": records,
+            "messages": list(tool_messages(records)),
         }
         sub_agents = [r["agent_usage"] for r in records if r.get("agent_usage")]
         if sub_agents:

@@ -38,6 +38,7 @@ from agentloop.events import Emit, ToolCompleted
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord
+from agentloop.tools.call_id import tool_call_id
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
 
@@ -94,6 +95,7 @@ def settled_record(
             record[field] = call[field]
         if call.get("position_key"):
             record["position_key"] = call["position_key"]
+        record["tool_call_id"] = tool_call_id(call)  # this run's transcript names it
         record["todo_suggestion"] = record["next"] = call["todo_suggestion"]
         record["replayed"] = True
         record["notes"] = [*(record.get("notes") or []), REPLAYED_NOTE]

@@ -68,6 +68,7 @@ class PlanPreparation:
         self.calls: list[PreparedCall] = []
         self.settled: dict[str, ToolExecutionRecord] = {}
         self._occurrences: dict[str, int] = {}
+        self._tool_call_ids: set[str] = set()
 
     def call_id(self, position: int) -> CallId:
         """The identity of the call at `position` of this plan."""
@@ -153,12 +154,17 @@ class PlanPreparation:
     def _add(
         self, call: PreparedCall, record: ToolExecutionRecord | None
     ) -> tuple[PreparedCall, ToolExecutionRecord | None]:
+        given = call.get("tool_call_id", "")
+        if not given or given in self._tool_call_ids:  # the planner's id, once per plan
+            call["tool_call_id"] = self.call_id(call["index"]).tool_call_id
+        self._tool_call_ids.add(call["tool_call_id"])
         if record is None:
             follows = note_call(self.parts, self.reads, call)
             if follows:
                 call["follows"] = follows
         else:
             record["call_key"] = call["call_key"]  # named after the record was made
+            record["tool_call_id"] = call["tool_call_id"]
             if call.get("position_key"):
                 record["position_key"] = call["position_key"]
             self.settled[call["call_id"]] = record

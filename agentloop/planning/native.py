@@ -205,6 +205,8 @@ class NativeCallParser:
         purpose = self.text.strip() if buffer.purpose is None else buffer.purpose
         if purpose:
             command["purpose"] = purpose
+        if buffer.call_id:
+            command["tool_call_id"] = buffer.call_id
         return command
 
     @property

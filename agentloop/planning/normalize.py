@@ -138,25 +138,35 @@ def _normalize_command(item: Any, default_todo: str) -> ToolCommand | None:
         return None
     purpose = _as_text(item.get("purpose")).strip() or default_purpose(tool_name)
     todo = _first_text(item, ("todo_suggestion", "next")) or default_todo
-    return {
+    command: ToolCommand = {
         "purpose": purpose,
         "tool_name": tool_name,
         "tool_kwargs": _kwargs_of(item),
         "todo_suggestion": todo,
         "next": todo,
     }
+    return _with_call_id(command, item)
+
+
+def _with_call_id(command: ToolCommand, item: dict[Any, Any]) -> ToolCommand:
+    """The command with the planner's own id of the call, when it gave a text one."""
+    given = item.get("tool_call_id")
+    if isinstance(given, str) and given.strip():
+        command["tool_call_id"] = given.strip()
+    return command
 
 
 def _nameless_command(item: dict[Any, Any], default_todo: str) -> ToolCommand:
     """A call without a tool name, beside usable ones: kept, so its record says so."""
     todo = _first_text(item, ("todo_suggestion", "next")) or default_todo
-    return {
+    command: ToolCommand = {
         "purpose": _as_text(item.get("purpose")).strip() or "a call with no tool name",
         "tool_name": "",
         "tool_kwargs": _kwargs_of(item),
         "todo_suggestion": todo,
         "next": todo,
     }
+    return _with_call_id(command, item)
 
 
 def _kwargs_of(item: dict[Any, Any]) -> dict[str, Any]:

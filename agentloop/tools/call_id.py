@@ -6,9 +6,11 @@ A call id is built from its parts, never parsed back out of its string form: the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["CallId", "round_label"]
+__all__ = ["CallId", "round_label", "tool_call_id"]
 
 
 def round_label(round_index: int, rollbacks: int) -> str:
@@ -35,6 +37,23 @@ class CallId:
         """The call's place within its run: `<round>:<position>`."""
         return f"{self.round_label}:{self.position}"
 
+    @property
+    def tool_call_id(self) -> str:
+        """The call's id in the transcript when the planner gave none of its own.
+
+        `call_<run>_<round>_<position>`: letters, digits and `_` only, as every
+        provider accepts a tool call id, should the transcript reach a model.
+        """
+        return f"call_{self.run_id}_{self.round_label.replace('.', '_')}_{self.position}"
+
     def __str__(self) -> str:
         """The form records and events show as `call_id`: `<run>:<round>:<position>`."""
         return f"{self.run_id}:{self.in_run}"
+
+
+def tool_call_id(call: Mapping[str, Any]) -> str:
+    """The transcript id of a prepared call: its own, else the one its `CallId` gives."""
+    given = call.get("tool_call_id")
+    if given:
+        return str(given)
+    return CallId(str(call["run_id"]), str(call["round_label"]), int(call["index"])).tool_call_id

@@ -16,8 +16,9 @@ from typing import Any, Protocol
 
 from langchain_core.tools import BaseTool
 
+from agentloop.errors import ConfigurationError
 from agentloop.tools.policy import ToolPolicy
-from agentloop.tools.registry import ToolLike, ToolRegistry, to_tool
+from agentloop.tools.registry import DictTool, ToolLike, ToolRegistry, dict_tool_name, to_tool
 
 __all__ = ["ToolCatalog", "ToolSource"]
 
@@ -65,7 +66,13 @@ class ToolCatalog:
             unless a source has unavailable parts (their tools may come later).
         redact: Applied to the planner's tool list, and to each tool's output and errors
             before its callbacks see them.
+        bound_only: Dict tools bound to the planner after the loop's tools, as they are
+            (`create_agent` binds them and its `ToolNode` never runs them: a provider
+            runs its own tools; a call to one of them is refused as an unknown tool).
         registry_options: Passed to `ToolRegistry`.
+
+    Raises:
+        ConfigurationError: A dict tool is not a dict, or has the name of another tool.
     """
 
     def __init__(
@@ -75,6 +82,7 @@ class ToolCatalog:
         policies: Mapping[str, ToolPolicy] | None = None,
         *,
         redact: Callable[[str], str] | None = None,
+        bound_only: Sequence[DictTool] = (),
         **registry_options: Any,
     ) -> None:
         self._fixed = [to_tool(tool) for tool in tools]
@@ -84,6 +92,7 @@ class ToolCatalog:
         self._options = registry_options
         self._lock = threading.Lock()
         self._snapshot = self._build(strict=not self.unavailable)
+        self._bound_only = _checked_dict_tools(bound_only, self._snapshot.registry.names)
 
     def _version(self) -> tuple[int, ...]:
         return tuple(source.version for source in self._sources)
@@ -137,13 +146,36 @@ class ToolCatalog:
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
-        """The tools as the planner model binds them now (`plan_mode="native"`, redacted)."""
-        return self._current().tool_schemas
+        """The tools as the planner model binds them now (`plan_mode="native"`, redacted).
+
+        The loop's tools, then the dict tools (`bound_only`) as they were given.
+        """
+        schemas = self._current().tool_schemas
+        return [*schemas, *self._bound_only] if self._bound_only else schemas
 
     @property
     def unavailable(self) -> Mapping[str, str]:
         """Sources of tools that are missing now, with the reason."""
         return {part: why for source in self._sources for part, why in source.unavailable.items()}
+
+
+def _checked_dict_tools(tools: Sequence[DictTool], names: Sequence[str]) -> list[DictTool]:
+    """The dict tools, once each is known to be a dict with a name of its own.
+
+    Raises:
+        ConfigurationError: One is not a dict, or two tools share a name.
+    """
+    taken = set(names)
+    for tool in tools:
+        if not isinstance(tool, dict):
+            msg = f"a dict tool must be a dict, got {type(tool).__name__}"
+            raise ConfigurationError(msg)
+        name = dict_tool_name(tool)
+        if name in taken:
+            msg = f"two tools are named {name!r}; tool names must be unique"
+            raise ConfigurationError(msg)
+        taken.add(name)
+    return list(tools)
 
 
 def _redacted(schema: dict[str, Any], redact: Callable[[str], str]) -> dict[str, Any]:

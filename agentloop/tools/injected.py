@@ -98,7 +98,7 @@ class InjectedArguments:
             ValueError: The tool needs a store and the graph has none.
             KeyError: The tool needs a state key the loop's state does not have.
         """
-        arguments = self.fill(call.arguments, config, tool_call_id=call.call_id, tools=tools)
+        arguments = self.fill(call.arguments, config, tool_call_id=call.transcript_id, tools=tools)
         return call.override(arguments=arguments, as_tool_call=True)
 
     def fill(

@@ -51,6 +51,9 @@ class ToolInvocation:
     policy: ResolvedPolicy
     call_id: str
     tool: BaseTool
+    tool_call_id: str = ""
+    """The call's id in the transcript, as the tool sees it (`ToolRuntime.tool_call_id`,
+    `InjectedToolCallId`); "" for the `call_id`."""
     purpose: str = ""
     round_index: int = 0
     index: int = 0
@@ -62,6 +65,11 @@ class ToolInvocation:
     """Invoke the tool with a full `ToolCall`, as `ToolNode` does (it takes injected arguments)."""
     trace: list[str] = field(default_factory=list, compare=False)
     """Free-form notes interceptors leave on the call (copied into the record)."""
+
+    @property
+    def transcript_id(self) -> str:
+        """The id the tool sees as its `tool_call_id`."""
+        return self.tool_call_id or self.call_id
 
     def override(self, **changes: Any) -> ToolInvocation:
         """Return a copy of the call with some fields changed (the trace is shared)."""

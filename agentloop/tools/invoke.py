@@ -68,7 +68,7 @@ def _starts_own_processes(tool: BaseTool) -> bool:
 
 def _payload(call: ToolInvocation) -> Any:
     """What the tool is invoked with: its arguments, or a tool call (artifact, injection)."""
-    tool, arguments, call_id = call.tool, call.arguments, call.call_id
+    tool, arguments, call_id = call.tool, call.arguments, call.transcript_id
     if tool.response_format == "content_and_artifact" or call.as_tool_call:
         return {"name": tool.name, "args": arguments, "id": call_id, "type": "tool_call"}
     return arguments

@@ -27,7 +27,7 @@ from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT, ATTACHMENTS_ARTIFACT
 from agentloop.tools.cache import ResultCache, canonical_key
 from agentloop.tools.cache_scope import run_identity
 from agentloop.tools.call_config import call_info
-from agentloop.tools.call_id import CallId
+from agentloop.tools.call_id import CallId, tool_call_id
 from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.injected import refuse_command, run_context
 from agentloop.tools.interceptors import (
@@ -91,6 +91,7 @@ class ToolRunner:
         return {
             "call_id": str(call_id),
             "call_key": "",
+            "tool_call_id": command.get("tool_call_id") or call_id.tool_call_id,
             "run_id": call_id.run_id,
             "round_label": call_id.round_label,
             "index": call_id.position,
@@ -252,6 +253,7 @@ class ToolRunner:
             arguments=arguments,
             policy=policy,
             call_id=call["call_id"],
+            tool_call_id=tool_call_id(call),
             tool=tool,
             purpose=call["purpose"],
             round_index=call["round_index"],
@@ -330,6 +332,8 @@ class ToolRunner:
         )
         if whole is not None and record["success"] and record["truncated"] and not outcome.fallback:
             self.whole_results.keep(call["call_id"], whole)
+        if artifact is not None:
+            record["artifact"] = artifact
         if isinstance(artifact, dict):
             if isinstance(artifact.get(AGENT_USAGE_ARTIFACT), dict):
                 record["agent_usage"] = artifact[AGENT_USAGE_ARTIFACT]

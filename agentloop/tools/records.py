@@ -5,6 +5,7 @@ from __future__ import annotations
 from agentloop.checkpoint_safe import decode_arguments
 from agentloop.events import Emit, ToolFailed
 from agentloop.state import PreparedCall, ToolExecutionRecord
+from agentloop.tools.call_id import tool_call_id
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.policy import DEFAULT_MAX_RESULT_CHARS
 from agentloop.tools.results import truncate_result
@@ -39,6 +40,7 @@ def make_record(
         "result": outcome.value,
         "error": "" if outcome.success else outcome.error,
         "call_id": call["call_id"],
+        "tool_call_id": tool_call_id(call),
         "call_key": call["call_key"],
         "round_index": call["round_index"],
         "index": call["index"],

@@ -21,12 +21,28 @@ from agentloop.tools.policy import (
 )
 from agentloop.tools.spec import ToolSpec
 
-__all__ = ["POLICY_LOGGER", "ToolLike", "ToolRegistry", "to_tool"]
+__all__ = ["POLICY_LOGGER", "DictTool", "ToolLike", "ToolRegistry", "dict_tool_name", "to_tool"]
 
 POLICY_LOGGER = logging.getLogger("agentloop.policy")
 """Says, at INFO, which tools a build classified by default (the CLI's `--verbose` shows it)."""
 
 ToolLike = BaseTool | Callable[..., Any]
+
+DictTool = dict[str, Any]
+"""A tool as `create_agent` takes a dict: OpenAI format (`{"type": "function", "function":
+{...}}`) or a provider's own (`{"type": "web_search_preview"}`). It is bound to the model
+as it is and never run by the loop (see `ToolCatalog`)."""
+
+
+def dict_tool_name(tool: DictTool) -> str:
+    """The name a dict tool is called by: its function's name, or its provider type."""
+    function = tool.get("function")
+    if isinstance(function, dict) and isinstance(function.get("name"), str):
+        return str(function["name"])
+    for key in ("name", "type"):
+        if isinstance(tool.get(key), str):
+            return str(tool[key])
+    return repr(tool)
 
 
 def to_tool(candidate: ToolLike) -> BaseTool:

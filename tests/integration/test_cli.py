@@ -541,3 +541,35 @@ def test_ctrl_c_while_the_cli_loads_is_one_line(tmp_path: Path) -> None:
     assert loading.returncode == 130, err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == "agentloop: error: interrupted"
+
+
+# The console script's own code (`[project.scripts]`), with a SIGINT sent to itself the
+# moment `agentloop.cli` starts importing its parser: Ctrl-C before the CLI has loaded.
+_SIGINT_WHILE_IMPORTING = (
+    "import os, signal, sys\n"
+    "def interrupt(event, args):\n"
+    "    if event == 'import' and args[0] == {module!r}:\n"
+    "        os.kill(os.getpid(), signal.SIGINT)\n"
+    "sys.addaudithook(interrupt)\n"
+    "sys.argv = ['agentloop', 'demo', '--quiet']\n"
+    "from {entry_module} import {entry_function}\n"
+    "sys.exit({entry_function}())\n"
+)
+
+
+@pytest.mark.parametrize("module", ["agentloop.cli", "agentloop.cli.parser"])
+def test_ctrl_c_before_the_cli_module_is_imported_is_one_line(module: str, tmp_path: Path) -> None:
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    entry = pyproject.split("[project.scripts]", 1)[1].split('agentloop = "', 1)[1]
+    entry_module, entry_function = entry.split('"', 1)[0].split(":")
+    code = _SIGINT_WHILE_IMPORTING.format(
+        module=module, entry_module=entry_module, entry_function=entry_function
+    )
+    environment = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, env=environment, check=False,
+    )  # fmt: skip
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == f"{ERROR_PREFIX}interrupted\n"
+    assert done.stdout == ""

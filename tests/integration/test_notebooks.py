@@ -367,6 +367,11 @@ def test_compose(executed: Callable[[str], Executed]) -> None:
     assert run.lines("nb03-05") == ["Hello! Ask me about Lumen Bay."]
     assert run.stdout("nb03-07") == (
         "human: How long is each tram line?\n"
+        "ai: calls search_facts({'query': 'Lumen Bay tram network'})\n"
+        "tool: Lumen Bay has a tram network of 4 lines and 61 stops, with 42 kilometers "
+        "of track.\n"
+        "ai: calls calculate({'expression': '42 / 4'})\n"
+        "tool: 10.5\n"
         "ai: The 4 tram lines share 42 km of track: 10.5 km per line.\n"
         "\n"
         "— Lumen Bay city desk\n"
@@ -530,5 +535,7 @@ def test_create_agent(executed: Callable[[str], Executed]) -> None:
     assert run.field("nb06-07", "answer's system message starts") == app_prompt
 
     # the messages stream: the request and the answer, no plan
-    assert run.field("nb06-09", "nodes on the messages stream") == "['answer', 'prepare']"
+    assert run.field("nb06-09", "nodes on the messages stream") == (
+        "['answer', 'collect', 'execute', 'prepare']"
+    )
     assert run.field("nb06-09", "streamed answer") == "Your last order was 3 boxes of sencha."

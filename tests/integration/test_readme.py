@@ -25,7 +25,7 @@ SHELL_COMMANDS_RUN_ELSEWHERE = {
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && python -m agentloop.demo",
     # the test command: .ci/run runs exactly this pytest command
     'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[dev]" '
-    "&& python -m pytest tests -q",
+    "&& python -m pytest tests -q -n auto --dist loadfile",
     # the Studio server: tests/integration/test_studio.py
     'pip install -e ".[dev]" && langgraph dev',
     # the CLI demo: tests/integration/test_cli.py
@@ -40,9 +40,10 @@ def expected_prints(code: str) -> list[str]:
 def test_readme_opens_with_the_two_commands() -> None:
     first, second = BASH[:2]
     assert "python -m agentloop.demo" in first
-    assert "python -m pytest tests -q" in second
+    test_command = second.split("&& ")[-1].strip()
+    assert test_command == "python -m pytest tests -q -n auto --dist loadfile"
     ci = (README.parent / ".ci" / "run").read_text()
-    assert "python -m pytest tests -q" in ci
+    assert test_command in ci.splitlines()
 
 
 @pytest.mark.parametrize("code", PYTHON, ids=[f"python{i}" for i in range(len(PYTHON))])

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessageChunk
+from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.tools import tool
 
 from agentloop import ModelOptions, PlanningOptions, create_tool_loop
@@ -46,7 +46,10 @@ async def test_messages_stream_has_the_answer_and_no_plan_json(entry: str) -> No
     assert "plan" not in nodes
     assert "next_action" not in text
     assert "The sum is 5." in text
-    assert nodes == {"prepare", "answer"}  # the request as a human message, then the answer
+    # the request as a human message, the plan's tool calls, their outcomes, the answer
+    assert nodes == {"prepare", "execute", "collect", "answer"}
+    planned = [m for m, meta in items if meta["langgraph_node"] == "execute"]
+    assert all(isinstance(m, AIMessage) and m.tool_calls and not m.content for m in planned)
 
 
 @pytest.mark.parametrize("entry", ["stream", "astream"])

@@ -158,6 +158,19 @@ def test_redacting_data_keeps_its_shape(value: Any) -> None:
         assert len(redacted) == len(safe)
 
 
+def test_keys_redacted_alike_both_stay() -> None:
+    row = {"0R00": 1, "0r00": 2, "0R00 (2)": 3}
+    assert redact_data(row, lambda text: text.upper()) == {
+        "0R00": 1,
+        "0R00 (2)": 2,
+        "0R00 (2) (2)": 3,
+    }
+    secrets = {"sk-live-4f9aA81bC0d2E3f4": "a", "sk-live-9f8eD7c6B5a4F3e2": "b"}
+    redacted = redact_data(secrets, Redactor(environ={}))
+    assert sorted(redacted.values()) == ["a", "b"]
+    assert not any("sk-live" in key for key in redacted)
+
+
 def test_a_secret_inside_a_parameter_name_is_redacted() -> None:
     assert Redactor(["SIGNATURE="], environ={})("SIGNATURE=Ab12Cd34Ef") == "[REDACTED]"
     assert Redactor(["h_token="], environ={})("refresh_token=Ab12Cd34") == "[REDACTED]"

@@ -130,7 +130,7 @@ async def test_call_id_and_state_are_injected_and_hidden_from_the_planner(run_lo
     [record] = _records(out)
     label, call_ref, request, keys, hint = record["result"].split("|")
     assert (label, request, keys, hint) == ("a", "where from?", "user_input,round_state", "none")
-    assert call_ref == record["call_id"]
+    assert call_ref == record["tool_call_id"]  # the id its ToolMessage carries
     prompt = "\n".join(str(message.content) for message in planner.requests[0])
     assert "whereabouts" in prompt and '"label"' in prompt
     for hidden in ("call_ref", "whole_state", "secret_hint", '"request"'):
@@ -303,7 +303,7 @@ async def test_calls_started_while_the_plan_streams_get_their_injected_arguments
             final = item
     assert "tool_dispatched" in [event["type"] for event in events]
     [record] = final["tool_logs"]
-    assert record["result"] == f"u5:name:{record['call_id']}:who am I?"
+    assert record["result"] == f"u5:name:{record['tool_call_id']}:who am I?"
 
 
 @tool
@@ -319,4 +319,5 @@ async def test_tool_runtime_carries_the_calls_config_tools_and_state(run_loop: A
     out = await run_loop(graph, {"user_input": "details"})
     [record] = _records(out)
     call_id = record["call_id"]
-    assert record["result"] == f"{call_id}|{call_id}|call_details,favourite|details"
+    expected = f"{record['tool_call_id']}|{call_id}|call_details,favourite|details"
+    assert record["result"] == expected

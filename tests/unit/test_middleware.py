@@ -181,7 +181,8 @@ async def test_wrap_tool_call_sees_the_call_the_tool_and_a_tool_runtime(run_loop
     assert request.tool_call["name"] == "read_file"
     assert request.tool_call["args"] == {"path": "a.txt"}
     assert request.tool is not None and request.tool.name == "read_file"
-    assert request.runtime.tool_call_id == out["tool_logs"][0]["call_id"]
+    assert request.runtime.tool_call_id == out["tool_logs"][0]["tool_call_id"]
+    assert request.tool_call["id"] == out["tool_logs"][0]["tool_call_id"]
     assert request.state["user_input"] == "read a.txt"
     assert out["tool_logs"][0]["result"] == "contents of b.txt"  # the overridden call ran
 

@@ -152,9 +152,16 @@ async def test_each_turn_of_a_thread_answers_with_its_own_reply(run_loop: Any) -
     first = await run_loop(graph, {"messages": [HumanMessage("one")]}, config)
     second = await run_loop(graph, {"messages": [HumanMessage("two")]}, config)
     assert (first["answer"], second["answer"]) == ("First answer.", "Second answer.")
-    assert [m.content for m in second["messages"] if isinstance(m, AIMessage)] == [
-        "First answer.",
-        "Second answer.",
+    answers = [m for m in second["messages"] if isinstance(m, AIMessage) and not m.tool_calls]
+    assert [m.content for m in answers] == ["First answer.", "Second answer."]
+    # the second turn's planner call, then its outcome, come before its answer
+    assert [type(m).__name__ for m in second["messages"]] == [
+        "HumanMessage",
+        "AIMessage",
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "AIMessage",
     ]
     assert model.request_count == 3
 

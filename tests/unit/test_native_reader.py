@@ -25,7 +25,7 @@ def test_a_call_is_complete_when_the_next_one_starts_or_the_reply_ends() -> None
     assert reader.parser.commands_completed == 0
     reader.feed(chunk({"name": "lookup", "args": '{"query": "y"}', "id": "b", "index": 1}))
     assert reader.parser.completed_commands() == [
-        (0, {"tool_name": "lookup", "tool_kwargs": {"query": "x"}})
+        (0, {"tool_name": "lookup", "tool_kwargs": {"query": "x"}, "tool_call_id": "a"})
     ]
     reader.feed(chunk(last=True))
     assert reader.parser.finished and reader.parser.commands_completed == 2
@@ -34,6 +34,8 @@ def test_a_call_is_complete_when_the_next_one_starts_or_the_reply_ends() -> None
         {"query": "x"},
         {"query": "y"},
     ]
+    # the model's own ids name the calls in the transcript
+    assert [c.get("tool_call_id") for c in decision["execution_commands"]] == ["a", "b"]
 
 
 def test_calls_without_an_index_are_told_apart_by_their_ids() -> None:
