@@ -135,6 +135,10 @@ class ToolExecutionRecord(TypedDict):
     artifact: NotRequired[Any]
     """What the tool returned beside its content (`response_format="content_and_artifact"`):
     its `ToolMessage` in `messages` carries it."""
+    state_update: NotRequired[dict[str, Any]]
+    """What the tool's `Command(update=...)` writes to the graph's state: applied by the
+    call's task, so the next round sees it (kept in the side-effect ledger's record, so a
+    replayed call applies it again); not kept in the round's records."""
 
 
 class ReferencedOutcome(TypedDict):

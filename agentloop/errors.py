@@ -80,8 +80,7 @@ ErrorType = Literal[
 - `cancelled`: started while its plan was streaming, then stopped because that plan was
   rejected (only reads start early, so there is nothing to undo);
 - `unserializable_result`: the tool returned an object that cannot be converted to JSON;
-- `unsupported_result`: the tool returned something the loop does not apply (a LangGraph
-  `Command`);
+- `unsupported_result`: the tool returned something the loop does not apply;
 - `refused`: an interceptor refused the call (not run), e.g. with
   `ToolOutcome.refused("refused", call.tool_name, "deleting is disabled")`.
 """

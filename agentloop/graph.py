@@ -33,9 +33,9 @@ from agentloop.nodes import (
     make_execute,
     make_plan,
     make_prepare,
-    route_collect,
     route_execute,
     route_plan,
+    route_round,
     route_start,
 )
 from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions
@@ -197,7 +197,9 @@ def create_tool_loop(
     settings = LoopSettings.build(
         planning,
         model_middleware=bool(wrappers.models) or (hooks is not None and hooks.around_model),
-        reviews_plan=_reviews_plan(stop_before, stop_after),
+        # an after_model hook reviews each plan before it runs (it may drop or block calls)
+        reviews_plan=_reviews_plan(stop_before, stop_after)
+        or (hooks is not None and hooks.after_any_model),
         max_rounds=max_rounds,
         concurrency=concurrency,
         plan_mode=plan_mode,
@@ -232,6 +234,7 @@ def create_tool_loop(
         if checkpointer is None and governance.ledger is None and catalog.registry.has_side_effects:
             check_server_database()  # served: the ledger's database must answer now
         results = governance.cache if governance.cache is not None else ResultCache()
+        command_keys = _command_keys(builder)
         runner = ToolRunner(
             catalog,
             results,
@@ -242,7 +245,9 @@ def create_tool_loop(
             ],
             mandatory_interceptors=governance.mandatory_interceptors,
             invoker=ToolInvoker(threads),
-            wrap_call=_tool_wrapper(wrappers, catalog),
+            wrap_call=_tool_wrapper(wrappers, catalog, command_keys),
+            retried_elsewhere=wrappers.retries_tool if wrappers.tool_retries else None,
+            state_keys=command_keys,
         )
         parts = LoopParts(
             settings=settings,
@@ -286,7 +291,15 @@ def create_tool_loop(
         )
         builder.add_edge(CALL_NODE, "collect")
         builder.add_conditional_edges(
-            "collect", Router("route_collect", route_collect), [CALL_NODE, "plan", "answer"]
+            "collect",
+            Router("route_round", route_round),
+            {
+                CALL_NODE: CALL_NODE,
+                "plan": "plan",
+                "answer": "answer",
+                # drawn only when a tool may end the run, as create_agent draws it
+                **({"end": exit_node} if _returns_directly(own_tools, wrappers) else {}),
+            },
         )
         _add_hook_edge(builder, "answer", exit_node, model_jumps)
         if scoped:
@@ -394,13 +407,28 @@ def _add_agent_hooks(
     return (before[0][1] if before else "prepare"), exit_node
 
 
+def _command_keys(builder: StateGraph[Any, Any, Any, Any]) -> frozenset[str]:
+    """The state keys a tool's `Command(update=...)` may write.
+
+    `messages`, and the keys of the app's `state_schema` and of its middleware; the
+    loop's own keys (`answer`, `round_state`, ...) are the loop's to write.
+    """
+    own = frozenset(LoopState.__annotations__) - {"messages"}
+    return frozenset(builder.channels) - own
+
+
+def _returns_directly(tools: Sequence[Any], wrappers: LoopMiddleware) -> bool:
+    """Whether a tool of the loop is `return_direct` (a round of its calls ends the run)."""
+    return any(getattr(tool, "return_direct", False) for tool in [*tools, *wrappers.tools])
+
+
 def _tool_wrapper(
-    wrappers: LoopMiddleware, catalog: ToolCatalog
+    wrappers: LoopMiddleware, catalog: ToolCatalog, state_keys: frozenset[str]
 ) -> Callable[[RunnableConfig | None], Interceptor] | None:
     """The app's `wrap_tool_call` middleware as the layer of a call (None: there is none)."""
     if not wrappers.tool_calls:
         return None
-    return lambda config: wrappers.tool_layer(config, catalog.registry.tools)
+    return lambda config: wrappers.tool_layer(config, catalog.registry.tools, state_keys)
 
 
 _BEFORE_ALIASES = {"model": "plan", "tools": "execute"}

@@ -8,6 +8,11 @@ of their model calls (`HookRun`), because a plan node's call is one step of a lo
 node's update is (`messages` through `add_messages`, every channel through its reducer);
 a hook sees the state as the hooks before it in the same node left it. See
 `agentloop.middleware` for the order of the hooks and what each `jump_to` does.
+
+After a planner call, `after_model` hooks see the round in `messages` as its `AIMessage`
+with `tool_calls` (or, when the reply plans no round, an `AIMessage` without any), and
+`execute` runs the round as they left that message (`agentloop.transcript.read_back`):
+this is how `HumanInTheLoopMiddleware` and `ToolCallLimitMiddleware` act on a round.
 """
 
 from __future__ import annotations
@@ -302,6 +307,11 @@ class LoopHooks:
     def any(self) -> bool:
         """Whether some middleware has a node hook."""
         return bool(self.before_agent or self.before_model or self.after_model or self.after_agent)
+
+    @property
+    def after_any_model(self) -> bool:
+        """Whether some middleware has an `after_model` hook (the plan is shown to it)."""
+        return bool(self.after_model)
 
     @property
     def around_model(self) -> bool:

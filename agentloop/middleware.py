@@ -23,8 +23,11 @@
   state and a `ToolRuntime`. The handler returns the result as a `ToolMessage`, or raises
   `ToolCallFailed` when the call failed (after the loop's own retries), as a tool's error
   propagates in `create_agent`; so `ToolRetryMiddleware` retries it, and one that reaches
-  the loop becomes the call's record. A `ToolMessage` returned without calling the
-  handler becomes the call's record (failed when its status is `"error"`).
+  the loop becomes the call's record. A `ToolRetryMiddleware` replaces the loop's own
+  retry (`ToolPolicy.retry`) for the tools it retries, so retries never stack, and the
+  record's `attempts` counts every execution the handler made. A `ToolMessage` returned
+  without calling the handler becomes the call's record (failed when its status is
+  `"error"`).
 - `before_agent` / `abefore_agent` run once per invocation, in list order, as nodes
   `"<name>.before_agent"` between `START` and `prepare`; `after_agent` / `aafter_agent`
   once at its end, in reverse list order, as nodes `"<name>.after_agent"` after `answer`
@@ -79,7 +82,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ModelRequest,
+    ModelResponse,
+    ToolRetryMiddleware,
+)
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
@@ -98,7 +106,7 @@ from agentloop.errors import (
     ToolCallError,
     model_error_message,
 )
-from agentloop.tools.injected import COMMAND_RESULT, tool_runtime
+from agentloop.tools.injected import command_outcome, tool_runtime
 from agentloop.tools.interceptors import Interceptor, Proceed, ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
 
@@ -173,6 +181,7 @@ class LoopMiddleware:
         self.middleware = list(middleware)
         self.models = [m for m in middleware if self._wraps(m, "wrap_model_call")]
         self.tool_calls = [m for m in middleware if self._wraps(m, "wrap_tool_call")]
+        self.tool_retries = [m for m in middleware if isinstance(m, ToolRetryMiddleware)]
         self.tools: list[BaseTool] = [
             tool for m in middleware for tool in getattr(m, "tools", None) or ()
         ]
@@ -314,8 +323,29 @@ class LoopMiddleware:
 
     # -- tool calls ----------------------------------------------------------------------
 
-    def tool_layer(self, config: RunnableConfig | None, tools: list[BaseTool]) -> Interceptor:
-        """The interceptor that runs a call through every `wrap_tool_call`."""
+    def retries_tool(self, name: str) -> bool:
+        """Whether the app's `ToolRetryMiddleware` retries calls of a tool.
+
+        The loop's own retry of such a tool is then off (`ToolRunner`), so a call is
+        retried once, by the middleware, as in `create_agent`.
+        """
+        # the middleware's own filter (its `tools=`), read where it keeps it
+        return any(m._should_retry_tool(name) for m in self.tool_retries)
+
+    def tool_layer(
+        self,
+        config: RunnableConfig | None,
+        tools: list[BaseTool],
+        state_keys: frozenset[str] = frozenset({"messages"}),
+    ) -> Interceptor:
+        """The interceptor that runs a call through every `wrap_tool_call`.
+
+        Args:
+            config: The config of the call's task.
+            tools: The loop's tools (for the `ToolRuntime`).
+            state_keys: The state keys a `Command(update=...)` may write
+                (`agentloop.tools.injected.command_outcome`).
+        """
 
         async def layer(call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
             runtime = tool_runtime(config, tool_call_id=call.transcript_id, tools=tools)
@@ -327,12 +357,18 @@ class LoopMiddleware:
                 runtime=runtime,
             )
             outcomes: dict[int, ToolOutcome] = {}
+            attempts: list[int] = []
 
             async def innermost(inner: ToolCallRequest) -> ToolMessage | Command[Any]:
                 outcome = await proceed(call.override(arguments=dict(inner.tool_call["args"])))
+                attempts.append(outcome.attempts)
                 if not outcome.success:
                     raise ToolCallFailed(outcome)
-                message = _as_message(outcome, call)
+                message: ToolMessage | Command[Any] = _as_message(outcome, call)
+                if outcome.state_update:  # the tool's Command, as the handler returns it
+                    earlier = outcome.state_update.get("messages") or []
+                    update = {**outcome.state_update, "messages": [*earlier, message]}
+                    message = Command(update=update)
                 outcomes[id(message)] = outcome
                 return message
 
@@ -342,10 +378,11 @@ class LoopMiddleware:
             try:
                 result = await handler(request)
             except ToolCallFailed as failed:
-                return failed.outcome
-            if id(result) in outcomes:
-                return outcomes[id(result)]
-            return _outcome_of(result, call.tool_name)
+                outcome = failed.outcome
+            else:
+                outcome = outcomes.get(id(result)) or _outcome_of(result, call, state_keys)
+            # every execution counts, however many times a middleware called the handler
+            return outcome.with_changes(attempts=sum(attempts)) if attempts else outcome
 
         return layer
 
@@ -395,14 +432,14 @@ def _as_message(outcome: ToolOutcome, call: ToolInvocation) -> ToolMessage:
     return ToolMessage(content, tool_call_id=call.transcript_id, name=call.tool_name)
 
 
-def _outcome_of(result: Any, tool_name: str) -> ToolOutcome:
+def _outcome_of(result: Any, call: ToolInvocation, state_keys: frozenset[str]) -> ToolOutcome:
     """The outcome of a call a middleware answered itself."""
     if isinstance(result, ToolMessage):
         if result.status == "error":
             return ToolOutcome.failure("internal_error", str(result.content), attempts=0)
         return ToolOutcome(value=result.content, attempts=0)
-    if isinstance(result, Command):
-        failed = ToolOutcome.failure("unsupported_result", COMMAND_RESULT.format(tool=tool_name))
-        return failed.with_changes(attempts=0)
+    if isinstance(result, Command):  # applied as a tool's own Command is
+        outcome = ToolOutcome(value=result, attempts=0)
+        return command_outcome(outcome, call.tool_name, call.transcript_id, state_keys)
     msg = f"wrap_tool_call returned {type(result).__name__}, not a ToolMessage"
     return ToolOutcome.failure("internal_error", msg, attempts=0)

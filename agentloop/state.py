@@ -62,7 +62,8 @@ RunStatus = Literal[
 ]
 """How a run ended, for code to read (never parse the answer's text):
 
-- `ok`: the answer was produced;
+- `ok`: the answer was produced (after a round whose calls were all of `return_direct`
+  tools, it is the last call's output and no model is asked again);
 - `planner_failed`: the planner model failed, or its plan could not be used;
 - `answer_failed`: the answer model failed (the answer says why);
 - `answer_cut`: the answer hit the output size cap and was cut;

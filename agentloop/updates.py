@@ -62,7 +62,10 @@ class PrepareUpdate(TypedDict, total=False):
 
 
 class PlanUpdate(TypedDict, total=False):
-    """`plan`: the decision, the planner's calls and tokens, records of calls it dropped."""
+    """`plan`: the decision, the planner's calls and tokens, records of calls it dropped.
+
+    With `after_model` hooks, also the round's `AIMessage` (`agentloop.transcript`).
+    """
 
     decision: PlanDecision
     rollback_note: str
@@ -71,6 +74,7 @@ class PlanUpdate(TypedDict, total=False):
     status_reason: str
     tool_logs: list[ToolExecutionRecord]
     usage: dict[str, dict[str, Any]]
+    messages: list[AnyMessage]
 
 
 class ExecuteUpdate(TypedDict, total=False):
@@ -99,6 +103,9 @@ class CollectUpdate(TypedDict, total=False):
     rollbacks: list[dict[str, Any]]
     consecutive_rollbacks: int
     rollback_note: str
+    answer: str
+    """Set when the round's calls were all of `return_direct` tools: the run ends with it."""
+    status: RunStatus
 
 
 class AnswerUpdate(TypedDict, total=False):

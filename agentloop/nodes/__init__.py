@@ -9,7 +9,13 @@ from agentloop.nodes.execute import CALL_NODE, make_collect, make_execute
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.plan import make_plan
 from agentloop.nodes.prepare import make_prepare
-from agentloop.nodes.routes import route_collect, route_execute, route_plan, route_start
+from agentloop.nodes.routes import (
+    route_collect,
+    route_execute,
+    route_plan,
+    route_round,
+    route_start,
+)
 
 __all__ = [
     "CALL_NODE",
@@ -25,6 +31,7 @@ __all__ = [
     "route_collect",
     "route_execute",
     "route_plan",
+    "route_round",
     "route_start",
     "to_action_results",
 ]

@@ -14,7 +14,7 @@ running (with the ledger's record when an earlier execution of it left one).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
@@ -62,7 +62,20 @@ class _CallTool:
         return tool_config(self.parts, call, get_config(), scope.context)
 
     def _done(self, call: PreparedCall, record: Any) -> CallToolUpdate:
-        return {"call_results": {call["call_id"]: record}}
+        """The call's record, and what its tool's `Command` writes to the state (if any).
+
+        The `Command`'s keys are written now, so the next round sees them; its messages
+        stay on the record for `collect`, which adds them after the call's `ToolMessage`
+        (in the order `create_agent` keeps them).
+        """
+        state_update = record.get("state_update") if isinstance(record, dict) else None
+        if not state_update:
+            return {"call_results": {call["call_id"]: record}}
+        keys = {key: value for key, value in state_update.items() if key != "messages"}
+        record = {key: value for key, value in record.items() if key != "state_update"}
+        if "messages" in state_update:
+            record["state_update"] = {"messages": state_update["messages"]}
+        return cast(CallToolUpdate, {**keys, "call_results": {call["call_id"]: record}})
 
     def run(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> Core[CallToolUpdate]:
         """The task, as a core that `LoopNode` drives under `invoke` or `ainvoke`."""

@@ -10,7 +10,11 @@
   without running when one of them failed or did not run (`reference_failed`). A call
   refused this way that an earlier execution of the run started (before a deploy made
   its tool unknown or its arguments invalid) takes that execution's record from the
-  side-effect ledger instead: replayed, or `unknown_outcome`.
+  side-effect ledger instead: replayed, or `unknown_outcome`. The commands are read back
+  from the round's `AIMessage` when the plan node wrote one for `after_model` hooks
+  (`agentloop.transcript.read_back`): a call a hook removed or answered with its own
+  `ToolMessage` is settled without running (`refused`), an edited one is prepared with
+  the message's arguments; otherwise `execute` writes that message.
 - Each batch is one super-step of `call_tool` tasks sent with `Send`, one per call
   (see `agentloop.nodes.call_tool`); a referring call carries the outcomes it needs.
 - `collect` runs after each batch; once every call is done it orders the records by
@@ -21,13 +25,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from langchain_core.messages import ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite, Send
 
 from agentloop._effects import Core
 from agentloop.events import QueueDrained, RoundCompleted, ToolQueued, ToolRolledBack
+from agentloop.messages import message_text
 from agentloop.nodes._runnable import NodeCore
 from agentloop.nodes.guarded import ledger_record
 from agentloop.nodes.parts import LoopParts
@@ -37,6 +43,7 @@ from agentloop.settings import LoopContext
 from agentloop.state import (
     LoopState,
     PreparedCall,
+    ToolCommand,
     ToolExecutionRecord,
     empty_round_state,
     new_round,
@@ -46,24 +53,34 @@ from agentloop.tools.deferred import referenced_outcome
 from agentloop.tools.judge import compact_record
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
-from agentloop.transcript import plan_message, tool_messages
+from agentloop.transcript import (
+    plan_message,
+    plan_message_id,
+    read_back,
+    round_outcomes,
+    tool_messages,
+)
 from agentloop.updates import CollectUpdate, ExecuteUpdate
 from agentloop.usage import sum_usage
 
 __all__ = [
     "CALL_NODE",
+    "DROPPED_NOTE",
     "NOT_RUN",
     "REFUSALS",
     "assign_batches",
     "make_collect",
     "make_execute",
     "next_batch",
+    "returns_directly",
     "route_collect",
     "route_execute",
     "round_records",
 ]
 
 CALL_NODE = "call_tool"
+DROPPED_NOTE = "an after_model hook removed this call from the plan, so it was not run"
+"""The error of a call a hook removed from the round's `AIMessage`."""
 NOT_RUN = -1
 """Batch number of a call that was settled without running (bad call, duplicate)."""
 
@@ -189,6 +206,45 @@ def route_collect(state: LoopState) -> list[Send] | Literal["plan", "answer"]:
     return "answer" if round_state["round_index"] >= limit else "plan"
 
 
+def _command_messages(
+    records: list[ToolExecutionRecord],
+) -> tuple[list[ToolExecutionRecord], dict[str, list[Any]]]:
+    """The records without the messages their tools' `Command`s added, and those messages.
+
+    They follow the call's `ToolMessage` in the transcript, as under `create_agent`.
+    """
+    if not any("state_update" in record for record in records):
+        return records, {}
+    added: dict[str, list[Any]] = {}
+    kept: list[ToolExecutionRecord] = []
+    for record in records:
+        update = record.get("state_update")
+        if update is None:
+            kept.append(record)
+            continue
+        added[record.get("call_id", "")] = list(update.get("messages") or [])
+        kept.append(
+            cast(ToolExecutionRecord, {k: v for k, v in record.items() if k != "state_update"})
+        )
+    return kept, added
+
+
+def returns_directly(parts: LoopParts, records: Sequence[ToolExecutionRecord]) -> bool:
+    """Whether a round ends the run: every call was of a `return_direct` tool and succeeded.
+
+    `create_agent` ends its run when every tool call of the model's last message was of
+    such a tool; a failed call here goes back to the planner instead (the loop hands
+    errors to the model where `create_agent` raises them).
+    """
+    if not records:
+        return False
+    for record in records:
+        spec = parts.tools.registry.spec(record["tool_name"])
+        if spec is None or not spec.runnable.return_direct or not record["success"]:
+            return False
+    return True
+
+
 REFUSALS = ("tool_not_found", "invalid_arguments", "reference_failed")
 """Refusals code deployed since an earlier execution of a call may make: that execution's
 ledger record, when there is one, replaces them (`agentloop.nodes.guarded.ledger_record`)."""
@@ -206,8 +262,17 @@ def make_execute(parts: LoopParts) -> NodeCore:
         commands = decision["execution_commands"]
         cap = scope.settings.max_commands_per_round
         adopted: set[str] = set()
+        messages = state.get("messages") or []
+        planned = read_back(commands, messages, run_id, preparation.round_label)
         for index, command in enumerate(commands):
             early = started.get(str(preparation.call_id(index)))
+            if index in planned.answered:  # a hook answered it (rejected, blocked)
+                preparation.settle(index, command, _answered(command, planned.answered[index]))
+                continue
+            if index in planned.dropped:
+                preparation.settle(index, command, _dropped(command))
+                continue
+            command = planned.commands[index]  # with a hook's edit
             if index >= cap:
                 preparation.over_cap(index, command, planned=len(commands), cap=cap)
             elif early is not None and early.command == command:
@@ -249,10 +314,27 @@ def make_execute(parts: LoopParts) -> NodeCore:
         # the calls carry the planner's (already safe) arguments, encoded for the checkpoint;
         # a settled record shows them decoded, so it is made safe again
         results = {**parts.safe_value(settled), **known}
-        message = plan_message(calls, f"{run_id}:{preparation.round_label}:plan")
-        return {"round_calls": Overwrite(calls), "call_results": results, "messages": [message]}
+        update: ExecuteUpdate = {"round_calls": Overwrite(calls), "call_results": results}
+        if not planned.found:  # no planner call wrote it (a hook's plan, an older checkpoint)
+            update["messages"] = [
+                plan_message(calls, plan_message_id(run_id, preparation.round_label))
+            ]
+        return update
 
     return execute
+
+
+def _answered(command: ToolCommand, message: ToolMessage) -> ToolOutcome:
+    """The outcome of a call a hook answered with a `ToolMessage` of its own (not run)."""
+    text = message_text(message)
+    if message.status == "success":  # the hook answered for the tool
+        return ToolOutcome(text, attempts=0)
+    return ToolOutcome.refused("refused", command["tool_name"], text)
+
+
+def _dropped(command: ToolCommand) -> ToolOutcome:
+    """The outcome of a call a hook removed from the round's `AIMessage` (not run)."""
+    return ToolOutcome.refused("refused", command["tool_name"], DROPPED_NOTE)
 
 
 def make_collect(parts: LoopParts) -> Any:
@@ -264,7 +346,14 @@ def make_collect(parts: LoopParts) -> Any:
             return {}
         scope = parts.scope(runtime)
         emit = scope.emit
-        records = round_records(calls, state.get("call_results") or {})
+        records, added = _command_messages(round_records(calls, state.get("call_results") or {}))
+        outcomes = tool_messages(records)
+        plan_id = plan_message_id(calls[0]["run_id"], calls[0]["round_label"])
+        # a call a hook answered keeps the hook's message; one it removed gets none
+        kept = {
+            message.tool_call_id
+            for message in round_outcomes(records, state.get("messages") or [], plan_id)
+        }
         round_state = state.get("round_state") or empty_round_state()
         rollbacks = state.get("consecutive_rollbacks", 0)
         emit(QueueDrained(round_index=round_state["round_index"], calls=len(records)))
@@ -272,7 +361,12 @@ def make_collect(parts: LoopParts) -> Any:
             "round_calls": Overwrite([]),
             "call_results": Overwrite({}),
             "tool_logs": records,
-            "messages": list(tool_messages(records)),
+            "messages": [
+                message
+                for record, outcome in zip(records, outcomes, strict=True)
+                if outcome.tool_call_id in kept
+                for message in (outcome, *added.get(record.get("call_id", ""), ()))
+            ],
         }
         sub_agents = [r["agent_usage"] for r in records if r.get("agent_usage")]
         if sub_agents:
@@ -311,10 +405,14 @@ def make_collect(parts: LoopParts) -> Any:
                 failed=sum(1 for r in stored if not r["success"]),
             )
         )
-        return {
+        recorded: CollectUpdate = {
             **update,
             "round_state": new_round(stored, round_state["round_index"] + 1),
             "consecutive_rollbacks": rollbacks if all_flagged else 0,
         }
+        if returns_directly(parts, records):  # the last outcome is the answer, as it is
+            recorded["answer"] = outcomes[-1].text
+            recorded["status"] = "ok"
+        return recorded
 
     return collect

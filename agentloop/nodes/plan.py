@@ -8,7 +8,7 @@ from functools import partial
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, BaseMessageChunk
+from langchain_core.messages import AIMessage, BaseMessage, BaseMessageChunk
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
@@ -39,6 +39,8 @@ from agentloop.planning.reader import PlanRead
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, PlanDecision, empty_round_state, run_limit
 from agentloop.system_prompt import with_app_instructions
+from agentloop.tools.call_id import round_label
+from agentloop.transcript import plan_message_id, planned_message
 from agentloop.updates import PlanUpdate
 from agentloop.usage import sum_usage, usage_entry, wasted_usage
 
@@ -325,6 +327,7 @@ class _Plan:
         attempt = partial(self._attempt, attempts)
         hooks = HookRun(self.parts.hooks, "plan", state, runtime)
         read: PlanRead | None = None
+        shown: AIMessage | None = None
         while self._calls_left(state, attempts) > 0:
             if (yield from hooks.before()) is not None:
                 break  # the planner is not called
@@ -335,9 +338,10 @@ class _Plan:
             except ModelBehaviorError as error:
                 return hooks.merged(self._finish(state, attempts, None, error))
             attempts.count(read)
-            if (yield from hooks.after()) is not None:
-                break
             attempts.judged = self._judge(read)
+            shown = self._shown(state, attempts.judged)
+            if (yield from hooks.after({"messages": [shown]} if shown else None)) is not None:
+                break
             problem = attempts.judged[1]
             if not self._may_reask(state, attempts, problem):
                 break
@@ -346,7 +350,31 @@ class _Plan:
             attempts.dispatch.cancel()
         if read is None and hooks.jump is not None:
             return hooks.merged(PlanUpdate())
-        return hooks.merged(self._finish(state, attempts, read))
+        update = self._finish(state, attempts, read)
+        planned = shown is not None and bool(shown.tool_calls) and "status" not in update
+        if planned and shown is not None and hooks.jump != "model":
+            update["messages"] = [shown]  # the plan the hooks saw, in the transcript
+        return hooks.merged(update)
+
+    def _shown(self, state: LoopState, judged: tuple[PlanDecision, str]) -> AIMessage | None:
+        """The planner's reply as `after_model` hooks read it (None: no hook reads it).
+
+        As `create_agent`'s model node writes the reply before its `after_model` nodes, a
+        plan to execute is the round's `AIMessage` with its tool calls
+        (`agentloop.transcript.planned_message`); a reply that is no such plan (the
+        answer comes next, or the plan is asked again) is an `AIMessage` without tool
+        calls, so a hook never takes an earlier round's calls for this reply's.
+        """
+        if self.parts.hooks is None or not self.parts.hooks.after_any_model:
+            return None
+        decision, problem = judged
+        round_state = state.get("round_state") or empty_round_state()
+        run_id = state.get("run_id", "run")
+        label = round_label(round_state["round_index"], state.get("consecutive_rollbacks", 0))
+        if problem or decision["next_action"] != "execute":
+            return AIMessage("", id=f"{plan_message_id(run_id, label)}:reply")
+        commands = self.parts.safe_value(decision["execution_commands"])
+        return planned_message(commands, run_id, label)
 
 
 def make_plan(parts: LoopParts) -> LoopNode:

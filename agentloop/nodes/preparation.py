@@ -129,14 +129,22 @@ class PlanPreparation:
         self, position: int, command: ToolCommand, *, planned: int, cap: int
     ) -> PreparedCall:
         """Settle a command beyond the round's cap of `cap` calls without preparing it."""
-        call = self.parts.runner.unprepared(
-            command, call_id=self.call_id(position), round_index=self.round_index
-        )
         message = (
             f"The plan had {planned} commands; at most {cap} run per round, so this one "
             "was not run. Plan fewer calls per round, most important first."
         )
-        outcome = ToolOutcome.refused("too_many_commands", call["tool_name"], message)
+        outcome = ToolOutcome.refused("too_many_commands", command["tool_name"], message)
+        return self.settle(position, command, outcome)
+
+    def settle(self, position: int, command: ToolCommand, outcome: ToolOutcome) -> PreparedCall:
+        """Settle a command without preparing or running it, with the outcome given.
+
+        For a call beyond the round's cap, or one an `after_model` hook answered or
+        removed (`agentloop.transcript.read_back`).
+        """
+        call = self.parts.runner.unprepared(
+            command, call_id=self.call_id(position), round_index=self.round_index
+        )
         return self._add(call, make_record(call, outcome))[0]
 
     def _occurrence(self, call: PreparedCall) -> int:

@@ -8,6 +8,14 @@ and any other `InjectedToolArg`. Such arguments are found once per tool
 (LangChain's `tool_call_schema` drops them), dropped from what it sends (`strip`), so they
 never reach validation, the cache key or the call's ledger identity, and filled in right
 before the tool is invoked (`fill`), as a full `ToolCall` like `ToolNode` invokes it.
+The state a tool sees holds the conversation's `messages` (the user's, each round's
+`AIMessage` with its tool calls, the `ToolMessage`s so far), as under `create_agent`.
+
+A tool may return a `Command(update=...)`, as under `ToolNode`: `command_outcome` keeps
+its update for the state (written by the call's task, so the next round sees it) and
+its `ToolMessage` as the call's outcome. Which keys a `Command` writes is only known once
+the tool returned, so what cannot apply (a key the state lacks, `goto`, `resume`) is
+left out and named in the record's notes, never refused after the tool ran.
 
 LangGraph offers no public way to reach the running task's `Runtime` and state from the
 config a tool is invoked with; `_runtime_of` and `_state_of` read the two private config
@@ -20,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.prebuilt.tool_node import ToolRuntime, _get_all_injected_args
@@ -29,16 +38,23 @@ from langgraph.types import Command
 from agentloop.tools.interceptors import ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
 
-__all__ = ["COMMAND_RESULT", "InjectedArguments", "refuse_command", "run_context", "tool_runtime"]
+__all__ = [
+    "COMMAND_NOT_APPLIED",
+    "COMMAND_UPDATED",
+    "InjectedArguments",
+    "command_outcome",
+    "run_context",
+    "tool_runtime",
+]
 
 _CONFIG_KEY_RUNTIME = "__pregel_runtime"
 _CONFIG_KEY_READ = "__pregel_read"
 
-COMMAND_RESULT = (
-    "{tool} returned a LangGraph Command; the tool loop does not apply Command updates "
-    "(its state is the loop's own). Return the result as a value instead."
-)
-"""The error of a call whose tool returned a `Command`."""
+COMMAND_NOT_APPLIED = "Command {part} not applied: {reason}"
+"""A note on the record of a call whose `Command` could not be applied whole."""
+
+COMMAND_UPDATED = "{tool} updated {keys}"
+"""The content of a call whose `Command` carried no `ToolMessage` for it."""
 
 
 @dataclass(frozen=True)
@@ -166,17 +182,77 @@ def run_context(config: RunnableConfig | None) -> Any:
     return runtime.context if runtime is not None else None
 
 
-def refuse_command(outcome: ToolOutcome, tool_name: str) -> ToolOutcome:
-    """A tool that returned a `Command` failed: the loop does not apply Command updates."""
+def command_outcome(
+    outcome: ToolOutcome, tool_name: str, tool_call_id: str, state_keys: frozenset[str]
+) -> ToolOutcome:
+    """The outcome of a tool that returned a `Command`, its update kept for the state.
+
+    As `ToolNode` applies a tool's `Command`: its `update` is the call's `state_update`,
+    written to the state by the call's task (so the next round sees it), and the
+    `ToolMessage` it carries for this call is the call's content (status and artifact
+    too); without one the content says which keys it updated. Whatever cannot apply is
+    left out and named in the record's notes, never refused after the tool ran (its
+    effect happened): a key the loop's state does not have (not in `state_schema` or a
+    middleware's), a `goto` (the loop routes itself), a `resume`, an update for a
+    parent graph. Any other outcome is returned as it is.
+
+    Args:
+        outcome: The tool's outcome.
+        tool_name: The tool.
+        tool_call_id: The id of the call's `ToolCall` (its `ToolMessage` answers it).
+        state_keys: The state keys a tool's `Command` may update.
+    """
     value = outcome.value
-    if isinstance(value, Command) or (
-        isinstance(value, list | tuple) and value and all(isinstance(v, Command) for v in value)
-    ):
-        failed = ToolOutcome.failure(
-            "unsupported_result", COMMAND_RESULT.format(tool=tool_name), attempts=outcome.attempts
+    commands = value if isinstance(value, list | tuple) else [value]
+    if not commands or not all(isinstance(c, Command) for c in commands):
+        return outcome
+    update: dict[str, Any] = {}
+    messages: list[Any] = []
+    notes: list[str] = []
+    for command in commands:
+        if command.graph is not None:
+            notes.append(COMMAND_NOT_APPLIED.format(part="for a parent graph", reason="no parent"))
+            continue
+        if command.goto:
+            reason = "the loop plans its next step itself"
+            notes.append(COMMAND_NOT_APPLIED.format(part=f"goto {command.goto!r}", reason=reason))
+        if command.resume is not None:
+            notes.append(COMMAND_NOT_APPLIED.format(part="resume", reason="no interrupt waits"))
+        for key, written in command._update_as_tuples():
+            if key == "messages":
+                messages.extend(written if isinstance(written, list | tuple) else [written])
+            elif key in state_keys:
+                update[key] = written
+            else:
+                reason = "the state has no such key (declare it in state_schema)"
+                notes.append(COMMAND_NOT_APPLIED.format(part=f"update of {key!r}", reason=reason))
+    own = [m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == tool_call_id]
+    others = [m for m in messages if not any(m is message for message in own)]
+    if others:  # as dicts: a record holds only what a checkpoint keeps as it is
+        update["messages"] = [_message_dict(m) for m in others]
+    changed = outcome.with_changes(notes=(*outcome.notes, *notes), state_update=update or None)
+    if not own:
+        keys = ", ".join(sorted(update)) or "nothing"
+        return changed.with_changes(value=COMMAND_UPDATED.format(tool=tool_name, keys=keys))
+    message = own[-1]
+    if message.status == "error":
+        return changed.with_changes(
+            value=message.content, success=False, error=message.text, error_type="internal_error"
         )
-        return failed.with_changes(value=None)
-    return outcome
+    return changed.with_changes(value=message.content, artifact=message.artifact)
+
+
+def _message_dict(message: Any) -> Any:
+    """A message as the dict `add_messages` reads back as the same message."""
+    if not isinstance(message, BaseMessage):
+        return message  # a dict or a text: `add_messages` reads it
+    found: dict[str, Any] = {"type": message.type, "content": message.content}
+    for key in ("id", "name", "tool_call_id", "status"):
+        if getattr(message, key, None) is not None:
+            found[key] = getattr(message, key)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        found["tool_calls"] = [dict(call) for call in message.tool_calls]
+    return found
 
 
 def _no_writer(chunk: Any) -> None:

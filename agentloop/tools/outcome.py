@@ -63,6 +63,8 @@ class ToolOutcome:
     pending: Any = None
     """The work of a call that timed out and could not be stopped: completes with its
     late result (a `concurrent.futures.Future` or an `asyncio.Task`), else None."""
+    state_update: dict[str, Any] | None = None
+    """What a tool's `Command` writes to the graph's state (keys the state has)."""
 
     @classmethod
     def failure(cls, error_type: ErrorType, message: str, *, attempts: int = 1) -> ToolOutcome:

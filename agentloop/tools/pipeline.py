@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -29,7 +30,7 @@ from agentloop.tools.cache_scope import run_identity
 from agentloop.tools.call_config import call_info
 from agentloop.tools.call_id import CallId, tool_call_id
 from agentloop.tools.catalog import ToolCatalog
-from agentloop.tools.injected import refuse_command, run_context
+from agentloop.tools.injected import command_outcome, run_context
 from agentloop.tools.interceptors import (
     Interceptor,
     ToolInvocation,
@@ -60,6 +61,11 @@ class ToolRunner:
             mandatory interceptors and the optional ones (the app's `wrap_tool_call`
             middleware).
         invoker: Calls the tools (default: one with its own pool of sync-tool threads).
+        retried_elsewhere: Whether the app's middleware retries a tool's calls (its
+            `ToolRetryMiddleware`): the loop's own retry of that tool is then off, so
+            the two never stack.
+        state_keys: The state keys a tool's `Command(update=...)` may write (`messages`
+            and the app's and middleware's own keys); the rest is left out, noted.
     """
 
     def __init__(
@@ -70,8 +76,12 @@ class ToolRunner:
         mandatory_interceptors: Sequence[Interceptor] = (),
         invoker: ToolInvoker | None = None,
         wrap_call: Callable[[RunnableConfig | None], Interceptor] | None = None,
+        retried_elsewhere: Callable[[str], bool] | None = None,
+        state_keys: frozenset[str] = frozenset({"messages"}),
     ) -> None:
         self.tools = tools
+        self._state_keys = state_keys
+        self._retried_elsewhere = retried_elsewhere
         self.cache = cache
         self.chain: list[Interceptor] = [*mandatory_interceptors, *interceptors]
         self._mandatory = len(mandatory_interceptors)
@@ -245,6 +255,8 @@ class ToolRunner:
             emit_settled(emit, gone)
             return gone
         tool, policy = spec.runnable, spec.policy
+        if policy.retry is not None and self._retried_elsewhere and self._retried_elsewhere(name):
+            policy = replace(policy, retry=None)  # the app's middleware retries it instead
         arguments = decode_arguments(call["arguments"])
         if spec.accepts_idempotency_key and not arguments.get(IDEMPOTENCY_ARGUMENT):
             arguments[IDEMPOTENCY_ARGUMENT] = call["call_key"]
@@ -278,7 +290,7 @@ class ToolRunner:
             outcome = await self.invoker.call_with_policy(
                 current, emit, config, prefer_sync=prefer_sync
             )
-            return refuse_command(outcome, name)
+            return command_outcome(outcome, name, current.transcript_id, self._state_keys)
 
         writes = policy.writes_state
         if writes:  # what earlier reads of this state said may change from now on

@@ -54,6 +54,8 @@ def make_record(
         "flagged": flagged,
         "query_key": call["query_key"],
     }
+    if outcome.state_update:
+        record["state_update"] = outcome.state_update
     if call.get("position_key"):
         record["position_key"] = call["position_key"]
     if call.get("after_write"):
