@@ -59,6 +59,11 @@ class PlanDecision(TypedDict):
     """The whole text of a native planner reply without tool calls, when it may be the answer."""
     reply_id: NotRequired[str]
     """That reply's message id (the answer's, when it is adopted)."""
+    refusal: NotRequired[str]
+    """The planner's refusal (`additional_kwargs["refusal"]`): the run ends with it, as
+    `create_agent` ends with a refused model call's message."""
+    model_provider: NotRequired[str]
+    """The refusing reply's `model_provider` (how its content blocks are read)."""
 
 
 class Attachment(TypedDict):

@@ -181,7 +181,8 @@ def create_tool_loop(
     planning = planning or PlanningOptions()
     models = models or ModelOptions()
     threads = governance.tool_threads or ToolThreads()
-    wrappers = LoopMiddleware(middleware, runner=threads.runner)
+    instructions = app_instructions(system_prompt)
+    wrappers = LoopMiddleware(middleware, runner=threads.runner, instructions=instructions)
     loop_state, input_schema, output_schema = resolve_schemas(
         middleware, LoopState, InputState, OutputState, app_schema=state_schema
     )
@@ -260,7 +261,7 @@ def create_tool_loop(
             ledger=governance.ledger,
             redact=redact,
             prompts=PromptSet(planning.prompts),
-            system_prompt=app_instructions(system_prompt),
+            system_prompt=instructions,
             middleware=wrappers if wrappers.models else None,
             hooks=hooks,
             structured=StructuredOutput(response_format) if response_format is not None else None,

@@ -33,7 +33,7 @@ from typing import (
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import AgentState, OmitFromSchema
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.channels.base import BaseChannel
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.channels.delta import DeltaChannel
@@ -387,6 +387,8 @@ class HookRun:
     ) -> None:
         self.hooks = hooks
         self.node = node
+        self.input = state
+        """The node's state, before any hook."""
         self.state: Any = state
         """The state as the hooks left it (the node's input when no hook wrote)."""
         self.runtime = runtime
@@ -404,7 +406,37 @@ class HookRun:
         """
         if self.hooks is None or not self.hooks.before_model:
             return None
-        return (yield from self._run("before_model", self.hooks.before_model, self._before))
+        jump = yield from self._run("before_model", self.hooks.before_model, self._before)
+        self._follow_request()
+        return jump
+
+    def changed(self, keys: Iterable[str]) -> bool:
+        """Whether the hooks wrote any of these keys (a prompt built from them is stale)."""
+        before, after = self.input, self.state
+        return after is not before and any(after.get(key) is not before.get(key) for key in keys)
+
+    def _follow_request(self) -> None:
+        """When a hook rewrote the request's message, the request is its new text.
+
+        `PIIMiddleware` redacts the last `HumanMessage` in `before_model`; the prompts
+        quote `user_input`, so it follows (written with the hook's update, as the
+        message is), and every later prompt quotes what `create_agent`'s model sees.
+        """
+        before, after = self.input, self.state
+        old, new = before.get("messages") or [], after.get("messages") or []
+        if new is old:
+            return
+        asked_old, asked_new = _last_human(old), _last_human(new)
+        if asked_old is None or asked_new is None or asked_old.id != asked_new.id:
+            return
+        text, request = message_text(asked_new), after.get("user_input")
+        if message_text(asked_old) == request and text != request:
+            self._write({"user_input": text}, self._before)
+
+    def _write(self, update: dict[str, Any], writes: list[dict[str, Any]]) -> None:
+        assert self.hooks is not None
+        writes.append(update)
+        self.state = self.hooks.apply(self.state, update)
 
     def after(self, update: Mapping[str, Any] | None = None) -> Core[Jump | None]:
         """Run every `after_model` hook, in reverse list order, after a model call.
@@ -435,8 +467,7 @@ class HookRun:
             )
             update, jump = _update_of(result, item, hook)
             if update:
-                writes.append(update)
-                self.state = self.hooks.apply(self.state, update)
+                self._write(update, writes)
             if jump is not None:
                 self.jump = jump
                 ends_run = jump == "end" and (self.node == "plan" or hook == "before_model")
@@ -462,6 +493,13 @@ class HookRun:
         if len(writes) == 1:
             return update
         return cast(U, hooks.combined(writes))
+
+
+def _last_human(messages: Sequence[Any]) -> HumanMessage | None:
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return message
+    return None
 
 
 def agent_hook_node(

@@ -5,16 +5,22 @@
 (the first in the list is the outermost):
 
 - `wrap_model_call` / `awrap_model_call` wrap every planner call, every answer call and
-  every `response_format` call. The `ModelRequest` carries the model, the system message,
-  the messages, the tools (the plan tool in `plan_mode="tool"`, the loop's tools in
-  `plan_mode="native"`), the loop's state with
-  `agentloop_model_call` set to `"plan"`, `"answer"` or `"structured_response"`, and the
-  node's `Runtime`. The handler runs the loop's own call with its retries and
-  `ModelOptions` fallbacks, on the request's model, system message and messages, with
-  its `model_settings` bound to the model (provider options such as prompt-cache
-  markers); a changed `tools` or `tool_choice` is not applied. A reply the middleware
-  makes itself (without the handler) is read like one from the model; a `Command` it
-  returns fails the call (the loop's state is its own).
+  every `response_format` call. The `ModelRequest` carries the model, the system message
+  (the app's `system_prompt`, or None, as under `create_agent`: the loop's planner and
+  answer rules are added to what the handler sends, so a middleware that sets the system
+  prompt, `@dynamic_prompt` included, replaces the app's part only), the messages, the
+  tools (the planner's: the loop's tools, in every `plan_mode`; the answer's: none), the
+  loop's state with `agentloop_model_call` set to `"plan"`, `"answer"` or
+  `"structured_response"`, and the node's `Runtime`. The handler runs the loop's own call
+  with its retries and `ModelOptions` fallbacks, on the request's model, system message
+  and messages, with its `model_settings` bound to the model (provider options such as
+  prompt-cache markers). A middleware that narrows the planner's `tools`
+  (`LLMToolSelectorMiddleware`) offers the planner only those: bound in
+  `plan_mode="native"`, listed in the prompt's tool list otherwise; a plan that names no
+  offered tool is asked again with the normal unknown-tool feedback. A changed
+  `tool_choice` is not applied. A reply the middleware makes itself (without the handler)
+  is read like one from the model; a `Command` it returns fails the call (the loop's
+  state is its own).
 - `wrap_tool_call` / `awrap_tool_call` wrap every governed call, after its arguments
   are validated and inside the side-effect ledger's guard (so a call the ledger has
   settled never reaches them, and whatever they do counts as the call's one outcome),
@@ -39,8 +45,11 @@
   They see the node's state as earlier hooks left it (`after_model` after the answer
   also sees the answer's `AIMessage`), and what they return joins the node's update:
   `messages` through `add_messages`, every key through its reducer. The prompt of the
-  call is built from the node's state before the hooks; `wrap_model_call` sees the
-  hooks' state in `ModelRequest.state`. No hook runs when no model is asked (an answer
+  call is built from the state as the hooks left it (a `SummarizationMiddleware`
+  summary replaces the old turns it summarised; when a hook rewrites the request's
+  `HumanMessage`, as `PIIMiddleware` redacts it, `user_input` follows, so every prompt
+  quotes the rewritten request as `create_agent`'s model sees it); `wrap_model_call`
+  sees the hooks' state in `ModelRequest.state`. No hook runs when no model is asked (an answer
   taken from the planner's reply, a planner that failed before any tool ran), nor for
   the `response_format` call, which `create_agent` makes inside its one model call.
   A speculative answer is off when they exist (it would start before `before_model`).
@@ -106,6 +115,7 @@ from agentloop.errors import (
     ToolCallError,
     model_error_message,
 )
+from agentloop.system_prompt import loop_rules, with_app_instructions
 from agentloop.tools.injected import command_outcome, tool_runtime
 from agentloop.tools.interceptors import Interceptor, Proceed, ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
@@ -162,6 +172,8 @@ class LoopMiddleware:
         middleware: `AgentMiddleware` objects (decorated functions are such objects).
         runner: The event loop on which, under `invoke`, a middleware with only the
             async hook runs (the compiled loop's; default: one of its own).
+        instructions: The app's `system_prompt`: the system message a `ModelRequest`
+            carries (the loop's rules are added to what the handler sends).
 
     Raises:
         ConfigurationError: Not middleware.
@@ -172,8 +184,10 @@ class LoopMiddleware:
         middleware: Sequence[AgentMiddleware[Any, Any, Any]],
         *,
         runner: LoopRunner | None = None,
+        instructions: SystemMessage | None = None,
     ) -> None:
         self.runner = runner or LoopRunner()
+        self.instructions = instructions
         for item in middleware:
             if not isinstance(item, AgentMiddleware):
                 msg = f"middleware must be AgentMiddleware objects, got {type(item).__name__}"
@@ -199,12 +213,14 @@ class LoopMiddleware:
         messages: Sequence[BaseMessage],
         state: Mapping[str, Any],
         runtime: Runtime[Any],
-        tools: Sequence[dict[str, Any]],
-    ) -> ModelRequest[Any]:
-        system, rest = None, list(messages)
+        tools: Sequence[Any],
+    ) -> tuple[ModelRequest[Any], SystemMessage | None]:
+        """The request middleware sees, and the loop's rules its handler adds back."""
+        system, rules, rest = None, None, list(messages)
         if rest and isinstance(rest[0], SystemMessage):
-            system, rest = rest[0], rest[1:]
-        return ModelRequest(
+            system, rules = self.instructions, loop_rules(rest[0], self.instructions)
+            rest = rest[1:]
+        request = ModelRequest(
             model=model,
             messages=rest,  # type: ignore[arg-type]
             system_message=system,
@@ -212,9 +228,13 @@ class LoopMiddleware:
             state={**state, MODEL_CALL_KEY: which},  # type: ignore[arg-type]
             runtime=runtime,
         )
+        return request, rules
 
     @staticmethod
-    def _sent(request: ModelRequest[Any]) -> list[BaseMessage]:
+    def _sent(request: ModelRequest[Any], rules: SystemMessage | None) -> list[BaseMessage]:
+        """What the handler sends: the request's system message, then the loop's rules."""
+        if rules is not None:
+            return with_app_instructions([rules, *request.messages], request.system_message)
         system = [request.system_message] if request.system_message is not None else []
         return [*system, *request.messages]
 
@@ -223,13 +243,13 @@ class LoopMiddleware:
         which: ModelCall,
         models: Sequence[BaseChatModel],
         messages: Sequence[BaseMessage],
-        call: Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], Core[T]],
+        call: Callable[[BaseChatModel, list[BaseMessage], dict[str, Any], list[Any]], Core[T]],
         reply_of: Callable[[T], AIMessage],
         result_of: Callable[[AIMessage, BaseChatModel], T],
         *,
         state: Mapping[str, Any],
         runtime: Runtime[Any],
-        tools: Sequence[dict[str, Any]] = (),
+        tools: Sequence[Any] = (),
     ) -> Core[T]:
         """Make a model call through every `wrap_model_call` (or `awrap_model_call`).
 
@@ -237,25 +257,27 @@ class LoopMiddleware:
             which: The planner's call or the answer's.
             models: The model, then its fallbacks.
             messages: The request, system message first.
-            call: The loop's call (a core, with its retries) of a model with messages and
+            call: The loop's call (a core, with its retries) of a model with messages,
                 the request's `model_settings` (bound to the model: provider options such
-                as prompt-cache markers).
+                as prompt-cache markers) and the request's `tools` (the planner is offered
+                only those).
             reply_of: The reply a result carries.
             result_of: A result made of a reply the middleware wrote itself.
             state: The loop's state.
             runtime: The node's runtime.
-            tools: What the model is bound to.
+            tools: The tools the request offers (the loop's tools, for the planner).
         """
         produced: dict[int, T] = {}
 
         def innermost(request: ModelRequest[Any]) -> Core[ModelResponse[Any]]:
-            sent = self._sent(request)
-            result = yield from call(request.model, sent, dict(request.model_settings))
+            sent = self._sent(request, rules)
+            options = dict(request.model_settings)
+            result = yield from call(request.model, sent, options, list(request.tools))
             reply = reply_of(result)
             produced[id(reply)] = result
             return ModelResponse(result=[reply])
 
-        request = self._request(which, models[0], messages, state, runtime, tools)
+        request, rules = self._request(which, models[0], messages, state, runtime, tools)
         try:
             reply = _reply((yield from self._wrapped(request, innermost)))
         except Exception as error:

@@ -201,7 +201,10 @@ class StructuredOutput:
             return strategy, reply
 
         def with_retries(
-            model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any]
+            model: BaseChatModel,
+            sent: list[BaseMessage],
+            options: dict[str, Any],
+            tools: Sequence[Any] = (),
         ) -> Core[tuple[Strategy, Any]]:
             chosen = [model, *models[1:]]
             return run_with_retries(chosen, lambda one: call(one, sent, options), retry)

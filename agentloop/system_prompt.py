@@ -15,7 +15,7 @@ from langchain_core.messages import BaseMessage, SystemMessage
 
 from agentloop.errors import ConfigurationError
 
-__all__ = ["app_instructions", "with_app_instructions"]
+__all__ = ["app_instructions", "loop_rules", "with_app_instructions"]
 
 
 def app_instructions(system_prompt: str | SystemMessage | None) -> SystemMessage | None:
@@ -47,6 +47,24 @@ def with_app_instructions(
         content = [*_blocks(app), *_blocks(rules)]
     system = SystemMessage(content=content, additional_kwargs=dict(instructions.additional_kwargs))
     return [system, *messages[1:]]
+
+
+def loop_rules(system: SystemMessage, instructions: SystemMessage | None) -> SystemMessage:
+    """The loop's rules of a system message `with_app_instructions` made (its inverse).
+
+    `wrap_model_call` middleware sees the app's instructions as the request's system
+    message, as under `create_agent`; the loop's rules are added back to what the
+    handler sends, so a middleware that replaces the system prompt (`@dynamic_prompt`)
+    replaces the app's part only.
+    """
+    if instructions is None:
+        return system
+    app, merged = instructions.content, system.content
+    if isinstance(app, str) and isinstance(merged, str):
+        prefix = f"{app}\n\n"
+        return SystemMessage(merged[len(prefix) :] if merged.startswith(prefix) else merged)
+    blocks = _blocks(merged)
+    return SystemMessage(content=blocks[len(_blocks(app)) :])
 
 
 def _blocks(content: str | list[Any]) -> list[Any]:

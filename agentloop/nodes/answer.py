@@ -21,7 +21,7 @@ from agentloop.model_calls import Answer
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.answer_call import call_answerer
 from agentloop.nodes.parts import LoopParts
-from agentloop.nodes.planner_reply import adopted_reply
+from agentloop.nodes.planner_reply import adopted_reply, refusal_message, refusal_of
 from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.prompt import conversation_text, default_prompts
 from agentloop.prompts import (
@@ -169,6 +169,10 @@ def build_answer_messages(
     return [SystemMessage(system), HumanMessage(human)]
 
 
+_PROMPT_KEYS = ("messages", "user_input", "user_extra_requirement", "round_state")
+"""The state keys the answer's prompt is built from."""
+
+
 def _configure(model: Runnable[Any, BaseMessage]) -> Runnable[Any, BaseMessage]:
     return model.with_config(tags=ANSWER_TAGS, run_name="answer")
 
@@ -310,6 +314,9 @@ class _Answer:
             text = call.unplanned
         else:
             text = message_text(reply) if reply is not None else ""
+        refusal = refusal_of(reply) if isinstance(reply, AIMessage) else ""
+        if refusal and not text.strip():  # the answer is the refusal, as the model gave it
+            text, reason = refusal, "the model refused"
         if answer is not None and answer.cut:
             status, reason = "answer_cut", answer.cut
         scope.emit(
@@ -325,7 +332,7 @@ class _Answer:
         update: AnswerUpdate = {
             "answer": text,
             "action_results": action_results,
-            "messages": [AIMessage(text, id=getattr(reply, "id", None) or None)],
+            "messages": [_final_message(text, reply, refusal)],
             "answered_input": state.get("user_input", ""),
             "status": status,
             "status_reason": reason,
@@ -346,6 +353,9 @@ class _Answer:
         asks = not call.unplanned and call.adopted is None  # a model call, with its hooks
         if asks and (yield from hooks.before()) is not None:
             return hooks.merged(AnswerUpdate(action_results=call.action_results))  # no call
+        if hooks.changed(_PROMPT_KEYS):  # the prompt is built from the state the hooks left
+            prompt = answer_prompt(self.parts, hooks.state, call.scope)
+            call.arguments = (call.arguments[0], prompt.messages, *call.arguments[2:])
         state = hooks.state
         update = yield from self._answered(state, call, runtime)
         if asks:
@@ -393,6 +403,15 @@ class _Answer:
             entries.append({self.parts.settings.name: entry})
         update["usage"] = sum_usage(entries)
         return update
+
+
+def _final_message(text: str, reply: BaseMessage | None, refusal: str) -> AIMessage:
+    """The transcript's last message: the answer, or a refusal as the model gave it."""
+    message_id = getattr(reply, "id", None) or None
+    if refusal and text == refusal and reply is not None:
+        provider = str(reply.response_metadata.get("model_provider") or "")
+        return refusal_message(refusal, provider, {"reply_id": message_id})
+    return AIMessage(text, id=message_id)
 
 
 def _through(parts: LoopParts, state: LoopState, runtime: Runtime[Any]) -> Wrapped | None:

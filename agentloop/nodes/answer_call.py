@@ -57,7 +57,7 @@ def call_answerer(
     models, messages, retry, limits, text_of, configure = arguments
 
     def call(
-        model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any]
+        model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any], tools: list[Any]
     ) -> Core[Answer]:
         chosen = [model, *models[1:]]
         configured = _with(configure, options)

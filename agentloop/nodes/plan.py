@@ -47,6 +47,17 @@ from agentloop.usage import sum_usage, usage_entry, wasted_usage
 __all__ = ["PLAN_TAGS", "make_plan"]
 
 
+_PROMPT_KEYS = (
+    "messages",
+    "user_input",
+    "user_extra_requirement",
+    "round_state",
+    "rollback_note",
+    "limits",
+)
+"""The state keys the planner's prompt is built from."""
+
+
 def plan_chunk_size(chunk: BaseMessageChunk) -> int:
     """Characters a streamed plan chunk adds: its text and its tool-call argument text."""
     calls = getattr(chunk, "tool_call_chunks", None) or []
@@ -135,10 +146,8 @@ class _Plan:
             )
         return self._examples[1], self._examples[2]
 
-    def _request(
-        self, state: LoopState, runtime: Runtime[LoopContext], *, asynchronous: bool
-    ) -> _Attempts:
-        scope = self.parts.scope(runtime)
+    def _prompt(self, state: LoopState, scope: RunScope) -> list[BaseMessage]:
+        """The planner's request for a state: the loop's rules, the app's instructions."""
         settings = scope.settings
         round_state = state.get("round_state") or empty_round_state()
         example, with_reference = self._plan_examples()
@@ -161,7 +170,16 @@ class _Plan:
             native=settings.plan_mode == "native",
             history_lines=self.parts.history_lines,
         )
-        messages = with_app_instructions(messages, self.parts.system_prompt)
+        return with_app_instructions(messages, self.parts.system_prompt)
+
+    def _request(
+        self, state: LoopState, runtime: Runtime[LoopContext], *, asynchronous: bool
+    ) -> _Attempts:
+        scope = self.parts.scope(runtime)
+        settings = scope.settings
+        round_state = state.get("round_state") or empty_round_state()
+        example = self._plan_examples()[0]
+        messages = self._prompt(state, scope)
         scope.emit(
             RoundStarted(
                 round_index=round_state["round_index"], replan=bool(state.get("rollback_note"))
@@ -209,8 +227,19 @@ class _Plan:
             reason = f"the reply was cut: {read.cut}"
             return unparseable_decision(reason, read.reply_text), reason
         decision = read.reader.decision(short_circuited=read.short)
-        registry = self.parts.registry
-        return decision, plan_problem(decision, lambda name: registry.get(name) is not None)
+        if read.refusal and not decision["execution_commands"]:
+            # the run ends with it, as create_agent's does: not re-asked, no answer model
+            refused: PlanDecision = {"next_action": "response", "execution_commands": []}
+            refused["refusal"] = read.refusal
+            if read.provider:
+                refused["model_provider"] = read.provider
+            return refused, ""
+        registry, offered = self.parts.registry, read.offered
+
+        def is_tool(name: str) -> bool:
+            return registry.get(name) is not None and (offered is None or name in offered)
+
+        return decision, plan_problem(decision, is_tool)
 
     def _reask(self, attempts: _Attempts, read: PlanRead, problem: str) -> None:
         """Ask the planner again, telling it what was wrong with its reply."""
@@ -302,13 +331,15 @@ class _Plan:
         model: BaseChatModel,
         request: list[BaseMessage],
         options: dict[str, Any],
+        schemas: list[dict[str, Any]] | None,
     ) -> Core[PlanRead]:
         """One streamed planner call, read as it streams and closed early on `response`."""
         settings = attempts.scope.settings
         read = PlanRead.start(model, settings.plan_mode, whole=attempts.whole_reply)
         bounded = self._bounded()
         attempts.fresh_dispatch()
-        runnable = planner_runnable(model, settings, options, self.parts.tools.tool_schemas)
+        tools = self.parts.tools.tool_schemas if schemas is None else schemas
+        runnable = planner_runnable(model, settings, options, tools)
 
         def on_chunk(chunk: BaseMessageChunk) -> bool:
             if read.feed(chunk):
@@ -331,6 +362,9 @@ class _Plan:
         while self._calls_left(state, attempts) > 0:
             if (yield from hooks.before()) is not None:
                 break  # the planner is not called
+            if hooks.changed(_PROMPT_KEYS):  # built from the state as the hooks left it
+                prompt = self._prompt(hooks.state, attempts.scope)
+                attempts.messages = [*prompt, *attempts.messages[2:]]
             try:
                 read = yield from call_planner(
                     self.parts, hooks.state, runtime, attempts.messages, attempt

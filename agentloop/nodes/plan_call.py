@@ -7,20 +7,25 @@ from functools import partial
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from agentloop._effects import Core
 from agentloop.model_calls import run_with_retries
 from agentloop.nodes.parts import LoopParts
-from agentloop.planning.prompt import PLAN_TOOL
 from agentloop.planning.reader import PlanRead
 from agentloop.settings import PlanMode
 from agentloop.state import LoopState
+from agentloop.tools.registry import dict_tool_name
 
 __all__ = ["call_planner"]
 
-Attempt = Callable[[BaseChatModel, list[BaseMessage], dict[str, Any]], Core[PlanRead]]
+Attempt = Callable[
+    [BaseChatModel, list[BaseMessage], dict[str, Any], list[dict[str, Any]] | None],
+    Core[PlanRead],
+]
+"""One streamed call of a model with a request, model settings and the tool schemas to
+bind in `plan_mode="native"` (None: the loop's)."""
 
 
 def call_planner(
@@ -37,7 +42,7 @@ def call_planner(
         state: The loop's state.
         runtime: The plan node's runtime.
         messages: The planner's request.
-        attempt: One streamed call of a model with a request and model settings.
+        attempt: One streamed call of a model with a request, model settings and tools.
 
     Raises:
         ModelBehaviorError: Every model failed (or a middleware did).
@@ -45,16 +50,25 @@ def call_planner(
     scope = parts.scope(runtime)
     models, retry = parts.models.planners(scope.loop), parts.model_retry
 
+    plan_mode = scope.settings.plan_mode
+
     def with_retries(
-        model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any]
+        model: BaseChatModel,
+        sent: list[BaseMessage],
+        options: dict[str, Any],
+        tools: list[Any] | None = None,
     ) -> Core[PlanRead]:
         chosen = [model, *models[1:]]
-        return run_with_retries(chosen, lambda one: attempt(one, sent, options), retry)
+        sent, schemas, offered = _offer(parts, plan_mode, sent, tools)
+        read = yield from run_with_retries(
+            chosen, lambda one: attempt(one, sent, options, schemas), retry
+        )
+        read.offered = offered
+        return read
 
     middleware = parts.middleware
     if middleware is None:
         return (yield from with_retries(models[0], messages, {}))
-    plan_mode = scope.settings.plan_mode
     return (
         yield from middleware.call_model(
             "plan",
@@ -70,11 +84,42 @@ def call_planner(
     )
 
 
-def _request_tools(parts: LoopParts, plan_mode: PlanMode) -> list[dict[str, Any]]:
-    """The tools a planner request binds: the plan tool, the loop's tools, or none."""
-    if plan_mode == "tool":
-        return [PLAN_TOOL]
-    return parts.tools.tool_schemas if plan_mode == "native" else []
+def _request_tools(parts: LoopParts, plan_mode: PlanMode) -> list[Any]:
+    """The tools a planner request carries: the loop's, in every plan mode."""
+    return parts.tools.offered
+
+
+def _name(tool: Any) -> str:
+    return dict_tool_name(tool) if isinstance(tool, dict) else str(tool.name)
+
+
+def _offer(
+    parts: LoopParts, plan_mode: PlanMode, sent: list[BaseMessage], tools: list[Any] | None
+) -> tuple[list[BaseMessage], list[dict[str, Any]] | None, frozenset[str] | None]:
+    """The request, the schemas to bind and the tool names offered, for the request's tools.
+
+    When a middleware narrowed the tools (`LLMToolSelectorMiddleware`), the planner is
+    offered only those: bound in native mode, in the prompt's tool list otherwise.
+    Otherwise the request is as it is, with the loop's tools (None, None).
+    """
+    if tools is None:
+        return sent, None, None
+    names = frozenset(_name(tool) for tool in tools)
+    if names == frozenset(_name(tool) for tool in parts.tools.offered):
+        return sent, None, None
+    text, schemas = parts.tools.narrowed(names)
+    if plan_mode == "native":
+        return sent, schemas, names
+    listed = parts.tool_list
+    narrowed = [
+        message.model_copy(update={"content": message.content.replace(listed, text, 1)})
+        if isinstance(message, HumanMessage)
+        and isinstance(message.content, str)
+        and listed in message.content
+        else message
+        for message in sent
+    ]
+    return narrowed, schemas, names
 
 
 def _read_of(message: AIMessage, model: BaseChatModel, *, plan_mode: PlanMode) -> PlanRead:

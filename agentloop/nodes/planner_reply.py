@@ -13,19 +13,24 @@ from agentloop.planning.prompt import omits_results
 from agentloop.settings import RunScope
 from agentloop.state import LoopState, empty_round_state
 
-__all__ = ["adopted_reply"]
+__all__ = ["adopted_reply", "refusal_message", "refusal_of"]
 
 
 def adopted_reply(parts: LoopParts, state: LoopState, scope: RunScope) -> AIMessage | None:
     """The planner's reply when it is the run's answer, else None (the answer model is asked).
 
-    It is when the last plan is a native reply without tool calls, read whole and usable
+    A planner's refusal is the answer (the message as the model gave it, as
+    `create_agent` ends with it). Otherwise it is when the last plan is a native reply
+    without tool calls, read whole and usable
     (not empty, not cut, not looping), and `adopts_planner_reply` holds: no tool ran in
     the run, or the answer model is the planner model and the planner saw every result.
     The message keeps the reply's id, so a `messages` stream that showed the planner's
     tokens does not show it again.
     """
     decision: Mapping[str, Any] = state.get("decision") or {}
+    refusal = decision.get("refusal") or ""
+    if refusal and decision.get("next_action") == "response":
+        return refusal_message(refusal, decision.get("model_provider") or "", decision)
     reply = decision.get("reply") or ""
     if not reply or decision.get("next_action") != "response":
         return None
@@ -41,3 +46,26 @@ def adopted_reply(parts: LoopParts, state: LoopState, scope: RunScope) -> AIMess
         results_omitted=omits_results(round_state, scope.settings.keep_tool_results),
     )
     return AIMessage(reply, id=decision.get("reply_id") or None) if adopts else None
+
+
+def refusal_of(message: AIMessage | None) -> str:
+    """A reply's refusal (`additional_kwargs["refusal"]`, as langchain-openai gives it)."""
+    refusal = message.additional_kwargs.get("refusal") if message is not None else None
+    return refusal if isinstance(refusal, str) else ""
+
+
+def refusal_message(refusal: str, provider: str, decision: Mapping[str, Any]) -> AIMessage:
+    """The refused reply as the model gave it: no text, the refusal beside it.
+
+    Args:
+        refusal: The refusal's text.
+        provider: The reply's `model_provider` ("" when unknown).
+        decision: What carries the reply's id (`reply_id`).
+    """
+    metadata = {"model_provider": provider} if provider else {}
+    return AIMessage(
+        "",
+        id=decision.get("reply_id") or None,
+        additional_kwargs={"refusal": refusal},
+        response_metadata=metadata,
+    )

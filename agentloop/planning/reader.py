@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessageChunk, ToolCall
@@ -75,6 +76,12 @@ class PlanRead:
     """Why reading stopped before the reply ended ("" when it did not)."""
     tokens_in: int = 0
     tokens_out: int = 0
+    offered: frozenset[str] | None = None
+    """The tools the planner was offered, when a middleware narrowed them (None: all)."""
+    refusal: str = ""
+    """The model's refusal (`additional_kwargs["refusal"]`, as langchain-openai gives it)."""
+    provider: str = ""
+    """The reply's `model_provider`, which says how its content blocks are read."""
 
     @classmethod
     def start(cls, model: BaseChatModel, plan_mode: PlanMode, *, whole: bool = False) -> PlanRead:
@@ -100,6 +107,7 @@ class PlanRead:
             id=message.id,
             content=message.content,
             tool_call_chunks=chunks,
+            additional_kwargs=message.additional_kwargs,
             response_metadata=message.response_metadata,
         )
         reply.chunk_position = "last"
@@ -116,8 +124,14 @@ class PlanRead:
     def as_message(self) -> AIMessage:
         """The reply as a message, for middleware (the plan's JSON as its text).
 
-        A native reply keeps its tool calls.
+        A native reply keeps its tool calls; a refusal is kept as the model gave it, so
+        middleware reads it from `content_blocks` (`ModelRefusalMiddleware`).
         """
+        extra: dict[str, Any] = {}
+        if self.refusal:
+            extra["additional_kwargs"] = {"refusal": self.refusal}
+        if self.provider:
+            extra["response_metadata"] = {"model_provider": self.provider}
         if isinstance(self.reader, NativePlanReader):
             parser = self.reader.parser
             calls = [
@@ -128,12 +142,16 @@ class PlanRead:
                 )
                 for command, call_id in zip(parser.commands(), parser.call_ids(), strict=True)
             ]
-            return AIMessage(parser.text, tool_calls=calls)
-        return AIMessage(self.reader.parser.text or self.reader.text_parser.text)
+            return AIMessage(parser.text, tool_calls=calls, **extra)
+        return AIMessage(self.reader.parser.text or self.reader.text_parser.text, **extra)
 
     def feed(self, chunk: BaseMessageChunk) -> bool:
         """Consume one chunk; return True once the plan says `response`."""
         tokens_in, tokens_out = message_usage([chunk])
+        refusal = chunk.additional_kwargs.get("refusal")
+        if isinstance(refusal, str):
+            self.refusal += refusal
+        self.provider = str(chunk.response_metadata.get("model_provider") or self.provider)
         self.tokens_in += tokens_in
         self.tokens_out += tokens_out
         self.short = self.reader.feed(chunk)

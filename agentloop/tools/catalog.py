@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from langchain_core.tools import BaseTool
 
 from agentloop.errors import ConfigurationError
+from agentloop.prompts import tool_list_json
 from agentloop.tools.policy import ToolPolicy
 from agentloop.tools.registry import DictTool, ToolLike, ToolRegistry, dict_tool_name, to_tool
 
@@ -154,6 +155,23 @@ class ToolCatalog:
         """
         schemas = self._current().tool_schemas
         return [*schemas, *self._bound_only] if self._bound_only else schemas
+
+    @property
+    def offered(self) -> list[BaseTool | DictTool]:
+        """The tools a `ModelRequest` carries: the loop's tools, then the dict tools."""
+        return [*self._current().registry.tools, *self._bound_only]
+
+    def narrowed(self, names: Collection[str]) -> tuple[str, list[dict[str, Any]]]:
+        """The planner's tool list and bound schemas of the named tools only (redacted).
+
+        For a `wrap_model_call` middleware that narrows `ModelRequest.tools`
+        (`LLMToolSelectorMiddleware`): the planner is offered only those.
+        """
+        registry = self._current().registry
+        descriptions = [item for item in registry.descriptions if item["name"] in names]
+        text = tool_list_json(descriptions)
+        schemas = [schema for schema in self.tool_schemas if dict_tool_name(schema) in names]
+        return (self._redact(text) if self._redact is not None else text), schemas
 
     @property
     def unavailable(self) -> Mapping[str, str]:

@@ -293,7 +293,7 @@ async def test_model_middleware_sees_the_tools_and_the_tool_calls(run_loop: Any)
         if seen:  # the second plan is written here, without the model
             return AIMessage("", tool_calls=[{"name": "add", "args": {"a": 2, "b": 2}, "id": "m"}])
         reply = handler(request)
-        tools = [tool["function"]["name"] for tool in request.tools]
+        tools = [tool.name for tool in request.tools]  # the tools, as create_agent gives them
         seen.append((tools, [call["name"] for call in reply.result[0].tool_calls]))
         return reply
 
