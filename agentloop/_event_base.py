@@ -28,6 +28,7 @@ __all__ = [
 DECLARING_MODULE = "agentloop.events"
 _OPTIONAL = "omitted_when_none"
 _declared: dict[str, type[LoopEvent]] = {}
+_declared_classes: set[type[LoopEvent]] = set()
 _optional_names: dict[type[LoopEvent], frozenset[str]] = {}
 
 
@@ -63,6 +64,7 @@ class LoopEvent:
             )
             raise TypeError(msg)
         _declared[name] = cls
+        _declared_classes.add(cls)
 
     def payload(self) -> dict[str, Any]:
         """Return the event's fields, in declaration order (unset optional ones left out)."""
@@ -88,8 +90,8 @@ def check_declared(event: object) -> LoopEvent:
     Raises:
         TypeError: It is not (a string, a dict, or an instance of no declared class).
     """
-    if isinstance(event, LoopEvent) and _declared.get(getattr(event, "type", "")) is type(event):
-        return event
+    if type(event) in _declared_classes:  # each is the one class declared under its `type`
+        return event  # type: ignore[return-value]  # a declared class is a LoopEvent
     msg = f"not a declared event (see agentloop.events.EVENT_TYPES): {event!r:.120}"
     raise TypeError(msg)
 
@@ -106,6 +108,25 @@ def null_emit(event: LoopEvent, /) -> None:
     check_declared(event)
 
 
+def _empty(_: Any) -> None:
+    pass
+
+
+_EMPTY_BODY = _empty.__code__.co_code
+
+
+def _writes_nothing(writer: Callable[[Any], None]) -> bool:
+    """Tell whether a stream writer is a function whose body does nothing.
+
+    LangGraph gives a run's nodes such a writer when nothing streams the `custom` mode
+    (and the default `Runtime` has one): events written to it go nowhere, so they need
+    not be made. A writer of any other shape (a method, a `partial`, an object) counts as
+    listening.
+    """
+    code = getattr(writer, "__code__", None)
+    return code is not None and code.co_code == _EMPTY_BODY
+
+
 def make_emitter(
     writer: Callable[[Any], None] | None,
     *,
@@ -116,6 +137,8 @@ def make_emitter(
 
     Fields are redacted and made serializable (`checkpoint_safe`); a failing writer never
     breaks the loop: the event is dropped. An undeclared event is refused (`TypeError`).
+    When the writer does nothing (no one streams `custom`), events are
+    checked and dropped without being built.
 
     Args:
         writer: LangGraph's stream writer (`runtime.stream_writer`), or None.
@@ -125,7 +148,7 @@ def make_emitter(
     Returns:
         The emitter.
     """
-    if writer is None:
+    if writer is None or _writes_nothing(writer):
         return null_emit
     safe_name = checkpoint_safe(loop_name, redact)
 

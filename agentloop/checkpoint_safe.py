@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from enum import Enum
 from typing import Any, TypeVar, cast
 
@@ -75,12 +76,20 @@ def _fits(value: int) -> bool:
     return _INT64_MIN <= value <= _INT64_MAX
 
 
-def checkpoint_safe(value: Any, text: TextHook | None = None, _depth: int = 0) -> Any:
+def checkpoint_safe(
+    value: Any,
+    text: TextHook | None = None,
+    _depth: int = 0,
+    *,
+    plain_keys: AbstractSet[str] = frozenset(),
+) -> Any:
     """Return JSON data every checkpoint serializer accepts (see the module docstring).
 
     Args:
         value: Any value.
         text: Applied to every string first (keys included), e.g. a redaction hook.
+        plain_keys: Dict keys kept as they are, at any depth: names the loop declared
+            (a record's fields), which are safe and hold no secret.
 
     Never raises; plain data comes back unchanged (the same objects when nothing needed
     changing).
@@ -99,27 +108,36 @@ def checkpoint_safe(value: Any, text: TextHook | None = None, _depth: int = 0) -
     if _depth >= _MAX_DEPTH:
         return "<too deep>"
     if kind is dict:
-        return _safe_dict(value, text, _depth)
+        return _safe_dict(value, text, _depth, plain_keys)
     if kind is list:
-        items = [checkpoint_safe(item, text, _depth + 1) for item in value]
+        items = [checkpoint_safe(item, text, _depth + 1, plain_keys=plain_keys) for item in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
-    return checkpoint_safe(to_jsonable(value), text, _depth + 1)
+    return checkpoint_safe(to_jsonable(value), text, _depth + 1, plain_keys=plain_keys)
 
 
-def _safe_dict(value: dict[Any, Any], text: TextHook | None, depth: int) -> dict[str, Any]:
+def _safe_dict(
+    value: dict[Any, Any], text: TextHook | None, depth: int, plain_keys: AbstractSet[str]
+) -> dict[str, Any]:
     changed = False
     safe: dict[str, Any] = {}
     for key, item in value.items():
-        raw_key = key if type(key) is str else str(to_jsonable(key))
-        safe_key = safe_text(text(raw_key) if text is not None else raw_key)
+        if key in plain_keys:
+            safe_key = key
+        else:
+            raw_key = key if type(key) is str else str(to_jsonable(key))
+            safe_key = text(raw_key) if text is not None else raw_key
+            if not safe_key.isascii() or _NUL in safe_key:
+                safe_key = safe_text(safe_key)
         kind = type(item)
         # the common leaves inline: a record or an event is mostly short text and numbers
         if kind is str:
-            safe_item = safe_text(text(item) if text is not None else item)
+            safe_item = text(item) if text is not None else item
+            if not safe_item.isascii() or _NUL in safe_item:  # what `safe_text` changes
+                safe_item = safe_text(safe_item)
         elif item is None or kind is bool or (kind is int and _fits(item)):
             safe_item = item
         else:
-            safe_item = checkpoint_safe(item, text, depth + 1)
+            safe_item = checkpoint_safe(item, text, depth + 1, plain_keys=plain_keys)
         changed = changed or safe_key != key or safe_item is not item
         safe[safe_key] = safe_item
     return safe if changed else value

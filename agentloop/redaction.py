@@ -235,9 +235,10 @@ class Redactor:
 
     def __call__(self, text: str) -> str:
         """Return `text` with secrets replaced by `[REDACTED]`."""
-        if len(text) < _SHORTEST_MATCH:
+        size = len(text)
+        if size < _SHORTEST_MATCH:
             return text
-        if len(text) > _MEMO_MAX_CHARS:
+        if size > _MEMO_MAX_CHARS:  # not hashed: it may be megabytes, and is seldom seen again
             if self._triggers is not None:
                 lowered = text.lower()
                 if not any(trigger in lowered for trigger in self._triggers):

@@ -8,6 +8,7 @@ from typing import Any
 from langchain_core.messages import SystemMessage
 from langgraph.runtime import Runtime
 
+from agentloop.call_shapes import ToolExecutionRecord
 from agentloop.checkpoint_safe import UpdateT, checkpoint_safe, safe_update
 from agentloop.durability import SideEffectLedger
 from agentloop.hooks import LoopHooks
@@ -30,6 +31,9 @@ from agentloop.tools.registry import ToolRegistry
 from agentloop.usage import Prices
 
 __all__ = ["LoopParts"]
+
+RECORD_FIELDS = ToolExecutionRecord.__required_keys__ | ToolExecutionRecord.__optional_keys__
+"""A record's declared field names: kept as they are when a record is made safe."""
 
 
 @dataclass(frozen=True)
@@ -85,8 +89,8 @@ class LoopParts:
         return safe_update(update, self.redact)
 
     def safe_value(self, value: Any) -> Any:
-        """A value, redacted and checkpoint-safe."""
-        return checkpoint_safe(value, self.redact)
+        """A value, redacted and checkpoint-safe (a record's field names kept as they are)."""
+        return checkpoint_safe(value, self.redact, plain_keys=RECORD_FIELDS)
 
     @property
     def registry(self) -> ToolRegistry:

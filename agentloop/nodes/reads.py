@@ -39,8 +39,11 @@ def run_history(state: LoopState) -> list[ToolExecutionRecord]:
     replaced it.
     """
     round_state = state.get("round_state") or empty_round_state()
+    rollbacks = state.get("rollbacks")
+    if not rollbacks:
+        return list(round_state["done_plans"])
     rolled_back: dict[int, list[ToolExecutionRecord]] = {}
-    for rollback in state.get("rollbacks") or []:
+    for rollback in rollbacks:
         rolled_back.setdefault(int(rollback["round_index"]), []).extend(rollback["records"])
     history: list[ToolExecutionRecord] = []
     for record in round_state["done_plans"]:
@@ -52,7 +55,7 @@ def run_history(state: LoopState) -> list[ToolExecutionRecord]:
 
 
 RecordKey = tuple[Any, ...]
-"""What replaying a record reads of it (`replay_key`)."""
+"""What replaying a record reads of it: its values of `_REPLAYED_FIELDS`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,17 +96,11 @@ class RunReplays:
             self._replayed[run_id] = replayed
 
 
-def replay_key(record: ToolExecutionRecord) -> RecordKey:
-    """Everything of a record that replaying it reads (two equal keys replay alike)."""
-    return (
-        record["tool_name"],
-        record.get("kwargs"),
-        record.get("error_type"),
-        record.get("query_key"),
-        record["success"],
-        record.get("flagged"),
-        record.get("round_index", 0),
-    )
+_REPLAYED_FIELDS = (
+    "tool_name", "kwargs", "error_type", "query_key", "success", "flagged", "round_index",
+)  # fmt: skip
+"""The fields of a record that replaying it reads (`replay_records`): two records with the
+same values of them replay alike."""
 
 
 def run_reads(parts: LoopParts, state: LoopState) -> ReadTracker:
@@ -114,7 +111,7 @@ def run_reads(parts: LoopParts, state: LoopState) -> ReadTracker:
     its new records; any other (a fork, an edited state) is replayed whole.
     """
     history = run_history(state)
-    keys = [replay_key(record) for record in history]
+    keys = [tuple(map(record.get, _REPLAYED_FIELDS)) for record in history]
     registry = parts.registry
     run_id = state.get("run_id", "run")
     last = parts.replays.get(run_id)

@@ -66,6 +66,9 @@ def _numbers_in(text: str) -> list[int]:
     return [int(number) for number in _EMBEDDED.findall(text)]
 
 
+_SCALARS = (int, float, bool, type(None))
+
+
 def referenced_numbers(value: Any) -> list[int]:
     """The command numbers (1-based) a value refers to, sorted, each once.
 
@@ -78,6 +81,8 @@ def referenced_numbers(value: Any) -> list[int]:
         item = pending.pop()
         if isinstance(item, str):
             found.update(_numbers_in(item))
+        elif type(item) in _SCALARS:  # most arguments: no reference, no ABC check
+            continue
         elif isinstance(item, Mapping):
             pending.extend(item.values())
         elif isinstance(item, list | tuple):

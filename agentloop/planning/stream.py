@@ -51,6 +51,7 @@ class _ObjectScanner:
         self.next_action: str | None = None
         """The complete string value of the top-level `next_action` key, as written."""
         self._closers: list[str] = []
+        self._depth = 0  # len(self._closers), kept beside it: read at every character
         self._in_string = False
         self._escape = False
         self._expect: _Expect = "key"
@@ -81,6 +82,7 @@ class _ObjectScanner:
                 return None
             self.started = True
             self._closers = ["}"]
+            self._depth = 1
             self._expect = "key"
             index = brace + 1
         size = len(chunk)
@@ -90,7 +92,8 @@ class _ObjectScanner:
                 continue
             match = _STRUCTURAL.search(chunk, index)
             stop = size if match is None else match.start()
-            self._skip_scalar(chunk, index, stop)
+            if self._expect == "value" and index < stop:  # else no scalar can be pending
+                self._skip_scalar(chunk, index, stop)
             if match is None:
                 return None
             index = stop + 1
@@ -121,7 +124,8 @@ class _ObjectScanner:
             self._keep(chunk[index:])
             return len(chunk)
         stop = match.start()
-        self._keep(chunk[index:stop])
+        if self._capture is not None and index < stop:
+            self._capture.append(chunk[index:stop])
         if chunk[stop] == "\\":
             self._escape = True
             self._keep("\\")
@@ -134,8 +138,8 @@ class _ObjectScanner:
         """Note a non-string value (number, literal) written between structural characters."""
         if (
             start < stop
-            and len(self._closers) == 1
             and self._expect == "value"
+            and self._depth == 1
             and not chunk[start:stop].isspace()
         ):
             self._expect = "after_value"
@@ -145,7 +149,7 @@ class _ObjectScanner:
 
         `position` is the character's offset in the whole text fed so far.
         """
-        depth = len(self._closers)
+        depth = self._depth
         top = depth == 1
         if char == '"':
             self._start_string(top)
@@ -157,8 +161,10 @@ class _ObjectScanner:
             elif char == "{" and depth == self._commands_depth:
                 self._command_start = position
             self._closers.append("}" if char == "{" else "]")
+            self._depth += 1
         elif char in "}]":
             self._closers.pop()
+            self._depth -= 1
             if depth - 1 == self._commands_depth and self._command_start >= 0:
                 self.command_spans.append((self._command_start, position + 1))
                 self._command_start = -1

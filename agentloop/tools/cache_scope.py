@@ -55,7 +55,7 @@ def _user_configurable(configurable: Mapping[str, Any]) -> dict[str, Any]:
     keys = {
         key: value
         for key, value in configurable.items()
-        if not key.startswith("__") and key not in _RUN_KEYS
+        if key[:2] != "__" and key not in _RUN_KEYS  # LangGraph's own keys start with `__`
     }
     if "langgraph_auth_user_id" in keys:  # the server's user object: its id says who
         keys.pop("langgraph_auth_user", None)
@@ -106,13 +106,14 @@ class RunIdentities:
 
 def _memo_key(configurable: dict[str, Any], context: Any, thread: bool) -> tuple[Any, ...] | None:
     """A key for the digest of plain values (None: a value could change in place)."""
-    if type(context) not in _SCALARS or any(
-        type(value) not in _SCALARS for value in configurable.values()
-    ):
+    if type(context) not in _SCALARS:
         return None
+    for value in configurable.values():
+        if type(value) not in _SCALARS:
+            return None
     # the types too: 1, 1.0 and True are equal keys but different JSON
     items = tuple(
-        sorted((name, type(value).__name__, value) for name, value in configurable.items())
+        sorted([(name, type(value).__name__, value) for name, value in configurable.items()])
     )
     return (thread, type(context).__name__, context, items)
 

@@ -117,6 +117,8 @@ class ToolCatalog:
 
     def _current(self) -> _Snapshot:
         snapshot = self._snapshot
+        if not self._sources:  # fixed tools only: the snapshot never changes
+            return snapshot
         for source in self._sources:
             source.settle()
         if self._version() == snapshot.version:

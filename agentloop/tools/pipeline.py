@@ -175,9 +175,9 @@ class ToolRunner:
         if kwargs is not None:
             call["kwargs"] = kwargs
         name, kwargs = call["tool_name"], call["kwargs"]
-        call["query_key"] = canonical_key(name, kwargs)
         spec = self.tools.registry.spec(name)
         if spec is None:
+            call["query_key"] = canonical_key(name, kwargs)
             return call, self._unknown_tool(call)
         policy = spec.policy
         call["concurrency_safe"] = policy.concurrency_safe

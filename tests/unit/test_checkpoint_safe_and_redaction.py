@@ -178,3 +178,20 @@ def test_a_secret_inside_a_parameter_name_is_redacted() -> None:
     assert Redactor(["SIGNATURE="], environ={})("SIGNATURE=????") == "[REDACTED]????"
     # other parameters keep their name
     assert Redactor(["SIGNATURE="], environ={})("password=hunter22") == "password=[REDACTED]"
+
+
+def test_plain_keys_are_kept_and_everything_else_is_still_redacted() -> None:
+    secret = "hunter2-battery-staple"
+    redactor = Redactor([secret], environ={})
+    record = {
+        "tool_name": f"lookup {secret}",
+        "kwargs": {secret: secret, "tool_name": "x\x00y"},
+        f"extra {secret}": [secret],
+    }
+    safe = checkpoint_safe(record, redactor, plain_keys=frozenset({"tool_name", "kwargs"}))
+    assert safe == {
+        "tool_name": f"lookup {REDACTED}",
+        "kwargs": {REDACTED: REDACTED, "tool_name": "x\ufffdy"},
+        f"extra {REDACTED}": [REDACTED],
+    }
+    assert secret not in json.dumps(safe)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,45 @@ def test_a_failing_writer_drops_the_event() -> None:
         raise RuntimeError("closed")
 
     make_emitter(broken, loop_name="x")(DurabilityWarning(durability="exit", message="m"))
+
+
+def test_every_writer_that_does_something_is_written_to() -> None:
+    written: list[Any] = []
+
+    def keep(event: Any) -> None:
+        written.append(event)
+
+    class Sink:
+        def __call__(self, event: Any) -> None:
+            written.append(event)
+
+    def silent(_: Any) -> None:
+        pass
+
+    event = DurabilityWarning(durability="exit", message="m")
+    for writer in (written.append, keep, lambda e: written.append(e), partial(keep), Sink()):
+        make_emitter(writer, loop_name="x")(event)
+    make_emitter(silent, loop_name="x")(event)  # a writer that does nothing: not built
+    assert [e["type"] for e in written] == ["durability_warning"] * 5
+    with pytest.raises(TypeError, match="not a declared event"):
+        make_emitter(silent, loop_name="x")("plan_decided")  # type: ignore[arg-type]
+
+
+async def test_events_reach_a_custom_stream_and_a_plain_run_needs_none() -> None:
+    plans = [plan_reply("execute", [_cmd("search_notes", query="q")]), plan_reply("response")]
+
+    def build() -> Any:
+        return create_tool_loop(
+            ScriptedChatModel(plans),
+            [search_notes],
+            models=ModelOptions(answer_model=ScriptedChatModel(replies=["done"])),
+        )
+
+    streamed = [c async for c in build().astream({"user_input": "q"}, stream_mode="custom")]
+    assert {"plan_decided", "tool_completed", "round_completed"} <= {c["type"] for c in streamed}
+    out = await build().ainvoke({"user_input": "q"})
+    assert out["round_state"]["done_plans"][0]["success"] is True
+    assert build().invoke({"user_input": "q"})["round_state"]["done_plans"][0]["success"]
 
 
 @tool

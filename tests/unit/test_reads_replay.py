@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from langchain_core.tools import tool
@@ -121,3 +121,28 @@ def test_each_caller_gets_a_tracker_of_its_own() -> None:
     two = reads.run_reads(parts, state)
     assert one.ran_in("get_item-other") == 2
     assert two.ran_in("get_item-other") is None
+
+
+def test_an_equal_copy_of_the_history_is_not_replayed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    replayed: list[str] = []
+    replay = reads.replay_records
+
+    def counting(
+        tracker: ReadTracker, records: Iterable[ToolExecutionRecord], policy_of: Any
+    ) -> ReadTracker:
+        records = list(records)
+        replayed.extend(record["call_id"] for record in records)
+        return replay(tracker, records, policy_of)
+
+    monkeypatch.setattr(reads, "replay_records", counting)
+    registry = ToolRegistry([get_item, set_item])
+    parts: Any = SimpleNamespace(registry=registry, replays=reads.RunReplays())
+    first = [_record("get_item", 1, 1), _record("set_item", 2, 1)]
+    reads.run_reads(parts, _state("copy-run", first))
+    restored = [cast(ToolExecutionRecord, dict(record)) for record in first]  # a checkpoint's
+    later = [*restored, _record("get_item", 3, 2)]
+    tracker = reads.run_reads(parts, _state("copy-run", later))
+    assert replayed == ["r:1:1", "r:1:2", "r:2:3"]  # equal records are not replayed again
+    assert _fresh(tracker, later) == _fresh(reads_so_far(later, registry.policy_or_none), later)

@@ -179,8 +179,16 @@ def _replace(node: Any, location: Sequence[Any], value: Any) -> tuple[Any, bool]
     return node, False
 
 
+_SCALARS = (str, int, bool, type(None))
+"""Types whose equal values of the same type have the same canonical JSON (not float:
+-0.0 == 0.0)."""
+
+
 def _note_changes(path: str, before: Any, after: Any, notes: list[str]) -> None:
     """Note every value pydantic changed (a filled-in default is not a change)."""
+    kind = type(before)
+    if kind is type(after) and kind in _SCALARS and before == after:  # same JSON, no dumps
+        return
     if isinstance(before, Mapping) and isinstance(after, Mapping):
         for key, item in before.items():
             if key in after:

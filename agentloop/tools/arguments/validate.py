@@ -248,11 +248,20 @@ def validate_arguments(kwargs: Mapping[str, Any], schema: Mapping[str, Any]) -> 
     return ArgumentSpec(schema).validate(kwargs)
 
 
+_IMMUTABLE = (str, int, float, bool, type(None))
+
+
 def _deep_copy(kwargs: Mapping[Any, Any]) -> dict[Any, Any]:
+    copied = dict(kwargs)
+    for value in copied.values():
+        if type(value) not in _IMMUTABLE:
+            break
+    else:  # the usual arguments: nothing below the top level to share
+        return copied
     try:
-        return copy.deepcopy(dict(kwargs))
+        return copy.deepcopy(copied)
     except Exception:  # an uncopyable value: coercion builds new containers anyway
-        return dict(kwargs)
+        return copied
 
 
 def validator_for_schema(root: Mapping[str, Any]) -> Any:
