@@ -38,6 +38,12 @@ from agentloop.nodes import (
     route_plan,
     route_start,
 )
+from agentloop.nodes.plan import (
+    AFTER_PLAN_NODE,
+    make_plan_after_model,
+    reviews_after,
+    shown_reply,
+)
 from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions
 from agentloop.prompts import PromptSet
 from agentloop.redaction import Redactor
@@ -278,10 +284,20 @@ def create_tool_loop(
         builder.add_conditional_edges(
             "prepare", Router("route_start", route_start), ["plan", "answer"]
         )
+        if hooks is not None and reviews_after(parts):  # the reply is checkpointed before its after_model hooks
+            builder.add_node(AFTER_PLAN_NODE, make_plan_after_model(parts))
+            builder.add_conditional_edges(
+                "plan",
+                Router("route_plan", _jumping(_route_reply, model_jumps)),
+                _destinations([AFTER_PLAN_NODE, "execute", "answer"], model_jumps),
+            )
+            source, source_jumps = AFTER_PLAN_NODE, _jumps(hooks.after_model_jumps, exit_node)
+        else:
+            source, source_jumps = "plan", model_jumps
         builder.add_conditional_edges(
-            "plan",
-            Router("route_plan", _jumping(route_plan, model_jumps)),
-            _destinations(["execute", "answer"], model_jumps),
+            source,
+            Router("route_plan", _jumping(route_plan, source_jumps)),
+            _destinations(["execute", "answer"], source_jumps),
         )
         builder.add_conditional_edges(
             "execute", Router("route_execute", route_execute), [CALL_NODE, "collect"]
@@ -308,6 +324,11 @@ def create_tool_loop(
         for toolset in idle:  # the build started it: leave it as it was given
             toolset.stop_started()
         raise
+
+
+def _route_reply(state: Any) -> str:
+    """After `plan`: its reply's `after_model` hooks, or `route_plan` when it left none."""
+    return AFTER_PLAN_NODE if shown_reply(state) is not None else route_plan(state)
 
 
 _DECISION = "<decision>"

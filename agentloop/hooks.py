@@ -284,6 +284,10 @@ class LoopHooks:
             jump for hook, items in around for m in items for jump in can_jump_to(m, hook)
         )
         """The jumps some `before_model` / `after_model` hook declares."""
+        self.after_model_jumps = frozenset(
+            jump for m in self.after_model for jump in can_jump_to(m, "after_model")
+        )
+        """The jumps some `after_model` hook declares."""
         self.folders = {
             key: folder
             for key, channel in channels.items()

@@ -344,10 +344,20 @@ def test_only_agent_hooks_add_nodes_and_only_jumps_add_edges() -> None:
 
     plain = build([])
     limited = build([ModelCallLimitMiddleware(run_limit=3)])
-    assert set(limited.nodes) == set(plain.nodes)  # model hooks run inside plan and answer
+    # before_model runs inside plan; the planner's after_model hooks in a node of their own
+    assert set(limited.nodes) - set(plain.nodes) == {"plan.after_model"}
     added = {(e.source, e.target) for e in limited.edges} - {
         (e.source, e.target) for e in plain.edges
     }
-    assert added == {("plan", "__end__")}  # its before_model may end the run
+    assert added == {
+        ("plan", "__end__"),  # its before_model may end the run
+        ("plan", "plan.after_model"),
+        ("plan.after_model", "execute"),
+        ("plan.after_model", "answer"),
+    }
     hooked = build([Recorder("audit", [])])
-    assert set(hooked.nodes) - set(plain.nodes) == {"audit.before_agent", "audit.after_agent"}
+    assert set(hooked.nodes) - set(plain.nodes) == {
+        "audit.before_agent",
+        "audit.after_agent",
+        "plan.after_model",
+    }

@@ -146,8 +146,7 @@ async def test_only_the_gated_call_interrupts_with_the_same_action_requests(
     theirs, ours = App(), App()
     agent = agent_of(theirs, ONE_ROUND, [hitl()])
     await run_loop(agent, ask("Email Ann, read the inbox."), thread("a"))
-    # on resume the loop asks its planner again: the script plans the round twice
-    graph = loop_of(ours, [*ONE_ROUND, *ONE_ROUND], [hitl()], plan_mode)
+    graph = loop_of(ours, ONE_ROUND, [hitl()], plan_mode)
     out = await run_loop(graph, ask("Email Ann, read the inbox."), thread("l"))
     [their_request] = pending(agent, thread("a"))
     [our_request] = pending(graph, thread("l"))
@@ -190,7 +189,7 @@ async def test_a_decision_on_resume_has_the_same_effect(
     agent = agent_of(theirs, ONE_ROUND, [hitl()])
     await run_loop(agent, ask("Email Ann, read the inbox."), thread("a"))
     agent_out = await run_loop(agent, resume, thread("a"))
-    graph = loop_of(ours, [*ONE_ROUND, *ONE_ROUND], [hitl()], plan_mode)
+    graph = loop_of(ours, ONE_ROUND, [hitl()], plan_mode)
     await run_loop(graph, ask("Email Ann, read the inbox."), thread("l"))
     out = await run_loop(graph, resume, thread("l"))
     assert pending(graph, thread("l")) == pending(agent, thread("a")) == []
