@@ -284,7 +284,7 @@ def create_tool_loop(
         builder.add_conditional_edges(
             "prepare", Router("route_start", route_start), ["plan", "answer"]
         )
-        if hooks is not None and reviews_after(parts):  # the reply is checkpointed before its after_model hooks
+        if hooks is not None and reviews_after(parts):  # the reply is checkpointed first
             builder.add_node(AFTER_PLAN_NODE, make_plan_after_model(parts))
             builder.add_conditional_edges(
                 "plan",
