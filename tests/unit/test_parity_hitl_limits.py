@@ -315,11 +315,8 @@ async def test_a_hook_that_interrupts_on_every_reply_resumes_without_a_model_cal
     their_seen, seen[:] = seen[:3], seen[3:]
     # each reply is confirmed once, with the answer given to it (the loop's answer
     # model call has its own confirmation next, still pending)
-    assert seen == their_seen == [
-        "['ann@example.test']: yes 1",
-        "['bob@example.test']: yes 2",
-        "[]: yes 3",
-    ]
+    confirmed = ["['ann@example.test']: yes 1", "['bob@example.test']: yes 2", "[]: yes 3"]
+    assert seen == their_seen == confirmed
     assert ours.ran == theirs.ran == [EMAIL, TO_BOB]
     assert planner.request_count == 3  # two plans and the plan that says `response`
     assert their_model.request_count == 3  # two tool-call replies and the answer
