@@ -13,6 +13,12 @@ After a planner call, `after_model` hooks see the round in `messages` as its `AI
 with `tool_calls` (or, when the reply plans no round, an `AIMessage` without any), and
 `execute` runs the round as they left that message (`agentloop.transcript.read_back`):
 this is how `HumanInTheLoopMiddleware` and `ToolCallLimitMiddleware` act on a round.
+For the planner's last reply they run in a node of their own, `plan.after_model`
+(`agentloop.nodes.plan.make_plan_after_model`), once `plan` has checkpointed the reply, as
+`create_agent` runs them in nodes after its model node: a hook that interrupts resumes
+there, without another planner call. After a reply that is asked again, and after the
+answer, they run inside `plan` and `answer`: an interrupt there has the node run again
+on resume, its model call included.
 """
 
 from __future__ import annotations

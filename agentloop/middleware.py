@@ -32,7 +32,8 @@
   graph.
 - `before_model` / `abefore_model` run before every planner call (re-asks included) and
   every answer model call, in list order; `after_model` / `aafter_model` after each, in
-  reverse list order (`agentloop.hooks.HookRun`), inside the `plan` and `answer` nodes.
+  reverse list order (`agentloop.hooks.HookRun`), inside the `plan` and `answer` nodes
+  (the planner's last reply's `after_model` in a node of their own, `plan.after_model`).
   They see the node's state as earlier hooks left it (`after_model` after the answer
   also sees the answer's `AIMessage`), and what they return joins the node's update:
   `messages` through `add_messages`, every key through its reducer. The prompt of the
