@@ -17,7 +17,14 @@ from langgraph.types import All
 
 from agentloop.durability import check_server_database
 from agentloop.errors import ConfigurationError
-from agentloop.hooks import JUMP_KEY, LoopHooks, agent_hook_node, can_jump_to, resolve_schemas
+from agentloop.hooks import (
+    JUMP_KEY,
+    LoopHooks,
+    agent_hook_node,
+    can_jump_to,
+    resolve_schemas,
+    waiting_reply,
+)
 from agentloop.mcp.toolset import MCPToolset
 from agentloop.middleware import LoopMiddleware
 from agentloop.model_calls import ModelRetryPolicy
@@ -38,12 +45,8 @@ from agentloop.nodes import (
     route_plan,
     route_start,
 )
-from agentloop.nodes.plan import (
-    AFTER_PLAN_NODE,
-    make_plan_after_model,
-    reviews_after,
-    shown_reply,
-)
+from agentloop.nodes.answer import AFTER_ANSWER_NODE, make_answer_after_model
+from agentloop.nodes.plan import AFTER_PLAN_NODE, make_plan_after_model, reviews_after
 from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions
 from agentloop.prompts import PromptSet
 from agentloop.redaction import Redactor
@@ -306,7 +309,23 @@ def create_tool_loop(
         builder.add_conditional_edges(
             "collect", Router("route_collect", route_collect), [CALL_NODE, "plan", "answer"]
         )
-        _add_hook_edge(builder, "answer", exit_node, model_jumps)
+        if hooks is not None and reviews_after(parts):  # the answer is checkpointed first
+            builder.add_node(AFTER_ANSWER_NODE, make_answer_after_model(parts))
+            answer_jumps = _jumps(hooks.before_model_jumps, exit_node)
+            answer_jumps = {jump: to for jump, to in answer_jumps.items() if to != exit_node}
+
+            def route_answer(state: Any) -> str:
+                return AFTER_ANSWER_NODE if waiting_reply(state) == "answer" else exit_node
+
+            builder.add_conditional_edges(
+                "answer",
+                Router("route_answer", _jumping(route_answer, answer_jumps)),
+                _destinations([AFTER_ANSWER_NODE, exit_node], answer_jumps),
+            )
+            after_jumps = _jumps(hooks.after_model_jumps, exit_node)
+            _add_hook_edge(builder, AFTER_ANSWER_NODE, exit_node, after_jumps)
+        else:
+            _add_hook_edge(builder, "answer", exit_node, model_jumps)
         if scoped:
             builder.add_node("release_sessions", LoopNode("release_sessions", _releaser(scoped)))
             builder.add_edge("release_sessions", END)
@@ -328,7 +347,7 @@ def create_tool_loop(
 
 def _route_reply(state: Any) -> str:
     """After `plan`: its reply's `after_model` hooks, or `route_plan` when it left none."""
-    return AFTER_PLAN_NODE if shown_reply(state) is not None else route_plan(state)
+    return AFTER_PLAN_NODE if waiting_reply(state) == "plan" else route_plan(state)
 
 
 _DECISION = "<decision>"

@@ -22,7 +22,7 @@ from langgraph.runtime import Runtime
 from agentloop._effects import Core, is_async
 from agentloop.errors import ModelBehaviorError, model_error_message
 from agentloop.events import PlanDecided, PlanReasked, RoundStarted
-from agentloop.hooks import HookRun
+from agentloop.hooks import HookRun, waiting_reply
 from agentloop.messages import conversation_turns, message_text
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
@@ -383,7 +383,7 @@ class _Plan:
         update = self._finish(state, attempts, read)
         if pending and shown is not None:
             update["messages"] = [shown]  # what the hooks of `plan.after_model` read
-            return hooks.merged(update)
+            return hooks.merged(update, deferred=True)
         planned = shown is not None and bool(shown.tool_calls) and "status" not in update
         if planned and shown is not None and hooks.jump != "model":
             update["messages"] = [shown]  # the plan the hooks saw, in the transcript
@@ -424,7 +424,10 @@ def make_plan(parts: LoopParts) -> LoopNode:
 
 
 def reviews_after(parts: LoopParts) -> bool:
-    """Whether the planner's replies go to `plan.after_model` (some `after_model` hook)."""
+    """Whether model replies go to `plan.after_model` / `answer.after_model`.
+
+    They do when some middleware has an `after_model` hook.
+    """
     return parts.hooks is not None and parts.hooks.after_any_model
 
 
@@ -454,7 +457,7 @@ def make_plan_after_model(parts: LoopParts) -> LoopNode:
     """
 
     def after_plan(state: LoopState, runtime: Runtime[LoopContext]) -> Core[PlanUpdate]:
-        reply = shown_reply(state)
+        reply = shown_reply(state) if waiting_reply(state) == "plan" else None
         hooks = HookRun(parts.hooks, "plan", state, runtime)
         if reply is None:
             return hooks.merged(PlanUpdate())

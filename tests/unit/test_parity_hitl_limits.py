@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from langchain.agents import create_agent
@@ -213,10 +213,20 @@ async def test_a_decision_on_resume_has_the_same_effect(
 TO_BOB: Call = ("send_email", {"to": "bob@example.test", "body": "Lunch at noon?"})
 
 
-def scripted_pair(
-    rounds: list[list[Call]], middleware: list[Any], plan_mode: str
-) -> tuple[Any, ScriptedChatModel, App, Any, ScriptedChatModel, App]:
+class Pair(NamedTuple):
     """create_agent and a tool loop on one script, with their models and apps to count."""
+
+    agent: Any
+    their_model: ScriptedChatModel
+    theirs: App
+    graph: Any
+    planner: ScriptedChatModel
+    ours: App
+    answerer: ScriptedChatModel
+
+
+def scripted_pair(rounds: list[list[Call]], middleware: list[Any], plan_mode: str) -> Pair:
+    """create_agent and a tool loop on one script: the loop's answer differs if asked twice."""
     theirs, ours = App(), App()
     their_model = ScriptedChatModel(
         [
@@ -248,15 +258,16 @@ def scripted_pair(
             plan_reply("response"),
         ]
     )
+    answerer = ScriptedChatModel(["Done.", "Done twice."])
     graph = create_tool_loop(
         planner,
         ours.tools,
         middleware=middleware,
         plan_mode=plan_mode,  # type: ignore[arg-type]
         checkpointer=InMemorySaver(),
-        models=ModelOptions(answer_model=ScriptedChatModel(["Done."])),
+        models=ModelOptions(answer_model=answerer),
     )
-    return agent, their_model, theirs, graph, planner, ours
+    return Pair(agent, their_model, theirs, graph, planner, ours, answerer)
 
 
 async def test_a_resumed_review_applies_to_the_plan_reviewed_without_asking_again(
@@ -264,7 +275,7 @@ async def test_a_resumed_review_applies_to_the_plan_reviewed_without_asking_agai
 ) -> None:
     # a planner asked again on resume would plan the mail to Bob, and the approval of
     # the mail to Ann would send it
-    agent, their_model, theirs, graph, planner, ours = scripted_pair(
+    agent, their_model, theirs, graph, planner, ours, _ = scripted_pair(
         [[EMAIL], [TO_BOB]], [hitl()], plan_mode
     )
     await run_loop(agent, ask("Email Ann."), thread("a"))
@@ -305,7 +316,7 @@ async def test_a_hook_that_interrupts_on_every_reply_resumes_without_a_model_cal
         seen.append(f"{calls}: {interrupt('confirm?')}")
         return None
 
-    agent, their_model, theirs, graph, planner, ours = scripted_pair(
+    agent, their_model, theirs, graph, planner, ours, answerer = scripted_pair(
         [[EMAIL], [TO_BOB]], [confirm], plan_mode
     )
     for graph_, config in ((agent, thread("a")), (graph, thread("l"))):
@@ -320,6 +331,13 @@ async def test_a_hook_that_interrupts_on_every_reply_resumes_without_a_model_cal
     assert ours.ran == theirs.ran == [EMAIL, TO_BOB]
     assert planner.request_count == 3  # two plans and the plan that says `response`
     assert their_model.request_count == 3  # two tool-call replies and the answer
+    # the loop's own answer call is confirmed too, and not made again on resume
+    assert pending(graph, thread("l")) == ["confirm?"]
+    out = await run_loop(graph, Command(resume="yes 4"), thread("l"))
+    assert seen == [*confirmed, "[]: yes 4"]
+    assert answerer.request_count == 1
+    assert (out["answer"], out["status"]) == ("Done.", "ok")
+    assert out["messages"][-1].content == "Done."
 
 
 # -- ToolCallLimitMiddleware -------------------------------------------------------------
