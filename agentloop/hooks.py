@@ -14,11 +14,12 @@ with `tool_calls` (or, when the reply plans no round, an `AIMessage` without any
 `execute` runs the round as they left that message (`agentloop.transcript.read_back`):
 this is how `HumanInTheLoopMiddleware` and `ToolCallLimitMiddleware` act on a round.
 For the planner's last reply they run in a node of their own, `plan.after_model`
-(`agentloop.nodes.plan.make_plan_after_model`), once `plan` has checkpointed the reply, as
-`create_agent` runs them in nodes after its model node: a hook that interrupts resumes
-there, without another planner call. After a reply that is asked again, and after the
-answer, they run inside `plan` and `answer`: an interrupt there has the node run again
-on resume, its model call included.
+(`agentloop.nodes.plan.make_plan_after_model`), once `plan` has checkpointed the reply,
+and for the answer in `answer.after_model`, as `create_agent` runs them in nodes after its
+model node: a hook that interrupts resumes there, without another model call
+(`AFTER_MODEL_KEY` says whose reply waits). After a planner reply that is asked again
+they run inside `plan`: that reply plans no round, and an interrupt there has `plan`
+run again on resume.
 """
 
 from __future__ import annotations
