@@ -17,7 +17,14 @@ from langgraph.types import All
 
 from agentloop.durability import check_server_database
 from agentloop.errors import ConfigurationError
-from agentloop.hooks import JUMP_KEY, LoopHooks, agent_hook_node, can_jump_to, resolve_schemas
+from agentloop.hooks import (
+    JUMP_KEY,
+    LoopHooks,
+    agent_hook_node,
+    can_jump_to,
+    resolve_schemas,
+    waiting_reply,
+)
 from agentloop.mcp.toolset import MCPToolset
 from agentloop.middleware import LoopMiddleware
 from agentloop.model_calls import ModelRetryPolicy
@@ -38,6 +45,8 @@ from agentloop.nodes import (
     route_round,
     route_start,
 )
+from agentloop.nodes.answer import AFTER_ANSWER_NODE, make_answer_after_model
+from agentloop.nodes.plan import AFTER_PLAN_NODE, make_plan_after_model, reviews_after
 from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions
 from agentloop.prompts import PromptSet
 from agentloop.redaction import Redactor
@@ -282,10 +291,20 @@ def create_tool_loop(
         builder.add_conditional_edges(
             "prepare", Router("route_start", route_start), ["plan", "answer"]
         )
+        if hooks is not None and reviews_after(parts):  # the reply is checkpointed first
+            builder.add_node(AFTER_PLAN_NODE, make_plan_after_model(parts))
+            builder.add_conditional_edges(
+                "plan",
+                Router("route_plan", _jumping(_route_reply, model_jumps)),
+                _destinations([AFTER_PLAN_NODE, "execute", "answer"], model_jumps),
+            )
+            source, source_jumps = AFTER_PLAN_NODE, _jumps(hooks.after_model_jumps, exit_node)
+        else:
+            source, source_jumps = "plan", model_jumps
         builder.add_conditional_edges(
-            "plan",
-            Router("route_plan", _jumping(route_plan, model_jumps)),
-            _destinations(["execute", "answer"], model_jumps),
+            source,
+            Router("route_plan", _jumping(route_plan, source_jumps)),
+            _destinations(["execute", "answer"], source_jumps),
         )
         builder.add_conditional_edges(
             "execute", Router("route_execute", route_execute), [CALL_NODE, "collect"]
@@ -302,7 +321,23 @@ def create_tool_loop(
                 **({"end": exit_node} if _returns_directly(own_tools, wrappers) else {}),
             },
         )
-        _add_hook_edge(builder, "answer", exit_node, model_jumps)
+        if hooks is not None and reviews_after(parts):  # the answer is checkpointed first
+            builder.add_node(AFTER_ANSWER_NODE, make_answer_after_model(parts))
+            answer_jumps = _jumps(hooks.before_model_jumps, exit_node)
+            answer_jumps = {jump: to for jump, to in answer_jumps.items() if to != exit_node}
+
+            def route_answer(state: Any) -> str:
+                return AFTER_ANSWER_NODE if waiting_reply(state) == "answer" else exit_node
+
+            builder.add_conditional_edges(
+                "answer",
+                Router("route_answer", _jumping(route_answer, answer_jumps)),
+                _destinations([AFTER_ANSWER_NODE, exit_node], answer_jumps),
+            )
+            after_jumps = _jumps(hooks.after_model_jumps, exit_node)
+            _add_hook_edge(builder, AFTER_ANSWER_NODE, exit_node, after_jumps)
+        else:
+            _add_hook_edge(builder, "answer", exit_node, model_jumps)
         if scoped:
             builder.add_node("release_sessions", LoopNode("release_sessions", _releaser(scoped)))
             builder.add_edge("release_sessions", END)
@@ -320,6 +355,11 @@ def create_tool_loop(
         for toolset in idle:  # the build started it: leave it as it was given
             toolset.stop_started()
         raise
+
+
+def _route_reply(state: Any) -> str:
+    """After `plan`: its reply's `after_model` hooks, or `route_plan` when it left none."""
+    return AFTER_PLAN_NODE if waiting_reply(state) == "plan" else route_plan(state)
 
 
 _DECISION = "<decision>"

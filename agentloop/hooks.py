@@ -13,6 +13,13 @@ After a planner call, `after_model` hooks see the round in `messages` as its `AI
 with `tool_calls` (or, when the reply plans no round, an `AIMessage` without any), and
 `execute` runs the round as they left that message (`agentloop.transcript.read_back`):
 this is how `HumanInTheLoopMiddleware` and `ToolCallLimitMiddleware` act on a round.
+For the planner's last reply they run in a node of their own, `plan.after_model`
+(`agentloop.nodes.plan.make_plan_after_model`), once `plan` has checkpointed the reply,
+and for the answer in `answer.after_model`, as `create_agent` runs them in nodes after its
+model node: a hook that interrupts resumes there, without another model call
+(`AFTER_MODEL_KEY` says whose reply waits). After a planner reply that is asked again
+they run inside `plan`: that reply plans no round, and an interrupt there has `plan`
+run again on resume.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import (
+    Annotated,
     Any,
     Literal,
     NotRequired,
@@ -32,7 +40,7 @@ from typing import (
 )
 
 from langchain.agents.middleware import AgentMiddleware
-from langchain.agents.middleware.types import AgentState, OmitFromSchema
+from langchain.agents.middleware.types import AgentState, OmitFromSchema, PrivateStateAttr
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.channels.base import BaseChannel
 from langgraph.channels.binop import BinaryOperatorAggregate
@@ -48,6 +56,7 @@ from agentloop.errors import ConfigurationError
 from agentloop.messages import message_text
 
 __all__ = [
+    "AFTER_MODEL_KEY",
     "AGENT_HOOKS",
     "JUMP_KEY",
     "MODEL_HOOKS",
@@ -57,6 +66,7 @@ __all__ = [
     "can_jump_to",
     "defines",
     "resolve_schemas",
+    "waiting_reply",
 ]
 
 U = TypeVar("U", bound=Mapping[str, Any])
@@ -68,7 +78,21 @@ MODEL_HOOKS: tuple[Hook, ...] = ("before_model", "after_model")
 """The hooks that run around every planner and answer model call."""
 JUMP_KEY = "jump_to"
 """The state key a hook sets to leave the normal route (`create_agent`'s name)."""
+AFTER_MODEL_KEY = "agentloop_after_model"
+"""The state key that says whose model reply waits for its `after_model` hooks' node.
+
+`"plan"` or `"answer"` when the node that just ran left its reply to
+`plan.after_model` / `answer.after_model`, None when it did not (the hooks ran, or no
+model was asked). The `plan` and `answer` nodes always write it, so the router after
+them reads their own value.
+"""
 _AGENT_STATE_KEYS = frozenset(get_type_hints(AgentState, include_extras=True))
+
+
+class _AfterModelState(TypedDict, total=False):
+    """The key of a loop whose middleware has `after_model` hooks (private to the loop)."""
+
+    agentloop_after_model: Annotated[Literal["plan", "answer"] | None, PrivateStateAttr]
 
 
 def defines(middleware: AgentMiddleware[Any, Any, Any], hook: str) -> bool:
@@ -200,6 +224,8 @@ def resolve_schemas(
         if any(defines(item, hook) for hook in (*AGENT_HOOKS, *MODEL_HOOKS))
         or set(get_type_hints(item.state_schema, include_extras=True)) - _AGENT_STATE_KEYS
     ]
+    if any(defines(item, "after_model") for item in middleware):
+        schemas.append(_AfterModelState)
     if app_schema is not None:
         _check_app_schema(app_schema, state)
         schemas.append(app_schema)
@@ -244,6 +270,12 @@ def _check_app_schema(schema: Any, state: type) -> None:
         raise ConfigurationError(msg)
 
 
+def waiting_reply(state: Mapping[str, Any]) -> Literal["plan", "answer"] | None:
+    """Whose model reply waits for its `after_model` hooks' node (`AFTER_MODEL_KEY`)."""
+    value = state.get(AFTER_MODEL_KEY)
+    return value if value in ("plan", "answer") else None
+
+
 def _folder(channel: BaseChannel[Any, Any, Any]) -> Callable[[Any, Any], Any] | None:
     """How one more write changes a channel's value (None: it replaces the value)."""
     if isinstance(channel, BinaryOperatorAggregate):
@@ -284,6 +316,14 @@ class LoopHooks:
             jump for hook, items in around for m in items for jump in can_jump_to(m, hook)
         )
         """The jumps some `before_model` / `after_model` hook declares."""
+        self.before_model_jumps = frozenset(
+            jump for m in self.before_model for jump in can_jump_to(m, "before_model")
+        )
+        """The jumps some `before_model` hook declares."""
+        self.after_model_jumps = frozenset(
+            jump for m in self.after_model for jump in can_jump_to(m, "after_model")
+        )
+        """The jumps some `after_model` hook declares."""
         self.folders = {
             key: folder
             for key, channel in channels.items()
@@ -475,12 +515,19 @@ class HookRun:
                 return jump
         return None
 
-    def merged(self, update: U) -> U:
+    def merged(self, update: U, *, deferred: bool = False) -> U:
         """The node's update with the hooks' updates around it (`LoopHooks.combined`).
 
         `before_model` updates come first, then the node's, then `after_model` updates;
         then `jump_to` (when the state has it) and, when a jump ends the run, what
-        `_ended` records. The result has the node's keys and the hooks' own.
+        `_ended` records. With `after_model` hooks, `AFTER_MODEL_KEY` says whether the
+        node's reply waits for them in the next node. The result has the node's keys
+        and the hooks' own.
+
+        Args:
+            update: The node's own update.
+            deferred: The node's model reply is checkpointed for its `after_model`
+                hooks' node (`plan.after_model` / `answer.after_model`), which runs next.
         """
         hooks = self.hooks
         if hooks is None:
@@ -490,6 +537,8 @@ class HookRun:
             writes.append(_ended([*self._before, *self._after], self._ended_by))
         if hooks.has_jump_key:
             writes.append({JUMP_KEY: self.jump})
+        if hooks.after_model:
+            writes.append({AFTER_MODEL_KEY: self.node if deferred else None})
         if len(writes) == 1:
             return update
         return cast(U, hooks.combined(writes))

@@ -41,7 +41,9 @@
   graph.
 - `before_model` / `abefore_model` run before every planner call (re-asks included) and
   every answer model call, in list order; `after_model` / `aafter_model` after each, in
-  reverse list order (`agentloop.hooks.HookRun`), inside the `plan` and `answer` nodes.
+  reverse list order (`agentloop.hooks.HookRun`), inside the `plan` and `answer` nodes
+  (`after_model` for the planner's last reply and for the answer in nodes of their own,
+  `plan.after_model` and `answer.after_model`, once the reply is checkpointed).
   They see the node's state as earlier hooks left it (`after_model` after the answer
   also sees the answer's `AIMessage`), and what they return joins the node's update:
   `messages` through `add_messages`, every key through its reducer. The prompt of the

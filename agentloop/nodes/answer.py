@@ -15,7 +15,7 @@ from langgraph.runtime import Runtime
 from agentloop._effects import Core
 from agentloop.errors import ModelBehaviorError
 from agentloop.events import AnswerCompleted, AnswerStarted
-from agentloop.hooks import HookRun
+from agentloop.hooks import HookRun, waiting_reply
 from agentloop.messages import conversation_turns, message_text
 from agentloop.model_calls import Answer
 from agentloop.nodes._runnable import LoopNode
@@ -39,14 +39,19 @@ from agentloop.updates import AnswerUpdate
 from agentloop.usage import message_usage, sum_usage, usage_entry, wasted_usage
 
 __all__ = [
+    "AFTER_ANSWER_NODE",
     "ANSWER_TAGS",
     "AnswerPrompt",
     "answer_prompt",
     "build_answer_messages",
     "make_answer",
+    "make_answer_after_model",
     "media_blocks",
     "to_action_results",
 ]
+
+AFTER_ANSWER_NODE = "answer.after_model"
+"""The node of the answer's `after_model` hooks, named as `create_agent` names its."""
 
 ANSWER_TAGS = ["agentloop:answer"]
 
@@ -358,17 +363,23 @@ class _Answer:
             call.arguments = (call.arguments[0], prompt.messages, *call.arguments[2:])
         state = hooks.state
         update = yield from self._answered(state, call, runtime)
-        if asks:
+        # with after_model hooks the answer is checkpointed first, and they run in
+        # `answer.after_model` (after the typed result, as create_agent makes it in
+        # its model call): an interrupt in one resumes without another answer call
+        hooks_after = self.parts.hooks is not None and self.parts.hooks.after_any_model
+        deferred = asks and hooks_after
+        if asks and not deferred:
             yield from hooks.after(update)
         structured = self.parts.structured
         if structured is None:
-            return hooks.merged(update)
+            return hooks.merged(update, deferred=deferred)
         if not _structurable(update):
-            return hooks.merged(AnswerUpdate(**update, structured_response=None))
+            update = AnswerUpdate(**update, structured_response=None)
+            return hooks.merged(update, deferred=deferred)
         models, messages, retry = call.arguments[:3]
         through = _through(self.parts, state, runtime)
         result = yield from structured.ask(models, messages, update["answer"], retry, through)
-        return hooks.merged(self._structured(update, result))
+        return hooks.merged(self._structured(update, result), deferred=deferred)
 
     def _answered(
         self, state: LoopState, call: _AnswerCall, runtime: Runtime[Any]
@@ -428,3 +439,21 @@ def make_answer(parts: LoopParts) -> LoopNode:
     """Build the `answer` node of a loop."""
     node = _Answer(parts)
     return LoopNode("answer", core=node.run)
+
+
+def make_answer_after_model(parts: LoopParts) -> LoopNode:
+    """Build the `answer.after_model` node: the `after_model` hooks of the answer.
+
+    As `plan.after_model` for the planner's reply: it runs them (in reverse list
+    order, `HookRun.after`) once the `answer` node has checkpointed the answer, and only
+    when that node asked the answer model. It is in the graph only when some middleware
+    has such a hook.
+    """
+
+    def after_answer(state: LoopState, runtime: Runtime[LoopContext]) -> Core[AnswerUpdate]:
+        hooks = HookRun(parts.hooks, "answer", state, runtime)
+        if waiting_reply(state) == "answer":
+            yield from hooks.after()
+        return hooks.merged(AnswerUpdate())
+
+    return LoopNode(AFTER_ANSWER_NODE, core=after_answer)

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, BaseMessageChunk
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    BaseMessageChunk,
+    RemoveMessage,
+)
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from agentloop._effects import Core, is_async
 from agentloop.errors import ModelBehaviorError, model_error_message
 from agentloop.events import PlanDecided, PlanReasked, RoundStarted
-from agentloop.hooks import HookRun
+from agentloop.hooks import HookRun, waiting_reply
 from agentloop.messages import conversation_turns, message_text
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
@@ -44,7 +51,17 @@ from agentloop.transcript import plan_message_id, planned_message
 from agentloop.updates import PlanUpdate
 from agentloop.usage import sum_usage, usage_entry, wasted_usage
 
-__all__ = ["PLAN_TAGS", "make_plan"]
+__all__ = [
+    "AFTER_PLAN_NODE",
+    "PLAN_TAGS",
+    "make_plan",
+    "make_plan_after_model",
+    "reviews_after",
+    "shown_reply",
+]
+
+AFTER_PLAN_NODE = "plan.after_model"
+"""The node of the planner reply's `after_model` hooks, named as `create_agent` names its."""
 
 
 _PROMPT_KEYS = (
@@ -352,13 +369,22 @@ class _Plan:
         return read
 
     def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[PlanUpdate]:
-        """Ask the planner, again with what was wrong while it may be asked again."""
+        """Ask the planner, again with what was wrong while it may be asked again.
+
+        With `after_model` hooks, the last reply's hooks do not run here: the reply is
+        written to `messages` (`_shown`) and the hooks run in the next node,
+        `plan.after_model` (`after_plan`), so an interrupt in one (a person's review)
+        resumes there and the planner is not asked again. A reply that is asked again
+        has its hooks run here: it plans no round.
+        """
         asynchronous = yield from is_async
         attempts = self._request(state, runtime, asynchronous=asynchronous)
         attempt = partial(self._attempt, attempts)
         hooks = HookRun(self.parts.hooks, "plan", state, runtime)
+        deferred = reviews_after(self.parts)
         read: PlanRead | None = None
         shown: AIMessage | None = None
+        pending = False
         while self._calls_left(state, attempts) > 0:
             if (yield from hooks.before()) is not None:
                 break  # the planner is not called
@@ -374,10 +400,14 @@ class _Plan:
             attempts.count(read)
             attempts.judged = self._judge(read)
             shown = self._shown(state, attempts.judged)
+            problem = attempts.judged[1]
+            may_reask = self._may_reask(state, attempts, problem)
+            if deferred and not may_reask:
+                pending = True  # its hooks run in `plan.after_model`
+                break
             if (yield from hooks.after({"messages": [shown]} if shown else None)) is not None:
                 break
-            problem = attempts.judged[1]
-            if not self._may_reask(state, attempts, problem):
+            if not may_reask:
                 break
             self._reask(attempts, read, problem)
         if hooks.jump is not None and hooks.jump != "tools":  # this plan will not run
@@ -385,6 +415,9 @@ class _Plan:
         if read is None and hooks.jump is not None:
             return hooks.merged(PlanUpdate())
         update = self._finish(state, attempts, read)
+        if pending and shown is not None:
+            update["messages"] = [shown]  # what the hooks of `plan.after_model` read
+            return hooks.merged(update, deferred=True)
         planned = shown is not None and bool(shown.tool_calls) and "status" not in update
         if planned and shown is not None and hooks.jump != "model":
             update["messages"] = [shown]  # the plan the hooks saw, in the transcript
@@ -422,3 +455,51 @@ def make_plan(parts: LoopParts) -> LoopNode:
         check_native_planners(parts.models.planners(), parts.tools.tool_schemas)
     node = _Plan(parts)
     return LoopNode("plan", core=node.run)
+
+
+def reviews_after(parts: LoopParts) -> bool:
+    """Whether model replies go to `plan.after_model` / `answer.after_model`.
+
+    They do when some middleware has an `after_model` hook.
+    """
+    return parts.hooks is not None and parts.hooks.after_any_model
+
+
+def shown_reply(state: Mapping[str, Any]) -> AIMessage | None:
+    """The planner reply the `plan` node left for `plan.after_model` (None: there is none).
+
+    It is the transcript's last message, with the id `_shown` gives this round's reply.
+    """
+    messages = state.get("messages") or []
+    last = messages[-1] if messages else None
+    if not isinstance(last, AIMessage) or last.id is None:
+        return None
+    round_state = state.get("round_state") or empty_round_state()
+    label = round_label(round_state["round_index"], state.get("consecutive_rollbacks", 0))
+    plan_id = plan_message_id(state.get("run_id", "run"), label)
+    return last if last.id in (plan_id, f"{plan_id}:reply") else None
+
+
+def make_plan_after_model(parts: LoopParts) -> LoopNode:
+    """Build the `plan.after_model` node: the `after_model` hooks of the planner's reply.
+
+    As `create_agent` runs its `after_model` hooks as nodes after its model node, this
+    node runs them (in reverse list order, `HookRun.after`) on the reply the `plan` node
+    wrote to `messages`. It is in the graph only when some middleware has such a hook.
+    A reply that plans no round, or that a hook sends back to the planner
+    (`jump_to="model"`), leaves the transcript (unless a hook wrote it anew).
+    """
+
+    def after_plan(state: LoopState, runtime: Runtime[LoopContext]) -> Core[PlanUpdate]:
+        reply = shown_reply(state) if waiting_reply(state) == "plan" else None
+        hooks = HookRun(parts.hooks, "plan", state, runtime)
+        if reply is None:
+            return hooks.merged(PlanUpdate())
+        yield from hooks.after()
+        update = PlanUpdate()
+        if not reply.tool_calls or hooks.jump == "model":
+            assert reply.id is not None
+            update["messages"] = [cast(AnyMessage, RemoveMessage(id=reply.id))]
+        return hooks.merged(update)
+
+    return LoopNode(AFTER_PLAN_NODE, core=after_plan)

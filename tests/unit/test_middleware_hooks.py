@@ -344,10 +344,23 @@ def test_only_agent_hooks_add_nodes_and_only_jumps_add_edges() -> None:
 
     plain = build([])
     limited = build([ModelCallLimitMiddleware(run_limit=3)])
-    assert set(limited.nodes) == set(plain.nodes)  # model hooks run inside plan and answer
+    # before_model runs inside plan and answer; after_model in a node after each
+    assert set(limited.nodes) - set(plain.nodes) == {"plan.after_model", "answer.after_model"}
     added = {(e.source, e.target) for e in limited.edges} - {
         (e.source, e.target) for e in plain.edges
     }
-    assert added == {("plan", "__end__")}  # its before_model may end the run
+    assert added == {
+        ("plan", "__end__"),  # its before_model may end the run
+        ("plan", "plan.after_model"),
+        ("plan.after_model", "execute"),
+        ("plan.after_model", "answer"),
+        ("answer", "answer.after_model"),
+        ("answer.after_model", "__end__"),
+    }
     hooked = build([Recorder("audit", [])])
-    assert set(hooked.nodes) - set(plain.nodes) == {"audit.before_agent", "audit.after_agent"}
+    assert set(hooked.nodes) - set(plain.nodes) == {
+        "audit.before_agent",
+        "audit.after_agent",
+        "plan.after_model",
+        "answer.after_model",
+    }

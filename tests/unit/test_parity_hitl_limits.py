@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from langchain.agents import create_agent
@@ -23,7 +23,7 @@ from langchain.agents.middleware.tool_call_limit import ToolCallLimitExceededErr
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 from agentloop import ModelOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -146,8 +146,7 @@ async def test_only_the_gated_call_interrupts_with_the_same_action_requests(
     theirs, ours = App(), App()
     agent = agent_of(theirs, ONE_ROUND, [hitl()])
     await run_loop(agent, ask("Email Ann, read the inbox."), thread("a"))
-    # on resume the loop asks its planner again: the script plans the round twice
-    graph = loop_of(ours, [*ONE_ROUND, *ONE_ROUND], [hitl()], plan_mode)
+    graph = loop_of(ours, ONE_ROUND, [hitl()], plan_mode)
     out = await run_loop(graph, ask("Email Ann, read the inbox."), thread("l"))
     [their_request] = pending(agent, thread("a"))
     [our_request] = pending(graph, thread("l"))
@@ -190,7 +189,7 @@ async def test_a_decision_on_resume_has_the_same_effect(
     agent = agent_of(theirs, ONE_ROUND, [hitl()])
     await run_loop(agent, ask("Email Ann, read the inbox."), thread("a"))
     agent_out = await run_loop(agent, resume, thread("a"))
-    graph = loop_of(ours, [*ONE_ROUND, *ONE_ROUND], [hitl()], plan_mode)
+    graph = loop_of(ours, ONE_ROUND, [hitl()], plan_mode)
     await run_loop(graph, ask("Email Ann, read the inbox."), thread("l"))
     out = await run_loop(graph, resume, thread("l"))
     assert pending(graph, thread("l")) == pending(agent, thread("a")) == []
@@ -209,6 +208,136 @@ async def test_a_decision_on_resume_has_the_same_effect(
         assert "Not today." in email["error"]
     else:
         assert email["success"]
+
+
+TO_BOB: Call = ("send_email", {"to": "bob@example.test", "body": "Lunch at noon?"})
+
+
+class Pair(NamedTuple):
+    """create_agent and a tool loop on one script, with their models and apps to count."""
+
+    agent: Any
+    their_model: ScriptedChatModel
+    theirs: App
+    graph: Any
+    planner: ScriptedChatModel
+    ours: App
+    answerer: ScriptedChatModel
+
+
+def scripted_pair(rounds: list[list[Call]], middleware: list[Any], plan_mode: str) -> Pair:
+    """create_agent and a tool loop on one script: the loop's answer differs if asked twice."""
+    theirs, ours = App(), App()
+    their_model = ScriptedChatModel(
+        [
+            *(
+                AIMessage(
+                    "",
+                    tool_calls=[
+                        ToolCall(name=name, args=args, id=f"call_{r}_{n}")
+                        for n, (name, args) in enumerate(calls)
+                    ],
+                )
+                for r, calls in enumerate(rounds)
+            ),
+            "Done.",
+        ]
+    )
+    agent = create_agent(
+        their_model, theirs.tools, middleware=middleware, checkpointer=InMemorySaver()
+    )
+    planner = ScriptedChatModel(
+        [
+            *(
+                plan_reply(
+                    "execute",
+                    [{"tool_name": name, "tool_kwargs": args} for name, args in calls],
+                )
+                for calls in rounds
+            ),
+            plan_reply("response"),
+        ]
+    )
+    answerer = ScriptedChatModel(["Done.", "Done twice."])
+    graph = create_tool_loop(
+        planner,
+        ours.tools,
+        middleware=middleware,
+        plan_mode=plan_mode,  # type: ignore[arg-type]
+        checkpointer=InMemorySaver(),
+        models=ModelOptions(answer_model=answerer),
+    )
+    return Pair(agent, their_model, theirs, graph, planner, ours, answerer)
+
+
+async def test_a_resumed_review_applies_to_the_plan_reviewed_without_asking_again(
+    run_loop: Any, plan_mode: str
+) -> None:
+    # a planner asked again on resume would plan the mail to Bob, and the approval of
+    # the mail to Ann would send it
+    agent, their_model, theirs, graph, planner, ours, _ = scripted_pair(
+        [[EMAIL], [TO_BOB]], [hitl()], plan_mode
+    )
+    await run_loop(agent, ask("Email Ann."), thread("a"))
+    await run_loop(graph, ask("Email Ann."), thread("l"))
+    [their_request] = pending(agent, thread("a"))
+    [our_request] = pending(graph, thread("l"))
+    assert our_request["action_requests"] == their_request["action_requests"]
+    assert planner.request_count == their_model.request_count == 1
+    approve = Command(resume={"decisions": [DECISIONS["approve"]]})
+    await run_loop(agent, approve, thread("a"))
+    out = await run_loop(graph, approve, thread("l"))
+    assert ours.ran == theirs.ran == [EMAIL]  # the reviewed plan ran, as reviewed
+    assert planner.request_count == their_model.request_count == 2  # once more: the next plan
+    [their_request] = pending(agent, thread("a"))
+    [our_request] = pending(graph, thread("l"))  # the next plan is reviewed in turn
+    assert our_request["action_requests"] == their_request["action_requests"]
+    assert [a["args"]["to"] for a in our_request["action_requests"]] == ["bob@example.test"]
+    assert out["status"] == "running"
+    reject = Command(resume={"decisions": [DECISIONS["reject"]]})
+    agent_out = await run_loop(agent, reject, thread("a"))
+    out = await run_loop(graph, reject, thread("l"))
+    assert ours.ran == theirs.ran == [EMAIL]
+    assert planner.request_count == their_model.request_count == 3  # the last says: done
+    assert out["status"] == "ok"
+    assert kinds(out["messages"]) == kinds(agent_out["messages"])
+    assert tool_outcomes(out["messages"]) == tool_outcomes(agent_out["messages"])
+
+
+async def test_a_hook_that_interrupts_on_every_reply_resumes_without_a_model_call(
+    run_loop: Any, plan_mode: str
+) -> None:
+    seen: list[str] = []
+
+    @after_model
+    def confirm(state: Any, runtime: Any) -> dict[str, Any] | None:
+        last = state["messages"][-1]
+        calls = [call["args"].get("to", "") for call in getattr(last, "tool_calls", [])]
+        seen.append(f"{calls}: {interrupt('confirm?')}")
+        return None
+
+    agent, their_model, theirs, graph, planner, ours, answerer = scripted_pair(
+        [[EMAIL], [TO_BOB]], [confirm], plan_mode
+    )
+    for graph_, config in ((agent, thread("a")), (graph, thread("l"))):
+        await run_loop(graph_, ask("Email Ann."), config)
+        for answer in ("yes 1", "yes 2", "yes 3"):
+            await run_loop(graph_, Command(resume=answer), config)
+    their_seen, seen[:] = seen[:3], seen[3:]
+    # each reply is confirmed once, with the answer given to it (the loop's answer
+    # model call has its own confirmation next, still pending)
+    confirmed = ["['ann@example.test']: yes 1", "['bob@example.test']: yes 2", "[]: yes 3"]
+    assert seen == their_seen == confirmed
+    assert ours.ran == theirs.ran == [EMAIL, TO_BOB]
+    assert planner.request_count == 3  # two plans and the plan that says `response`
+    assert their_model.request_count == 3  # two tool-call replies and the answer
+    # the loop's own answer call is confirmed too, and not made again on resume
+    assert pending(graph, thread("l")) == ["confirm?"]
+    out = await run_loop(graph, Command(resume="yes 4"), thread("l"))
+    assert seen == [*confirmed, "[]: yes 4"]
+    assert answerer.request_count == 1
+    assert (out["answer"], out["status"]) == ("Done.", "ok")
+    assert out["messages"][-1].content == "Done."
 
 
 # -- ToolCallLimitMiddleware -------------------------------------------------------------
