@@ -355,7 +355,16 @@ async def test_independent_commands_run_in_parallel_while_a_referring_one_waits(
     @tool
     async def get_a(q: str) -> str:
         """A."""
-        await seen.run("get_a", {"q": q})
+        # runs until get_b has started (up to 2 s): in parallel they overlap however
+        # late the machine starts get_b; one after the other they cannot
+        started = time.perf_counter()
+        seen.calls.append(("get_a", {"q": q}))
+        while "get_b" not in [name for name, _ in seen.calls]:
+            if time.perf_counter() - started > 2:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        seen.spans["get_a"] = (started, time.perf_counter())
         return "from a"
 
     @tool
