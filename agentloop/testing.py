@@ -35,7 +35,7 @@ from pydantic import PrivateAttr
 from agentloop._scripted_native import as_native_reply
 from agentloop._scripted_stream import estimate_usage, reply_chunks, reply_pieces
 
-__all__ = ["ScriptExhaustedError", "ScriptedChatModel", "plan_reply"]
+__all__ = ["ScriptExhaustedError", "ScriptedChatModel", "plan_reply", "tool_call_turns"]
 
 Reply: TypeAlias = (
     str | AIMessage | BaseException | Callable[[list[BaseMessage]], "str | AIMessage"]
@@ -383,3 +383,30 @@ def plan_reply(
         return json.dumps(args)
     call = ToolCall(name=tool_name, args=args, id=f"call_{uuid.uuid4().hex[:24]}")
     return AIMessage(content="", tool_calls=[call])
+
+
+def tool_call_turns(
+    rounds: Sequence[Sequence[tuple[str, Mapping[str, Any]]]], *, prefix: str = "call"
+) -> list[AIMessage]:
+    """Build a tool-calling model's turns: one `AIMessage` of tool calls per round.
+
+    The same decisions as a loop's plans, scripted for `create_agent` (or any agent whose
+    model calls tools), to run one app both ways on one script.
+
+    Args:
+        rounds: Per round, the calls as `(tool name, arguments)`.
+        prefix: The start of every call id: `f"{prefix}_{round}_{position}"`.
+
+    Returns:
+        The turns, in order (add the final answer after them).
+    """
+    return [
+        AIMessage(
+            content="",
+            tool_calls=[
+                ToolCall(name=name, args=dict(args), id=f"{prefix}_{turn}_{position}")
+                for position, (name, args) in enumerate(calls)
+            ],
+        )
+        for turn, calls in enumerate(rounds)
+    ]

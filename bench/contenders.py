@@ -17,7 +17,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from agentloop import ModelOptions, create_tool_loop
+from agentloop import ModelOptions, create_tool_loop, testing
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 __all__ = [
@@ -103,20 +103,12 @@ def plan_script(rounds: Sequence[Sequence[Command]]) -> list[str | AIMessage]:
 
 def tool_call_turns(rounds: Sequence[Sequence[Command]]) -> list[AIMessage]:
     """Return one agent turn of tool calls per round of commands."""
-    return [
-        AIMessage(
-            content="",
-            tool_calls=[
-                ToolCall(
-                    name=command["tool_name"],
-                    args=dict(command["tool_kwargs"]),
-                    id=f"call_{turn}_{index}",
-                )
-                for index, command in enumerate(commands)
-            ],
-        )
-        for turn, commands in enumerate(rounds)
-    ]
+    return testing.tool_call_turns(
+        [
+            [(command["tool_name"], command["tool_kwargs"]) for command in commands]
+            for commands in rounds
+        ]
+    )
 
 
 def agent_script(rounds: Sequence[Sequence[Command]]) -> list[str | AIMessage]:

@@ -30,20 +30,12 @@ from bench.contenders import (
     loop_input,
 )
 from bench.harness import Figure, Settings, Target
+from bench.suites.overhead import _rounds
 
 __all__ = ["NAME", "count_calls", "profile_workload", "run"]
 
 NAME = "calls"
-ROUNDS = 20
-CALLS = 4
 TARGET = Target(1.0)
-
-
-def _rounds() -> list[list[dict[str, Any]]]:
-    return [
-        [{"tool_name": "get_item", "tool_kwargs": {"n": r * CALLS + i}} for i in range(CALLS)]
-        for r in range(ROUNDS)
-    ]
 
 
 def _get_item() -> BaseTool:

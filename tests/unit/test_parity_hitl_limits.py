@@ -26,7 +26,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
 from agentloop import ModelOptions, create_tool_loop
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, tool_call_turns
 
 Call = tuple[str, dict[str, Any]]
 EMAIL: Call = ("send_email", {"to": "ann@example.test", "body": "Lunch at noon?"})
@@ -65,14 +65,7 @@ class App:
 def agent_of(app: App, rounds: list[list[Call]], middleware: list[Any], *, turns: int = 1) -> Any:
     """create_agent scripted to make `rounds` of tool calls, then answer "Done." (per turn)."""
     script: list[AIMessage | str] = [
-        AIMessage(
-            "",
-            tool_calls=[
-                ToolCall(name=name, args=args, id=f"call_{r}_{n}_{uuid.uuid4().hex[:6]}")
-                for n, (name, args) in enumerate(calls)
-            ],
-        )
-        for r, calls in enumerate(rounds)
+        *tool_call_turns(rounds, prefix=f"call_{uuid.uuid4().hex[:6]}")
     ]
     return create_agent(
         ScriptedChatModel([*script, "Done."] * turns),

@@ -14,7 +14,7 @@ from typing import Annotated, Any, NotRequired
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, AgentState, ToolRetryMiddleware
 from langchain.tools import ToolRuntime
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -23,7 +23,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, tool_call_turns
 
 Round = list[tuple[str, dict[str, Any]]]
 
@@ -50,16 +50,7 @@ def _kinds(messages: list[BaseMessage]) -> list[str]:
 
 
 def _agent_model(rounds: list[Round], answer: str | None = "the answer") -> ScriptedChatModel:
-    script: list[AIMessage | str] = [
-        AIMessage(
-            "",
-            tool_calls=[
-                ToolCall(name=name, args=args, id=f"call_{r}_{n}")
-                for n, (name, args) in enumerate(calls)
-            ],
-        )
-        for r, calls in enumerate(rounds)
-    ]
+    script: list[AIMessage | str] = [*tool_call_turns(rounds)]
     return ScriptedChatModel([*script, *([answer] if answer is not None else [])])
 
 

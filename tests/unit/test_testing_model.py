@@ -12,7 +12,7 @@ import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableBinding
 
-from agentloop.testing import ScriptedChatModel, ScriptExhaustedError, plan_reply
+from agentloop.testing import ScriptedChatModel, ScriptExhaustedError, plan_reply, tool_call_turns
 
 LONG_TEXT = "The quick brown fox jumps over the lazy dog. " * 3
 
@@ -459,3 +459,12 @@ def test_deep_copy_keeps_script_position() -> None:
 
     assert clone.invoke("y").content == "b"
     assert model.invoke("z").content == "b"
+
+
+def test_tool_call_turns_script_a_tool_calling_model_round_by_round() -> None:
+    turns = tool_call_turns([[("get_a", {"q": 1}), ("get_b", {})], [("get_c", {"q": 2})]])
+    assert [[(c["name"], c["args"], c["id"]) for c in t.tool_calls] for t in turns] == [
+        [("get_a", {"q": 1}, "call_0_0"), ("get_b", {}, "call_0_1")],
+        [("get_c", {"q": 2}, "call_1_0")],
+    ]
+    assert tool_call_turns([[("get_a", {})]], prefix="x")[0].tool_calls[0]["id"] == "x_0_0"

@@ -14,7 +14,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.cli.answer import is_answer_token
 from agentloop.state import reduce_messages
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, tool_call_turns
 
 
 @tool
@@ -200,17 +200,7 @@ async def test_a_second_turn_sees_each_result_once(run_loop: Any, plan_mode: str
 
 
 def _agent_script(rounds: list[Round]) -> list[AIMessage | str]:
-    script: list[AIMessage | str] = [
-        AIMessage(
-            "",
-            tool_calls=[
-                ToolCall(name=name, args=args, id=f"call_{r}_{n}")
-                for n, (name, args) in enumerate(calls)
-            ],
-        )
-        for r, calls in enumerate(rounds)
-    ]
-    return [*script, "the answer"]
+    return [*tool_call_turns(rounds), "the answer"]
 
 
 async def test_the_shape_matches_create_agent_on_the_same_calls(
