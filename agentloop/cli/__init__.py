@@ -39,8 +39,13 @@ Exit codes:
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 from agentloop.cli.parser import (
@@ -93,13 +98,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
         except SystemExit as exit_:  # --help, --version
             return exit_.code if isinstance(exit_.code, int) else EXIT_OK
-        from agentloop.cli.app import run
+        with _ctrl_c_leaves_at_once():
+            from agentloop.cli.app import run
 
         return run(args)
     except CliError as error:  # a usage error
         return _say(error.message, error.code)
     except KeyboardInterrupt:  # before the run's own handling: while the imports load
         return _say("interrupted", EXIT_INTERRUPTED)
+
+
+@contextmanager
+def _ctrl_c_leaves_at_once() -> Iterator[None]:
+    """While the command's modules load, Ctrl-C prints the line and exits 130 at once.
+
+    Nothing has started yet that needs cleaning up; and a `KeyboardInterrupt` raised
+    inside a module's initialization (one that runs code through `PyRun_String`) marks
+    the interpreter as killed by SIGINT, so the process would end with -SIGINT after the
+    line, whatever the command returned. Only in the main thread (where signals are).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def leave(signum: int, frame: FrameType | None) -> None:
+        os.write(2, f"{_ERROR_PREFIX}interrupted\n".encode())
+        os._exit(EXIT_INTERRUPTED)
+
+    previous = signal.signal(signal.SIGINT, leave)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _say(message: str, code: int) -> int:
