@@ -304,9 +304,9 @@ def effect_of(record: dict[str, Any]) -> str:
     [
         ("sqlite", 8),
         ("postgres", 8),
-        # 30 kills start and kill about 60 worker processes: more than the default limit
-        pytest.param("sqlite", 30, marks=[pytest.mark.crash_matrix, pytest.mark.timeout(900)]),
-        pytest.param("postgres", 30, marks=[pytest.mark.crash_matrix, pytest.mark.timeout(900)]),
+        # 30 kills start and kill about 60 worker processes: far more than the default limit
+        pytest.param("sqlite", 30, marks=[pytest.mark.crash_matrix, pytest.mark.timeout(1800)]),
+        pytest.param("postgres", 30, marks=[pytest.mark.crash_matrix, pytest.mark.timeout(1800)]),
     ],
 )
 def test_random_kills_never_duplicate_an_effect(tmp_path: Path, backend: str, kills: int) -> None:
