@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -107,10 +108,12 @@ async def test_cancelling_the_run_propagates_promptly() -> None:
 
 
 async def test_hung_sync_tools_are_abandoned_reported_and_capped(run_loop: Any) -> None:
+    release = threading.Event()
+
     @tool
     def get_stuck(n: int) -> str:
         """Never returns (a sync tool)."""
-        time.sleep(3)
+        release.wait(30)  # hung until the test ends
         return "late"
 
     @tool
@@ -129,19 +132,23 @@ async def test_hung_sync_tools_are_abandoned_reported_and_capped(run_loop: Any) 
         ),
         [get_stuck, get_quick],
         models=ModelOptions(answer_model=ScriptedChatModel(["a", "b"])),
-        governance=GovernanceOptions(policies={"get_stuck": ToolPolicy(timeout_s=0.2, retry=None)}),
+        # 1 s lets all six threads start on a loaded machine: one that never started is not hung
+        governance=GovernanceOptions(policies={"get_stuck": ToolPolicy(timeout_s=1.0, retry=None)}),
     )
-    events: list[dict[str, Any]] = []
-    async for event in graph.astream({"user_input": "go"}, stream_mode="custom"):
-        events.append(event)
-    abandoned = [e for e in events if e["type"] == "tool_thread_abandoned"]
-    assert len(abandoned) == 6 and max(e["hung_threads"] for e in abandoned) == 6
-    started = time.monotonic()
-    out = await run_loop(graph, {"user_input": "again"})
-    stuck, quick = out["tool_logs"]
-    assert stuck["error_type"] == "tool_unavailable" and "still running" in stuck["error"]
-    assert quick["result"] == "quick 1"
-    assert time.monotonic() - started < 2  # nothing waited for the hung threads
+    try:
+        events: list[dict[str, Any]] = []
+        async for event in graph.astream({"user_input": "go"}, stream_mode="custom"):
+            events.append(event)
+        abandoned = [e for e in events if e["type"] == "tool_thread_abandoned"]
+        assert len(abandoned) == 6 and max(e["hung_threads"] for e in abandoned) == 6
+        started = time.monotonic()
+        out = await run_loop(graph, {"user_input": "again"})
+        stuck, quick = out["tool_logs"]
+        assert stuck["error_type"] == "tool_unavailable" and "still running" in stuck["error"]
+        assert quick["result"] == "quick 1"
+        assert time.monotonic() - started < 2  # nothing waited for the hung threads
+    finally:
+        release.set()
 
 
 # --- models that never stop, or never start ---------------------------------------------------
