@@ -122,7 +122,7 @@ from agentloop.tools.injected import command_outcome, tool_runtime
 from agentloop.tools.interceptors import Interceptor, Proceed, ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
 
-__all__ = ["MODEL_CALL_KEY", "LoopMiddleware", "ModelCall", "ToolCallFailed"]
+__all__ = ["MODEL_CALL_KEY", "LoopMiddleware", "ModelCall", "Render", "ToolCallFailed"]
 
 T = TypeVar("T")
 H = TypeVar("H", bound=Callable[..., Any])
@@ -132,6 +132,14 @@ ModelCall = Literal["plan", "answer", "structured_response"]
 MODEL_CALL_KEY = "agentloop_model_call"
 """The key of the `ModelRequest.state` that says which call it is: `"plan"`, `"answer"`, or
 `"structured_response"` (the `response_format` call that follows the answer)."""
+
+
+Render = Callable[[Sequence[BaseMessage]], list[BaseMessage] | None]
+"""The prompt of a model call for the transcript a middleware passed on (None: unchanged)."""
+
+
+def _without_system(messages: list[BaseMessage]) -> list[BaseMessage]:
+    return messages[1:] if messages and isinstance(messages[0], SystemMessage) else messages
 
 
 def _overrides(middleware: AgentMiddleware[Any, Any, Any], hook: str) -> bool:
@@ -216,29 +224,35 @@ class LoopMiddleware:
         state: Mapping[str, Any],
         runtime: Runtime[Any],
         tools: Sequence[Any],
-    ) -> tuple[ModelRequest[Any], SystemMessage | None]:
-        """The request middleware sees, and the loop's rules its handler adds back."""
+        transcript: Sequence[BaseMessage] | None,
+    ) -> tuple[ModelRequest[Any], SystemMessage | None, list[BaseMessage]]:
+        """The request middleware sees, the loop's rules its handler adds back, the prompt.
+
+        The request's `messages` are the transcript when there is one, else the prompt
+        without its system message (which is the prompt returned).
+        """
         system, rules, rest = None, None, list(messages)
         if rest and isinstance(rest[0], SystemMessage):
             system, rules = self.instructions, loop_rules(rest[0], self.instructions)
             rest = rest[1:]
         request = ModelRequest(
             model=model,
-            messages=rest,  # type: ignore[arg-type]
+            messages=rest if transcript is None else list(transcript),  # type: ignore[arg-type]
             system_message=system,
             tools=list(tools),
             state={**state, MODEL_CALL_KEY: which},  # type: ignore[arg-type]
             runtime=runtime,
         )
-        return request, rules
+        return request, rules, rest
 
     @staticmethod
-    def _sent(request: ModelRequest[Any], rules: SystemMessage | None) -> list[BaseMessage]:
-        """What the handler sends: the request's system message, then the loop's rules."""
+    def _sent(
+        system: SystemMessage | None, rules: SystemMessage | None, body: list[BaseMessage]
+    ) -> list[BaseMessage]:
+        """What the handler sends: the request's system message, the loop's rules, the body."""
         if rules is not None:
-            return with_app_instructions([rules, *request.messages], request.system_message)
-        system = [request.system_message] if request.system_message is not None else []
-        return [*system, *request.messages]
+            return with_app_instructions([rules, *body], system)
+        return [system, *body] if system is not None else list(body)
 
     def call_model(
         self,
@@ -252,6 +266,8 @@ class LoopMiddleware:
         state: Mapping[str, Any],
         runtime: Runtime[Any],
         tools: Sequence[Any] = (),
+        transcript: Sequence[BaseMessage] | None = None,
+        render: Render | None = None,
     ) -> Core[T]:
         """Make a model call through every `wrap_model_call` (or `awrap_model_call`).
 
@@ -268,18 +284,38 @@ class LoopMiddleware:
             state: The loop's state.
             runtime: The node's runtime.
             tools: The tools the request offers (the loop's tools, for the planner).
+            transcript: The run's transcript (`state["messages"]`), which the request's
+                `messages` carry in place of the prompt, as `create_agent`'s carry its
+                conversation (None: they carry the prompt).
+            render: With a transcript: the prompt (system message first) for the
+                transcript as the middleware passed it on, or None when their edits
+                change nothing the prompt shows (`messages` is sent). Messages a
+                middleware added after the transcript follow the prompt.
         """
         produced: dict[int, T] = {}
 
+        def body(request: ModelRequest[Any]) -> list[BaseMessage]:
+            given: list[BaseMessage] = list(request.messages)
+            if shown is None:
+                return given
+            if request.messages is shown:  # no middleware replaced the messages
+                return prompt
+            rendered = render(given[: len(shown)]) if render is not None else None
+            kept = prompt if rendered is None else _without_system(rendered)
+            return [*kept, *given[len(shown) :]]
+
         def innermost(request: ModelRequest[Any]) -> Core[ModelResponse[Any]]:
-            sent = self._sent(request, rules)
+            sent = self._sent(request.system_message, rules, body(request))
             options = dict(request.model_settings)
             result = yield from call(request.model, sent, options, list(request.tools))
             reply = reply_of(result)
             produced[id(reply)] = result
             return ModelResponse(result=[reply])
 
-        request, rules = self._request(which, models[0], messages, state, runtime, tools)
+        request, rules, prompt = self._request(
+            which, models[0], messages, state, runtime, tools, transcript
+        )
+        shown = request.messages if transcript is not None else None
         try:
             reply = _reply((yield from self._wrapped(request, innermost)))
         except Exception as error:
