@@ -8,19 +8,26 @@
   every `response_format` call. The `ModelRequest` carries the model, the system message
   (the app's `system_prompt`, or None, as under `create_agent`: the loop's planner and
   answer rules are added to what the handler sends, so a middleware that sets the system
-  prompt, `@dynamic_prompt` included, replaces the app's part only), the messages, the
-  tools (the planner's: the loop's tools, in every `plan_mode`; the answer's: none), the
-  loop's state with `agentloop_model_call` set to `"plan"`, `"answer"` or
-  `"structured_response"`, and the node's `Runtime`. The handler runs the loop's own call
-  with its retries and `ModelOptions` fallbacks, on the request's model, system message
-  and messages, with its `model_settings` bound to the model (provider options such as
-  prompt-cache markers). A middleware that narrows the planner's `tools`
+  prompt, `@dynamic_prompt` included, replaces the app's part only), the messages (the
+  run's transcript, as `create_agent`'s: the user's messages, each round's `AIMessage`
+  with `tool_calls`, their `ToolMessage`s; for the `response_format` call, its own
+  request), the tools (the planner's: the loop's tools, in every `plan_mode`; the
+  answer's: none), the loop's state with `agentloop_model_call` set to `"plan"`,
+  `"answer"` or `"structured_response"`, and the node's `Runtime`. The handler runs the
+  loop's own call with its retries and `ModelOptions` fallbacks, on the request's model,
+  system message and messages, with its `model_settings` bound to the model (provider
+  options such as prompt-cache markers). A middleware that narrows the planner's `tools`
   (`LLMToolSelectorMiddleware`) offers the planner only those: bound in
   `plan_mode="native"`, listed in the prompt's tool list otherwise; a plan that names no
   offered tool is asked again with the normal unknown-tool feedback. A changed
-  `tool_choice` is not applied. A reply the middleware makes itself (without the handler)
-  is read like one from the model; a `Command` it returns fails the call (the loop's
-  state is its own).
+  `tool_choice` is not applied. A reply the middleware makes itself (without the
+  handler) is read like one from the model; a `Command` it returns fails the call (the
+  loop's state is its own). The handler renders the planner's and the answer's prompts
+  from the run's records with what the middleware changed in the transcript
+  (`agentloop.transcript.edited_round_state`): a `ToolMessage`'s new content stands for
+  the call's result, a call's new arguments for its arguments, so a result
+  `ContextEditingMiddleware` cleared shows as its placeholder; messages added after the
+  transcript follow the prompt. Without such changes the prompt is sent as built.
 - `wrap_tool_call` / `awrap_tool_call` wrap every governed call, after its arguments
   are validated and inside the side-effect ledger's guard (so a call the ledger has
   settled never reaches them, and whatever they do counts as the call's one outcome),

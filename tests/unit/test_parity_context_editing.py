@@ -206,3 +206,24 @@ async def test_a_middleware_sees_the_transcript_and_its_edits_reach_the_planner(
     assert _answerer_saw(answerer.requests[-1]) == [result for _, _, result in theirs]
     agent_shapes, loop_shapes = shapes[: model.request_count], shapes[model.request_count :]
     assert loop_shapes[: len(agent_shapes)] == agent_shapes  # the same transcript, call by call
+
+
+async def test_a_message_a_middleware_adds_after_the_transcript_follows_the_prompt(
+    run_loop: Any, plan_mode: str
+) -> None:
+    class Remind(AgentMiddleware):  # type: ignore[type-arg]
+        """Adds a reminder after the conversation."""
+
+        def _added(self, request: ModelRequest) -> ModelRequest:
+            return request.override(messages=[*request.messages, HumanMessage("Be brief.")])
+
+        def wrap_model_call(self, request: ModelRequest, handler: Any) -> ModelResponse:
+            return handler(self._added(request))  # type: ignore[no-any-return]
+
+        async def awrap_model_call(self, request: ModelRequest, handler: Any) -> ModelResponse:
+            return await handler(self._added(request))  # type: ignore[no-any-return]
+
+    model, _, planner, answerer, _ = await _both(run_loop, plan_mode, lambda: [Remind()])
+    requests = [*model.requests, *planner.requests, *answerer.requests]
+    assert {request[-1].text for request in requests} == {"Be brief."}
+    assert "<rounds>" in str(planner.requests[-1][1].content)  # after the loop's own prompt
