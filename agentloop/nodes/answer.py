@@ -397,7 +397,7 @@ class _Answer:
             if adopted is not None:
                 return self._update(state, call, adopted)
         try:
-            render = self._render(state, call)
+            render = self._render(state, call) if self.parts.middleware is not None else None
             answer = yield from call_answerer(self.parts, state, runtime, call.arguments, render)
         except ModelBehaviorError as error:
             return self._update(state, call, None, error)

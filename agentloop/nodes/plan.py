@@ -412,14 +412,11 @@ class _Plan:
             if hooks.changed(_PROMPT_KEYS):  # built from the state as the hooks left it
                 prompt = self._prompt(hooks.state, attempts.scope)
                 attempts.messages = [*prompt, *attempts.messages[2:]]
+            wrapped = self.parts.middleware is not None
+            render = self._render(hooks.state, attempts) if wrapped else None
             try:
                 read = yield from call_planner(
-                    self.parts,
-                    hooks.state,
-                    runtime,
-                    attempts.messages,
-                    attempt,
-                    self._render(hooks.state, attempts),
+                    self.parts, hooks.state, runtime, attempts.messages, attempt, render
                 )
             except ModelBehaviorError as error:
                 return hooks.merged(self._finish(state, attempts, None, error))
