@@ -8,19 +8,26 @@
   every `response_format` call. The `ModelRequest` carries the model, the system message
   (the app's `system_prompt`, or None, as under `create_agent`: the loop's planner and
   answer rules are added to what the handler sends, so a middleware that sets the system
-  prompt, `@dynamic_prompt` included, replaces the app's part only), the messages, the
-  tools (the planner's: the loop's tools, in every `plan_mode`; the answer's: none), the
-  loop's state with `agentloop_model_call` set to `"plan"`, `"answer"` or
-  `"structured_response"`, and the node's `Runtime`. The handler runs the loop's own call
-  with its retries and `ModelOptions` fallbacks, on the request's model, system message
-  and messages, with its `model_settings` bound to the model (provider options such as
-  prompt-cache markers). A middleware that narrows the planner's `tools`
+  prompt, `@dynamic_prompt` included, replaces the app's part only), the messages (the
+  run's transcript, as `create_agent`'s: the user's messages, each round's `AIMessage`
+  with `tool_calls`, their `ToolMessage`s; for the `response_format` call, its own
+  request), the tools (the planner's: the loop's tools, in every `plan_mode`; the
+  answer's: none), the loop's state with `agentloop_model_call` set to `"plan"`,
+  `"answer"` or `"structured_response"`, and the node's `Runtime`. The handler runs the
+  loop's own call with its retries and `ModelOptions` fallbacks, on the request's model,
+  system message and messages, with its `model_settings` bound to the model (provider
+  options such as prompt-cache markers). A middleware that narrows the planner's `tools`
   (`LLMToolSelectorMiddleware`) offers the planner only those: bound in
   `plan_mode="native"`, listed in the prompt's tool list otherwise; a plan that names no
   offered tool is asked again with the normal unknown-tool feedback. A changed
-  `tool_choice` is not applied. A reply the middleware makes itself (without the handler)
-  is read like one from the model; a `Command` it returns fails the call (the loop's
-  state is its own).
+  `tool_choice` is not applied. A reply the middleware makes itself (without the
+  handler) is read like one from the model; a `Command` it returns fails the call (the
+  loop's state is its own). The handler renders the planner's and the answer's prompts
+  from the run's records with what the middleware changed in the transcript
+  (`agentloop.transcript.edited_round_state`): a `ToolMessage`'s new content stands for
+  the call's result, a call's new arguments for its arguments, so a result
+  `ContextEditingMiddleware` cleared shows as its placeholder; messages added after the
+  transcript follow the prompt. Without such changes the prompt is sent as built.
 - `wrap_tool_call` / `awrap_tool_call` wrap every governed call, after its arguments
   are validated and inside the side-effect ledger's guard (so a call the ledger has
   settled never reaches them, and whatever they do counts as the call's one outcome),
@@ -122,7 +129,7 @@ from agentloop.tools.injected import command_outcome, tool_runtime
 from agentloop.tools.interceptors import Interceptor, Proceed, ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
 
-__all__ = ["MODEL_CALL_KEY", "LoopMiddleware", "ModelCall", "ToolCallFailed"]
+__all__ = ["MODEL_CALL_KEY", "LoopMiddleware", "ModelCall", "Render", "ToolCallFailed"]
 
 T = TypeVar("T")
 H = TypeVar("H", bound=Callable[..., Any])
@@ -132,6 +139,14 @@ ModelCall = Literal["plan", "answer", "structured_response"]
 MODEL_CALL_KEY = "agentloop_model_call"
 """The key of the `ModelRequest.state` that says which call it is: `"plan"`, `"answer"`, or
 `"structured_response"` (the `response_format` call that follows the answer)."""
+
+
+Render = Callable[[Sequence[BaseMessage]], list[BaseMessage] | None]
+"""The prompt of a model call for the transcript a middleware passed on (None: unchanged)."""
+
+
+def _without_system(messages: list[BaseMessage]) -> list[BaseMessage]:
+    return messages[1:] if messages and isinstance(messages[0], SystemMessage) else messages
 
 
 def _overrides(middleware: AgentMiddleware[Any, Any, Any], hook: str) -> bool:
@@ -216,29 +231,35 @@ class LoopMiddleware:
         state: Mapping[str, Any],
         runtime: Runtime[Any],
         tools: Sequence[Any],
-    ) -> tuple[ModelRequest[Any], SystemMessage | None]:
-        """The request middleware sees, and the loop's rules its handler adds back."""
+        transcript: Sequence[BaseMessage] | None,
+    ) -> tuple[ModelRequest[Any], SystemMessage | None, list[BaseMessage]]:
+        """The request middleware sees, the loop's rules its handler adds back, the prompt.
+
+        The request's `messages` are the transcript when there is one, else the prompt
+        without its system message (which is the prompt returned).
+        """
         system, rules, rest = None, None, list(messages)
         if rest and isinstance(rest[0], SystemMessage):
             system, rules = self.instructions, loop_rules(rest[0], self.instructions)
             rest = rest[1:]
         request = ModelRequest(
             model=model,
-            messages=rest,  # type: ignore[arg-type]
+            messages=rest if transcript is None else list(transcript),  # type: ignore[arg-type]
             system_message=system,
             tools=list(tools),
             state={**state, MODEL_CALL_KEY: which},  # type: ignore[arg-type]
             runtime=runtime,
         )
-        return request, rules
+        return request, rules, rest
 
     @staticmethod
-    def _sent(request: ModelRequest[Any], rules: SystemMessage | None) -> list[BaseMessage]:
-        """What the handler sends: the request's system message, then the loop's rules."""
+    def _sent(
+        system: SystemMessage | None, rules: SystemMessage | None, body: list[BaseMessage]
+    ) -> list[BaseMessage]:
+        """What the handler sends: the request's system message, the loop's rules, the body."""
         if rules is not None:
-            return with_app_instructions([rules, *request.messages], request.system_message)
-        system = [request.system_message] if request.system_message is not None else []
-        return [*system, *request.messages]
+            return with_app_instructions([rules, *body], system)
+        return [system, *body] if system is not None else list(body)
 
     def call_model(
         self,
@@ -252,6 +273,8 @@ class LoopMiddleware:
         state: Mapping[str, Any],
         runtime: Runtime[Any],
         tools: Sequence[Any] = (),
+        transcript: Sequence[BaseMessage] | None = None,
+        render: Render | None = None,
     ) -> Core[T]:
         """Make a model call through every `wrap_model_call` (or `awrap_model_call`).
 
@@ -268,18 +291,38 @@ class LoopMiddleware:
             state: The loop's state.
             runtime: The node's runtime.
             tools: The tools the request offers (the loop's tools, for the planner).
+            transcript: The run's transcript (`state["messages"]`), which the request's
+                `messages` carry in place of the prompt, as `create_agent`'s carry its
+                conversation (None: they carry the prompt).
+            render: With a transcript: the prompt (system message first) for the
+                transcript as the middleware passed it on, or None when their edits
+                change nothing the prompt shows (`messages` is sent). Messages a
+                middleware added after the transcript follow the prompt.
         """
         produced: dict[int, T] = {}
 
+        def body(request: ModelRequest[Any]) -> list[BaseMessage]:
+            given: list[BaseMessage] = list(request.messages)
+            if shown is None:
+                return given
+            if request.messages is shown:  # no middleware replaced the messages
+                return prompt
+            rendered = render(given[: len(shown)]) if render is not None else None
+            kept = prompt if rendered is None else _without_system(rendered)
+            return [*kept, *given[len(shown) :]]
+
         def innermost(request: ModelRequest[Any]) -> Core[ModelResponse[Any]]:
-            sent = self._sent(request, rules)
+            sent = self._sent(request.system_message, rules, body(request))
             options = dict(request.model_settings)
             result = yield from call(request.model, sent, options, list(request.tools))
             reply = reply_of(result)
             produced[id(reply)] = result
             return ModelResponse(result=[reply])
 
-        request, rules = self._request(which, models[0], messages, state, runtime, tools)
+        request, rules, prompt = self._request(
+            which, models[0], messages, state, runtime, tools, transcript
+        )
+        shown = request.messages if transcript is not None else None
         try:
             reply = _reply((yield from self._wrapped(request, innermost)))
         except Exception as error:

@@ -17,6 +17,7 @@ from agentloop.errors import ModelBehaviorError
 from agentloop.events import AnswerCompleted, AnswerStarted
 from agentloop.hooks import HookRun, waiting_reply
 from agentloop.messages import conversation_turns, message_text
+from agentloop.middleware import Render
 from agentloop.model_calls import Answer
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.answer_call import call_answerer
@@ -35,6 +36,7 @@ from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
 from agentloop.structured import StructuredResult, Wrapped
 from agentloop.system_prompt import with_app_instructions
+from agentloop.transcript import edited_round_state
 from agentloop.updates import AnswerUpdate
 from agentloop.usage import message_usage, sum_usage, usage_entry, wasted_usage
 
@@ -395,10 +397,30 @@ class _Answer:
             if adopted is not None:
                 return self._update(state, call, adopted)
         try:
-            answer = yield from call_answerer(self.parts, state, runtime, call.arguments)
+            render = self._render(state, call) if self.parts.middleware is not None else None
+            answer = yield from call_answerer(self.parts, state, runtime, call.arguments, render)
         except ModelBehaviorError as error:
             return self._update(state, call, None, error)
         return self._update(state, call, answer)
+
+    def _render(self, state: LoopState, call: _AnswerCall) -> Render:
+        """The answer's request for the transcript as a `wrap_model_call` middleware left it.
+
+        Rendered from the round records with the middleware's edits of their
+        `ToolMessage`s and calls (`edited_round_state`: a result
+        `ContextEditingMiddleware` cleared shows as its placeholder); None when the edits
+        touch no record, and the request is sent as it was built.
+        """
+        before = state.get("messages") or []
+        round_state = state.get("round_state") or empty_round_state()
+
+        def render(after: Sequence[BaseMessage]) -> list[BaseMessage] | None:
+            edited = edited_round_state(round_state, before, after)
+            if edited is None:
+                return None
+            return answer_prompt(self.parts, {**state, "round_state": edited}, call.scope).messages
+
+        return render
 
     def _structured(self, update: AnswerUpdate, result: StructuredResult) -> AnswerUpdate:
         """The answer's update with the typed result, or the status that says it failed."""

@@ -11,6 +11,7 @@ from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
 from agentloop._effects import Core
+from agentloop.middleware import Render
 from agentloop.model_calls import Answer, invoke_answer
 from agentloop.nodes.parts import LoopParts
 from agentloop.state import LoopState
@@ -37,7 +38,11 @@ def _answer_of(message: AIMessage, model: BaseChatModel) -> Answer:
 
 
 def call_answerer(
-    parts: LoopParts, state: LoopState, runtime: Runtime[Any], arguments: Sequence[Any]
+    parts: LoopParts,
+    state: LoopState,
+    runtime: Runtime[Any],
+    arguments: Sequence[Any],
+    render: Render | None = None,
 ) -> Core[Answer]:
     """Ask the answer model (then its fallbacks), through any `wrap_model_call` middleware.
 
@@ -46,6 +51,9 @@ def call_answerer(
         state: The loop's state.
         runtime: The answer node's runtime.
         arguments: `invoke_answer`'s arguments (models and messages first).
+        render: The request for the transcript as a `wrap_model_call` middleware passed
+            it on (None when its edits change nothing the request shows): middleware
+            sees the transcript in `ModelRequest.messages`, as under `create_agent`.
 
     Raises:
         ModelBehaviorError: Every model failed (or a middleware did).
@@ -65,6 +73,15 @@ def call_answerer(
 
     return (
         yield from middleware.call_model(
-            "answer", models, messages, call, _reply_of, _answer_of, state=state, runtime=runtime
+            "answer",
+            models,
+            messages,
+            call,
+            _reply_of,
+            _answer_of,
+            state=state,
+            runtime=runtime,
+            transcript=state.get("messages") or [],
+            render=render,
         )
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, cast
@@ -24,6 +24,7 @@ from agentloop.errors import ModelBehaviorError, model_error_message
 from agentloop.events import PlanDecided, PlanReasked, RoundStarted
 from agentloop.hooks import HookRun, waiting_reply
 from agentloop.messages import conversation_turns, message_text
+from agentloop.middleware import Render
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.answer import answer_prompt
@@ -47,7 +48,7 @@ from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, PlanDecision, empty_round_state, run_limit
 from agentloop.system_prompt import with_app_instructions
 from agentloop.tools.call_id import round_label
-from agentloop.transcript import plan_message_id, planned_message
+from agentloop.transcript import edited_round_state, plan_message_id, planned_message
 from agentloop.updates import PlanUpdate
 from agentloop.usage import sum_usage, usage_entry, wasted_usage
 
@@ -188,6 +189,26 @@ class _Plan:
             history_lines=self.parts.history_lines,
         )
         return with_app_instructions(messages, self.parts.system_prompt)
+
+    def _render(self, state: LoopState, attempts: _Attempts) -> Render:
+        """The planner's request for the transcript as a `wrap_model_call` middleware left it.
+
+        The prompt is rendered from the round records with the middleware's edits of
+        their `ToolMessage`s and calls (`edited_round_state`: a result
+        `ContextEditingMiddleware` cleared shows as its placeholder); None when the edits
+        touch no record, and the request is sent as it was built.
+        """
+        before = state.get("messages") or []
+        round_state = state.get("round_state") or empty_round_state()
+
+        def render(after: Sequence[BaseMessage]) -> list[BaseMessage] | None:
+            edited = edited_round_state(round_state, before, after)
+            if edited is None:
+                return None
+            prompt = self._prompt({**state, "round_state": edited}, attempts.scope)
+            return [*prompt, *attempts.messages[2:]]  # and the re-ask, if any
+
+        return render
 
     def _request(
         self, state: LoopState, runtime: Runtime[LoopContext], *, asynchronous: bool
@@ -391,9 +412,11 @@ class _Plan:
             if hooks.changed(_PROMPT_KEYS):  # built from the state as the hooks left it
                 prompt = self._prompt(hooks.state, attempts.scope)
                 attempts.messages = [*prompt, *attempts.messages[2:]]
+            wrapped = self.parts.middleware is not None
+            render = self._render(hooks.state, attempts) if wrapped else None
             try:
                 read = yield from call_planner(
-                    self.parts, hooks.state, runtime, attempts.messages, attempt
+                    self.parts, hooks.state, runtime, attempts.messages, attempt, render
                 )
             except ModelBehaviorError as error:
                 return hooks.merged(self._finish(state, attempts, None, error))

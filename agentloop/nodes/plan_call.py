@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from agentloop._effects import Core
+from agentloop.middleware import Render
 from agentloop.model_calls import run_with_retries
 from agentloop.nodes.parts import LoopParts
 from agentloop.planning.reader import PlanRead
@@ -34,6 +35,7 @@ def call_planner(
     runtime: Runtime[Any],
     messages: list[BaseMessage],
     attempt: Attempt,
+    render: Render | None = None,
 ) -> Core[PlanRead]:
     """Ask the planner (then its fallbacks), through any `wrap_model_call` middleware.
 
@@ -43,6 +45,9 @@ def call_planner(
         runtime: The plan node's runtime.
         messages: The planner's request.
         attempt: One streamed call of a model with a request, model settings and tools.
+        render: The request for the transcript as a `wrap_model_call` middleware passed
+            it on (None when its edits change nothing the request shows): middleware
+            sees the transcript in `ModelRequest.messages`, as under `create_agent`.
 
     Raises:
         ModelBehaviorError: Every model failed (or a middleware did).
@@ -80,6 +85,8 @@ def call_planner(
             state=state,
             runtime=runtime,
             tools=_request_tools(parts, plan_mode),
+            transcript=state.get("messages") or [],
+            render=render,
         )
     )
 
