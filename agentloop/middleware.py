@@ -27,9 +27,11 @@
   between the mandatory interceptors and the optional ones (the cache and rate limiter
   included). The `ToolCallRequest` has the call as a `ToolCall`, the tool, the loop's
   state and a `ToolRuntime`. The handler returns the result as a `ToolMessage`, or raises
-  `ToolCallFailed` when the call failed (after the loop's own retries), as a tool's error
-  propagates in `create_agent`; so `ToolRetryMiddleware` retries it, and one that reaches
-  the loop becomes the call's record. A `ToolRetryMiddleware` replaces the loop's own
+  when the call failed (after the loop's own retries): the tool's own exception, as a
+  tool's error propagates in `create_agent`, or `ToolCallFailed` for a failure of the
+  loop's making (a timeout, a refusal); so `ToolRetryMiddleware(retry_on=...)` and
+  `ToolErrorMiddleware` see what they see there, and one that reaches the loop becomes
+  the call's record. A `ToolRetryMiddleware` replaces the loop's own
   retry (`ToolPolicy.retry`) for the tools it retries, so retries never stack, and the
   record's `attempts` counts every execution the handler made. A `ToolMessage` returned
   without calling the handler becomes the call's record (failed when its status is
@@ -97,6 +99,7 @@ from langchain.agents.middleware import (
     AgentMiddleware,
     ModelRequest,
     ModelResponse,
+    ProviderToolSearchMiddleware,
     ToolRetryMiddleware,
 )
 from langchain.agents.middleware.types import ExtendedModelResponse
@@ -274,7 +277,13 @@ class LoopMiddleware:
         def innermost(request: ModelRequest[Any]) -> Core[ModelResponse[Any]]:
             sent = self._sent(request, rules)
             options = dict(request.model_settings)
-            result = yield from call(request.model, sent, options, list(request.tools))
+            try:
+                result = yield from call(request.model, sent, options, list(request.tools))
+            except ModelBehaviorError as error:  # the model's own error, as create_agent's
+                cause = error.__cause__
+                if isinstance(cause, Exception) and not isinstance(cause, GraphBubbleUp):
+                    raise cause from None
+                raise
             reply = reply_of(result)
             produced[id(reply)] = result
             return ModelResponse(result=[reply])
@@ -299,15 +308,31 @@ class LoopMiddleware:
         # at the centre: the innermost core, driven with blocking calls or awaited
         centre: Handler = lambda inner: drive(innermost(inner))  # noqa: E731
         acentre: AsyncHandler = lambda inner: adrive(innermost(inner))  # noqa: E731
+        wrapping = self._wrapping(request)
         return Effect(
-            lambda: self._chain(centre, self._model_layer)(request),
-            lambda: self._chain(acentre, self._amodel_layer)(request),
+            lambda: self._chain(wrapping, centre, self._model_layer)(request),
+            lambda: self._chain(wrapping, acentre, self._amodel_layer)(request),
         )
 
-    def _chain(self, centre: H, layer: Callable[[AgentMiddleware[Any, Any, Any], H], H]) -> H:
-        """`centre` wrapped in every model middleware's layer, the first one outermost."""
+    def _wrapping(self, request: ModelRequest[Any]) -> list[AgentMiddleware[Any, Any, Any]]:
+        """The model middleware of a request: all, but tool search only where tools are.
+
+        The answer model is offered no tools, so `ProviderToolSearchMiddleware` has none
+        to defer there (and would refuse the call, its `searchable_tools` being unbound).
+        """
+        if request.tools:
+            return self.models
+        return [m for m in self.models if not isinstance(m, ProviderToolSearchMiddleware)]
+
+    @staticmethod
+    def _chain(
+        wrapping: Sequence[AgentMiddleware[Any, Any, Any]],
+        centre: H,
+        layer: Callable[[AgentMiddleware[Any, Any, Any], H], H],
+    ) -> H:
+        """`centre` wrapped in each middleware's layer, the first one outermost."""
         handler = centre
-        for middleware in reversed(self.models):
+        for middleware in reversed(wrapping):
             handler = layer(middleware, handler)
         return handler
 
@@ -381,12 +406,17 @@ class LoopMiddleware:
                 runtime=runtime,
             )
             outcomes: dict[int, ToolOutcome] = {}
+            failures: dict[int, ToolOutcome] = {}
             attempts: list[int] = []
 
             async def innermost(inner: ToolCallRequest) -> ToolMessage | Command[Any]:
                 outcome = await proceed(call.override(arguments=dict(inner.tool_call["args"])))
                 attempts.append(outcome.attempts)
                 if not outcome.success:
+                    error = outcome.exception
+                    if isinstance(error, Exception):  # the tool's own, as create_agent's
+                        failures[id(error)] = outcome
+                        raise error
                     raise ToolCallFailed(outcome)
                 message: ToolMessage | Command[Any] = _as_message(outcome, call)
                 if outcome.state_update:  # the tool's Command, as the handler returns it
@@ -403,6 +433,10 @@ class LoopMiddleware:
                 result = await handler(request)
             except ToolCallFailed as failed:
                 outcome = failed.outcome
+            except Exception as error:
+                if id(error) not in failures:
+                    raise
+                outcome = failures[id(error)]
             else:
                 outcome = outcomes.get(id(result)) or _outcome_of(result, call, state_keys)
             # every execution counts, however many times a middleware called the handler
