@@ -99,6 +99,7 @@ from langchain.agents.middleware import (
     AgentMiddleware,
     ModelRequest,
     ModelResponse,
+    ModelRetryMiddleware,
     ProviderToolSearchMiddleware,
     ToolRetryMiddleware,
 )
@@ -201,6 +202,8 @@ class LoopMiddleware:
         self.models = [m for m in middleware if self._wraps(m, "wrap_model_call")]
         self.tool_calls = [m for m in middleware if self._wraps(m, "wrap_tool_call")]
         self.tool_retries = [m for m in middleware if isinstance(m, ToolRetryMiddleware)]
+        self.retries_models = any(isinstance(m, ModelRetryMiddleware) for m in middleware)
+        """A `ModelRetryMiddleware` retries model calls: the loop's own retry is then off."""
         self.tools: list[BaseTool] = [
             tool for m in middleware for tool in getattr(m, "tools", None) or ()
         ]

@@ -260,9 +260,9 @@ async def test_model_fallback_takes_over_each_failed_call(run_loop: Any, plan_mo
     assert tool_calls(ours["messages"]) == tool_calls(theirs["messages"]) == [WEATHER]
 
 
-def _retrying() -> ModelRetryMiddleware:
+def _retrying(*retry_on: type[Exception]) -> ModelRetryMiddleware:
     return ModelRetryMiddleware(
-        max_retries=1, retry_on=(ValueError,), initial_delay=0, jitter=False
+        max_retries=1, retry_on=retry_on or (Exception,), initial_delay=0, jitter=False
     )
 
 
@@ -270,32 +270,38 @@ async def test_model_retry_retries_each_call_once(run_loop: Any, plan_mode: str)
     flaky = ScriptedChatModel(
         [ValueError("blip"), *tool_call_turns([[WEATHER]]), ValueError("blip"), "Done."]
     )
-    agent = agent_of([weather], [], [_retrying()], model=flaky)
+    agent = agent_of([weather], [], [_retrying(ValueError)], model=flaky)
     theirs = await run_loop(agent.graph, ask("Weather in Paris?"), thread("a"))
     assert flaky.request_count == 4
 
     plans = _plans([[WEATHER]])
     flaky = ScriptedChatModel([ValueError("blip"), plans[0], ValueError("blip"), plans[1]])
-    loop = loop_of([weather], [], [_retrying()], plan_mode=plan_mode, planner=flaky)
+    loop = loop_of([weather], [], [_retrying(ValueError)], plan_mode=plan_mode, planner=flaky)
     ours = await run_loop(loop.graph, ask("Weather in Paris?"), thread("b"))
     assert ours["status"] == "ok" and ours["answer"] == "Done."
     assert flaky.request_count == 4  # retry_on matched the model's own ValueError
     assert kinds(ours["messages"]) == kinds(theirs["messages"])
 
 
-async def test_model_retry_gives_up_with_its_message(run_loop: Any) -> None:
-    down = ScriptedChatModel([ValueError("down")], repeat_last=True)
+async def test_model_retry_replaces_the_loops_own_retry(run_loop: Any, plan_mode: str) -> None:
+    down = ScriptedChatModel([ConnectionError("reset")], repeat_last=True)
     agent = agent_of([weather], [], [_retrying()], model=down)
     theirs = await run_loop(agent.graph, ask("Weather in Paris?"), thread("a"))
     message = theirs["messages"][-1].content
-    assert message == "Model call failed after 2 attempts with ValueError: down"
-
-    down = ScriptedChatModel([ValueError("down")], repeat_last=True)
-    loop = loop_of([weather], [], [_retrying()], plan_mode="native", planner=down)
-    ours = await run_loop(loop.graph, ask("Weather in Paris?"), thread("b"))
+    assert message == "Model call failed after 2 attempts with ConnectionError: reset"
     assert down.request_count == 2
-    assert ours["status"] == "ok" and ours["answer"] == message
-    assert kinds(ours["messages"]) == kinds(theirs["messages"]) == ["Human", "AI"]
+
+    down = ScriptedChatModel([ConnectionError("reset")], repeat_last=True)
+    loop = loop_of([weather], [], [_retrying()], plan_mode=plan_mode, planner=down)
+    ours = await run_loop(loop.graph, ask("Weather in Paris?"), thread("b"))
+    if plan_mode == "native":  # its message is the planner's reply: the answer
+        assert down.request_count == 2  # a transient error, not retried by the loop too
+        assert ours["status"] == "ok" and ours["answer"] == message
+        assert kinds(ours["messages"]) == kinds(theirs["messages"]) == ["Human", "AI"]
+    else:  # its message is not a plan: asked again (plan_reasks=2), then planner_failed
+        assert down.request_count == 2 * 3
+        assert ours["status"] == "planner_failed"
+        assert loop.answerer.request_count == 0
 
 
 # -- ModelRouterMiddleware: every model call goes to the chosen model ---------------------
