@@ -17,6 +17,7 @@ from langchain.agents.middleware import (
     AutoModeMiddleware,
     FilesystemFileSearchMiddleware,
     LLMToolEmulator,
+    ModelCallLimitMiddleware,
     ModelChoice,
     ModelFallbackMiddleware,
     ModelRetryMiddleware,
@@ -302,6 +303,32 @@ async def test_model_retry_replaces_the_loops_own_retry(run_loop: Any, plan_mode
         assert down.request_count == 2 * 3
         assert ours["status"] == "planner_failed"
         assert loop.answerer.request_count == 0
+
+
+# -- ModelCallLimitMiddleware: the loop asks one model call more --------------------------
+
+
+async def test_model_call_limit_counts_the_loops_answer_call(run_loop: Any, plan_mode: str) -> None:
+    agent = agent_of([weather], [[WEATHER]], [ModelCallLimitMiddleware(run_limit=2)])
+    theirs = await run_loop(agent.graph, ask("Weather in Paris?"), thread("a"))
+    assert agent.model.request_count == 2 and theirs["messages"][-1].content == "Done."
+
+    # the same limit: two planner calls, and the answer call is over it
+    limited = [ModelCallLimitMiddleware(run_limit=2)]
+    loop = loop_of([weather], [[WEATHER]], limited, plan_mode=plan_mode)
+    ours = await run_loop(loop.graph, ask("Weather in Paris?"), thread("b"))
+    assert (loop.planner.request_count, loop.answerer.request_count) == (2, 0)
+    assert ours["status"] == "ended"
+    assert ours["answer"] == "Model call limits exceeded: run limit (2/2)"
+    assert tool_calls(ours["messages"]) == tool_calls(theirs["messages"]) == [WEATHER]
+
+    # one more: the same answer
+    loop = loop_of(
+        [weather], [[WEATHER]], [ModelCallLimitMiddleware(run_limit=3)], plan_mode=plan_mode
+    )
+    ours = await run_loop(loop.graph, ask("Weather in Paris?"), thread("c"))
+    assert ours["status"] == "ok" and ours["answer"] == "Done."
+    assert kinds(ours["messages"]) == kinds(theirs["messages"])
 
 
 # -- ModelRouterMiddleware: every model call goes to the chosen model ---------------------
