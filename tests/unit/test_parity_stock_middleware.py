@@ -60,6 +60,13 @@ def parse_date(text: str) -> str:
     raise ValueError(msg)
 
 
+@tool
+def fetch(url: str) -> str:
+    """Fetch a page."""
+    msg = f"{url} is down"
+    raise RuntimeError(msg)
+
+
 WEATHER: Call = ("weather", {"city": "Paris"})
 EMAIL: Call = ("send_email", {"to": "ann@example.test", "body": "Lunch?"})
 
@@ -118,6 +125,21 @@ async def test_todo_list_writes_todos_and_adds_its_prompt(run_loop: Any, plan_mo
     assert "`write_todos`" in prompt  # the middleware's part of the system prompt
     for request in loop.planner.requests:  # the app's part, then the loop's rules
         assert _system(request).startswith(prompt)
+
+
+async def test_todo_list_refuses_parallel_writes(run_loop: Any, plan_mode: str) -> None:
+    rounds = [[("write_todos", {"todos": TODOS}), ("write_todos", {"todos": TODOS})]]
+    agent = agent_of([weather], rounds, [TodoListMiddleware()])
+    theirs = await run_loop(agent.graph, ask("Plan it."), thread("a"))
+
+    loop = loop_of([weather], rounds, [TodoListMiddleware()], plan_mode=plan_mode)
+    ours = await run_loop(loop.graph, ask("Plan it."), thread("b"))
+    assert ours["status"] == "ok"
+    assert "todos" not in ours and "todos" not in theirs  # neither call ran
+    assert kinds(ours["messages"]) == kinds(theirs["messages"])
+    assert tool_outcomes(ours["messages"]) == tool_outcomes(theirs["messages"])
+    assert [status for _, status, _ in tool_outcomes(ours["messages"])] == ["error", "error"]
+    assert [r["error_type"] for r in ours["tool_logs"]] == ["refused", "refused"]
 
 
 # -- LLMToolEmulator: the emulating model answers for the tool ----------------------------
@@ -206,6 +228,21 @@ async def test_tool_error_middleware_sees_the_tools_own_exception(
     assert "ValueError in parse_date: fix the input" in record["error"]
     # the planner's next request quotes the middleware's message, as the model's does
     assert "ValueError in parse_date: fix the input" in loop.planner.requests[1][-1].text
+
+
+async def test_an_exception_tool_error_middleware_lets_through_fails_the_call(
+    run_loop: Any, plan_mode: str
+) -> None:
+    rounds = [[("fetch", {"url": "https://example.test"})]]
+    agent = agent_of([fetch], rounds, [ToolErrorMiddleware(_on_error)])
+    with pytest.raises(RuntimeError, match="is down"):  # create_agent's run raises it
+        await run_loop(agent.graph, ask("Fetch it."), thread("a"))
+
+    loop = loop_of([fetch], rounds, [ToolErrorMiddleware(_on_error)], plan_mode=plan_mode)
+    ours = await run_loop(loop.graph, ask("Fetch it."), thread("b"))
+    assert ours["status"] == "ok"  # the loop's run goes on: the call's record failed
+    [record] = ours["tool_logs"]
+    assert not record["success"] and "https://example.test is down" in record["error"]
 
 
 # -- AutoModeMiddleware: a decision model blocks a risky call -----------------------------
