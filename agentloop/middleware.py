@@ -12,11 +12,15 @@
   tools (the planner's: the loop's tools, in every `plan_mode`; the answer's: none), the
   loop's state with `agentloop_model_call` set to `"plan"`, `"answer"` or
   `"structured_response"`, and the node's `Runtime`. The handler runs the loop's own call
-  with its retries and `ModelOptions` fallbacks, on the request's model, system message
-  and messages, with its `model_settings` bound to the model (provider options such as
-  prompt-cache markers). A middleware that narrows the planner's `tools`
-  (`LLMToolSelectorMiddleware`) offers the planner only those: bound in
-  `plan_mode="native"`, listed in the prompt's tool list otherwise; a plan that names no
+  with its retries (none when a `ModelRetryMiddleware` retries instead) and
+  `ModelOptions` fallbacks, on the request's model, system message and messages, with
+  its `model_settings` bound to the model (provider options such as prompt-cache
+  markers), and raises the model's own exception when it failed. A middleware that
+  adds a provider's tools or marks tools `defer_loading` (`ProviderToolSearchMiddleware`)
+  has them bound to a native planner; it does not wrap the answer call (no tools). A
+  middleware that narrows the planner's `tools` (`LLMToolSelectorMiddleware`) offers
+  the planner only those: bound in `plan_mode="native"`, listed in the prompt's tool
+  list otherwise; a plan that names no
   offered tool is asked again with the normal unknown-tool feedback. A changed
   `tool_choice` is not applied. A reply the middleware makes itself (without the handler)
   is read like one from the model; a `Command` it returns fails the call (the loop's
