@@ -20,11 +20,10 @@
   has them bound to a native planner; it does not wrap the answer call (no tools). A
   middleware that narrows the planner's `tools` (`LLMToolSelectorMiddleware`) offers
   the planner only those: bound in `plan_mode="native"`, listed in the prompt's tool
-  list otherwise; a plan that names no
-  offered tool is asked again with the normal unknown-tool feedback. A changed
-  `tool_choice` is not applied. A reply the middleware makes itself (without the handler)
-  is read like one from the model; a `Command` it returns fails the call (the loop's
-  state is its own).
+  list otherwise; a plan that names no offered tool is asked again with the normal
+  unknown-tool feedback. A changed `tool_choice` is not applied. A reply the middleware
+  makes itself (without the handler) is read like one from the model; a `Command` it
+  returns fails the call (the loop's state is its own).
 - `wrap_tool_call` / `awrap_tool_call` wrap every governed call, after its arguments
   are validated and inside the side-effect ledger's guard (so a call the ledger has
   settled never reaches them, and whatever they do counts as the call's one outcome),
