@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -264,7 +265,7 @@ def create_tool_loop(
             models=ModelProvider(model, models.answer_model, models.fallbacks),
             tools=catalog,
             runner=runner,
-            model_retry=ModelRetryPolicy.of(models.retry),
+            model_retry=_model_retry(ModelRetryPolicy.of(models.retry), wrappers),
             model_limits=models.limits,
             prices=models.prices,
             ledger=governance.ledger,
@@ -461,6 +462,16 @@ def _command_keys(builder: StateGraph[Any, Any, Any, Any]) -> frozenset[str]:
 def _returns_directly(tools: Sequence[Any], wrappers: LoopMiddleware) -> bool:
     """Whether a tool of the loop is `return_direct` (a round of its calls ends the run)."""
     return any(getattr(tool, "return_direct", False) for tool in [*tools, *wrappers.tools])
+
+
+def _model_retry(policy: ModelRetryPolicy, wrappers: LoopMiddleware) -> ModelRetryPolicy:
+    """The loop's retry of failed model calls: one attempt when the app's middleware retries.
+
+    A `ModelRetryMiddleware` replaces the loop's own retry (`ModelOptions(retry=...)`), so
+    a failing call is retried once, by the middleware, as in `create_agent` (the retries
+    of a reply cut by its length, or repeating itself, stay the loop's).
+    """
+    return replace(policy, max_attempts=1) if wrappers.retries_models else policy
 
 
 def _tool_wrapper(

@@ -14,29 +14,35 @@
   request), the tools (the planner's: the loop's tools, in every `plan_mode`; the
   answer's: none), the loop's state with `agentloop_model_call` set to `"plan"`,
   `"answer"` or `"structured_response"`, and the node's `Runtime`. The handler runs the
-  loop's own call with its retries and `ModelOptions` fallbacks, on the request's model,
-  system message and messages, with its `model_settings` bound to the model (provider
-  options such as prompt-cache markers). A middleware that narrows the planner's `tools`
-  (`LLMToolSelectorMiddleware`) offers the planner only those: bound in
-  `plan_mode="native"`, listed in the prompt's tool list otherwise; a plan that names no
-  offered tool is asked again with the normal unknown-tool feedback. A changed
-  `tool_choice` is not applied. A reply the middleware makes itself (without the
-  handler) is read like one from the model; a `Command` it returns fails the call (the
-  loop's state is its own). The handler renders the planner's and the answer's prompts
-  from the run's records with what the middleware changed in the transcript
-  (`agentloop.transcript.edited_round_state`): a `ToolMessage`'s new content stands for
-  the call's result, a call's new arguments for its arguments, so a result
-  `ContextEditingMiddleware` cleared shows as its placeholder; messages added after the
-  transcript follow the prompt. Without such changes the prompt is sent as built.
+  loop's own call with its retries (none when a `ModelRetryMiddleware` retries instead)
+  and `ModelOptions` fallbacks, on the request's model, system message and messages,
+  with its `model_settings` bound to the model (provider options such as prompt-cache
+  markers), and raises the model's own exception when it failed. A middleware that
+  adds a provider's tools or marks tools `defer_loading` (`ProviderToolSearchMiddleware`)
+  has them bound to a native planner; it does not wrap the answer call (no tools). A
+  middleware that narrows the planner's `tools` (`LLMToolSelectorMiddleware`) offers
+  the planner only those: bound in `plan_mode="native"`, listed in the prompt's tool
+  list otherwise; a plan that names no offered tool is asked again with the normal
+  unknown-tool feedback. A changed `tool_choice` is not applied. A reply the middleware
+  makes itself (without the handler) is read like one from the model; a `Command` it
+  returns fails the call (the loop's state is its own). The handler renders the
+  planner's and the answer's prompts from the run's records with what the middleware
+  changed in the transcript (`agentloop.transcript.edited_round_state`): a
+  `ToolMessage`'s new content stands for the call's result, a call's new arguments for
+  its arguments, so a result `ContextEditingMiddleware` cleared shows as its
+  placeholder; messages added after the transcript follow the prompt. Without such
+  changes the prompt is sent as built.
 - `wrap_tool_call` / `awrap_tool_call` wrap every governed call, after its arguments
   are validated and inside the side-effect ledger's guard (so a call the ledger has
   settled never reaches them, and whatever they do counts as the call's one outcome),
   between the mandatory interceptors and the optional ones (the cache and rate limiter
   included). The `ToolCallRequest` has the call as a `ToolCall`, the tool, the loop's
   state and a `ToolRuntime`. The handler returns the result as a `ToolMessage`, or raises
-  `ToolCallFailed` when the call failed (after the loop's own retries), as a tool's error
-  propagates in `create_agent`; so `ToolRetryMiddleware` retries it, and one that reaches
-  the loop becomes the call's record. A `ToolRetryMiddleware` replaces the loop's own
+  when the call failed (after the loop's own retries): the tool's own exception, as a
+  tool's error propagates in `create_agent`, or `ToolCallFailed` for a failure of the
+  loop's making (a timeout, a refusal); so `ToolRetryMiddleware(retry_on=...)` and
+  `ToolErrorMiddleware` see what they see there, and one that reaches the loop becomes
+  the call's record. A `ToolRetryMiddleware` replaces the loop's own
   retry (`ToolPolicy.retry`) for the tools it retries, so retries never stack, and the
   record's `attempts` counts every execution the handler made. A `ToolMessage` returned
   without calling the handler becomes the call's record (failed when its status is
@@ -104,6 +110,8 @@ from langchain.agents.middleware import (
     AgentMiddleware,
     ModelRequest,
     ModelResponse,
+    ModelRetryMiddleware,
+    ProviderToolSearchMiddleware,
     ToolRetryMiddleware,
 )
 from langchain.agents.middleware.types import ExtendedModelResponse
@@ -213,6 +221,8 @@ class LoopMiddleware:
         self.models = [m for m in middleware if self._wraps(m, "wrap_model_call")]
         self.tool_calls = [m for m in middleware if self._wraps(m, "wrap_tool_call")]
         self.tool_retries = [m for m in middleware if isinstance(m, ToolRetryMiddleware)]
+        self.retries_models = any(isinstance(m, ModelRetryMiddleware) for m in middleware)
+        """A `ModelRetryMiddleware` retries model calls: the loop's own retry is then off."""
         self.tools: list[BaseTool] = [
             tool for m in middleware for tool in getattr(m, "tools", None) or ()
         ]
@@ -314,7 +324,13 @@ class LoopMiddleware:
         def innermost(request: ModelRequest[Any]) -> Core[ModelResponse[Any]]:
             sent = self._sent(request.system_message, rules, body(request))
             options = dict(request.model_settings)
-            result = yield from call(request.model, sent, options, list(request.tools))
+            try:
+                result = yield from call(request.model, sent, options, list(request.tools))
+            except ModelBehaviorError as error:  # the model's own error, as create_agent's
+                cause = error.__cause__
+                if isinstance(cause, Exception) and not isinstance(cause, GraphBubbleUp):
+                    raise cause from None
+                raise
             reply = reply_of(result)
             produced[id(reply)] = result
             return ModelResponse(result=[reply])
@@ -342,15 +358,31 @@ class LoopMiddleware:
         # at the centre: the innermost core, driven with blocking calls or awaited
         centre: Handler = lambda inner: drive(innermost(inner))  # noqa: E731
         acentre: AsyncHandler = lambda inner: adrive(innermost(inner))  # noqa: E731
+        wrapping = self._wrapping(request)
         return Effect(
-            lambda: self._chain(centre, self._model_layer)(request),
-            lambda: self._chain(acentre, self._amodel_layer)(request),
+            lambda: self._chain(wrapping, centre, self._model_layer)(request),
+            lambda: self._chain(wrapping, acentre, self._amodel_layer)(request),
         )
 
-    def _chain(self, centre: H, layer: Callable[[AgentMiddleware[Any, Any, Any], H], H]) -> H:
-        """`centre` wrapped in every model middleware's layer, the first one outermost."""
+    def _wrapping(self, request: ModelRequest[Any]) -> list[AgentMiddleware[Any, Any, Any]]:
+        """The model middleware of a request: all, but tool search only where tools are.
+
+        The answer model is offered no tools, so `ProviderToolSearchMiddleware` has none
+        to defer there (and would refuse the call, its `searchable_tools` being unbound).
+        """
+        if request.tools:
+            return self.models
+        return [m for m in self.models if not isinstance(m, ProviderToolSearchMiddleware)]
+
+    @staticmethod
+    def _chain(
+        wrapping: Sequence[AgentMiddleware[Any, Any, Any]],
+        centre: H,
+        layer: Callable[[AgentMiddleware[Any, Any, Any], H], H],
+    ) -> H:
+        """`centre` wrapped in each middleware's layer, the first one outermost."""
         handler = centre
-        for middleware in reversed(self.models):
+        for middleware in reversed(wrapping):
             handler = layer(middleware, handler)
         return handler
 
@@ -424,12 +456,17 @@ class LoopMiddleware:
                 runtime=runtime,
             )
             outcomes: dict[int, ToolOutcome] = {}
+            failures: dict[int, ToolOutcome] = {}
             attempts: list[int] = []
 
             async def innermost(inner: ToolCallRequest) -> ToolMessage | Command[Any]:
                 outcome = await proceed(call.override(arguments=dict(inner.tool_call["args"])))
                 attempts.append(outcome.attempts)
                 if not outcome.success:
+                    error = outcome.exception
+                    if isinstance(error, Exception):  # the tool's own, as create_agent's
+                        failures[id(error)] = outcome
+                        raise error
                     raise ToolCallFailed(outcome)
                 message: ToolMessage | Command[Any] = _as_message(outcome, call)
                 if outcome.state_update:  # the tool's Command, as the handler returns it
@@ -446,6 +483,10 @@ class LoopMiddleware:
                 result = await handler(request)
             except ToolCallFailed as failed:
                 outcome = failed.outcome
+            except Exception as error:
+                if id(error) not in failures:
+                    raise
+                outcome = failures[id(error)]
             else:
                 outcome = outcomes.get(id(result)) or _outcome_of(result, call, state_keys)
             # every execution counts, however many times a middleware called the handler

@@ -116,7 +116,7 @@ def _offer(
         return sent, None, None
     text, schemas = parts.tools.narrowed(names)
     if plan_mode == "native":
-        return sent, schemas, names
+        return sent, _as_requested(schemas, tools, parts), names
     listed = parts.tool_list
     narrowed = [
         message.model_copy(update={"content": message.content.replace(listed, text, 1)})
@@ -127,6 +127,30 @@ def _offer(
         for message in sent
     ]
     return narrowed, schemas, names
+
+
+def _as_requested(
+    schemas: list[dict[str, Any]], tools: list[Any], parts: LoopParts
+) -> list[dict[str, Any]]:
+    """The schemas to bind as a middleware changed the request's tools.
+
+    A tool it marked `extras["defer_loading"]` (`ProviderToolSearchMiddleware`) is bound
+    with `defer_loading`, and a provider's tool it added (its tool search) is bound after
+    the loop's, as `create_agent` binds the request's tools.
+    """
+    known = {_name(tool) for tool in parts.tools.offered}
+    deferred = {
+        _name(tool)
+        for tool in tools
+        if not isinstance(tool, dict)
+        and (getattr(tool, "extras", None) or {}).get("defer_loading") is True
+    }
+    added = [tool for tool in tools if isinstance(tool, dict) and _name(tool) not in known]
+    marked = [
+        {**schema, "defer_loading": True} if dict_tool_name(schema) in deferred else schema
+        for schema in schemas
+    ]
+    return [*marked, *added]
 
 
 def _read_of(message: AIMessage, model: BaseChatModel, *, plan_mode: PlanMode) -> PlanRead:

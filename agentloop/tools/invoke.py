@@ -304,7 +304,8 @@ class ToolInvoker:
                 raise
             message = str(error) or type(error).__name__
             outcome = ToolOutcome.failure(classify_tool_error(error), message, attempts=attempts)
-            return outcome.with_changes(pending=getattr(error, "pending", None))
+            own = None if isinstance(error, ToolCallError) else error  # the tool's, not ours
+            return outcome.with_changes(pending=getattr(error, "pending", None), exception=own)
         if isinstance(value, BoundedOutput):
             return ToolOutcome(
                 value=value.value,

@@ -65,6 +65,9 @@ class ToolOutcome:
     late result (a `concurrent.futures.Future` or an `asyncio.Task`), else None."""
     state_update: dict[str, Any] | None = None
     """What a tool's `Command` writes to the graph's state (keys the state has)."""
+    exception: BaseException | None = field(default=None, compare=False, repr=False)
+    """The exception the tool itself raised (its last attempt's), for the app's
+    `wrap_tool_call` middleware to see as `create_agent`'s sees it; never recorded."""
 
     @classmethod
     def failure(cls, error_type: ErrorType, message: str, *, attempts: int = 1) -> ToolOutcome:

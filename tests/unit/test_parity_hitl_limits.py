@@ -8,10 +8,10 @@ final messages (their kinds, the tool messages' status, how the run ended).
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from typing import Any, NamedTuple
 
+import parity
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import (
@@ -20,15 +20,15 @@ from langchain.agents.middleware import (
     after_model,
 )
 from langchain.agents.middleware.tool_call_limit import ToolCallLimitExceededError
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, ToolCall
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
+from parity import Call, ask, kinds, thread, tool_outcomes
 
 from agentloop import ModelOptions, create_tool_loop
-from agentloop.testing import ScriptedChatModel, plan_reply, tool_call_turns
+from agentloop.testing import ScriptedChatModel, plan_reply
 
-Call = tuple[str, dict[str, Any]]
 EMAIL: Call = ("send_email", {"to": "ann@example.test", "body": "Lunch at noon?"})
 EDITED = {"to": "bob@example.test", "body": "Lunch at one?"}
 
@@ -64,58 +64,14 @@ class App:
 
 def agent_of(app: App, rounds: list[list[Call]], middleware: list[Any], *, turns: int = 1) -> Any:
     """create_agent scripted to make `rounds` of tool calls, then answer "Done." (per turn)."""
-    script: list[AIMessage | str] = [
-        *tool_call_turns(rounds, prefix=f"call_{uuid.uuid4().hex[:6]}")
-    ]
-    return create_agent(
-        ScriptedChatModel([*script, "Done."] * turns),
-        app.tools,
-        middleware=middleware,
-        checkpointer=InMemorySaver(),
-    )
+    return parity.agent_of(app.tools, rounds, middleware, turns=turns).graph
 
 
 def loop_of(
     app: App, rounds: list[list[Call]], middleware: list[Any], plan_mode: str, *, turns: int = 1
 ) -> Any:
     """The same app as a tool loop: its planner plans `rounds`, then says `response`."""
-    plans: list[str | AIMessage] = [
-        plan_reply("execute", [{"tool_name": name, "tool_kwargs": args} for name, args in calls])
-        for calls in rounds
-    ]
-    return create_tool_loop(
-        ScriptedChatModel([*plans, plan_reply("response")] * turns),
-        app.tools,
-        middleware=middleware,
-        plan_mode=plan_mode,  # type: ignore[arg-type]
-        checkpointer=InMemorySaver(),
-        models=ModelOptions(answer_model=ScriptedChatModel(["Done."] * turns)),
-    )
-
-
-def thread(name: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": name}}
-
-
-def ask(text: str) -> dict[str, Any]:
-    return {"messages": [HumanMessage(text)]}
-
-
-def kinds(messages: list[BaseMessage]) -> list[str]:
-    """The transcript's shape: `AI(tool_calls)`, `Tool(error)`, ..."""
-    shape = []
-    for message in messages:
-        name = type(message).__name__.removesuffix("Message")
-        if isinstance(message, AIMessage) and message.tool_calls:
-            name += "(tool_calls)"
-        if isinstance(message, ToolMessage):
-            name += f"({message.status})"
-        shape.append(name)
-    return shape
-
-
-def tool_outcomes(messages: list[BaseMessage]) -> list[tuple[str | None, str, Any]]:
-    return [(m.name, m.status, m.content) for m in messages if isinstance(m, ToolMessage)]
+    return parity.loop_of(app.tools, rounds, middleware, plan_mode=plan_mode, turns=turns).graph
 
 
 def pending(graph: Any, config: dict[str, Any]) -> list[Any]:

@@ -1,4 +1,8 @@
-"""Model-side middleware has the effect on a tool loop that it has on `create_agent`."""
+"""Model-side middleware has the effect on a tool loop that it has on `create_agent`.
+
+`ContextEditingMiddleware`, also model-side, has a file of its own
+(tests/unit/test_parity_context_editing.py).
+"""
 
 from __future__ import annotations
 
