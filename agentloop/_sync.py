@@ -221,6 +221,18 @@ class LoopRunner:
                 stop.atexit = False  # at exit the daemon thread just ends
             return self._loop
 
+    def start(
+        self, coroutine: Coroutine[Any, Any, T], context: contextvars.Context | None = None
+    ) -> concurrent.futures.Future[T]:
+        """Start a coroutine on the runner's loop and return at once (work started ahead).
+
+        It runs in `context` (default: a copy of the caller's); cancelling the returned
+        future cancels it.
+        """
+        loop = self._started()
+        context = contextvars.copy_context() if context is None else context
+        return context.run(asyncio.run_coroutine_threadsafe, coroutine, loop)
+
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine to its end on the runner's loop, and wait for it here.
 
