@@ -348,3 +348,50 @@ async def test_every_event_a_run_emits_is_declared() -> None:
     types = {event["type"] for event in events}
     assert {"tool_dispatched", "answer_speculated"} <= types
     assert types <= set(EVENT_TYPES)
+
+
+def test_invoke_starts_no_thread_per_early_call_or_speculative_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under `invoke`, work started ahead runs on the loop's runner and its pool."""
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def counted(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+
+    @tool
+    def lookup(query: str) -> str:
+        """Look something up (read-only)."""
+        time.sleep(0.02)
+        return f"found {query}"
+
+    three = plan_reply("execute", [cmd("lookup", query=q) for q in ("a", "b", "c")])
+    planner = ScriptedChatModel(
+        [str(three), str(plan_reply("response"))] * 2, chunk_size=4, chunk_delay_s=0.002
+    )
+    answerer = ScriptedChatModel([], responder=lambda _: "the answer", chunk_size=4)
+    graph = create_tool_loop(
+        planner,
+        [lookup],
+        models=ModelOptions(answer_model=answerer),
+        planning=PlanningOptions(speculative_answer=True, streaming_dispatch=True),
+        checkpointer=InMemorySaver(),
+    )
+    for run in ("first", "second"):
+        config = {"configurable": {"thread_id": run}}
+        payload = {"user_input": "a, b and c"}
+        events = list(graph.stream(payload, config, stream_mode="custom"))
+        types = [e["type"] for e in events]
+        early = types[: types.index("plan_decided")]
+        assert early.count("tool_dispatched") >= 2  # started while the plan streamed
+        speculated = [e["outcome"] for e in events if e["type"] == "answer_speculated"]
+        assert speculated == ["cancelled", "adopted"]  # on `execute`, then on `response`
+    ours = [name for name in started if not name.startswith("ThreadPoolExecutor-")]
+    # LangGraph's own executor aside: the loop's event loop once, then the pool's threads
+    assert ours.count("agentloop-loop") == 1
+    pool = [name for name in ours if name.startswith("agentloop-tool-")]
+    assert len(pool) == len(ours) - 1 <= 8, ours
