@@ -221,26 +221,6 @@ class LoopRunner:
                 stop.atexit = False  # at exit the daemon thread just ends
             return self._loop
 
-    def start(
-        self, coroutine: Coroutine[Any, Any, T], context: contextvars.Context | None = None
-    ) -> concurrent.futures.Future[T]:
-        """Start a coroutine on the runner's loop and return at once (work started ahead).
-
-        It runs in `context` (default: a copy of the caller's); cancelling the returned
-        future cancels it. Called from the loop's own thread (which would wait on it), it
-        runs to its end first, on a loop of its own (`run_coroutine_sync`).
-        """
-        loop = self._started()
-        context = contextvars.copy_context() if context is None else context
-        if threading.current_thread() is not self._thread:
-            return context.run(asyncio.run_coroutine_threadsafe, coroutine, loop)
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        try:
-            future.set_result(context.run(run_coroutine_sync, coroutine))
-        except Exception as error:  # handed to the caller, as a task's would be
-            future.set_exception(error)
-        return future
-
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine to its end on the runner's loop, and wait for it here.
 

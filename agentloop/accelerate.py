@@ -32,8 +32,8 @@ checkpoint: a run resumed, replayed, forked or picked up by another process find
 nothing there, so each call takes its ordinary route and the side-effect ledger decides
 whether it runs. Only read-only, idempotent calls start early, so losing one costs time,
 not effects. Work nobody adopted (a run that died between two nodes) is dropped after
-`STALE_AFTER_S`. Under `invoke` the work runs on the loop's own event loop (`LoopRunner`)
-and its sync tools and streams on the loop's `WorkerPool`: no thread is started per call.
+`STALE_AFTER_S`. Under `invoke` the work is driven as the rest of a sync run is, on a
+thread of the loop's `WorkerPool`: no thread is started per call.
 """
 
 from __future__ import annotations
@@ -62,8 +62,17 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import PrivateAttr
 
-from agentloop._effects import END, Core, Effect, adrive, close_iterator, is_async, next_item
-from agentloop._sync import LoopRunner
+from agentloop._effects import (
+    END,
+    Core,
+    Effect,
+    adrive,
+    close_iterator,
+    drive,
+    is_async,
+    next_item,
+)
+from agentloop._sync import WorkerPool
 from agentloop.events import AnswerSpeculated, Emit, ToolDispatched
 from agentloop.messages import message_text
 from agentloop.model_calls import Answer, needs_another_try
@@ -123,18 +132,30 @@ CHARS_PER_TOKEN = 4
 Configure = Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]]
 """How the answer node configures a model it calls (its tags and run name)."""
 Handle = asyncio.Task[Any] | concurrent.futures.Future[Any]
-"""Work started ahead: a task of the running loop (`ainvoke`), or of the loop's runner
-(`invoke`)."""
+"""Work started ahead: a task of the running loop (`ainvoke`), or a future (`invoke`)."""
 
 
-def _start(
-    core: Core[Any], runner: LoopRunner, context: contextvars.Context | None, *, asynchronous: bool
-) -> Handle:
-    """Start a core: a task of the running event loop (`ainvoke`), else on the loop's runner."""
-    if not asynchronous:
-        return runner.start(adrive(core), context)
-    context = contextvars.copy_context() if context is None else context
-    return asyncio.get_running_loop().create_task(adrive(core), context=context)
+def _start(core: Core[Any], workers: WorkerPool, *, asynchronous: bool, empty: bool) -> Handle:
+    """Start a core: a task of the running event loop, or driven on a thread of `workers`.
+
+    On a pool thread it mostly waits (for its tool's own pool thread, a model's stream),
+    so it gives its place in the pool up: it never keeps a call it waits for from a
+    thread. `empty`: in an empty context (no callbacks of the node that started it).
+    """
+    context = contextvars.Context() if empty else contextvars.copy_context()
+    if asynchronous:
+        return asyncio.get_running_loop().create_task(adrive(core), context=context)
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def run() -> None:
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(drive(core))
+            except BaseException as error:  # handed to the adopter
+                future.set_exception(error)
+
+    workers.abandon(context.run(workers.submit, run))
+    return future
 
 
 # -- when to speculate ("auto") ------------------------------------------------------------
@@ -300,9 +321,8 @@ class SpeculativeAnswer:
 
     def start(self, *, asynchronous: bool) -> SpeculativeAnswer:
         """Start streaming the answer, in an empty context (no callbacks: nothing streams)."""
-        runner = self.parts.runner.invoker.threads.runner
-        context = contextvars.Context()
-        self._handle = _start(self._produce(), runner, context, asynchronous=asynchronous)
+        workers = self.parts.runner.invoker.threads.workers
+        self._handle = _start(self._produce(), workers, asynchronous=asynchronous, empty=True)
         return self
 
     def _produce(self) -> Core[None]:
@@ -645,9 +665,9 @@ class _Dispatch:
             return False  # it must wait for an earlier call (execute names and orders it)
         parts, scope = self.parts, self.scope
         config = tool_config(parts, call, self.config, scope.context)
-        runner = parts.runner.invoker.threads.runner
+        workers = parts.runner.invoker.threads.workers
         core = guarded_call(parts, call, scope, config)
-        handle = _start(core, runner, None, asynchronous=self.asynchronous)
+        handle = _start(core, workers, asynchronous=self.asynchronous, empty=False)
         self.accelerator.hold_call(self.run_id, EarlyCall(command, call, handle))
         self.started += 1
         self.started_in_round += 1

@@ -353,7 +353,7 @@ async def test_every_event_a_run_emits_is_declared() -> None:
 def test_invoke_starts_no_thread_per_early_call_or_speculative_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Under `invoke`, work started ahead runs on the loop's runner and its pool."""
+    """Under `invoke`, work started ahead runs on threads of the loop's pool."""
     started: list[str] = []
     start = threading.Thread.start
 
@@ -381,6 +381,7 @@ def test_invoke_starts_no_thread_per_early_call_or_speculative_answer(
         planning=PlanningOptions(speculative_answer=True, streaming_dispatch=True),
         checkpointer=InMemorySaver(),
     )
+    per_run: list[list[str]] = []
     for run in ("first", "second"):
         config = {"configurable": {"thread_id": run}}
         payload = {"user_input": "a, b and c"}
@@ -390,8 +391,9 @@ def test_invoke_starts_no_thread_per_early_call_or_speculative_answer(
         assert early.count("tool_dispatched") >= 2  # started while the plan streamed
         speculated = [e["outcome"] for e in events if e["type"] == "answer_speculated"]
         assert speculated == ["cancelled", "adopted"]  # on `execute`, then on `response`
-    ours = [name for name in started if not name.startswith("ThreadPoolExecutor-")]
-    # LangGraph's own executor aside: the loop's event loop once, then the pool's threads
-    assert ours.count("agentloop-loop") == 1
-    pool = [name for name in ours if name.startswith("agentloop-tool-")]
-    assert len(pool) == len(ours) - 1 <= 8, ours
+        per_run.append([n for n in started if not n.startswith("ThreadPoolExecutor-")])
+        started.clear()
+    # LangGraph's own executor aside, only the loop's pool starts threads: the second
+    # run reuses the first's (no thread per early call or speculative answer)
+    assert all(name.startswith("agentloop-tool-") for names in per_run for name in names)
+    assert len(per_run[1]) <= len(per_run[0]) <= 9, per_run
