@@ -19,7 +19,8 @@ They make a run faster and change nothing of what it does; each can be switched 
   node relays it (`_Relay`), so its tokens stream from the `answer` node as usual; when
   it says `execute` it is cancelled at once; its tokens count in the run's usage.
 - **The planner's reply.** In `plan_mode="native"` a text reply read whole may be the
-  answer (`Accelerator.adopted_reply`); a speculative answer is used instead when one was started.
+  answer (`Accelerator.adopted_reply`); a speculative answer is used instead when one
+  was started.
 
 Hooks, one per node: the plan node calls `Accelerator.plan_started` and drives the
 `PlanAcceleration` it returns (`new_reply`, `follow`, `stop_calls`, `decided`); `execute`
@@ -59,7 +60,7 @@ from langchain_core.messages import (
     message_chunk_to_message,
 )
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import RunnableConfig
 from pydantic import PrivateAttr
 
 from agentloop._effects import (
@@ -79,6 +80,7 @@ from agentloop.model_calls import Answer, needs_another_try
 from agentloop.model_stream import BoundedRead
 from agentloop.models import model_name
 from agentloop.nodes.answer import refusal_message
+from agentloop.nodes.answer_call import Configure
 from agentloop.nodes.guarded import guarded_call, tool_config
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.preparation import PlanPreparation
@@ -105,7 +107,6 @@ __all__ = [
     "STALE_AFTER_S",
     "Accelerator",
     "CommandStream",
-    "Configure",
     "EarlyCall",
     "PlanAcceleration",
     "Point",
@@ -129,8 +130,6 @@ REJECTED_NOTE = (
 CHARS_PER_TOKEN = 4
 """Token estimate of a cancelled answer that reported no usage."""
 
-Configure = Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]]
-"""How the answer node configures a model it calls (its tags and run name)."""
 Handle = asyncio.Task[Any] | concurrent.futures.Future[Any]
 """Work started ahead: a task of the running loop (`ainvoke`), or a future (`invoke`)."""
 
@@ -595,8 +594,12 @@ def _awaited_only() -> Any:
     raise RuntimeError(msg)
 
 
-class _Dispatch:
-    """Starts the commands of one streaming plan that may run before it ends."""
+class PlanAcceleration:
+    """What one run of the plan node starts ahead: early calls, a speculative answer.
+
+    The plan node drives it: `new_reply` before each planner call, `follow` after each
+    chunk, `stop_calls` when a reply will not be executed, `decided` at the end.
+    """
 
     def __init__(
         self,
@@ -604,32 +607,47 @@ class _Dispatch:
         state: LoopState,
         scope: RunScope,
         config: RunnableConfig,
+        point: Point,
         *,
         asynchronous: bool,
     ) -> None:
         self.accelerator, self.parts = accelerator, accelerator.parts
         self.state, self.scope, self.config = state, scope, config
         self.asynchronous = asynchronous
-        self.enabled = scope.settings.streaming_dispatch
+        self.point = point
+        """Where the plan stands, for the estimate of how often it says `response`."""
+        self.speculative: SpeculativeAnswer | None = None
+        """The answer started alongside the planner call, until it is kept or cancelled."""
+        self.wasted: list[tuple[str, int, int]] = []
+        """Cancelled speculative answers: (model, input tokens, output tokens)."""
+        self.dispatching = scope.settings.streaming_dispatch
         self.run_id = state.get("run_id", "run")
         self.started_in_round = 0
         """Calls started for every reply of this round (the per-round cap counts them)."""
         self.calls: dict[str, PreparedCall] = {}
         self.discarded: list[ToolExecutionRecord] = []
         """Records of calls started for replies that were not executed."""
-        self.reset()
+        self.started = 0
+        self.new_reply()
 
-    def reset(self) -> None:
-        """Forget the commands looked at, for a new reply to the same request."""
+    def new_reply(self) -> None:
+        """Before each planner call: settle what the previous reply started, look anew."""
+        self.stop_calls()
         self.preparation = PlanPreparation(self.parts, self.state, self.scope.settings)
         """Prepares each command as execute will (same function, same order)."""
         self.looked_at = self.started = 0
         self.stopped = False
 
-    def feed(self, parser: CommandStream) -> None:
+    def follow(self, parser: CommandStream) -> None:
+        """After each chunk: start what may start, drop the answer once `execute` is known."""
+        action = parser.next_action
+        if self.dispatching and not self.stopped and action == "execute":
+            self._dispatch(parser)
+        if self.speculative is not None and action is not None and action != "response":
+            self._drop_answer("cancelled")
+
+    def _dispatch(self, parser: CommandStream) -> None:
         """Start what the commands completed since the last look allow."""
-        if not self.enabled or self.stopped or parser.next_action != "execute":
-            return
         if parser.finished or parser.commands_completed <= self.looked_at:
             return  # a whole plan: execute starts its calls as early
         for position, raw in parser.completed_commands(self.looked_at):
@@ -679,8 +697,12 @@ class _Dispatch:
         )
         return True
 
-    def cancel(self) -> None:
-        """Settle the calls started for a reply that will not be executed (`discarded`)."""
+    def stop_calls(self) -> None:
+        """Settle the calls started for a reply that will not be executed (`discarded`).
+
+        A call that finished keeps its record (its result is not used); one still
+        running is cancelled and recorded as `cancelled`.
+        """
         if not self.started:
             return
         self.started = 0
@@ -704,66 +726,18 @@ class _Dispatch:
                 record = cast(ToolExecutionRecord, {**record, "notes": notes})
             self.discarded.append(record)
 
-
-# -- the plan node's hooks -----------------------------------------------------------------
-
-
-class PlanAcceleration:
-    """What one run of the plan node started ahead: early calls, a speculative answer."""
-
-    def __init__(
-        self,
-        accelerator: Accelerator,
-        state: LoopState,
-        scope: RunScope,
-        config: RunnableConfig,
-        point: Point,
-        *,
-        asynchronous: bool,
-    ) -> None:
-        self.accelerator, self.scope = accelerator, scope
-        self.run_id = state.get("run_id", "")
-        self.dispatch = _Dispatch(accelerator, state, scope, config, asynchronous=asynchronous)
-        self.point = point
-        """Where the plan stands, for the estimate of how often it says `response`."""
-        self.speculative: SpeculativeAnswer | None = None
-        """The answer started alongside the planner call, until it is kept or cancelled."""
-        self.wasted: list[tuple[str, int, int]] = []
-        """Cancelled speculative answers: (model, input tokens, output tokens)."""
-
-    @property
-    def discarded(self) -> list[ToolExecutionRecord]:
-        """Records of calls started for replies that were not executed."""
-        return self.dispatch.discarded
-
-    def new_reply(self) -> None:
-        """Before each planner call: settle what the previous reply started."""
-        self.dispatch.cancel()
-        self.dispatch.reset()
-
-    def follow(self, parser: CommandStream) -> None:
-        """After each chunk: start what may start, drop the answer once `execute` is known."""
-        self.dispatch.feed(parser)
-        action = parser.next_action
-        if self.speculative is not None and action is not None and action != "response":
-            self._drop_answer("cancelled")
-
-    def stop_calls(self) -> None:
-        """The reply will not be executed (asked again, or a hook jumps elsewhere)."""
-        self.dispatch.cancel()
-
     def decided(self, decision: PlanDecision, failed: bool) -> None:
         """The plan node decided: hand over what the decision uses, settle the rest."""
         action = decision["next_action"]
         if failed or action != "execute":
-            self.dispatch.cancel()
+            self.stop_calls()
         if not failed:
             self.accelerator.estimate.observe(self.point, action == "response")
         if self.speculative is not None:
             if failed or action != "response":
                 self._drop_answer("cancelled")
             else:
-                self.accelerator.hold_answer(self.run_id, self.speculative)
+                self.accelerator.hold_answer(self.state.get("run_id", ""), self.speculative)
 
     def _drop_answer(self, outcome: str) -> None:
         speculative, self.speculative = self.speculative, None
