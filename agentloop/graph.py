@@ -16,6 +16,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import All
 
+from agentloop.accelerate import Accelerator
 from agentloop.durability import check_server_database
 from agentloop.errors import ConfigurationError
 from agentloop.hooks import (
@@ -279,11 +280,12 @@ def create_tool_loop(
         for toolset in toolsets:  # its servers' sampling requests, during this loop's calls
             toolset.samplers.add(parts.sampling)
         builder.add_node("prepare", LoopNode("prepare", core=make_prepare(parts)))
-        builder.add_node("plan", make_plan(parts))
-        builder.add_node("execute", LoopNode("execute", core=make_execute(parts)))
-        builder.add_node(CALL_NODE, make_call_tool(parts))
+        accelerator = Accelerator(parts)  # what the plan node starts ahead, for later nodes
+        builder.add_node("plan", make_plan(parts, accelerator))
+        builder.add_node("execute", LoopNode("execute", core=make_execute(parts, accelerator)))
+        builder.add_node(CALL_NODE, make_call_tool(parts, accelerator))
         builder.add_node("collect", LoopNode("collect", make_collect(parts)))
-        builder.add_node("answer", make_answer(parts))
+        builder.add_node("answer", make_answer(parts, accelerator))
         scoped = [toolset for toolset in toolsets if toolset.has_run_scope]
         after_run = "release_sessions" if scoped else END
         entry, exit_node = _add_agent_hooks(builder, hooks, after_run)

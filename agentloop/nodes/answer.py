@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -22,8 +22,6 @@ from agentloop.model_calls import Answer
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.answer_call import call_answerer
 from agentloop.nodes.parts import LoopParts
-from agentloop.nodes.planner_reply import adopted_reply, refusal_message, refusal_of
-from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.prompt import conversation_text, default_prompts
 from agentloop.prompts import (
     PromptSet,
@@ -40,6 +38,9 @@ from agentloop.transcript import edited_round_state
 from agentloop.updates import AnswerUpdate
 from agentloop.usage import message_usage, sum_usage, usage_entry, wasted_usage
 
+if TYPE_CHECKING:
+    from agentloop.accelerate import Accelerator, SpeculativeAnswer
+
 __all__ = [
     "AFTER_ANSWER_NODE",
     "ANSWER_TAGS",
@@ -49,6 +50,8 @@ __all__ = [
     "make_answer",
     "make_answer_after_model",
     "media_blocks",
+    "refusal_message",
+    "refusal_of",
     "to_action_results",
 ]
 
@@ -240,8 +243,9 @@ class _AnswerCall:
 class _Answer:
     """Calls the answer model once; a failing model gives a clear reply, not a crash."""
 
-    def __init__(self, parts: LoopParts) -> None:
+    def __init__(self, parts: LoopParts, accelerator: Accelerator) -> None:
         self.parts = parts
+        self.accelerator = accelerator
 
     def _request(self, state: LoopState, runtime: Runtime[LoopContext]) -> _AnswerCall:
         scope = self.parts.scope(runtime)
@@ -259,7 +263,7 @@ class _Answer:
                 f"I could not answer: {reason}. {consulted}, so rather than guess, "
                 "I give no answer."
             )
-        adopted = None if unplanned else adopted_reply(self.parts, state, scope)
+        adopted = None if unplanned else self.accelerator.adopted_reply(state, scope)
         if not unplanned:  # no plan, no answer to start: the reply says why
             scope.emit(
                 AnswerStarted(
@@ -276,10 +280,10 @@ class _Answer:
             message_text,
             _configure,
         )
-        speculative = self.parts.inflight.take_answer(state.get("run_id", ""))
+        speculative = self.accelerator.take_answer(state.get("run_id", ""))
         call = _AnswerCall(scope, prompt.action_results, arguments, time.perf_counter(), unplanned)
         call.adopted = adopted
-        if isinstance(speculative, SpeculativeAnswer):
+        if speculative is not None:
             if adopted is not None:
                 self._drop(call, speculative, "cancelled")
             elif not unplanned and speculative.matches(prompt.answerers[0], prompt.messages):
@@ -298,8 +302,6 @@ class _Answer:
         assert speculative is not None
         if answer is None:
             self._drop(call, speculative, "unusable")
-            return None
-        speculative.report_adopted(call.scope.emit)
         return answer
 
     def _update(
@@ -392,7 +394,7 @@ class _Answer:
             return self._update(state, call, Answer(call.adopted))
         speculative = call.speculative
         if speculative is not None:
-            relayed = yield from speculative.adopt(_configure)
+            relayed = yield from speculative.adopt(_configure, call.scope.emit)
             adopted = self._adopted(call, relayed)
             if adopted is not None:
                 return self._update(state, call, adopted)
@@ -447,6 +449,23 @@ def _final_message(text: str, reply: BaseMessage | None, refusal: str) -> AIMess
     return AIMessage(text, id=message_id)
 
 
+def refusal_of(message: AIMessage | None) -> str:
+    """A reply's refusal (`additional_kwargs["refusal"]`, as langchain-openai gives it)."""
+    refusal = message.additional_kwargs.get("refusal") if message is not None else None
+    return refusal if isinstance(refusal, str) else ""
+
+
+def refusal_message(refusal: str, provider: str, decision: Mapping[str, Any]) -> AIMessage:
+    """The refused reply as the model gave it: no text, the refusal beside it."""
+    metadata = {"model_provider": provider} if provider else {}
+    return AIMessage(
+        "",
+        id=decision.get("reply_id") or None,
+        additional_kwargs={"refusal": refusal},
+        response_metadata=metadata,
+    )
+
+
 def _through(parts: LoopParts, state: LoopState, runtime: Runtime[Any]) -> Wrapped | None:
     """The app's model middleware, with what a structured-result request carries."""
     return (parts.middleware, state, runtime) if parts.middleware is not None else None
@@ -457,9 +476,9 @@ def _structurable(update: AnswerUpdate) -> bool:
     return update["status"] in ("ok", "answer_cut") and bool(update["answer"])
 
 
-def make_answer(parts: LoopParts) -> LoopNode:
-    """Build the `answer` node of a loop."""
-    node = _Answer(parts)
+def make_answer(parts: LoopParts, accelerator: Accelerator) -> LoopNode:
+    """Build the `answer` node of a loop (`accelerator`: what the plan node started ahead)."""
+    node = _Answer(parts, accelerator)
     return LoopNode("answer", core=node.run)
 
 

@@ -14,17 +14,15 @@ running (with the ledger's record when an earlier execution of it left one).
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from agentloop._effects import Core
-from agentloop.inflight import EarlyCall
 from agentloop.nodes._runnable import LoopNode
-from agentloop.nodes.early_dispatch import tool_config
-from agentloop.nodes.guarded import guarded_call, ledger_record
+from agentloop.nodes.guarded import guarded_call, ledger_record, tool_config
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord
@@ -32,16 +30,16 @@ from agentloop.tools.deferred import complete_call
 from agentloop.tools.pipeline import emit_settled
 from agentloop.updates import CallToolUpdate
 
+if TYPE_CHECKING:
+    from agentloop.accelerate import Accelerator
+
 __all__ = ["make_call_tool"]
 
 
 class _CallTool:
-    def __init__(self, parts: LoopParts) -> None:
+    def __init__(self, parts: LoopParts, accelerator: Accelerator) -> None:
         self.parts = parts
-
-    def _early(self, call: PreparedCall) -> EarlyCall | None:
-        """The call as the plan node started it while the plan streamed, if it did."""
-        return self.parts.inflight.take_call(call["run_id"], call["call_id"], call["call_key"])
+        self.accelerator = accelerator
 
     def _refused(
         self, call: PreparedCall, refused: ToolExecutionRecord, scope: RunScope
@@ -83,7 +81,7 @@ class _CallTool:
         call, refused = complete_call(self.parts.runner, call)
         if refused is not None:  # a reference failed, or the resolved arguments are invalid
             return (yield from self._refused(call, refused, scope))
-        early = self._early(call)
+        early = self.accelerator.take_call(call)  # started while its plan streamed
         if early is not None:
             record = yield from early.record()
             return self._done(call, record)  # guarded_call's record: already safe
@@ -91,6 +89,6 @@ class _CallTool:
         return self._done(call, (yield from guarded_call(self.parts, call, scope, config)))
 
 
-def make_call_tool(parts: LoopParts) -> LoopNode:
+def make_call_tool(parts: LoopParts, accelerator: Accelerator) -> LoopNode:
     """Build the `call_tool` task node of a loop."""
-    return LoopNode("call_tool", core=_CallTool(parts).run)
+    return LoopNode("call_tool", core=_CallTool(parts, accelerator).run)

@@ -25,7 +25,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from langchain_core.messages import ToolMessage
 from langgraph.runtime import Runtime
@@ -62,6 +62,9 @@ from agentloop.transcript import (
 )
 from agentloop.updates import CollectUpdate, ExecuteUpdate
 from agentloop.usage import sum_usage
+
+if TYPE_CHECKING:
+    from agentloop.accelerate import Accelerator
 
 __all__ = [
     "CALL_NODE",
@@ -250,7 +253,7 @@ REFUSALS = ("tool_not_found", "invalid_arguments", "reference_failed")
 ledger record, when there is one, replaces them (`agentloop.nodes.guarded.ledger_record`)."""
 
 
-def make_execute(parts: LoopParts) -> NodeCore:
+def make_execute(parts: LoopParts, accelerator: Accelerator) -> NodeCore:
     """Build the `execute` node: prepare the round's calls, settle the ones that must not run."""
 
     def execute(state: LoopState, runtime: Runtime[LoopContext]) -> Core[ExecuteUpdate]:
@@ -258,7 +261,7 @@ def make_execute(parts: LoopParts) -> NodeCore:
         decision = state.get("decision") or {"next_action": "response", "execution_commands": []}
         preparation = PlanPreparation(parts, state, scope.settings)
         run_id = preparation.run_id
-        started = parts.inflight.started_calls(run_id)
+        started = accelerator.started_calls(run_id)
         commands = decision["execution_commands"]
         cap = scope.settings.max_commands_per_round
         adopted: set[str] = set()
@@ -288,7 +291,7 @@ def make_execute(parts: LoopParts) -> NodeCore:
                 if record is not None:
                     known[call["call_id"]] = record
         runnable = [call for call in calls if call["call_id"] not in settled]
-        parts.inflight.cancel_calls(run_id, keep=adopted.__contains__)
+        accelerator.drop_calls(run_id, keep=adopted.__contains__)
         safe = [c["concurrency_safe"] for c in runnable]
         position = {call["index"]: p for p, call in enumerate(runnable)}
         waits_for = [

@@ -38,11 +38,20 @@ from agentloop.events import Emit, ToolCompleted
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord
-from agentloop.tools.call_id import tool_call_id
+from agentloop.tools.cache_scope import run_identity
+from agentloop.tools.call_config import CallInfo, with_call_info
+from agentloop.tools.call_id import CallId, tool_call_id
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
 
-__all__ = ["REPLAYED_NOTE", "call_guard", "guarded_call", "ledger_record", "settled_record"]
+__all__ = [
+    "REPLAYED_NOTE",
+    "call_guard",
+    "guarded_call",
+    "ledger_record",
+    "settled_record",
+    "tool_config",
+]
 
 REPLAYED_NOTE = "replayed: this call already ran; its recorded outcome is returned, not re-run"
 
@@ -206,3 +215,22 @@ def ledger_record(
     gone = parts.registry.spec(call["tool_name"]) is None
     record = _settled(call, settled, scope.emit, gone=gone)
     return cast(ToolExecutionRecord, parts.safe_value(record))
+
+
+def tool_config(
+    parts: LoopParts, call: PreparedCall, config: RunnableConfig, context: Any
+) -> RunnableConfig:
+    """The config a tool is called with: the node's, naming the call and whom it serves."""
+    info: CallInfo = {
+        "run_id": call["run_id"],
+        "call_id": call["call_id"],
+        "place": CallId(call["run_id"], call["round_label"], call["index"]).in_run,
+        "call_key": call["call_key"],
+        "loop": parts.settings.name,
+        "identity": run_identity(config, context, known=parts.identities),
+        "owner": run_identity(config, context, thread=False, known=parts.identities),
+        "sampler": parts.sampling.key,
+    }
+    if call.get("position_key"):
+        info["position_key"] = call["position_key"]
+    return with_call_info(config, info)

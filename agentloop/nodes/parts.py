@@ -12,7 +12,6 @@ from agentloop.call_shapes import ToolExecutionRecord
 from agentloop.checkpoint_safe import UpdateT, checkpoint_safe, safe_update
 from agentloop.durability import SideEffectLedger
 from agentloop.hooks import LoopHooks
-from agentloop.inflight import InFlight
 from agentloop.middleware import LoopMiddleware
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
@@ -66,8 +65,6 @@ class LoopParts:
     """The app's `before_model` / `after_model` (and agent) hooks (None: there are none)."""
     system_prompt: SystemMessage | None = None
     """The app's instructions, which come first in every planner and answer request."""
-    inflight: InFlight = field(default_factory=InFlight)
-    """Calls and answers started ahead of the node that uses them."""
     history_lines: HistoryLines = field(default_factory=HistoryLines)
     """The planner's history lines this loop rendered (`agentloop.planning.prompt`)."""
     replays: RunReplays = field(default_factory=RunReplays)

@@ -6,7 +6,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -28,21 +28,18 @@ from agentloop.middleware import Render
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.answer import answer_prompt
-from agentloop.nodes.early_dispatch import EarlyDispatch
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.plan_call import call_planner
 from agentloop.nodes.plan_model import PLAN_TAGS, check_native_planners, planner_runnable
-from agentloop.nodes.speculation import Point, SpeculationEstimate
-from agentloop.nodes.speculative import SpeculativeAnswer
 from agentloop.planning.check import (
     plan_example,
     plan_problem,
     reask_message,
     reference_example,
 )
-from agentloop.planning.native import NativePlanReader, adopts_planner_reply
+from agentloop.planning.native import NativePlanReader
 from agentloop.planning.normalize import unparseable_decision
-from agentloop.planning.prompt import build_plan_messages, omits_results
+from agentloop.planning.prompt import build_plan_messages
 from agentloop.planning.reader import PlanRead
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, PlanDecision, empty_round_state, run_limit
@@ -51,6 +48,9 @@ from agentloop.tools.call_id import round_label
 from agentloop.transcript import edited_round_state, plan_message_id, planned_message
 from agentloop.updates import PlanUpdate
 from agentloop.usage import sum_usage, usage_entry, wasted_usage
+
+if TYPE_CHECKING:
+    from agentloop.accelerate import Accelerator, PlanAcceleration
 
 __all__ = [
     "AFTER_PLAN_NODE",
@@ -90,12 +90,8 @@ class _Attempts:
     models: list[BaseChatModel]
     messages: list[BaseMessage]
     example: str
-    dispatch: EarlyDispatch
-    """Starts read-only calls while the plan streams (a new one per planner call)."""
-    point: Point = "chat"
-    """Where the plan stands, for the estimate of how often it says `response`."""
-    speculative: SpeculativeAnswer | None = None
-    """The answer started alongside the planner call, until it is kept or cancelled."""
+    ahead: PlanAcceleration
+    """What runs ahead of the plan: its early calls, a speculative answer."""
     whole_reply: bool = False
     """Read a text reply whole: it will be the answer (`adopts_planner_reply`)."""
     started: float = field(default_factory=time.perf_counter)
@@ -106,8 +102,6 @@ class _Attempts:
     model: str = ""
     judged: tuple[PlanDecision, str] | None = None
     """The last reply's decision and why it cannot be used ("" when it can)."""
-    wasted: list[tuple[str, int, int]] = field(default_factory=list)
-    """Cancelled speculative answers: (model, input tokens, output tokens)."""
 
     def count(self, read: PlanRead) -> None:
         self.calls += 1
@@ -115,34 +109,15 @@ class _Attempts:
         self.tokens_out += read.tokens_out
         self.model = read.model
 
-    def fresh_dispatch(self) -> None:
-        """Cancel what the previous planner call started; dispatch for a new one."""
-        self.dispatch.cancel()
-        self.dispatch.reset()
-
-    def follow(self, read: PlanRead) -> None:
-        """After each chunk: start what may start, drop the answer once `execute` is known."""
-        parser = read.reader.parser
-        self.dispatch.feed(parser)
-        action = parser.next_action
-        if self.speculative is not None and action is not None and action != "response":
-            self.drop_answer("cancelled")
-
-    def drop_answer(self, outcome: str) -> None:
-        """Cancel the speculative answer; its tokens still count."""
-        speculative, self.speculative = self.speculative, None
-        if speculative is not None:
-            self.wasted.append(speculative.drop(self.scope.emit, outcome))
-
 
 class _Plan:
     """The plan node of one loop: one core, driven by `invoke` and `ainvoke`."""
 
-    def __init__(self, parts: LoopParts) -> None:
+    def __init__(self, parts: LoopParts, accelerator: Accelerator) -> None:
         self.parts = parts
+        self.accelerator = accelerator
         # the tool list the examples were written for, the plan and the reference example
         self._examples: tuple[str, str, str] = ("", "", "")
-        self._speculation = SpeculationEstimate()
 
     def _bounded(self) -> BoundedRead[BaseMessageChunk]:
         limits = self.parts.model_limits
@@ -214,7 +189,6 @@ class _Plan:
         self, state: LoopState, runtime: Runtime[LoopContext], *, asynchronous: bool
     ) -> _Attempts:
         scope = self.parts.scope(runtime)
-        settings = scope.settings
         round_state = state.get("round_state") or empty_round_state()
         example = self._plan_examples()[0]
         messages = self._prompt(state, scope)
@@ -223,33 +197,19 @@ class _Plan:
                 round_index=round_state["round_index"], replan=bool(state.get("rollback_note"))
             )
         )
-        dispatch = EarlyDispatch(self.parts, state, scope, get_config(), asynchronous=asynchronous)
-        attempts = _Attempts(
-            scope, self.parts.models.planners(scope.loop), messages, example, dispatch
-        )
-        attempts.point = self._speculation.point(state, self.parts.registry.names)
-        answerer = self.parts.models.answerers(scope.loop)[0]
-        wanted = self._speculation.wanted(settings.speculative_answer, attempts.point, answerer)
-        if wanted:  # on `response` this answer is used, the reply read no further
-            attempts.speculative = self._speculate(state, scope, asynchronous=asynchronous)
-        elif settings.plan_mode == "native":  # a text reply read whole may be the answer
-            attempts.whole_reply = adopts_planner_reply(
-                settings.plan_mode,
-                attempts.models[0],
-                self.parts.models.answerer(scope.loop),
-                tools_ran=bool(round_state["done_plans"]),
-                results_omitted=omits_results(round_state, settings.keep_tool_results),
-            )
-        return attempts
 
-    def _speculate(
-        self, state: LoopState, scope: RunScope, *, asynchronous: bool
-    ) -> SpeculativeAnswer:
-        """Start the answer the loop would give if this plan said `response`."""
-        prompt = answer_prompt(self.parts, state, scope)
-        start = SpeculativeAnswer.start_async if asynchronous else SpeculativeAnswer.start_thread
-        workers = self.parts.runner.invoker.threads.workers
-        return start(prompt.answerers[0], prompt.messages, self.parts.model_limits, workers)
+        def answer() -> tuple[BaseChatModel, list[BaseMessage]]:
+            prompt = answer_prompt(self.parts, state, scope)
+            return prompt.answerers[0], prompt.messages
+
+        accelerator = self.accelerator
+        ahead = accelerator.plan_started(
+            state, scope, get_config(), answer, asynchronous=asynchronous
+        )
+        models = self.parts.models.planners(scope.loop)
+        attempts = _Attempts(scope, models, messages, example, ahead)
+        attempts.whole_reply = accelerator.reads_whole_reply(state, scope, ahead)
+        return attempts
 
     def _calls_left(self, state: LoopState, attempts: _Attempts) -> int:
         limit = attempts.scope.settings.plan_call_limit
@@ -282,7 +242,7 @@ class _Plan:
     def _reask(self, attempts: _Attempts, read: PlanRead, problem: str) -> None:
         """Ask the planner again, telling it what was wrong with its reply."""
         attempts.reasks += 1
-        attempts.dispatch.cancel()
+        attempts.ahead.stop_calls()
         attempts.scope.emit(PlanReasked(attempt=attempts.reasks, reason=problem))
         native = attempts.scope.settings.plan_mode == "native"
         message = reask_message(
@@ -320,15 +280,7 @@ class _Plan:
                 failure = f"the plan could not be used: {problem}"
                 decision = {**unparseable_decision(problem, read.reply_text)}
             chunks, short = read.reader.chunks, read.short
-        if failure or decision["next_action"] != "execute":
-            attempts.dispatch.cancel()
-        if not failure:
-            self._speculation.observe(attempts.point, decision["next_action"] == "response")
-        if attempts.speculative is not None:
-            if failure or decision["next_action"] != "response":
-                attempts.drop_answer("cancelled")
-            else:
-                self.parts.inflight.set_answer(state.get("run_id", ""), attempts.speculative)
+        attempts.ahead.decided(decision, bool(failure))
         scope.emit(
             PlanDecided(
                 next_action=decision["next_action"],
@@ -347,11 +299,11 @@ class _Plan:
         }
         if failure:
             update.update({"status": "planner_failed", "status_reason": failure})
-        if attempts.dispatch.discarded:
-            update["tool_logs"] = attempts.dispatch.discarded
+        if attempts.ahead.discarded:
+            update["tool_logs"] = attempts.ahead.discarded
         entries = [
             wasted_usage(model, tokens_in, tokens_out, self.parts.prices)
-            for model, tokens_in, tokens_out in attempts.wasted
+            for model, tokens_in, tokens_out in attempts.ahead.wasted
         ]
         if attempts.calls:
             entry = usage_entry(
@@ -375,14 +327,14 @@ class _Plan:
         settings = attempts.scope.settings
         read = PlanRead.start(model, settings.plan_mode, whole=attempts.whole_reply)
         bounded = self._bounded()
-        attempts.fresh_dispatch()
+        attempts.ahead.new_reply()
         tools = self.parts.tools.tool_schemas if schemas is None else schemas
         runnable = planner_runnable(model, settings, options, tools)
 
         def on_chunk(chunk: BaseMessageChunk) -> bool:
             if read.feed(chunk):
                 return True  # the decision is complete: stop reading
-            attempts.follow(read)
+            attempts.ahead.follow(read.reader.parser)
             return False
 
         yield from bounded.consume(runnable, request, on_chunk)
@@ -434,7 +386,7 @@ class _Plan:
                 break
             self._reask(attempts, read, problem)
         if hooks.jump is not None and hooks.jump != "tools":  # this plan will not run
-            attempts.dispatch.cancel()
+            attempts.ahead.stop_calls()
         if read is None and hooks.jump is not None:
             return hooks.merged(PlanUpdate())
         update = self._finish(state, attempts, read)
@@ -467,8 +419,8 @@ class _Plan:
         return planned_message(commands, run_id, label)
 
 
-def make_plan(parts: LoopParts) -> LoopNode:
-    """Build the `plan` node of a loop.
+def make_plan(parts: LoopParts, accelerator: Accelerator) -> LoopNode:
+    """Build the `plan` node of a loop (`accelerator`: what it starts ahead).
 
     Raises:
         ConfigurationError: `plan_mode="native"` with a planner model (or a fallback)
@@ -476,7 +428,7 @@ def make_plan(parts: LoopParts) -> LoopNode:
     """
     if parts.settings.plan_mode == "native":
         check_native_planners(parts.models.planners(), parts.tools.tool_schemas)
-    node = _Plan(parts)
+    node = _Plan(parts, accelerator)
     return LoopNode("plan", core=node.run)
 
 

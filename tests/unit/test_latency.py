@@ -348,3 +348,52 @@ async def test_every_event_a_run_emits_is_declared() -> None:
     types = {event["type"] for event in events}
     assert {"tool_dispatched", "answer_speculated"} <= types
     assert types <= set(EVENT_TYPES)
+
+
+def test_invoke_starts_no_thread_per_early_call_or_speculative_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under `invoke`, work started ahead runs on threads of the loop's pool."""
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def counted(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+
+    @tool
+    def lookup(query: str) -> str:
+        """Look something up (read-only)."""
+        time.sleep(0.02)
+        return f"found {query}"
+
+    three = plan_reply("execute", [cmd("lookup", query=q) for q in ("a", "b", "c")])
+    planner = ScriptedChatModel(
+        [str(three), str(plan_reply("response"))] * 2, chunk_size=4, chunk_delay_s=0.002
+    )
+    answerer = ScriptedChatModel([], responder=lambda _: "the answer", chunk_size=4)
+    graph = create_tool_loop(
+        planner,
+        [lookup],
+        models=ModelOptions(answer_model=answerer),
+        planning=PlanningOptions(speculative_answer=True, streaming_dispatch=True),
+        checkpointer=InMemorySaver(),
+    )
+    per_run: list[list[str]] = []
+    for run in ("first", "second"):
+        config = {"configurable": {"thread_id": run}}
+        payload = {"user_input": "a, b and c"}
+        events = list(graph.stream(payload, config, stream_mode="custom"))
+        types = [e["type"] for e in events]
+        early = types[: types.index("plan_decided")]
+        assert early.count("tool_dispatched") >= 2  # started while the plan streamed
+        speculated = [e["outcome"] for e in events if e["type"] == "answer_speculated"]
+        assert speculated == ["cancelled", "adopted"]  # on `execute`, then on `response`
+        per_run.append([n for n in started if not n.startswith("ThreadPoolExecutor-")])
+        started.clear()
+    # LangGraph's own executor aside, only the loop's pool starts threads: the second
+    # run reuses the first's (no thread per early call or speculative answer)
+    assert all(name.startswith("agentloop-tool-") for names in per_run for name in names)
+    assert len(per_run[1]) <= len(per_run[0]) <= 9, per_run

@@ -24,6 +24,7 @@ from agentloop import (
     create_tool_loop,
     install_log_redaction,
 )
+from agentloop.accelerate import Accelerator
 from agentloop.nodes.parts import LoopParts
 from agentloop.redaction import REDACTED, installed_log_redaction
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -60,14 +61,28 @@ def _loop_parts(graph: Any) -> LoopParts:
     return next(iter(found.values()))
 
 
-def _owned(parts: LoopParts) -> dict[str, Any]:
+def _accelerator(graph: Any) -> Accelerator:
+    """The one `Accelerator` a compiled loop's nodes share (the plan, call_tool, answer)."""
+    owners = [
+        getattr(getattr(node.bound, "core", None), "__self__", None)
+        for node in graph.nodes.values()
+    ]
+    found = {
+        id(a): a for o in owners if isinstance(a := getattr(o, "accelerator", None), Accelerator)
+    }
+    assert len(found) == 1, "every node of a loop shares one Accelerator"
+    return next(iter(found.values()))
+
+
+def _owned(graph: Any) -> dict[str, Any]:
     """Every cache, registry and pool a loop holds, by name."""
+    parts = _loop_parts(graph)
     runner = parts.runner
     return {
         "history_lines": parts.history_lines,
         "replays": parts.replays,
         "identities": parts.identities,
-        "inflight": parts.inflight,
+        "accelerator": _accelerator(graph),
         "models": parts.models,
         "catalog": parts.tools,
         "registry": parts.registry,
@@ -106,14 +121,14 @@ def _two_loops() -> tuple[Any, Any]:
 
 
 def test_two_loops_share_no_cache_registry_or_pool() -> None:
-    first, second = (_owned(_loop_parts(graph)) for graph in _two_loops())
+    first, second = (_owned(graph) for graph in _two_loops())
     shared = [name for name in first if first[name] is second[name]]
     assert shared == []
 
 
 async def test_a_run_of_one_loop_fills_only_its_own_caches(run_loop: Any) -> None:
     first, second = _two_loops()
-    mine, theirs = _owned(_loop_parts(first)), _owned(_loop_parts(second))
+    mine, theirs = _owned(first), _owned(second)
     config = {"configurable": {"thread_id": "prices"}}
     out = await run_loop(first, {"user_input": "what do plums and pears cost?"}, config)
     assert [record["success"] for record in out["round_state"]["done_plans"]] == [True, True]

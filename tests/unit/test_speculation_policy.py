@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from agentloop import PlanningOptions, create_tool_loop
-from agentloop.errors import ConfigurationError
-from agentloop.nodes.speculation import (
+from agentloop.accelerate import (
     MIN_RESPONSE_RATE,
     PRIORS,
     SpeculationEstimate,
@@ -18,6 +17,7 @@ from agentloop.nodes.speculation import (
     should_speculate,
     tool_words,
 )
+from agentloop.errors import ConfigurationError
 from agentloop.testing import ScriptedChatModel
 
 ANSWERER = ScriptedChatModel(responder=lambda _messages: "an answer")
