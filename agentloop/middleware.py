@@ -456,20 +456,16 @@ class LoopMiddleware:
     ) -> ToolOutcome:
         """Run a call through every `wrap_tool_call`, in this thread, ending in `proceed`.
 
-        Args:
-            call: The call.
-            config: The config of the call's task.
-            proceed: The loop's own layers and the tool.
-            tools: The loop's tools (for the `ToolRuntime`).
-            state_keys: The state keys a `Command(update=...)` may write
-                (`agentloop.tools.injected.command_outcome`).
+        `proceed` is the loop's own layers and the tool; `tools` (the loop's) are for the
+        `ToolRuntime`; `state_keys` are those a `Command(update=...)` may write
+        (`agentloop.tools.injected.command_outcome`).
         """
         wrapped = _WrappedCall(call, config, tools, state_keys)
         handler: Callable[[ToolCallRequest], Any] = lambda inner: wrapped.message(  # noqa: E731
             proceed(wrapped.inner_call(inner))
         )
         for middleware in reversed(self.tool_calls):
-            handler = partial(_sync_tool_layer, middleware, handler)
+            handler = partial(middleware.wrap_tool_call, handler=handler)
         try:
             result = handler(wrapped.request)
         except Exception as error:
@@ -594,14 +590,6 @@ def _tool_layer(
         return await asyncio.to_thread(middleware.wrap_tool_call, request, sync_inner)
 
     return bridged
-
-
-def _sync_tool_layer(
-    middleware: AgentMiddleware[Any, Any, Any],
-    inner: Callable[[ToolCallRequest], Any],
-    request: ToolCallRequest,
-) -> Any:
-    return middleware.wrap_tool_call(request, inner)
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop, awaitable: Awaitable[T]) -> T:
