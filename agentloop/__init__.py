@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentloop.audit import AuditLog
     from agentloop.display import report, show_graph
     from agentloop.durability import SideEffectLedger
     from agentloop.errors import (
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
     )
     from agentloop.subagents import as_tool
     from agentloop.tools.cache import ResultCache
-    from agentloop.tools.interceptors import AuditLog, Interceptor, ToolInvocation
     from agentloop.tools.outcome import ToolOutcome
     from agentloop.tools.policy import ToolPolicy, ToolRetry
     from agentloop.tools.threads import ToolThreads
@@ -65,13 +65,11 @@ __all__ = [
     "as_tool",
     # tool governance
     "AuditLog",
-    "Interceptor",
     "LogRedaction",
     "Redactor",
     "ResultCache",
     "install_log_redaction",
     "SideEffectLedger",
-    "ToolInvocation",
     "ToolOutcome",
     "ToolPolicy",
     "ToolRetry",
@@ -119,9 +117,7 @@ _EXPORTS: dict[str, str] = {
     "as_tool": "agentloop.subagents",
     "report": "agentloop.display",
     "show_graph": "agentloop.display",
-    "AuditLog": "agentloop.tools.interceptors",
-    "Interceptor": "agentloop.tools.interceptors",
-    "ToolInvocation": "agentloop.tools.interceptors",
+    "AuditLog": "agentloop.audit",
     "Redactor": "agentloop.redaction",
     "LogRedaction": "agentloop.redaction",
     "install_log_redaction": "agentloop.redaction",

@@ -8,7 +8,7 @@ The loop's async code is written once; sync code drives it two ways:
   whenever no event loop runs in its thread (`has_running_loop`).
 - `LoopRunner.run` runs any coroutine on the one event loop of its runner (a daemon
   thread, started on first use), for what needs one: async-only tools, the app's
-  async interceptors and middleware. A compiled loop owns one runner, so a sync run
+  async `wrap_tool_call` middleware. A compiled loop owns one runner, so a sync run
   never starts an event loop per call. (`run_coroutine_sync` starts a loop of its own:
   only for code with no runner at hand.)
 
@@ -194,7 +194,7 @@ class LoopRunner:
     """One event loop, in a daemon thread, for the coroutines a sync run must await.
 
     A compiled loop owns one (through its `ToolThreads`): under `invoke`, async-only
-    tools, the app's interceptors and async middleware run on it, so a sync run never
+    tools and the app's async middleware run on it, so a sync run never
     starts an event loop per call. The loop and its thread start on first use; the loop
     stops when the runner is garbage collected (its thread is a daemon: a task still
     running, such as a tool abandoned at its timeout, never blocks the interpreter's exit).

@@ -81,8 +81,8 @@ ErrorType = Literal[
   rejected (only reads start early, so there is nothing to undo);
 - `unserializable_result`: the tool returned an object that cannot be converted to JSON;
 - `unsupported_result`: the tool returned something the loop does not apply;
-- `refused`: an interceptor refused the call (not run), e.g. with
-  `ToolOutcome.refused("refused", call.tool_name, "deleting is disabled")`.
+- `refused`: a `wrap_tool_call` middleware answered with an error `ToolMessage`
+  without calling its handler (not run).
 """
 ERROR_TYPES: tuple[str, ...] = get_args(ErrorType)
 

@@ -8,7 +8,6 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import SystemMessage
-from langchain_core.runnables import RunnableConfig
 from langgraph.cache.base import BaseCache
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -58,7 +57,6 @@ from agentloop.structured import StructuredOutput
 from agentloop.system_prompt import app_instructions
 from agentloop.tools.cache import ResultCache
 from agentloop.tools.catalog import ToolCatalog
-from agentloop.tools.interceptors import CacheInterceptor, Interceptor, RateLimitInterceptor
 from agentloop.tools.invoke import ToolInvoker
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.policy import ToolRetry
@@ -170,7 +168,7 @@ def create_tool_loop(
             to the loop's tools and its tool calls are the round's commands; a planner
             without tool calling is a `ConfigurationError`).
         governance: How tools may be called (`GovernanceOptions`: policies,
-            interceptors, timeouts, retries, cache, threads, redaction, ledger).
+            timeouts, retries, cache, threads, redaction, ledger).
         planning: How rounds are planned and bounded, and the prompt templates
             (`PlanningOptions`).
         models: How models are called (`ModelOptions`: the answer model, fallbacks,
@@ -250,14 +248,8 @@ def create_tool_loop(
         runner = ToolRunner(
             catalog,
             results,
-            interceptors=[
-                RateLimitInterceptor(),
-                CacheInterceptor(results),
-                *governance.interceptors,
-            ],
-            mandatory_interceptors=governance.mandatory_interceptors,
             invoker=ToolInvoker(threads),
-            wrap_call=_tool_wrapper(wrappers, catalog, command_keys),
+            middleware=wrappers,
             retried_elsewhere=wrappers.retries_tool if wrappers.tool_retries else None,
             state_keys=command_keys,
         )
@@ -474,15 +466,6 @@ def _model_retry(policy: ModelRetryPolicy, wrappers: LoopMiddleware) -> ModelRet
     of a reply cut by its length, or repeating itself, stay the loop's).
     """
     return replace(policy, max_attempts=1) if wrappers.retries_models else policy
-
-
-def _tool_wrapper(
-    wrappers: LoopMiddleware, catalog: ToolCatalog, state_keys: frozenset[str]
-) -> Callable[[RunnableConfig | None], Interceptor] | None:
-    """The app's `wrap_tool_call` middleware as the layer of a call (None: there is none)."""
-    if not wrappers.tool_calls:
-        return None
-    return lambda config: wrappers.tool_layer(config, catalog.registry.tools, state_keys)
 
 
 _BEFORE_ALIASES = {"model": "plan", "tools": "execute"}

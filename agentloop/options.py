@@ -1,6 +1,6 @@
 """The options of `create_tool_loop`, grouped by concern.
 
-- `GovernanceOptions`: how tools may be called (policies, interceptors, timeouts,
+- `GovernanceOptions`: how tools may be called (policies, timeouts,
   retries, the result cache, sync-tool threads, redaction, the side-effect ledger);
 - `PlanningOptions`: how rounds are planned and bounded, and the prompt templates;
 - `ModelOptions`: how models are called (the answer model, fallbacks, retries, limits,
@@ -30,7 +30,6 @@ from agentloop.models import ModelLike
 from agentloop.prompts import PromptSource
 from agentloop.redaction import Redact
 from agentloop.tools.cache import ResultCache
-from agentloop.tools.interceptors import Interceptor
 from agentloop.tools.policy import DEFAULT_TIMEOUT_S, ToolPolicy, ToolRetry
 from agentloop.tools.threads import ToolThreads
 from agentloop.usage import Prices
@@ -44,8 +43,6 @@ class GovernanceOptions:
 
     Attributes:
         policies: `ToolPolicy` per tool name.
-        interceptors: Optional interceptors (may short-circuit), outermost first.
-        mandatory_interceptors: Interceptors that always run (audit, tracing).
         default_timeout_s: Time limit of one attempt for tools whose policy sets none.
         timeout_by_prefix: Time limits by tool-name prefix (`{"search_": 10.0}`).
         default_retry: Retry policy of idempotent tools that declare none (None: no
@@ -65,8 +62,6 @@ class GovernanceOptions:
     """
 
     policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
-    interceptors: Sequence[Interceptor] = ()
-    mandatory_interceptors: Sequence[Interceptor] = ()
     default_timeout_s: float = DEFAULT_TIMEOUT_S
     timeout_by_prefix: Mapping[str, float] | None = None
     default_retry: ToolRetry | RetryPolicy | None = field(default_factory=ToolRetry)

@@ -3,7 +3,7 @@
 Both are opt-in per tool and only for idempotent tools:
 
 - `ToolPolicy(cache_ttl_s=...)`: a successful result answers the same call again while
-  it is fresh (the `CacheInterceptor` looks it up);
+  it is fresh (the `CacheLayer` looks it up);
 - `ToolPolicy(stale_fallback_s=...)`: the last good result is kept that long and comes
   back, marked stale with its age, when the tool later fails.
 

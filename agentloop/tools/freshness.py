@@ -44,7 +44,7 @@ NOT_RUN_ERRORS = frozenset(
         "cancelled",
     }
 )
-"""Error types of calls that were settled without their tool running (an interceptor
+"""Error types of calls that were settled without their tool running (a middleware
 refused it, or it was started for a plan that was rejected and cancelled before it ran)."""
 
 

@@ -35,7 +35,7 @@ from langgraph.prebuilt.tool_node import ToolRuntime, _get_all_injected_args
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from agentloop.tools.interceptors import ToolInvocation
+from agentloop.tools.layers import ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
 
 __all__ = [

@@ -27,7 +27,7 @@ from agentloop._sync import has_running_loop
 from agentloop.errors import ToolCallError, classify_tool_error
 from agentloop.events import Emit, ToolAbandoned, ToolRetrying, ToolThreadAbandoned
 from agentloop.tools.artifacts import unpack_output
-from agentloop.tools.interceptors import ToolInvocation
+from agentloop.tools.layers import ToolInvocation
 from agentloop.tools.outcome import ToolOutcome, timed_out
 from agentloop.tools.output import BoundedOutput, bound_output
 from agentloop.tools.policy import ToolRetry, is_subagent

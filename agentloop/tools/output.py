@@ -10,7 +10,7 @@
   loop, and every other run on it, goes on meanwhile.
 - A result that cannot be converted fails the call as `unserializable_result`.
 
-Anything else is returned as it is: interceptors still see the tool's own objects.
+Anything else is returned as it is: the loop's layers still see the tool's own objects.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The governance pipeline of one command.
 
-resolve -> repair argument names -> validate and coerce -> interceptors (mandatory, then
-optional) -> timeout and retries -> fallback (stale cache, stub, graceful error) ->
-truncate -> judge -> record.
+resolve -> repair argument names -> validate and coerce -> the app's `wrap_tool_call`
+middleware -> result cache -> rate limit -> timeout and retries -> fallback (stale cache,
+stub, graceful error) -> truncate -> judge -> record.
 
 `prepare` does the pure first half when a round starts (so duplicates are found on
 validated arguments and bad calls never reach a tool); `run` does the rest in a call task.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
@@ -31,20 +31,24 @@ from agentloop.tools.call_config import call_info
 from agentloop.tools.call_id import CallId, tool_call_id
 from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.injected import command_outcome, run_context
-from agentloop.tools.interceptors import (
-    Interceptor,
-    ToolInvocation,
-    run_chain,
-    runs_without_loop,
-)
 from agentloop.tools.invoke import ToolInvoker, has_sync_implementation, propagates
 from agentloop.tools.judge import judge_result
 from agentloop.tools.late import LateOutcome, watch_late_outcome
+from agentloop.tools.layers import (
+    CacheLayer,
+    Proceed,
+    RateLimitLayer,
+    ToolInvocation,
+    run_layers,
+)
 from agentloop.tools.outcome import ToolOutcome, graceful_error
 from agentloop.tools.output import bounded_json
 from agentloop.tools.records import emit_settled, make_record
 from agentloop.tools.spec import IDEMPOTENCY_ARGUMENT
 from agentloop.tools.whole_results import WholeResults
+
+if TYPE_CHECKING:
+    from agentloop.middleware import LoopMiddleware
 
 __all__ = ["AGENT_USAGE_ARTIFACT", "PreparedCall", "ToolRunner", "emit_settled", "make_record"]
 
@@ -55,15 +59,12 @@ class ToolRunner:
     Args:
         tools: The tools and their policies (a catalog: they may change between rounds).
         cache: Results shared by every run of the loop.
-        interceptors: Optional interceptors (may short-circuit), outermost first.
-        mandatory_interceptors: Always run, around the optional ones.
-        wrap_call: Builds, from the config of a call, a layer that runs between the
-            mandatory interceptors and the optional ones (the app's `wrap_tool_call`
-            middleware).
         invoker: Calls the tools (default: one with its own pool of sync-tool threads).
         retried_elsewhere: Whether the app's middleware retries a tool's calls (its
             `ToolRetryMiddleware`): the loop's own retry of that tool is then off, so
             the two never stack.
+        middleware: The app's middleware, when some wraps tool calls: it runs around
+            the loop's own layers (cache, rate limit, timeout and retries).
         state_keys: The state keys a tool's `Command(update=...)` may write (`messages`
             and the app's and middleware's own keys); the rest is left out, noted.
     """
@@ -72,20 +73,18 @@ class ToolRunner:
         self,
         tools: ToolCatalog,
         cache: ResultCache,
-        interceptors: Sequence[Interceptor] = (),
-        mandatory_interceptors: Sequence[Interceptor] = (),
         invoker: ToolInvoker | None = None,
-        wrap_call: Callable[[RunnableConfig | None], Interceptor] | None = None,
         retried_elsewhere: Callable[[str], bool] | None = None,
         state_keys: frozenset[str] = frozenset({"messages"}),
+        middleware: LoopMiddleware | None = None,
     ) -> None:
         self.tools = tools
         self._state_keys = state_keys
         self._retried_elsewhere = retried_elsewhere
         self.cache = cache
-        self.chain: list[Interceptor] = [*mandatory_interceptors, *interceptors]
-        self._mandatory = len(mandatory_interceptors)
-        self._wrap_call = wrap_call
+        self.layers = (CacheLayer(cache), RateLimitLayer())
+        """The loop's own layers, inside the app's middleware (first outermost)."""
+        self._middleware = middleware if middleware and middleware.tool_calls else None
         self.invoker = invoker or ToolInvoker()
         self.whole_results = WholeResults()
         """The whole results of calls whose records hold a cut one (for `$N` references)."""
@@ -210,9 +209,9 @@ class ToolRunner:
     ) -> ToolExecutionRecord:
         """Run a prepared call from sync code: `run`, driven with no event loop when it needs none.
 
-        It needs one for an async-only tool, an app's interceptor or `wrap_tool_call`
-        middleware (async by contract), or when a loop runs in this thread already: it
-        then runs on the loop's one event loop (`ToolThreads.run_coroutine`).
+        It needs one for an async-only tool, an app's `wrap_tool_call` middleware with
+        only the async hook, or when a loop runs in this thread already: it then runs on
+        the loop's one event loop (`ToolThreads.run_coroutine`).
         """
         running = self.run(call, emit, config, prefer_sync=True, on_late=on_late)
         if self._needs_loop(call):
@@ -221,7 +220,7 @@ class ToolRunner:
 
     def _needs_loop(self, call: PreparedCall) -> bool:
         spec = self.tools.registry.spec(call["tool_name"])
-        loop_free = self._wrap_call is None and runs_without_loop(self.chain)
+        loop_free = self._middleware is None or self._middleware.sync_tool_calls
         sync_tool = spec is None or has_sync_implementation(spec.runnable)  # None: settled
         return not (loop_free and sync_tool) or has_running_loop()
 
@@ -234,7 +233,7 @@ class ToolRunner:
         prefer_sync: bool = False,
         on_late: LateOutcome | None = None,
     ) -> ToolExecutionRecord:
-        """Run a prepared call: interceptors, timeout, retries, fallback, truncation, judge.
+        """Run a prepared call: middleware, layers, timeout, retries, fallback, truncation, judge.
 
         Never raises for anything the tool does (interrupts raised by a tool propagate).
 
@@ -296,11 +295,11 @@ class ToolRunner:
         if writes:  # what earlier reads of this state said may change from now on
             self.cache.invalidate(tool_call.touch)
         try:
-            outcome = await run_chain(tool_call, self._chain(config), terminal)
+            outcome = await self._through_stack(tool_call, config, terminal)
         except BaseException as error:
             if propagates(error):
                 raise
-            outcome = ToolOutcome.failure("internal_error", f"interceptor failed: {error!r}")
+            outcome = ToolOutcome.failure("internal_error", f"middleware failed: {error!r}")
         finally:
             if writes:  # reads cached while it ran may hold what it changed
                 self.cache.invalidate(tool_call.touch)
@@ -366,12 +365,29 @@ class ToolRunner:
         emit(completed)
         return record
 
-    def _chain(self, config: RunnableConfig | None) -> list[Interceptor]:
-        """The interceptors of a call, with the app's middleware layer in its place."""
-        if self._wrap_call is None:
-            return self.chain
-        mandatory, optional = self.chain[: self._mandatory], self.chain[self._mandatory :]
-        return [*mandatory, self._wrap_call(config), *optional]
+    async def _through_stack(
+        self, call: ToolInvocation, config: RunnableConfig | None, terminal: Proceed
+    ) -> ToolOutcome:
+        """A call through the app's middleware, then the loop's own layers, to `terminal`.
+
+        With no event loop running (`run_sync`), the middleware's sync hooks run here and
+        the layers are driven with no event loop (the tool is sync: `_needs_loop`).
+        """
+        layers = self.layers
+        middleware = self._middleware
+        if middleware is None:
+            return await run_layers(call, layers, terminal)
+        tools, keys = self.tools.registry.tools, self._state_keys
+        if has_running_loop():
+            inner: Proceed = lambda current: run_layers(current, layers, terminal)  # noqa: E731
+            return await middleware.acall_tool(call, config, inner, tools=tools, state_keys=keys)
+        return middleware.call_tool(
+            call,
+            config,
+            lambda current: run_without_loop(run_layers(current, layers, terminal)),
+            tools=tools,
+            state_keys=keys,
+        )
 
     def _fall_back(self, call: ToolInvocation, failure: ToolOutcome) -> ToolOutcome:
         """The last good result (opt-in, still a failure), the declared stub, or an error.

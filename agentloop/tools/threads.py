@@ -6,8 +6,8 @@ blocks the interpreter's exit, unlike those of a `ThreadPoolExecutor`), reused f
 call to call: at most `max_running` run at once, a thread abandoned at a timeout is
 given up by the pool (another takes its place, so a hung tool starves no later call),
 and a tool with `max_abandoned` calls still hung is refused until one of them returns.
-Under `invoke`, the coroutines that need an event loop (async tools, interceptors,
-async middleware) run on the loop's one `LoopRunner` (`run_coroutine`).
+Under `invoke`, the coroutines that need an event loop (async tools, async-only
+`wrap_tool_call` middleware) run on the loop's one `LoopRunner` (`run_coroutine`).
 
 An async tool runs in a task of its own (`run_task`): at its timeout the task is
 cancelled, and a task that ignores the cancellation for `cancel_grace_s` is abandoned

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from langchain.agents.middleware import wrap_tool_call
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import StructuredTool, tool
 
 from agentloop import (
@@ -17,8 +19,6 @@ from agentloop import (
     GovernanceOptions,
     ModelOptions,
     ResultCache,
-    ToolInvocation,
-    ToolOutcome,
     ToolPolicy,
     ToolRetry,
     create_tool_loop,
@@ -276,7 +276,7 @@ async def test_argument_aliases_repair_without_mutating(run_loop: Any, build: Bu
     assert kwargs == {"description": "founders"}
 
 
-# -- interceptors and cache -----------------------------------------------------------------
+# -- middleware and cache -------------------------------------------------------------------
 
 
 async def test_cache_hit_skips_the_tool_across_runs(
@@ -313,7 +313,7 @@ async def test_cache_hit_skips_the_tool_across_runs(
     assert second["tool_logs"][0]["result"] == "docs about tides"
 
 
-async def test_short_circuiting_interceptor_keeps_the_audit_trace(
+async def test_short_circuiting_middleware_keeps_the_audit_trace(
     run_loop: Any, build: Builder
 ) -> None:
     calls = 0
@@ -325,60 +325,57 @@ async def test_short_circuiting_interceptor_keeps_the_audit_trace(
         calls += 1
         return 10
 
-    async def canned(call: ToolInvocation, proceed: Any) -> Any:
-        if call.tool_name == "get_price":
-            return {"price": 0, "source": "canned"}
-        return await proceed(call)
+    @wrap_tool_call
+    def canned(request: Any, handler: Any) -> Any:
+        if request.tool_call["name"] == "get_price":
+            canned = json.dumps({"price": 0, "source": "canned"})
+            return ToolMessage(canned, tool_call_id=request.tool_call["id"])
+        return handler(request)
 
     audit = AuditLog()
     graph, _ = build(
-        one_round(cmd("get_price", item="tea")),
-        [get_price],
-        governance=GovernanceOptions(interceptors=[canned], mandatory_interceptors=[audit]),
+        one_round(cmd("get_price", item="tea")), [get_price], middleware=[audit, canned]
     )
     out = await run_loop(graph, {"user_input": "go"})
     assert calls == 0
-    assert out["tool_logs"][0]["result"] == {"price": 0, "source": "canned"}
+    assert json.loads(out["tool_logs"][0]["result"]) == {"price": 0, "source": "canned"}
     [entry] = audit.entries
     assert entry.tool_name == "get_price"
     assert entry.arguments == {"item": "tea"}
     assert entry.success is True
 
 
-async def test_interceptor_can_change_the_call(run_loop: Any, build: Builder) -> None:
+async def test_middleware_can_change_the_call(run_loop: Any, build: Builder) -> None:
     @tool
     def get_echo(text: str) -> str:
         """Echo."""
         return text
 
-    async def shout(call: ToolInvocation, proceed: Any) -> ToolOutcome:
-        changed = call.override(arguments={**call.arguments, "text": call.arguments["text"] + "!"})
-        return await proceed(changed)  # type: ignore[no-any-return]
+    @wrap_tool_call
+    async def shout(request: Any, handler: Any) -> Any:
+        args = request.tool_call["args"]
+        changed = {**request.tool_call, "args": {**args, "text": args["text"] + "!"}}
+        return await handler(request.override(tool_call=changed))
 
-    graph, _ = build(
-        one_round(cmd("get_echo", text="hi")),
-        [get_echo],
-        governance=GovernanceOptions(interceptors=[shout]),
-    )
+    graph, _ = build(one_round(cmd("get_echo", text="hi")), [get_echo], middleware=[shout])
     out = await run_loop(graph, {"user_input": "go"})
     assert out["tool_logs"][0]["result"] == "hi!"
 
 
-async def test_failing_interceptor_gives_a_failed_record(run_loop: Any, build: Builder) -> None:
+async def test_failing_middleware_gives_a_failed_record(run_loop: Any, build: Builder) -> None:
     @tool
     def get_x(q: str) -> str:
         """X."""
         return q
 
-    async def broken(call: ToolInvocation, proceed: Any) -> Any:
-        raise ValueError("interceptor bug")
+    @wrap_tool_call
+    def broken(request: Any, handler: Any) -> Any:
+        raise ValueError("middleware bug")
 
-    graph, _ = build(
-        one_round(cmd("get_x", q="a")), [get_x], governance=GovernanceOptions(interceptors=[broken])
-    )
+    graph, _ = build(one_round(cmd("get_x", q="a")), [get_x], middleware=[broken])
     out = await run_loop(graph, {"user_input": "go"})
     assert out["tool_logs"][0]["success"] is False
-    assert "interceptor bug" in out["tool_logs"][0]["error"]
+    assert "middleware bug" in out["tool_logs"][0]["error"]
 
 
 async def test_rate_limit_spaces_calls(run_loop: Any, build: Builder) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+from langchain.agents.middleware import wrap_tool_call
 from langchain.tools import (
     InjectedState,
     InjectedStore,
@@ -192,19 +193,20 @@ async def test_a_command_update_of_a_loop_key_is_left_out_and_noted(run_loop: An
     assert out["answer"] == "done"  # the loop's own key is the loop's to write
 
 
-async def test_interceptors_read_the_apps_context(run_loop: Any) -> None:
+async def test_middleware_reads_the_apps_context(run_loop: Any) -> None:
     seen: list[Any] = []
 
-    async def per_user(call: Any, proceed: Any) -> Any:
-        seen.append(call.context)
-        return await proceed(call)
+    @wrap_tool_call
+    async def per_user(request: Any, handler: Any) -> Any:
+        seen.append(request.runtime.context)
+        return await handler(request)
 
     graph, _ = _loop(
         [{"tool_name": "favourite", "tool_kwargs": {"topic": "tea"}}],
         [favourite],
         context_schema=UserContext,
         store=InMemoryStore(),
-        governance=GovernanceOptions(interceptors=[per_user]),
+        middleware=[per_user],
     )
     await run_loop(graph, {"user_input": "tea?"}, context=UserContext("u9"))
     assert seen == [UserContext("u9")]

@@ -25,6 +25,7 @@ from agentloop import (
     GovernanceOptions,
     ModelOptions,
     PlanningOptions,
+    ToolPolicy,
     create_tool_loop,
 )
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -378,29 +379,38 @@ def test_node_hooks_build_and_only_non_middleware_is_refused() -> None:
         create_tool_loop(ScriptedChatModel([]), [read_file], middleware=[object()])  # type: ignore[list-item]
 
 
-async def test_middleware_sits_inside_the_ledger_and_interceptors_see_it(run_loop: Any) -> None:
+async def test_middleware_wraps_in_list_order_around_the_loops_cache(run_loop: Any) -> None:
     order: list[str] = []
 
-    async def audit(call: Any, proceed: Any) -> Any:
-        order.append("mandatory interceptor")
-        return await proceed(call)
-
-    async def optional(call: Any, proceed: Any) -> Any:
-        order.append("optional interceptor")
-        return await proceed(call)
+    @wrap_tool_call
+    def audit(request: Any, handler: Any) -> Any:
+        """First in the list: the outermost, as a mandatory audit."""
+        order.append("first")
+        return handler(request)
 
     @wrap_tool_call
     async def middle(request: Any, handler: Any) -> Any:
-        """Between the two kinds of interceptor."""
+        """Between the two."""
         order.append("middleware")
         return await handler(request)
 
+    @wrap_tool_call
+    def last(request: Any, handler: Any) -> Any:
+        """Last in the list: the innermost app layer, outside the loop's cache."""
+        order.append("last")
+        result = handler(request)
+        order.append(f"from_cache={result.response_metadata.get('from_cache', False)}")
+        return result
+
     graph = create_tool_loop(
-        ScriptedChatModel(_plans(_call("read_file", path="a.txt"))),
+        ScriptedChatModel(_plans(_call("read_file", path="a.txt")) * 2),
         [read_file],
-        models=ModelOptions(answer_model=ScriptedChatModel(["ok"])),
-        middleware=[middle],
-        governance=GovernanceOptions(mandatory_interceptors=[audit], interceptors=[optional]),
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
+        middleware=[audit, middle, last],
+        governance=GovernanceOptions(policies={"read_file": ToolPolicy(cache_ttl_s=60)}),
     )
     await run_loop(graph, {"user_input": "read"})
-    assert order == ["mandatory interceptor", "middleware", "optional interceptor"]
+    assert order == ["first", "middleware", "last", "from_cache=False"]
+    order.clear()
+    await run_loop(graph, {"user_input": "read"})
+    assert order == ["first", "middleware", "last", "from_cache=True"]  # the cache is inside

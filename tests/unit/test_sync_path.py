@@ -5,36 +5,44 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.tools import tool
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
 from agentloop._sync import has_running_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.interceptors import Proceed, ToolInvocation
-from agentloop.tools.outcome import ToolOutcome
 
 
-class LoopWatch:
-    """An interceptor that notes whether an event loop runs where the pipeline runs."""
+class LoopWatch(AgentMiddleware):  # type: ignore[type-arg]
+    """A middleware that notes whether an event loop runs where the tool call runs.
 
-    runs_without_loop = True
+    It has both hooks, as `AuditLog` does: `invoke` runs the sync one, `ainvoke` the async.
+    """
 
     def __init__(self) -> None:
+        super().__init__()
         self.loops: list[bool] = []
 
-    async def __call__(self, call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
+    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
         self.loops.append(has_running_loop())
-        return await proceed(call)
+        return handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+        self.loops.append(has_running_loop())
+        return await handler(request)
 
 
-class AppInterceptor(LoopWatch):
-    """The same, without the declaration: an app's interceptor, async by contract."""
+class AppMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+    """The same with only the async hook: it needs an event loop."""
 
-    runs_without_loop = False
+    def __init__(self) -> None:
+        super().__init__()
+        self.loops: list[bool] = []
 
-    async def __call__(self, call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
+    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
         await asyncio.sleep(0.001)  # needs an event loop
-        return await super().__call__(call, proceed)
+        self.loops.append(has_running_loop())
+        return await handler(request)
 
 
 def flaky_tools() -> tuple[list[Any], dict[str, int]]:
@@ -56,7 +64,7 @@ def flaky_tools() -> tuple[list[Any], dict[str, int]]:
     return [get_rate, get_item], attempts
 
 
-def loop(tools: list[Any], interceptor: LoopWatch) -> Any:
+def loop(tools: list[Any], middleware: AgentMiddleware) -> Any:  # type: ignore[type-arg]
     plans = [
         plan_reply(
             "execute",
@@ -73,9 +81,9 @@ def loop(tools: list[Any], interceptor: LoopWatch) -> Any:
         tools,
         models=ModelOptions(answer_model=ScriptedChatModel(["done"])),
         governance=GovernanceOptions(
-            policies={"get_rate": ToolPolicy(retry=retry, rate_limit_per_s=50)},
-            interceptors=[interceptor],
+            policies={"get_rate": ToolPolicy(retry=retry, rate_limit_per_s=50)}
         ),
+        middleware=[middleware],
     )
 
 
@@ -90,9 +98,9 @@ async def test_sync_tools_run_without_an_event_loop_under_invoke(run_loop: Any) 
     assert watch.loops == [run_loop.entry == "ainvoke"] * 2
 
 
-async def test_an_app_interceptor_gets_an_event_loop_under_invoke(run_loop: Any) -> None:
+async def test_an_async_only_middleware_gets_an_event_loop_under_invoke(run_loop: Any) -> None:
     tools, _ = flaky_tools()
-    interceptor = AppInterceptor()
-    out = await run_loop(loop(tools, interceptor), {"user_input": "rate and item"})
+    middleware = AppMiddleware()
+    out = await run_loop(loop(tools, middleware), {"user_input": "rate and item"})
     assert [record["success"] for record in out["round_state"]["done_plans"]] == [True, True]
-    assert interceptor.loops == [True, True]
+    assert middleware.loops == [True, True]

@@ -1,14 +1,9 @@
-"""The interceptor chain around a tool call, and the built-in interceptors.
+"""The loop's own layers around a tool call, inside the app's `wrap_tool_call` middleware.
 
-An interceptor is an async callable `(call, proceed) -> result`. It may pass the call
-through (`await proceed(call)`), change it (`await proceed(call.override(arguments=...))`),
-or answer without calling the tool (return a value or a `ToolOutcome`). Mandatory
-interceptors wrap optional ones, so they always run, even when an optional one answers.
-
-Under `invoke`, a call of a sync tool runs without an event loop when every interceptor
-of its chain says it awaits nothing an event loop must resume (`RUNS_WITHOUT_LOOP` set
-to True on it: the loop's own cache and rate limiter and `AuditLog` do); a chain with
-any other interceptor gets an event loop for that call.
+A call goes: the app's middleware (outermost first) -> `CacheLayer` -> `RateLimitLayer`
+-> timeout and retries -> the tool. A layer is an async `(call, proceed) -> ToolOutcome`
+that awaits nothing but `proceed` and `pause`, so under `invoke` a sync tool's call runs
+through them with no event loop.
 """
 
 from __future__ import annotations
@@ -30,15 +25,12 @@ from agentloop.tools.policy import ResolvedPolicy
 from agentloop.tools.results import to_jsonable, truncate_result
 
 __all__ = [
-    "RUNS_WITHOUT_LOOP",
-    "AuditLog",
-    "CacheInterceptor",
-    "Interceptor",
+    "CacheLayer",
+    "Layer",
     "Proceed",
-    "RateLimitInterceptor",
+    "RateLimitLayer",
     "ToolInvocation",
-    "run_chain",
-    "runs_without_loop",
+    "run_layers",
 ]
 
 
@@ -64,7 +56,7 @@ class ToolInvocation:
     as_tool_call: bool = False
     """Invoke the tool with a full `ToolCall`, as `ToolNode` does (it takes injected arguments)."""
     trace: list[str] = field(default_factory=list, compare=False)
-    """Free-form notes interceptors leave on the call (copied into the record)."""
+    """Free-form notes the loop's layers leave on the call (copied into the record)."""
 
     @property
     def transcript_id(self) -> str:
@@ -88,113 +80,20 @@ class ToolInvocation:
 
 
 Proceed = Callable[[ToolInvocation], Awaitable[ToolOutcome]]
-Interceptor = Callable[[ToolInvocation, Proceed], Awaitable[Any]]
-
-RUNS_WITHOUT_LOOP = "runs_without_loop"
-"""The attribute by which an interceptor says it awaits only `proceed` (and `pause`)."""
+Layer = Callable[[ToolInvocation, Proceed], Awaitable[ToolOutcome]]
 
 
-def runs_without_loop(interceptors: Sequence[Interceptor]) -> bool:
-    """Whether a chain can be driven with no event loop (see the module docstring)."""
-    return all(getattr(interceptor, RUNS_WITHOUT_LOOP, False) for interceptor in interceptors)
-
-
-def _as_outcome(result: Any) -> ToolOutcome:
-    return result if isinstance(result, ToolOutcome) else ToolOutcome(value=result)
-
-
-async def run_chain(
-    call: ToolInvocation,
-    interceptors: Sequence[Interceptor],
-    terminal: Proceed,
+async def run_layers(
+    call: ToolInvocation, layers: Sequence[Layer], terminal: Proceed
 ) -> ToolOutcome:
-    """Run `call` through `interceptors` (first is outermost), ending in `terminal`.
-
-    Args:
-        call: The call.
-        interceptors: Mandatory ones first, then optional ones.
-        terminal: What actually calls the tool (with timeout, retries).
-
-    Returns:
-        The outcome; a plain value returned by an interceptor is a success.
-    """
-
-    def link(position: int) -> Proceed:
-        if position == len(interceptors):
-            return terminal
-        interceptor = interceptors[position]
-        following = link(position + 1)
-
-        async def proceed(current: ToolInvocation) -> ToolOutcome:
-            return _as_outcome(await interceptor(current, following))
-
-        return proceed
-
-    return await link(0)(call)
+    """Run `call` through `layers` (the first is outermost), ending in `terminal`."""
+    if not layers:
+        return await terminal(call)
+    first, rest = layers[0], layers[1:]
+    return await first(call, lambda current: run_layers(current, rest, terminal))
 
 
-@dataclass(frozen=True)
-class AuditEntry:
-    """One audited call."""
-
-    call_id: str
-    tool_name: str
-    arguments: dict[str, Any]
-    success: bool
-    error: str
-    error_type: str
-    """Why it failed (`ErrorType`; `refused` when an interceptor refused it), or ""."""
-    from_cache: bool
-    fallback: str
-    duration_ms: float
-
-
-class AuditLog:
-    """A mandatory interceptor that remembers every call and how it ended.
-
-    Pass it as `GovernanceOptions(mandatory_interceptors=[audit])` and read
-    `audit.entries`. Thread-safe.
-
-    Args:
-        max_entries: Oldest entries are dropped past this bound.
-    """
-
-    runs_without_loop = True
-
-    def __init__(self, max_entries: int = 10_000) -> None:
-        self.max_entries = max_entries
-        self._entries: list[AuditEntry] = []
-        self._lock = threading.Lock()
-
-    @property
-    def entries(self) -> list[AuditEntry]:
-        """A copy of the audited calls, oldest first."""
-        with self._lock:
-            return list(self._entries)
-
-    async def __call__(self, call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
-        """Audit one call."""
-        started = time.perf_counter()
-        outcome = await proceed(call)
-        entry = AuditEntry(
-            call_id=call.call_id,
-            tool_name=call.tool_name,
-            arguments=dict(call.arguments),
-            success=outcome.success,
-            error=outcome.error,
-            error_type=outcome.error_type,
-            from_cache=outcome.from_cache,
-            fallback=outcome.fallback,
-            duration_ms=(time.perf_counter() - started) * 1000,
-        )
-        with self._lock:
-            self._entries.append(entry)
-            del self._entries[: max(0, len(self._entries) - self.max_entries)]
-        call.trace.append("audited")
-        return outcome
-
-
-class CacheInterceptor:
+class CacheLayer:
     """Answer idempotent calls from the cache while their entry is fresh.
 
     An entry only answers calls of the identity that stored it (same thread, context and
@@ -203,8 +102,6 @@ class CacheInterceptor:
     Args:
         cache: The cache of the compiled loop.
     """
-
-    runs_without_loop = True
 
     def __init__(self, cache: ResultCache) -> None:
         self.cache = cache
@@ -226,13 +123,11 @@ class CacheInterceptor:
         return outcome
 
 
-class RateLimitInterceptor:
+class RateLimitLayer:
     """Space the calls of each tool to at most `policy.rate_limit_per_s` per second.
 
     Shared by every run of the compiled loop, across threads and event loops.
     """
-
-    runs_without_loop = True
 
     def __init__(self) -> None:
         self._next_slot: dict[str, float] = {}
