@@ -64,13 +64,18 @@ missing, and how `.ci/run` provides it."""
 SPREAD_ONE_BY_ONE = (
     "tests/integration/test_crash_resume.py",
     "tests/integration/test_deploy_resume.py",
+    "tests/integration/test_mcp_conformance.py",
+    "tests/integration/test_load.py",
 )
-"""Files whose tests are independent cases (each its own subprocess, thread id and files)
-and long enough together to be spread over the xdist workers one by one."""
+"""Files whose tests need no module fixture or order among themselves (each its own
+subprocesses, thread ids and files; the conformance runs compare through a shared file,
+whichever finishes second) and long enough together to be spread over the xdist workers
+one by one."""
 
 LONG_FIRST = (
     "tests/integration/test_crash_resume.py::test_random_kills",
     "tests/integration/test_mcp_conformance.py",
+    "tests/integration/test_load.py::test_1000_concurrent_runs_rss",
     "tests/integration/test_load.py",
     "tests/integration/test_packaging.py",
     "tests/integration/test_crash_resume.py",

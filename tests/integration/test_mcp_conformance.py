@@ -5,6 +5,11 @@ needs) starts each client scenario's server and runs `conformance_client.py` aga
 it: once through agentloop's documented MCP configuration, once through
 `langchain-mcp-adapters`. agentloop must pass at least as many scenarios as the
 adapters; the per-scenario table is in the figures at the end of the run either way.
+
+Each client's run is a test of its own, so that under `pytest -n auto` the two run on
+different workers at once. Each writes its outcomes to the session's shared temp folder;
+whichever finishes second compares them (no test waits for another, so no order of the
+workers can stall the run).
 """
 
 from __future__ import annotations
@@ -124,10 +129,54 @@ def table(results: dict[str, dict[str, Outcome]]) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.timeout(1200)  # 52 runs of a few seconds each; far longer on a busy machine
+def _session_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder this test session's processes share (all xdist workers, or the one)."""
+    base = tmp_path_factory.getbasetemp()
+    # an xdist worker's base is `<the session's base>/<worker name>`
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / "mcp-conformance"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _save(folder: Path, client: str, outcomes: dict[str, Outcome]) -> None:
+    """Write one client's outcomes whole (the other client's test may read them any time)."""
+    written = folder / f"{client}.json.part"
+    written.write_text(json.dumps({name: [o.passed, o.detail] for name, o in outcomes.items()}))
+    os.replace(written, folder / f"{client}.json")
+
+
+def _load(folder: Path, client: str) -> dict[str, Outcome] | None:
+    """A client's outcomes, once its test has saved them."""
+    saved = folder / f"{client}.json"
+    if not saved.exists():
+        return None
+    return {name: Outcome(*pair) for name, pair in json.loads(saved.read_text()).items()}
+
+
+def _claim_comparison(folder: Path) -> bool:
+    """True for exactly one caller: the test that makes the comparison."""
+    try:
+        os.close(os.open(folder / "compared", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+@pytest.mark.timeout(1200)  # 26 runs of a few seconds each; far longer on a busy machine
+@pytest.mark.parametrize("client", CLIENTS)
 def test_agentloop_passes_as_many_client_scenarios_as_the_adapters(
-    tmp_path: Path, report: Callable[[str], None]
+    client: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    report: Callable[[str], None],
 ) -> None:
+    """Run every client scenario through one client; the later of the two compares.
+
+    With only one of the two selected (`-k`), the run is made and reported, and the
+    figures say that nothing was compared.
+    """
     missing = _suite_missing()
     if missing is not None:
         if os.environ.get("CI"):  # .ci/run installs it: a CI run without it is a failure
@@ -135,16 +184,32 @@ def test_agentloop_passes_as_many_client_scenarios_as_the_adapters(
         pytest.skip(missing)
     names = scenarios()
     assert len(names) >= 20, names  # the suite's list was read
-    jobs = [(client, scenario) for scenario in names for client in CLIENTS]
     with ThreadPoolExecutor(WORKERS) as pool:
-        outcomes = list(pool.map(lambda job: run_scenario(*job, tmp_path), jobs))
-    results: dict[str, dict[str, Outcome]] = {}
-    for (client, scenario), outcome in zip(jobs, outcomes, strict=True):
-        results.setdefault(scenario, {})[client] = outcome
+        ran = pool.map(lambda name: run_scenario(client, name, tmp_path), names)
+        mine = dict(zip(names, ran, strict=True))
+    passed = sum(outcome.passed for outcome in mine.values())
+    if client == "adapters":
+        assert passed > 0, mine  # the baseline ran at all
+    folder = _session_folder(tmp_path_factory)
+    _save(folder, client, mine)
+    [other] = [c for c in CLIENTS if c != client]
+    theirs = _load(folder, other)
+    other_test = request.node.nodeid.replace(f"[{client}]", f"[{other}]")
+    if theirs is None:  # its test runs later, or elsewhere, and compares
+        if all(item.nodeid != other_test for item in request.session.items):
+            report(
+                f"MCP conformance: {client} passed {passed} of {len(mine)} "
+                f"(not compared: the {other} run was not selected)"
+            )
+        return
+    if not _claim_comparison(folder):  # the other test finished at the same moment
+        return
+    outcomes = {client: mine, other: theirs}
+    results = {name: {c: outcomes[c][name] for c in CLIENTS} for name in names}
     shown = table(results)
     print(shown)
     for line in shown.splitlines():  # in the figures at the end of the run
         report(f"MCP conformance: {line}")
-    passed = {c: sum(by_client[c].passed for by_client in results.values()) for c in CLIENTS}
-    assert passed["adapters"] > 0, shown  # the baseline ran at all
-    assert passed["agentloop"] >= passed["adapters"], shown
+    totals = {c: sum(by_client[c].passed for by_client in results.values()) for c in CLIENTS}
+    assert totals["adapters"] > 0, shown  # the baseline ran at all
+    assert totals["agentloop"] >= totals["adapters"], shown

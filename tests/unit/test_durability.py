@@ -341,13 +341,23 @@ async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(
     run_loop: Any, planning_for: Callable[..., dict[str, Any]]
 ) -> None:
     effects = Effects()
+    parent_done = threading.Event()  # the invoice is sent once the parent run has returned
+    child_over = threading.Event()  # the abandoned sub-agent run ended: cancelled or answered
 
     @tool
     async def send_invoice(customer: str) -> str:
-        """Send an invoice (side effect), slowly."""
+        """Send an invoice (side effect), slowly: it outlasts its 0.3 s timeout."""
         effects.add(f"invoice:{customer}")
-        await asyncio.sleep(1.0)
+        try:
+            await asyncio.to_thread(parent_done.wait, 10)
+        except asyncio.CancelledError:
+            child_over.set()
+            raise
         return "sent"
+
+    def child_answer(messages: list[Any]) -> str:
+        child_over.set()
+        return "child done"
 
     child = create_tool_loop(
         ScriptedChatModel(
@@ -360,7 +370,7 @@ async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(
         ),
         [send_invoice],
         models=ModelOptions(
-            answer_model=ScriptedChatModel(responder=lambda messages: "child done")
+            answer_model=ScriptedChatModel(responder=child_answer)
         ),
         governance=GovernanceOptions(policies={"send_invoice": ToolPolicy(idempotent=False)}),
         **planning_for(),
@@ -384,7 +394,8 @@ async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(
     # it may have taken effect (it had): never a clean timeout, never repeated blindly
     assert record["error_type"] == "unknown_outcome" and record["attempts"] == 1
     assert "must not be repeated blindly" in record["error"]
-    await asyncio.sleep(1.2)  # the abandoned sub-agent run would finish now
+    parent_done.set()
+    assert await asyncio.to_thread(child_over.wait, 10)  # the abandoned run is over
     assert effects.done == ["invoice:bob"]
 
 

@@ -84,9 +84,12 @@ async def test_base_exceptions_from_tools_become_failed_records(
 
 
 async def test_cancelling_the_run_propagates_promptly() -> None:
+    tool_started = asyncio.Event()
+
     @tool
     async def get_slow(n: int) -> str:
         """Takes a while."""
+        tool_started.set()
         await asyncio.sleep(30)
         return "late"
 
@@ -96,7 +99,7 @@ async def test_cancelling_the_run_propagates_promptly() -> None:
         models=ModelOptions(answer_model=ScriptedChatModel(["x"])),
     )
     task = asyncio.create_task(graph.ainvoke({"user_input": "go"}))
-    await asyncio.sleep(0.3)
+    await asyncio.wait_for(tool_started.wait(), 30)  # cancelled while the tool runs
     started = time.monotonic()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -44,7 +44,11 @@ def tools_for(clock: Clock, lookup_s: float = 0.2) -> list[Any]:
     async def lookup(query: str) -> str:
         """Look something up (read-only)."""
         clock.mark("lookup started")
-        await asyncio.sleep(lookup_s)
+        try:
+            await asyncio.sleep(lookup_s)
+        except asyncio.CancelledError:
+            clock.mark("lookup cancelled")
+            raise
         clock.mark("lookup ended")
         return f"found {query}"
 
@@ -194,7 +198,12 @@ async def test_calls_of_a_plan_that_is_asked_again_are_not_kept(entry: str) -> N
     assert "plan_reasked" in types  # the plan was cut: asked again
     assert "round_completed" not in types
     if entry == "ainvoke":
-        await asyncio.sleep(1.2)
+        for _ in range(100):  # until every lookup that started was cancelled or ended
+            if clock.count("lookup started") == clock.count("lookup cancelled") + clock.count(
+                "lookup ended"
+            ):
+                break
+            await asyncio.sleep(0.05)
         assert clock.count("lookup ended") == 0  # cancelled before it finished
 
 

@@ -13,7 +13,13 @@ import pytest
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
+from agentloop import (
+    GovernanceOptions,
+    ModelOptions,
+    ToolPolicy,
+    ToolRetry,
+    create_tool_loop,
+)
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.freshness import ReadTracker, StateTouch
 from agentloop.tools.policy import resolve_policy
@@ -197,7 +203,9 @@ async def test_the_cache_never_answers_with_data_from_before_a_write(
 async def test_stale_fallback_is_dropped_by_a_write(run_loop: Any, loop: Builder) -> None:
     bank = Bank()
     bank.break_reads_after_write = True
-    fallback = ToolPolicy(read_only=True, stale_fallback_s=600)
+    # retried at once: the backoff between attempts plays no part here
+    retry = ToolRetry(max_attempts=3, initial_delay_s=0, jitter=False)
+    fallback = ToolPolicy(read_only=True, stale_fallback_s=600, retry=retry)
     graph = loop(
         [
             plan_reply("execute", [cmd("get_balance", account="c")]),
