@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import venv
@@ -38,11 +39,14 @@ def test_wheel_installs_and_runs_a_loop(tmp_path: Path) -> None:
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
+    # the fresh virtualenv sees only the wheel, even when the checkout is on PYTHONPATH
+    fresh = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", str(wheel)],
         check=True,
         capture_output=True,
         timeout=900,
+        env=fresh,
     )
     done = subprocess.run(
         [str(python), "-c", SMOKE],
@@ -50,6 +54,7 @@ def test_wheel_installs_and_runs_a_loop(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=300,
+        env=fresh,
     )
     assert done.returncode == 0, done.stderr
     assert "RESULT 42.0 42" in done.stdout
