@@ -98,7 +98,7 @@ def checkpoint_safe(
         return value
     kind = type(value)
     if kind is str:
-        return safe_text(text(value) if text is not None else value)
+        return safe_text(text(value) if text is not None and value else value)
     if kind is int:
         return value if _fits(value) else _int_text(value)
     if kind is float:
@@ -131,8 +131,9 @@ def _safe_dict(
         kind = type(item)
         # the common leaves inline: a record or an event is mostly short text and numbers
         if kind is str:
-            safe_item = text(item) if text is not None else item
-            if not safe_item.isascii() or _NUL in safe_item:  # what `safe_text` changes
+            safe_item = text(item) if text is not None and item else item
+            # what `safe_text` changes (an empty string, a record's unset field, needs nothing)
+            if safe_item and (not safe_item.isascii() or _NUL in safe_item):
                 safe_item = safe_text(safe_item)
         elif item is None or kind is bool or (kind is int and _fits(item)):
             safe_item = item
