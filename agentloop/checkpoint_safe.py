@@ -135,7 +135,12 @@ def _safe_dict(
             # what `safe_text` changes (an empty string, a record's unset field, needs nothing)
             if safe_item and (not safe_item.isascii() or _NUL in safe_item):
                 safe_item = safe_text(safe_item)
-        elif item is None or kind is bool or (kind is int and _fits(item)):
+        elif (
+            item is None
+            or kind is bool
+            or (kind is int and _INT64_MIN <= item <= _INT64_MAX)
+            or (kind is float and math.isfinite(item))  # usage counts, durations
+        ):
             safe_item = item
         else:
             safe_item = checkpoint_safe(item, text, depth + 1, plain_keys=plain_keys)
@@ -151,20 +156,22 @@ def _safe_message(message: BaseMessage, text: TextHook | None) -> BaseMessage:
     return message.model_copy(update={"content": content})
 
 
-def safe_update(update: UpdateT, text: TextHook | None = None) -> UpdateT:
+def safe_update(
+    update: UpdateT, text: TextHook | None = None, *, plain_keys: AbstractSet[str] = frozenset()
+) -> UpdateT:
     """Make a node's state update checkpoint-safe (and pass its strings through `text`).
 
     Messages keep their type (their content is made safe) and `Overwrite` keeps wrapping
-    its value.
+    its value. `plain_keys`: as for `checkpoint_safe` (not applied to message content).
     """
     safe: dict[str, Any] = {}
     for key, value in update.items():
         if isinstance(value, Overwrite):
-            safe[key] = Overwrite(checkpoint_safe(value.value, text))
+            safe[key] = Overwrite(checkpoint_safe(value.value, text, plain_keys=plain_keys))
         elif isinstance(value, list) and value and isinstance(value[0], BaseMessage):
             safe[key] = [_safe_message(message, text) for message in value]
         else:
-            safe[key] = checkpoint_safe(value, text)
+            safe[key] = checkpoint_safe(value, text, plain_keys=plain_keys)
     return cast(UpdateT, safe)
 
 
