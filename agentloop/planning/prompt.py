@@ -266,9 +266,13 @@ class HistoryLines:
         if not call_id:
             return _render_line(record, shown=shown)
         key = (str(call_id), shown)
-        kept = self._lines.get(key)
-        if kept is not None and (kept[0] is record or kept[0] == record):
-            return kept[1]
+        try:
+            kept = self._lines[key]
+        except KeyError:
+            pass
+        else:
+            if kept[0] is record or kept[0] == record:
+                return kept[1]
         line = _render_line(record, shown=shown)
         size = _entry_size((record, line))
         if size > self._max_chars:
