@@ -194,8 +194,11 @@ def encode_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def _encode(value: Any, depth: int) -> Any:
-    if type(value) is int and not _fits(value):
-        return {BIG_INT_TAG: _int_text(value)}
+    kind = type(value)
+    if kind is int:
+        return value if _INT64_MIN <= value <= _INT64_MAX else {BIG_INT_TAG: _int_text(value)}
+    if value is None or kind is bool or (kind is float and math.isfinite(value)):
+        return value
     if isinstance(value, str) and _NUL in value:
         return {NUL_TEXT_TAG: [safe_text(part) for part in value.split(_NUL)]}
     if depth >= _MAX_DEPTH:

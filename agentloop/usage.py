@@ -72,7 +72,10 @@ def add_usage(
     for agent, delta in update.items():
         entry = merged.setdefault(agent, dict.fromkeys(USAGE_FIELDS, 0))
         for field in USAGE_FIELDS:
-            entry[field] = entry.get(field, 0) + (delta.get(field, 0) or 0)
+            if field in delta:
+                entry[field] = entry.get(field, 0) + (delta[field] or 0)
+            elif field not in entry:
+                entry[field] = 0
         entry["cost_usd"] = round(float(entry["cost_usd"]), 8)
     return merged
 
