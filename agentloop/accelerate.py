@@ -633,20 +633,10 @@ class PlanAcceleration:
     def new_reply(self) -> None:
         """Before each planner call: settle what the previous reply started, look anew."""
         self.stop_calls()
-        self._preparation: PlanPreparation | None = None
+        self.preparation = PlanPreparation(self.parts, self.state, self.scope.settings)
+        """Prepares each command as execute will (same function, same order)."""
         self.looked_at = self.started = 0
         self.stopped = False
-
-    @property
-    def preparation(self) -> PlanPreparation:
-        """Prepares each command as execute will (same function, same order).
-
-        Built for the reply's first command that may start early: a reply that starts
-        none (a whole plan at once, no streaming dispatch) replays no reads for it.
-        """
-        if self._preparation is None:
-            self._preparation = PlanPreparation(self.parts, self.state, self.scope.settings)
-        return self._preparation
 
     def follow(self, parser: CommandStream) -> None:
         """After each chunk: start what may start, drop the answer once `execute` is known."""
