@@ -98,7 +98,7 @@ def checkpoint_safe(
         return value
     kind = type(value)
     if kind is str:
-        return safe_text(text(value) if text is not None else value)
+        return safe_text(text(value) if text is not None and value else value)
     if kind is int:
         return value if _fits(value) else _int_text(value)
     if kind is float:
@@ -131,10 +131,16 @@ def _safe_dict(
         kind = type(item)
         # the common leaves inline: a record or an event is mostly short text and numbers
         if kind is str:
-            safe_item = text(item) if text is not None else item
-            if not safe_item.isascii() or _NUL in safe_item:  # what `safe_text` changes
+            safe_item = text(item) if text is not None and item else item
+            # what `safe_text` changes (an empty string, a record's unset field, needs nothing)
+            if safe_item and (not safe_item.isascii() or _NUL in safe_item):
                 safe_item = safe_text(safe_item)
-        elif item is None or kind is bool or (kind is int and _fits(item)):
+        elif (
+            item is None
+            or kind is bool
+            or (kind is int and _INT64_MIN <= item <= _INT64_MAX)
+            or (kind is float and math.isfinite(item))  # usage counts, durations
+        ):
             safe_item = item
         else:
             safe_item = checkpoint_safe(item, text, depth + 1, plain_keys=plain_keys)
@@ -150,20 +156,22 @@ def _safe_message(message: BaseMessage, text: TextHook | None) -> BaseMessage:
     return message.model_copy(update={"content": content})
 
 
-def safe_update(update: UpdateT, text: TextHook | None = None) -> UpdateT:
+def safe_update(
+    update: UpdateT, text: TextHook | None = None, *, plain_keys: AbstractSet[str] = frozenset()
+) -> UpdateT:
     """Make a node's state update checkpoint-safe (and pass its strings through `text`).
 
     Messages keep their type (their content is made safe) and `Overwrite` keeps wrapping
-    its value.
+    its value. `plain_keys`: as for `checkpoint_safe` (not applied to message content).
     """
     safe: dict[str, Any] = {}
     for key, value in update.items():
         if isinstance(value, Overwrite):
-            safe[key] = Overwrite(checkpoint_safe(value.value, text))
+            safe[key] = Overwrite(checkpoint_safe(value.value, text, plain_keys=plain_keys))
         elif isinstance(value, list) and value and isinstance(value[0], BaseMessage):
             safe[key] = [_safe_message(message, text) for message in value]
         else:
-            safe[key] = checkpoint_safe(value, text)
+            safe[key] = checkpoint_safe(value, text, plain_keys=plain_keys)
     return cast(UpdateT, safe)
 
 
@@ -186,8 +194,11 @@ def encode_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def _encode(value: Any, depth: int) -> Any:
-    if type(value) is int and not _fits(value):
-        return {BIG_INT_TAG: _int_text(value)}
+    kind = type(value)
+    if kind is int:
+        return value if _INT64_MIN <= value <= _INT64_MAX else {BIG_INT_TAG: _int_text(value)}
+    if value is None or kind is bool or (kind is float and math.isfinite(value)):
+        return value
     if isinstance(value, str) and _NUL in value:
         return {NUL_TEXT_TAG: [safe_text(part) for part in value.split(_NUL)]}
     if depth >= _MAX_DEPTH:

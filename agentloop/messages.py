@@ -15,7 +15,19 @@ from langchain_core.messages import (
 
 from agentloop.errors import InputError
 
-__all__ = ["conversation_turns", "last_human", "message_text", "resolve_request"]
+__all__ = [
+    "NOT_HUMAN_TYPES",
+    "conversation_turns",
+    "last_human",
+    "message_text",
+    "resolve_request",
+]
+
+NOT_HUMAN_TYPES = frozenset(
+    {"ai", "tool", "system", "remove", "AIMessageChunk", "ToolMessageChunk", "SystemMessageChunk"}
+)
+"""Message `type`s no `HumanMessage` has: a backward scan for the turn's human message
+passes them without an `isinstance` check (a run's transcript is mostly these)."""
 
 
 def message_text(message: BaseMessageChunk | BaseMessage) -> str:
@@ -87,7 +99,10 @@ def conversation_turns(
     if max_turns <= 0 or max_chars <= 0:
         return []
     end = len(messages)
-    while end > 0 and not isinstance(messages[end - 1], HumanMessage):
+    while end > 0:
+        last = messages[end - 1]
+        if last.type not in NOT_HUMAN_TYPES and isinstance(last, HumanMessage):
+            break
         end -= 1
     turns: list[dict[str, str]] = []
     users, room = 0, max_chars

@@ -95,6 +95,9 @@ _PROMPT_ESCAPES = str.maketrans(
 )
 """What JSON leaves as it is but a prompt could read as markup or a line break."""
 
+_PROMPT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "), default=str)
+"""`json.dumps` with the options of `to_prompt_json`, its encoder built once."""
+
 
 def to_prompt_json(value: Any) -> str:
     """Quote tool-, model- or user-originated data for a prompt: the one quoting function.
@@ -103,7 +106,7 @@ def to_prompt_json(value: Any) -> str:
     U+0085, U+2028 and U+2029 escaped as JSON `u` escapes, so it stays valid JSON, holds no
     line break, and can neither close the tag it is delimited by nor open a new one.
     """
-    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    text = _PROMPT_JSON.encode(value)
     return text.translate(_PROMPT_ESCAPES)
 
 

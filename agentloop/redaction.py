@@ -244,13 +244,15 @@ class Redactor:
                 if not any(trigger in lowered for trigger in self._triggers):
                     return text
             return self._pattern.sub(self._replace, text)
-        found = self._memo.get(text)
-        if found is None:
-            found = self._pattern.sub(self._replace, text)
-            with self._lock:
-                if len(self._memo) >= _MEMO_ENTRIES:
-                    self._memo.clear()
-                self._memo[text] = found
+        try:
+            return self._memo[text]
+        except KeyError:
+            pass
+        found = self._pattern.sub(self._replace, text)
+        with self._lock:
+            if len(self._memo) >= _MEMO_ENTRIES:
+                self._memo.clear()
+            self._memo[text] = found
         return found
 
     def _replace(self, match: re.Match[str]) -> str:

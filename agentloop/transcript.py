@@ -34,6 +34,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 
+from agentloop.messages import NOT_HUMAN_TYPES
 from agentloop.prompts import to_prompt_json
 from agentloop.state import PreparedCall, RoundState, ToolCommand, ToolExecutionRecord
 from agentloop.tools.call_id import CallId, tool_call_id
@@ -100,9 +101,9 @@ def _find_plan(messages: Sequence[BaseMessage], message_id: str) -> int | None:
     """
     for position in range(len(messages) - 1, -1, -1):
         message = messages[position]
-        if isinstance(message, AIMessage) and message.id == message_id:
+        if message.id == message_id and isinstance(message, AIMessage):
             return position
-        if isinstance(message, HumanMessage):
+        if message.type not in NOT_HUMAN_TYPES and isinstance(message, HumanMessage):
             return None
     return None
 

@@ -7,12 +7,20 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-__all__ = ["Prices", "add_usage", "message_usage", "sum_usage", "usage_entry", "wasted_usage"]
+__all__ = [
+    "Prices",
+    "USAGE_FIELDS",
+    "add_usage",
+    "message_usage",
+    "sum_usage",
+    "usage_entry",
+    "wasted_usage",
+]
 
 Prices = Mapping[str, tuple[float, float]]
 """Model name -> (USD per million input tokens, USD per million output tokens)."""
 
-_FIELDS = (
+USAGE_FIELDS = (
     "input_tokens",
     "output_tokens",
     "model_calls",
@@ -62,9 +70,12 @@ def add_usage(
     """Add per-agent usage together (a new dict; neither argument is changed)."""
     merged = {agent: dict(entry) for agent, entry in (current or {}).items()}
     for agent, delta in update.items():
-        entry = merged.setdefault(agent, dict.fromkeys(_FIELDS, 0))
-        for field in _FIELDS:
-            entry[field] = entry.get(field, 0) + (delta.get(field, 0) or 0)
+        entry = merged.setdefault(agent, dict.fromkeys(USAGE_FIELDS, 0))
+        for field in USAGE_FIELDS:
+            if field in delta:
+                entry[field] = entry.get(field, 0) + (delta[field] or 0)
+            elif field not in entry:
+                entry[field] = 0
         entry["cost_usd"] = round(float(entry["cost_usd"]), 8)
     return merged
 

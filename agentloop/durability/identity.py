@@ -43,6 +43,10 @@ __all__ = [
 IDEMPOTENCY_KEY_MAX_CHARS = 256
 """The longest idempotency key a run accepts."""
 
+_KEY_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
+"""The canonical JSON of arguments in a key (`json.dumps` with these options, whose
+encoder is built once rather than for every call)."""
+
 
 def _digest(*parts: str, size: int = 24) -> str:
     text = "\x1f".join(parts)
@@ -113,7 +117,7 @@ def call_key(
         occurrence: 0 for the first call of this tool with these arguments in the round,
             1 for a deliberate repeat, and so on.
     """
-    body = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+    body = _KEY_JSON.encode(arguments)
     return _digest(run_id, round_label, tool_name, body, str(occurrence))
 
 
@@ -129,5 +133,5 @@ def position_key(
         tool_name: The tool, as the planner named it.
         kwargs: The arguments as the planner wrote them (before repair or validation).
     """
-    body = json.dumps(kwargs, sort_keys=True, ensure_ascii=False, default=str)
+    body = _KEY_JSON.encode(kwargs)
     return _digest("position", run_id, round_label, str(position), tool_name, body)

@@ -85,6 +85,18 @@ class LoopNode(_Inline):
             return self.core(input, runtime)
         return _at_once(cast(NodeFunc, self.func)(input, runtime))
 
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run (sync): a short computation is called as it is, without a driver."""
+        if self.func is not None:
+            return self.func(input, get_runtime(LoopContext))
+        return drive(self.steps(input))
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run (async), inline: a short computation is called as it is, without a driver."""
+        if self.func is not None:
+            return self.func(input, get_runtime(LoopContext))
+        return await adrive(self.steps(input))
+
 
 class Router(_Inline, Generic[S]):
     """A router: a pure function of the state, run inline under `invoke` and `ainvoke`.
@@ -101,3 +113,11 @@ class Router(_Inline, Generic[S]):
     def steps(self, input: Any) -> Core[Any]:
         """The route, at once."""
         return _at_once(self.func(input))
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """The route (sync): the function is called as it is."""
+        return self.func(input)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """The route (async), inline: the function is called as it is."""
+        return self.func(input)

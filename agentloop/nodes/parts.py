@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.messages import SystemMessage
 from langgraph.runtime import Runtime
 
-from agentloop.call_shapes import ToolExecutionRecord
+from agentloop.call_shapes import PlanDecision, ToolCommand, ToolExecutionRecord
 from agentloop.checkpoint_safe import UpdateT, checkpoint_safe, safe_update
 from agentloop.durability import SideEffectLedger
 from agentloop.hooks import LoopHooks
@@ -27,12 +27,22 @@ from agentloop.tools.call_config import SamplingModel
 from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.pipeline import ToolRunner
 from agentloop.tools.registry import ToolRegistry
-from agentloop.usage import Prices
+from agentloop.usage import USAGE_FIELDS, Prices
 
 __all__ = ["LoopParts"]
 
 RECORD_FIELDS = ToolExecutionRecord.__required_keys__ | ToolExecutionRecord.__optional_keys__
 """A record's declared field names: kept as they are when a record is made safe."""
+DECLARED_FIELDS = (
+    RECORD_FIELDS
+    | PlanDecision.__required_keys__
+    | PlanDecision.__optional_keys__
+    | ToolCommand.__required_keys__
+    | ToolCommand.__optional_keys__
+    | frozenset(USAGE_FIELDS)
+)
+"""The field names the loop declares for what it writes (records, plan decisions and
+their commands, usage entries): kept as they are when a state update is made safe."""
 
 
 @dataclass(frozen=True)
@@ -82,8 +92,8 @@ class LoopParts:
         return RunScope.of(self.settings, runtime, self.redact)
 
     def safe(self, update: UpdateT) -> UpdateT:
-        """A state update, redacted and checkpoint-safe."""
-        return safe_update(update, self.redact)
+        """A state update, redacted and checkpoint-safe (declared field names kept)."""
+        return safe_update(update, self.redact, plain_keys=DECLARED_FIELDS)
 
     def safe_value(self, value: Any) -> Any:
         """A value, redacted and checkpoint-safe (a record's field names kept as they are)."""

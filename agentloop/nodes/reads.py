@@ -18,8 +18,6 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cachetools import LRUCache
-
 from agentloop.checkpoint_safe import decode_arguments
 from agentloop.state import LoopState, PreparedCall, ToolExecutionRecord, empty_round_state
 from agentloop.tools.freshness import ReadTracker, replay_records, state_touch
@@ -70,29 +68,36 @@ class _Replayed:
 class RunReplays:
     """The last replay of a loop's recent runs, by run id (`LoopParts.replays`).
 
-    A run in flight is among the recent ones; each compiled loop holds its own.
+    A run in flight is among the recent ones (each of its rounds keeps its replay anew,
+    as the newest); beyond `runs`, the run kept longest ago is dropped. Each compiled
+    loop holds its own.
 
     Args:
         runs: How many runs it remembers.
     """
 
     def __init__(self, runs: int = 256) -> None:
-        self._replayed: LRUCache[str, _Replayed] = LRUCache(maxsize=runs)
-        self._lock = threading.Lock()  # an LRU reorders itself on reads too
+        self._runs = runs
+        self._replayed: dict[str, _Replayed] = {}
+        self._lock = threading.Lock()  # writers only: a dict read is atomic
 
     def __len__(self) -> int:
         """How many runs it remembers now."""
-        with self._lock:
-            return len(self._replayed)
+        return len(self._replayed)
 
     def get(self, run_id: str) -> _Replayed | None:
         """A run's last replay, if it is still kept."""
-        with self._lock:
-            return self._replayed.get(run_id)
+        try:
+            return self._replayed[run_id]
+        except KeyError:
+            return None
 
     def keep(self, run_id: str, replayed: _Replayed) -> None:
         """Keep a run's replay (it replaces the run's earlier one)."""
         with self._lock:
+            self._replayed.pop(run_id, None)
+            while self._replayed and len(self._replayed) >= self._runs:
+                del self._replayed[next(iter(self._replayed))]
             self._replayed[run_id] = replayed
 
 

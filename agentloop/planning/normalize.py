@@ -191,7 +191,10 @@ def _loads_or_none(text: str) -> Any:
 def _first_text(source: dict[Any, Any], keys: tuple[str, ...]) -> str:
     """Return the first non-blank text value under `keys`, stripped, else ""."""
     for key in keys:
-        text = _as_text(source.get(key)).strip()
+        value = source.get(key)
+        if value is None:  # the usual absent key: no conversion
+            continue
+        text = _as_text(value).strip()
         if text:
             return text
     return ""
@@ -199,6 +202,8 @@ def _first_text(source: dict[Any, Any], keys: tuple[str, ...]) -> str:
 
 def _as_text(value: Any) -> str:
     """Return `value` as text when it is a string or a number, else ""."""
+    if value is None:
+        return ""
     if isinstance(value, str):
         return value
     if isinstance(value, int | float) and not isinstance(value, bool):

@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
 
-from cachetools import LRUCache
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from agentloop.planning.normalize import default_purpose
@@ -244,22 +243,22 @@ class HistoryLines:
     A record does not change after its round, so its line is rendered once; the entry is
     used only for an equal record (a forked run may reuse a call id). Each compiled loop
     holds its own (`LoopParts.history_lines`): lines and the results of their records,
-    about `max_chars` characters at most.
+    about `max_chars` characters at most, the oldest entries dropped first. A lookup is
+    one dict read, without a lock: every plan reads each line of the run so far.
 
     Args:
         max_chars: The bound on what it keeps.
     """
 
     def __init__(self, max_chars: int = 8_000_000) -> None:
-        self._lines: LRUCache[tuple[str, bool], tuple[ToolExecutionRecord, str]] = LRUCache(
-            maxsize=max_chars, getsizeof=_entry_size
-        )
-        self._lock = threading.Lock()  # an LRU reorders itself on reads too
+        self._max_chars = max_chars
+        self._lines: dict[tuple[str, bool], tuple[ToolExecutionRecord, str, int]] = {}
+        self._size = 0
+        self._lock = threading.Lock()  # writers only: a dict read is atomic
 
     def __len__(self) -> int:
         """How many lines it keeps."""
-        with self._lock:
-            return len(self._lines)
+        return len(self._lines)
 
     def line(self, record: ToolExecutionRecord, *, shown: bool) -> str:
         """A record's history line, rendered once."""
@@ -267,13 +266,25 @@ class HistoryLines:
         if not call_id:
             return _render_line(record, shown=shown)
         key = (str(call_id), shown)
-        with self._lock:
-            kept = self._lines.get(key)
-        if kept is not None and (kept[0] is record or kept[0] == record):
-            return kept[1]
+        try:
+            kept = self._lines[key]
+        except KeyError:
+            pass
+        else:
+            if kept[0] is record or kept[0] == record:
+                return kept[1]
         line = _render_line(record, shown=shown)
+        size = _entry_size((record, line))
+        if size > self._max_chars:
+            return line
         with self._lock:
-            self._lines[key] = (record, line)
+            old = self._lines.pop(key, None)
+            if old is not None:
+                self._size -= old[2]
+            while self._lines and self._size + size > self._max_chars:
+                self._size -= self._lines.pop(next(iter(self._lines)))[2]
+            self._lines[key] = (record, line, size)
+            self._size += size
         return line
 
 

@@ -79,10 +79,13 @@ def referenced_numbers(value: Any) -> list[int]:
     pending = [value]
     while pending:
         item = pending.pop()
-        if isinstance(item, str):
-            found.update(_numbers_in(item))
-        elif type(item) in _SCALARS:  # most arguments: no reference, no ABC check
+        kind = type(item)
+        if kind in _SCALARS:  # most arguments: no reference, no ABC check
             continue
+        if kind is dict:
+            pending.extend(item.values())
+        elif isinstance(item, str):
+            found.update(_numbers_in(item))
         elif isinstance(item, Mapping):
             pending.extend(item.values())
         elif isinstance(item, list | tuple):

@@ -131,7 +131,8 @@ class _ObjectScanner:
             self._keep("\\")
         else:
             self._in_string = False
-            self._end_string()
+            if self._capture is not None:  # else nothing to record (most strings)
+                self._end_string()
         return stop + 1
 
     def _skip_scalar(self, chunk: str, start: int, stop: int) -> None:

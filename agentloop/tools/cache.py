@@ -31,6 +31,9 @@ from agentloop.tools.freshness import StateTouch
 
 __all__ = ["CacheHit", "ResultCache", "canonical_key"]
 
+_KEY_JSON = json.JSONEncoder(sort_keys=True, default=str)
+"""`json.dumps` with the options of `canonical_key`, its encoder built once."""
+
 
 def canonical_key(tool_name: str, arguments: Mapping[str, Any]) -> str:
     """Return a stable key for a call: the tool name and its arguments, sorted.
@@ -42,7 +45,7 @@ def canonical_key(tool_name: str, arguments: Mapping[str, Any]) -> str:
     Returns:
         `tool_name` followed by the canonical JSON of the arguments.
     """
-    body = json.dumps(arguments, sort_keys=True, default=str)
+    body = _KEY_JSON.encode(arguments)
     return f"{tool_name}:{body}"
 
 

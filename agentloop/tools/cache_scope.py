@@ -15,8 +15,6 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from cachetools import LRUCache
-
 __all__ = ["CacheScope", "RunIdentities", "run_identity", "scoped_key"]
 
 CacheScope = Literal["identity", "global"]
@@ -80,27 +78,35 @@ _SCALARS = (str, int, float, bool, type(None))
 class RunIdentities:
     """The identities one loop computed from plain values (`LoopParts.identities`).
 
+    The oldest are dropped first beyond `entries`; a lookup (two for every tool call) is
+    one dict read, without a lock.
+
     Args:
         entries: How many it keeps.
     """
 
     def __init__(self, entries: int = 1024) -> None:
-        self._digests: LRUCache[tuple[Any, ...], str] = LRUCache(maxsize=entries)
-        self._lock = threading.Lock()  # an LRU reorders itself on reads too
+        self._entries = entries
+        self._digests: dict[tuple[Any, ...], str] = {}
+        self._lock = threading.Lock()  # writers only: a dict read is atomic
 
     def __len__(self) -> int:
         """How many identities it keeps."""
-        with self._lock:
-            return len(self._digests)
+        return len(self._digests)
 
     def get(self, key: tuple[Any, ...]) -> str | None:
         """The digest kept for a key."""
-        with self._lock:
-            return self._digests.get(key)
+        try:
+            return self._digests[key]
+        except KeyError:
+            return None
 
     def keep(self, key: tuple[Any, ...], digest: str) -> None:
         """Keep a key's digest."""
         with self._lock:
+            self._digests.pop(key, None)
+            while self._digests and len(self._digests) >= self._entries:
+                del self._digests[next(iter(self._digests))]
             self._digests[key] = digest
 
 

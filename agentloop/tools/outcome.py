@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.tools import BaseTool
@@ -80,8 +80,23 @@ class ToolOutcome:
         return cls(graceful_error(error_type, tool_name, message), False, message, error_type, 0)
 
     def with_changes(self, **changes: Any) -> ToolOutcome:
-        """Return a copy with some fields changed."""
-        return replace(self, **changes)
+        """Return a copy with some fields changed.
+
+        As `dataclasses.replace` (an unknown field is a `TypeError`), without rebuilding
+        every field through `__init__`: every call's outcome is changed a few times.
+        """
+        unknown = changes.keys() - _OUTCOME_FIELDS
+        if unknown:
+            msg = f"ToolOutcome has no field {sorted(unknown)[0]!r}"
+            raise TypeError(msg)
+        clone = object.__new__(ToolOutcome)
+        fields = clone.__dict__
+        fields.update(self.__dict__)
+        fields.update(changes)
+        return clone
+
+
+_OUTCOME_FIELDS = frozenset(ToolOutcome.__dataclass_fields__)
 
 
 def graceful_error(error_type: ErrorType, tool_name: str, message: str) -> dict[str, str]:
