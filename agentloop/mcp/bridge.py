@@ -45,7 +45,7 @@ from agentloop.durability import current_checkpointer
 from agentloop.errors import ToolCallError
 from agentloop.events import Emit, LoopEvent, McpLog, ToolProgress, make_emitter, null_emit
 from agentloop.mcp.client import CallHooks
-from agentloop.mcp.pools import Started
+from agentloop.mcp.pools import Started, mark_retrieved
 from agentloop.redaction import Redact
 
 __all__ = [
@@ -303,6 +303,7 @@ class CallBridge:
         for asked in self._asked:  # a resumed task meets its earlier interrupts again
             interrupt(asked)
         done = asyncio.wrap_future(call.future)
+        done.add_done_callback(mark_retrieved)  # also when this task is gone before it ends
         paused = False
         try:
             while True:
@@ -337,8 +338,6 @@ class CallBridge:
                 self.cancel_question()  # nobody will answer it now
                 if not done.done() and call.stop():  # cancelled on the server too
                     await asyncio.wait({done})
-            if done.done() and not done.cancelled():
-                done.exception()  # retrieved either way
 
     def _ask(self, params: types.ElicitRequestParams) -> types.ElicitResult:
         if current_checkpointer() is None:

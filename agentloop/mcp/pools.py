@@ -23,7 +23,7 @@ from agentloop.errors import MCPTransportError
 from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.session import MCPSessionPool
 
-__all__ = ["SessionPools", "Started"]
+__all__ = ["SessionPools", "Started", "mark_retrieved"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +50,21 @@ class Started(Generic[T]):
         try:
             return await asyncio.shield(result)
         except asyncio.CancelledError:
+            # the cancelled caller does not want its outcome, whenever it comes (even
+            # after a second cancellation ends the wait below, or the toolset closes)
+            result.add_done_callback(mark_retrieved)
             if self.stop():
                 await asyncio.wait({result})
-            if result.done() and not result.cancelled():
-                result.exception()  # retrieved: the cancelled caller does not want it
             raise
+
+
+def mark_retrieved(future: asyncio.Future[Any]) -> None:
+    """Mark a done future's exception as retrieved (a done callback).
+
+    Nobody awaits it any more, so asyncio must not log it as "never retrieved".
+    """
+    if not future.cancelled():
+        future.exception()
 
 
 def _thread_key(thread_id: str) -> str:
