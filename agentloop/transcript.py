@@ -28,7 +28,7 @@ back onto the round records the prompts are rendered from (`edited_round_state`)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,12 +36,20 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCa
 
 from agentloop.messages import NOT_HUMAN_TYPES
 from agentloop.prompts import to_prompt_json
-from agentloop.state import PreparedCall, RoundState, ToolCommand, ToolExecutionRecord
+from agentloop.state import (
+    LoopState,
+    PreparedCall,
+    RoundState,
+    ToolCommand,
+    ToolExecutionRecord,
+    empty_round_state,
+)
 from agentloop.tools.call_id import CallId, tool_call_id
 
 __all__ = [
     "RoundReadBack",
     "edited_round_state",
+    "edited_prompt",
     "outcome_content",
     "plan_message",
     "plan_message_id",
@@ -306,6 +314,26 @@ def _edited(
             edited["error"] = content if isinstance(content, str) else to_prompt_json(content)
         edited.pop("attachments", None)
     return edited
+
+
+def edited_prompt(
+    state: LoopState, build: Callable[[LoopState], list[BaseMessage]]
+) -> Callable[[Sequence[BaseMessage]], list[BaseMessage] | None]:
+    """A model call's prompt for the transcript as a `wrap_model_call` middleware left it.
+
+    The prompt is built (`build`) from the state with the round records edited as the
+    middleware edited their `ToolMessage`s and calls (`edited_round_state`: a result
+    `ContextEditingMiddleware` cleared shows as its placeholder); None when the edits
+    touch no record, and the request is sent as it was built.
+    """
+    before = state.get("messages") or []
+    round_state = state.get("round_state") or empty_round_state()
+
+    def render(after: Sequence[BaseMessage]) -> list[BaseMessage] | None:
+        edited = edited_round_state(round_state, before, after)
+        return None if edited is None else build({**state, "round_state": edited})
+
+    return render
 
 
 def edited_round_state(

@@ -34,7 +34,7 @@ from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
 from agentloop.structured import StructuredResult, Wrapped
 from agentloop.system_prompt import with_app_instructions
-from agentloop.transcript import edited_round_state
+from agentloop.transcript import edited_prompt
 from agentloop.updates import AnswerUpdate
 from agentloop.usage import message_usage, sum_usage, usage_entry, wasted_usage
 
@@ -406,23 +406,10 @@ class _Answer:
         return self._update(state, call, answer)
 
     def _render(self, state: LoopState, call: _AnswerCall) -> Render:
-        """The answer's request for the transcript as a `wrap_model_call` middleware left it.
-
-        Rendered from the round records with the middleware's edits of their
-        `ToolMessage`s and calls (`edited_round_state`: a result
-        `ContextEditingMiddleware` cleared shows as its placeholder); None when the edits
-        touch no record, and the request is sent as it was built.
-        """
-        before = state.get("messages") or []
-        round_state = state.get("round_state") or empty_round_state()
-
-        def render(after: Sequence[BaseMessage]) -> list[BaseMessage] | None:
-            edited = edited_round_state(round_state, before, after)
-            if edited is None:
-                return None
-            return answer_prompt(self.parts, {**state, "round_state": edited}, call.scope).messages
-
-        return render
+        """The answer's request for the transcript as a `wrap_model_call` middleware left it."""
+        return edited_prompt(
+            state, lambda edited: answer_prompt(self.parts, edited, call.scope).messages
+        )
 
     def _structured(self, update: AnswerUpdate, result: StructuredResult) -> AnswerUpdate:
         """The answer's update with the typed result, or the status that says it failed."""

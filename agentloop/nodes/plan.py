@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
@@ -45,7 +45,7 @@ from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, PlanDecision, empty_round_state, run_limit
 from agentloop.system_prompt import with_app_instructions
 from agentloop.tools.call_id import round_label
-from agentloop.transcript import edited_round_state, plan_message_id, planned_message
+from agentloop.transcript import edited_prompt, plan_message_id, planned_message
 from agentloop.updates import PlanUpdate
 from agentloop.usage import sum_usage, usage_entry, wasted_usage
 
@@ -166,24 +166,10 @@ class _Plan:
         return with_app_instructions(messages, self.parts.system_prompt)
 
     def _render(self, state: LoopState, attempts: _Attempts) -> Render:
-        """The planner's request for the transcript as a `wrap_model_call` middleware left it.
-
-        The prompt is rendered from the round records with the middleware's edits of
-        their `ToolMessage`s and calls (`edited_round_state`: a result
-        `ContextEditingMiddleware` cleared shows as its placeholder); None when the edits
-        touch no record, and the request is sent as it was built.
-        """
-        before = state.get("messages") or []
-        round_state = state.get("round_state") or empty_round_state()
-
-        def render(after: Sequence[BaseMessage]) -> list[BaseMessage] | None:
-            edited = edited_round_state(round_state, before, after)
-            if edited is None:
-                return None
-            prompt = self._prompt({**state, "round_state": edited}, attempts.scope)
-            return [*prompt, *attempts.messages[2:]]  # and the re-ask, if any
-
-        return render
+        """The planner's request for the transcript as a `wrap_model_call` middleware left it."""
+        return edited_prompt(  # the re-ask, if any, follows the prompt
+            state, lambda edited: [*self._prompt(edited, attempts.scope), *attempts.messages[2:]]
+        )
 
     def _request(
         self, state: LoopState, runtime: Runtime[LoopContext], *, asynchronous: bool
