@@ -101,9 +101,11 @@ class PlanningOptions:
             records (`too_many_commands`) that tell the planner why.
         plan_reasks: Times an unusable plan (no JSON, no decision, `execute` without a
             usable command) goes back to the planner with what was wrong, before the run
-            stops with status `planner_failed`.
-        max_plan_calls: Most planner calls of one run, rounds, re-asks and rollbacks
-            together (None: `(max_rounds + max_consecutive_rollbacks) * (1 + plan_reasks)`).
+            stops with status `planner_failed`. The planner calls of one run, rounds,
+            re-asks and rollbacks together, are bounded by
+            `(max_rounds + max_consecutive_rollbacks) * (1 + plan_reasks)`; to limit the
+            model calls of a run or a thread, use LangChain's
+            `ModelCallLimitMiddleware(run_limit=..., thread_limit=...)`.
         history_turns: Earlier turns of the conversation (a user message and the loop's
             answer) the planner and the answer model see, newest first.
         history_chars: Most characters of those turns.
@@ -130,7 +132,6 @@ class PlanningOptions:
     max_consecutive_rollbacks: int = 5
     max_commands_per_round: int = 64
     plan_reasks: int = 2
-    max_plan_calls: int | None = None
     history_turns: int = 5
     history_chars: int = 6_000
     speculative_answer: bool | Literal["auto"] = "auto"
@@ -145,8 +146,6 @@ class PlanningOptions:
         ):  # fmt: skip
             check_int(name, getattr(self, name), minimum=0)
         check_int("max_commands_per_round", self.max_commands_per_round, minimum=1)
-        if self.max_plan_calls is not None:
-            check_int("max_plan_calls", self.max_plan_calls, minimum=1, optional=True)
         speculate = self.speculative_answer
         if not isinstance(speculate, bool) and speculate != "auto":
             msg = f"speculative_answer must be True, False or 'auto', got {speculate!r}"
