@@ -106,9 +106,14 @@ class PlanningOptions:
             `(max_rounds + max_consecutive_rollbacks) * (1 + plan_reasks)`; to limit the
             model calls of a run or a thread, use LangChain's
             `ModelCallLimitMiddleware(run_limit=..., thread_limit=...)`.
-        history_turns: Earlier turns of the conversation (a user message and the loop's
-            answer) the planner and the answer model see, newest first.
-        history_chars: Most characters of those turns.
+        history_turns: Trims the conversation: the most earlier turns (a user message and
+            the loop's answer) the planner and the answer model see, the newest kept
+            (None: every earlier turn, as `create_agent`'s model sees the whole
+            conversation). To summarise older turns instead, add LangChain's
+            `SummarizationMiddleware`; to trim as the app likes, a `@before_model` hook
+            that rewrites `messages`.
+        history_chars: Trims the conversation to its newest characters: the most
+            characters of those turns (None: no limit).
         speculative_answer: Start the answer call alongside a planner call, so a plan
             that says `response` costs no extra wait; the answer is cancelled as soon as
             the plan says `execute` (its tokens still count in `usage`). `"auto"`: when
@@ -132,19 +137,19 @@ class PlanningOptions:
     max_consecutive_rollbacks: int = 5
     max_commands_per_round: int = 64
     plan_reasks: int = 2
-    history_turns: int = 5
-    history_chars: int = 6_000
+    history_turns: int | None = None
+    history_chars: int | None = None
     speculative_answer: bool | Literal["auto"] = "auto"
     streaming_dispatch: bool = True
     stream_plan_tokens: bool = False
 
     def __post_init__(self) -> None:
         """Reject values that cannot work, with a clear message."""
-        for name in (
-            "keep_tool_results", "max_consecutive_rollbacks", "plan_reasks", "history_turns",
-            "history_chars",
-        ):  # fmt: skip
+        for name in ("keep_tool_results", "max_consecutive_rollbacks", "plan_reasks"):
             check_int(name, getattr(self, name), minimum=0)
+        for name in ("history_turns", "history_chars"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), minimum=0, optional=True)
         check_int("max_commands_per_round", self.max_commands_per_round, minimum=1)
         speculate = self.speculative_answer
         if not isinstance(speculate, bool) and speculate != "auto":

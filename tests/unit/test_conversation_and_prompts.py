@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain.agents.middleware import ModelCallLimitMiddleware
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain.agents.middleware import ModelCallLimitMiddleware, before_model
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from parity import agent_of, ask, kinds, loop_of, thread, tool_calls
 from pydantic import BaseModel, Field
 
@@ -97,6 +98,42 @@ async def test_a_follow_up_question_is_planned_and_answered_with_the_first_turn(
     assert "<conversation>" not in str(first_plan.content)  # no empty section
 
 
+async def test_by_default_the_models_see_the_whole_conversation(run_loop: Any) -> None:
+    planner = ScriptedChatModel(responder=weather_planner)
+    answerer = ScriptedChatModel(
+        responder=lambda messages: f"answer to {section(messages[-1], 'user_request')}"
+    )
+    app = chat_app(planner, answerer)  # as create_agent's model, every earlier turn in view
+    config = {"configurable": {"thread_id": "chat"}}
+    questions = [f"question {n} about Lumen Bay" for n in range(1, 8)]
+    for question in questions:
+        await run_loop(app, {"messages": [HumanMessage(question)]}, config)
+    earlier = []
+    for question in questions[:-1]:
+        earlier += [
+            {"role": "user", "text": question},
+            {"role": "assistant", "text": f'answer to "{question}"'},
+        ]
+    last_plan, last_answer = planner.requests[-2][-1], answerer.requests[-1][-1]
+    for prompt in (last_plan, last_answer):
+        turns = [json.loads(line) for line in section(prompt, "conversation").splitlines()]
+        assert turns == earlier  # six earlier turns, none trimmed
+
+    trimmed = ScriptedChatModel(responder=weather_planner)
+    answerer = ScriptedChatModel(responder=lambda messages: "noted")
+    app = chat_app(trimmed, answerer, planning=PlanningOptions(history_turns=2))
+    for question in questions:
+        await run_loop(app, {"messages": [HumanMessage(question)]}, config)
+    for prompt in (trimmed.requests[-2][-1], answerer.requests[-1][-1]):
+        conversation = section(prompt, "conversation")
+        assert [json.loads(line)["text"] for line in conversation.splitlines()] == [
+            questions[4],
+            "noted",
+            questions[5],
+            "noted",
+        ]
+
+
 async def test_the_conversation_budget_keeps_the_newest_turns(run_loop: Any) -> None:
     planner = ScriptedChatModel(responder=weather_planner)
     answerer = ScriptedChatModel(responder=lambda _messages: "noted")
@@ -108,6 +145,32 @@ async def test_the_conversation_budget_keeps_the_newest_turns(run_loop: Any) -> 
     conversation = section(last_plan, "conversation")
     assert "second question" in conversation
     assert "first question" not in conversation
+
+
+@before_model
+def keep_five_messages(state: Any, runtime: Any) -> dict[str, Any] | None:
+    """Trim the thread to its newest five messages, as an app's own trimming hook would."""
+    messages = state["messages"]
+    if len(messages) <= 5:
+        return None
+    return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages[-5:]]}
+
+
+async def test_a_before_model_hook_trims_the_conversation_as_under_create_agent(
+    run_loop: Any,
+) -> None:
+    agent = agent_of([], [], [keep_five_messages], turns=5)
+    loop = loop_of([], [], [keep_five_messages], turns=5)
+    for n in range(1, 6):
+        theirs = await run_loop(agent.graph, ask(f"question {n}"), thread("agent"))
+        ours = await run_loop(loop.graph, ask(f"question {n}"), thread("loop"))
+    kept = ["question 3", "Done.", "question 4", "Done.", "question 5", "Done."]
+    assert [m.content for m in theirs["messages"]] == kept
+    assert [m.content for m in ours["messages"]] == kept
+    assert [m.content for m in agent.model.requests[-1]] == kept[:-1]
+    for prompt in (loop.planner.requests[-1][-1], loop.answerer.requests[-1][-1]):
+        turns = [json.loads(line)["text"] for line in section(prompt, "conversation").splitlines()]
+        assert turns == kept[:4]
 
 
 def test_the_conversation_character_budget_cuts_the_oldest_text() -> None:

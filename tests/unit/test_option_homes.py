@@ -54,7 +54,8 @@ def test_settings_turn_off_what_the_loop_cannot_honour() -> None:
     [
         ({"keep_tool_results": -1}, "keep_tool_results must be an int >= 0"),
         ({"max_commands_per_round": 0}, "max_commands_per_round must be an int >= 1"),
-        ({"history_chars": True}, "history_chars must be an int >= 0"),
+        ({"history_chars": True}, "history_chars must be None or an int >= 0"),
+        ({"history_turns": -1}, "history_turns must be None or an int >= 0"),
         ({"streaming_dispatch": "yes"}, "streaming_dispatch must be True or False"),
     ],
 )
