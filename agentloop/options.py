@@ -97,8 +97,12 @@ class PlanningOptions:
             are always shown, and the answer model sees every result). A native
             planner's reply is not taken as the answer once a result was omitted.
         max_consecutive_rollbacks: Rounds in a row that may be rolled back.
-        max_commands_per_round: Commands of one plan that run; the excess become refused
-            records (`too_many_commands`) that tell the planner why.
+        max_commands_per_round: Commands of one plan that run (the plan's width, which
+            `create_agent` does not bound: it runs every call of an `AIMessage`); the
+            excess become refused records (`too_many_commands`, an error `ToolMessage`
+            each) that tell the planner why, as `ToolCallLimitMiddleware`'s
+            `exit_behavior="continue"` tells the model, and the run goes on. Limits per
+            run and per thread are `ToolCallLimitMiddleware`'s.
         plan_reasks: Times an unusable plan (no JSON, no decision, `execute` without a
             usable command) goes back to the planner with what was wrong, before the run
             stops with status `planner_failed`. The planner calls of one run, rounds,
