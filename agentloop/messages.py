@@ -82,21 +82,22 @@ def resolve_request(state: Mapping[str, Any]) -> tuple[str, HumanMessage | None]
 
 
 def conversation_turns(
-    messages: Sequence[AnyMessage], *, max_turns: int, max_chars: int
+    messages: Sequence[AnyMessage], *, max_turns: int | None = None, max_chars: int | None = None
 ) -> list[dict[str, str]]:
     """The earlier turns of a conversation, for context: newest kept, oldest first.
 
     The messages before the newest human message (the request being answered), only
     the user's questions and the final answers (no tool calls, tool results or system
-    messages), at most `max_turns` user messages and `max_chars` characters in all.
-    The transcript's `AIMessage`s with `tool_calls` and its `ToolMessage`s are left out:
-    a run's results reach its own prompts through its round records, and an earlier
-    turn's through its answer, so no result is shown twice.
+    messages). By default all of them, as `create_agent`'s model sees the whole
+    conversation; `max_turns` (user messages) and `max_chars` (characters in all) trim
+    the oldest away. The transcript's `AIMessage`s with `tool_calls` and its
+    `ToolMessage`s are left out: a run's results reach its own prompts through its round
+    records, and an earlier turn's through its answer, so no result is shown twice.
 
     Returns:
         `[{"role": "user" | "assistant", "text": ...}, ...]`, oldest first.
     """
-    if max_turns <= 0 or max_chars <= 0:
+    if max_turns == 0 or max_chars == 0:
         return []
     end = len(messages)
     while end > 0:
@@ -116,16 +117,17 @@ def conversation_turns(
         text = message_text(message).strip()
         if not text:
             continue
-        if role == "user" and users == max_turns:
+        if users == max_turns:  # an older turn's answer goes with its question
             break
-        if len(text) > room:
-            if turns:
-                break
-            text = "[...] " + text[len(text) - room :]
+        if room is not None:
+            if len(text) > room:
+                if turns:
+                    break
+                text = "[...] " + text[len(text) - room :]
+            room -= len(text)
         turns.append({"role": role, "text": text})
-        room -= len(text)
         users += role == "user"
-        if room <= 0:
+        if room is not None and room <= 0:
             break
     turns.reverse()
     return turns

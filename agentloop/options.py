@@ -97,16 +97,27 @@ class PlanningOptions:
             are always shown, and the answer model sees every result). A native
             planner's reply is not taken as the answer once a result was omitted.
         max_consecutive_rollbacks: Rounds in a row that may be rolled back.
-        max_commands_per_round: Commands of one plan that run; the excess become refused
-            records (`too_many_commands`) that tell the planner why.
+        max_commands_per_round: Commands of one plan that run (the plan's width, which
+            `create_agent` does not bound: it runs every call of an `AIMessage`); the
+            excess become refused records (`too_many_commands`, an error `ToolMessage`
+            each) that tell the planner why, as `ToolCallLimitMiddleware`'s
+            `exit_behavior="continue"` tells the model, and the run goes on. Limits per
+            run and per thread are `ToolCallLimitMiddleware`'s.
         plan_reasks: Times an unusable plan (no JSON, no decision, `execute` without a
             usable command) goes back to the planner with what was wrong, before the run
-            stops with status `planner_failed`.
-        max_plan_calls: Most planner calls of one run, rounds, re-asks and rollbacks
-            together (None: `(max_rounds + max_consecutive_rollbacks) * (1 + plan_reasks)`).
-        history_turns: Earlier turns of the conversation (a user message and the loop's
-            answer) the planner and the answer model see, newest first.
-        history_chars: Most characters of those turns.
+            stops with status `planner_failed`. The planner calls of one run, rounds,
+            re-asks and rollbacks together, are bounded by
+            `(max_rounds + max_consecutive_rollbacks) * (1 + plan_reasks)`; to limit the
+            model calls of a run or a thread, use LangChain's
+            `ModelCallLimitMiddleware(run_limit=..., thread_limit=...)`.
+        history_turns: Trims the conversation: the most earlier turns (a user message and
+            the loop's answer) the planner and the answer model see, the newest kept
+            (None: every earlier turn, as `create_agent`'s model sees the whole
+            conversation). To summarise older turns instead, add LangChain's
+            `SummarizationMiddleware`; to trim as the app likes, a `@before_model` hook
+            that rewrites `messages`.
+        history_chars: Trims the conversation to its newest characters: the most
+            characters of those turns (None: no limit).
         speculative_answer: Start the answer call alongside a planner call, so a plan
             that says `response` costs no extra wait; the answer is cancelled as soon as
             the plan says `execute` (its tokens still count in `usage`). `"auto"`: when
@@ -130,23 +141,20 @@ class PlanningOptions:
     max_consecutive_rollbacks: int = 5
     max_commands_per_round: int = 64
     plan_reasks: int = 2
-    max_plan_calls: int | None = None
-    history_turns: int = 5
-    history_chars: int = 6_000
+    history_turns: int | None = None
+    history_chars: int | None = None
     speculative_answer: bool | Literal["auto"] = "auto"
     streaming_dispatch: bool = True
     stream_plan_tokens: bool = False
 
     def __post_init__(self) -> None:
         """Reject values that cannot work, with a clear message."""
-        for name in (
-            "keep_tool_results", "max_consecutive_rollbacks", "plan_reasks", "history_turns",
-            "history_chars",
-        ):  # fmt: skip
+        for name in ("keep_tool_results", "max_consecutive_rollbacks", "plan_reasks"):
             check_int(name, getattr(self, name), minimum=0)
+        for name in ("history_turns", "history_chars"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), minimum=0, optional=True)
         check_int("max_commands_per_round", self.max_commands_per_round, minimum=1)
-        if self.max_plan_calls is not None:
-            check_int("max_plan_calls", self.max_plan_calls, minimum=1, optional=True)
         speculate = self.speculative_answer
         if not isinstance(speculate, bool) and speculate != "auto":
             msg = f"speculative_answer must be True, False or 'auto', got {speculate!r}"

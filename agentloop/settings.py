@@ -80,9 +80,11 @@ class LoopSettings(PlanningOptions):
 
     @property
     def plan_call_limit(self) -> int:
-        """Most planner calls of one run: rounds, re-asks and rollbacks together."""
-        if self.max_plan_calls is not None:
-            return self.max_plan_calls
+        """Most planner calls of one run: rounds, re-asks and rollbacks together.
+
+        Derived from the other bounds, the loop's safety net (as `create_agent` has its
+        recursion limit); `ModelCallLimitMiddleware` is the way to set a limit of one's own.
+        """
         return (self.max_rounds + self.max_consecutive_rollbacks) * (1 + self.plan_reasks)
 
     def with_context(self, context: Any) -> LoopSettings:

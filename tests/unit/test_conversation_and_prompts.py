@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain.agents.middleware import ModelCallLimitMiddleware, before_model
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from parity import agent_of, ask, kinds, loop_of, thread, tool_calls
 from pydantic import BaseModel, Field
 
 from agentloop import (
@@ -95,6 +98,42 @@ async def test_a_follow_up_question_is_planned_and_answered_with_the_first_turn(
     assert "<conversation>" not in str(first_plan.content)  # no empty section
 
 
+async def test_by_default_the_models_see_the_whole_conversation(run_loop: Any) -> None:
+    planner = ScriptedChatModel(responder=weather_planner)
+    answerer = ScriptedChatModel(
+        responder=lambda messages: f"answer to {section(messages[-1], 'user_request')}"
+    )
+    app = chat_app(planner, answerer)  # as create_agent's model, every earlier turn in view
+    config = {"configurable": {"thread_id": "chat"}}
+    questions = [f"question {n} about Lumen Bay" for n in range(1, 8)]
+    for question in questions:
+        await run_loop(app, {"messages": [HumanMessage(question)]}, config)
+    earlier = []
+    for question in questions[:-1]:
+        earlier += [
+            {"role": "user", "text": question},
+            {"role": "assistant", "text": f'answer to "{question}"'},
+        ]
+    last_plan, last_answer = planner.requests[-2][-1], answerer.requests[-1][-1]
+    for prompt in (last_plan, last_answer):
+        turns = [json.loads(line) for line in section(prompt, "conversation").splitlines()]
+        assert turns == earlier  # six earlier turns, none trimmed
+
+    trimmed = ScriptedChatModel(responder=weather_planner)
+    answerer = ScriptedChatModel(responder=lambda messages: "noted")
+    app = chat_app(trimmed, answerer, planning=PlanningOptions(history_turns=2))
+    for question in questions:
+        await run_loop(app, {"messages": [HumanMessage(question)]}, config)
+    for prompt in (trimmed.requests[-2][-1], answerer.requests[-1][-1]):
+        conversation = section(prompt, "conversation")
+        assert [json.loads(line)["text"] for line in conversation.splitlines()] == [
+            questions[4],
+            "noted",
+            questions[5],
+            "noted",
+        ]
+
+
 async def test_the_conversation_budget_keeps_the_newest_turns(run_loop: Any) -> None:
     planner = ScriptedChatModel(responder=weather_planner)
     answerer = ScriptedChatModel(responder=lambda _messages: "noted")
@@ -106,6 +145,32 @@ async def test_the_conversation_budget_keeps_the_newest_turns(run_loop: Any) -> 
     conversation = section(last_plan, "conversation")
     assert "second question" in conversation
     assert "first question" not in conversation
+
+
+@before_model
+def keep_five_messages(state: Any, runtime: Any) -> dict[str, Any] | None:
+    """Trim the thread to its newest five messages, as an app's own trimming hook would."""
+    messages = state["messages"]
+    if len(messages) <= 5:
+        return None
+    return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages[-5:]]}
+
+
+async def test_a_before_model_hook_trims_the_conversation_as_under_create_agent(
+    run_loop: Any,
+) -> None:
+    agent = agent_of([], [], [keep_five_messages], turns=5)
+    loop = loop_of([], [], [keep_five_messages], turns=5)
+    for n in range(1, 6):
+        theirs = await run_loop(agent.graph, ask(f"question {n}"), thread("agent"))
+        ours = await run_loop(loop.graph, ask(f"question {n}"), thread("loop"))
+    kept = ["question 3", "Done.", "question 4", "Done.", "question 5", "Done."]
+    assert [m.content for m in theirs["messages"]] == kept
+    assert [m.content for m in ours["messages"]] == kept
+    assert [m.content for m in agent.model.requests[-1]] == kept[:-1]
+    for prompt in (loop.planner.requests[-1][-1], loop.answerer.requests[-1][-1]):
+        turns = [json.loads(line)["text"] for line in section(prompt, "conversation").splitlines()]
+        assert turns == kept[:4]
 
 
 def test_the_conversation_character_budget_cuts_the_oldest_text() -> None:
@@ -307,26 +372,66 @@ async def test_the_plan_prompt_history_only_grows_at_its_end(run_loop: Any) -> N
 # --- bounded planning ----------------------------------------------------------------------
 
 
+def weather_plan(city: str) -> str:
+    return plan_reply("execute", [{"tool_name": "get_weather", "tool_kwargs": {"city": city}}])
+
+
 async def test_planner_calls_per_run_are_bounded(run_loop: Any) -> None:
-    calls = iter(range(100))
-
-    def always_execute(_messages: list[BaseMessage]) -> str:
-        city = f"city {next(calls)}"
-        return plan_reply("execute", [{"tool_name": "get_weather", "tool_kwargs": {"city": city}}])
-
-    planner = ScriptedChatModel(responder=always_execute)
+    # each city twice: the repeat is a duplicate, so its round is rolled back and replanned
+    cities = ["Paris", "Paris", "Lumen Bay", "Lumen Bay", "Rome", "Rome"]
+    planner = ScriptedChatModel([weather_plan(city) for city in cities])
     graph = create_tool_loop(
         planner,
         [get_weather],
         models=ModelOptions(answer_model=ScriptedChatModel(["partial"])),
-        max_rounds=20,
-        planning=PlanningOptions(max_plan_calls=3),
+        max_rounds=3,
+        planning=PlanningOptions(max_consecutive_rollbacks=1, plan_reasks=0),
     )
     out = await run_loop(graph, {"user_input": "weather everywhere"})
-    assert len(planner.requests) == 3
+    # (max_rounds + max_consecutive_rollbacks) * (1 + plan_reasks) = (3 + 1) * 1
+    assert len(planner.requests) == 4
+    assert len(out["rollbacks"]) == 2  # two rounds ran, two were rolled back
     assert out["status"] == "planner_failed"
-    assert out["status_reason"] == "the run reached its limit of 3 planner calls"
-    assert out["answer"] == "partial"  # three rounds ran: the answer uses their results
+    assert out["status_reason"] == "the run reached its limit of 4 planner calls"
+    assert out["answer"] == "partial"  # rounds ran: the answer uses their results
+
+
+async def test_model_call_limit_middleware_ends_a_run_as_create_agent_ends_it(
+    run_loop: Any,
+) -> None:
+    endless = [[("get_weather", {"city": city})] for city in ("Paris", "Lumen Bay", "Rome", "Oslo")]
+
+    def limit() -> ModelCallLimitMiddleware:
+        return ModelCallLimitMiddleware(run_limit=3, exit_behavior="end")
+
+    # work that never ends: three model calls on both sides, then the same ending
+    agent = agent_of([get_weather], endless, [limit()])
+    theirs = await run_loop(agent.graph, ask("Weather everywhere?"), thread("agent"))
+    loop = loop_of([get_weather], endless, [limit()])
+    ours = await run_loop(loop.graph, ask("Weather everywhere?"), thread("loop"))
+    assert agent.model.request_count == loop.planner.request_count == 3
+    assert loop.answerer.request_count == 0
+    assert ours["status"] == "ended"
+    ending = "Model call limits exceeded: run limit (3/3)"
+    assert ours["answer"] == ours["messages"][-1].content == theirs["messages"][-1].content
+    assert ours["answer"] == ending
+    assert tool_calls(ours["messages"]) == tool_calls(theirs["messages"])
+    assert tool_calls(ours["messages"]) == [calls[0] for calls in endless[:3]]
+
+    # two rounds of work: create_agent answers in its third call; the loop asks one call
+    # more (the plan that decides to answer, then the answer), so it needs a limit of 4
+    two_rounds = endless[:2]
+    agent = agent_of([get_weather], two_rounds, [limit()])
+    theirs = await run_loop(agent.graph, ask("Weather in two cities?"), thread("agent"))
+    assert agent.model.request_count == 3 and theirs["messages"][-1].content == "Done."
+    loop = loop_of([get_weather], two_rounds, [limit()])
+    ours = await run_loop(loop.graph, ask("Weather in two cities?"), thread("loop"))
+    assert (loop.planner.request_count, loop.answerer.request_count) == (3, 0)
+    assert (ours["status"], ours["answer"]) == ("ended", ending)
+    loop = loop_of([get_weather], two_rounds, [ModelCallLimitMiddleware(run_limit=4)])
+    ours = await run_loop(loop.graph, ask("Weather in two cities?"), thread("loop"))
+    assert (ours["status"], ours["answer"]) == ("ok", "Done.")
+    assert kinds(ours["messages"]) == kinds(theirs["messages"])
 
 
 async def test_a_tool_mode_planner_that_keeps_failing_is_bounded(run_loop: Any) -> None:
@@ -346,8 +451,10 @@ async def test_a_tool_mode_planner_that_keeps_failing_is_bounded(run_loop: Any) 
 def test_planning_options_are_checked() -> None:
     with pytest.raises(ConfigurationError, match="plan_reasks must be an int >= 0"):
         create_tool_loop(ScriptedChatModel([]), planning=PlanningOptions(plan_reasks=-1))
-    with pytest.raises(ConfigurationError, match="max_plan_calls must be None or an int >= 1"):
-        create_tool_loop(ScriptedChatModel([]), planning=PlanningOptions(max_plan_calls=0))
+    with pytest.raises(ConfigurationError, match="max_consecutive_rollbacks must be an int >= 0"):
+        PlanningOptions(max_consecutive_rollbacks=-1)
+    with pytest.raises(TypeError, match="max_plan_calls"):  # ModelCallLimitMiddleware instead
+        PlanningOptions(max_plan_calls=3)  # type: ignore[call-arg]
 
 
 # --- plan_mode="tool" ----------------------------------------------------------------------

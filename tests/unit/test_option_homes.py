@@ -26,7 +26,6 @@ def test_every_planning_option_reaches_the_settings_unchanged() -> None:
         max_consecutive_rollbacks=1,
         max_commands_per_round=3,
         plan_reasks=0,
-        max_plan_calls=9,
         history_turns=2,
         history_chars=100,
         speculative_answer=True,
@@ -39,6 +38,8 @@ def test_every_planning_option_reaches_the_settings_unchanged() -> None:
     for item in fields(PlanningOptions):
         assert getattr(settings, item.name) == getattr(planning, item.name), item.name
     assert (settings.max_rounds, settings.plan_mode, settings.concurrency) == (4, "tool", None)
+    # derived: (max_rounds + max_consecutive_rollbacks) * (1 + plan_reasks)
+    assert settings.plan_call_limit == (4 + 1) * (1 + 0)
 
 
 def test_settings_turn_off_what_the_loop_cannot_honour() -> None:
@@ -53,7 +54,8 @@ def test_settings_turn_off_what_the_loop_cannot_honour() -> None:
     [
         ({"keep_tool_results": -1}, "keep_tool_results must be an int >= 0"),
         ({"max_commands_per_round": 0}, "max_commands_per_round must be an int >= 1"),
-        ({"history_chars": True}, "history_chars must be an int >= 0"),
+        ({"history_chars": True}, "history_chars must be None or an int >= 0"),
+        ({"history_turns": -1}, "history_turns must be None or an int >= 0"),
         ({"streaming_dispatch": "yes"}, "streaming_dispatch must be True or False"),
     ],
 )
