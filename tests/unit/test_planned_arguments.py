@@ -16,7 +16,7 @@ from uuid import UUID
 import pytest
 from langchain.agents.middleware import PIIMiddleware
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.tools import tool
+from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from parity import agent_of, ask, loop_of, thread
 from pydantic import BaseModel
@@ -59,7 +59,7 @@ def mail_loop(sent: list[dict[str, str]], checkpointer: Any, plan_mode: str, **k
         models=ModelOptions(answer_model=ScriptedChatModel(["done"], repeat_last=True)),
         governance=GovernanceOptions(redact=hide_mail),
         checkpointer=checkpointer,
-        plan_mode=plan_mode,
+        plan_mode=plan_mode,  # type: ignore[arg-type]
         **kwargs,
     )
 
@@ -175,3 +175,43 @@ async def test_the_tool_gets_what_create_agent_with_pii_output_redaction_gives_i
     out = await run_loop(loop.graph, ask("mail Bob"), thread("l"))
     assert by_loop == by_agent == [ADDRESS]
     assert ADDRESS not in str(out)  # and the loop's state keeps it redacted
+
+
+SENT_BY_SUBCLASS: list[str] = []
+
+
+class MailArguments(BaseModel):
+    to: str
+
+
+class MailTool(BaseTool):
+    name: str = "send_mail"
+    description: str = "Send a mail."
+    args_schema: type[BaseModel] = MailArguments
+
+    def _run(self, to: str) -> str:
+        SENT_BY_SUBCLASS.append(to)
+        return "sent"
+
+
+async def test_async_and_subclassed_tools_get_them_too(run_loop: Any) -> None:
+    sent: list[str] = []
+
+    @tool
+    async def send_mail(to: str) -> str:
+        """Send a mail."""
+        sent.append(to)
+        return "sent"
+
+    SENT_BY_SUBCLASS.clear()
+    for mail_tool, received in ((send_mail, sent), (MailTool(), SENT_BY_SUBCLASS)):
+        command = {"tool_name": "send_mail", "tool_kwargs": {"to": ADDRESS}}
+        graph = create_tool_loop(
+            ScriptedChatModel([plan_reply("execute", [command]), plan_reply("response")]),
+            [mail_tool],
+            models=ModelOptions(answer_model=ScriptedChatModel(["done"])),
+            governance=GovernanceOptions(redact=hide_mail),
+        )
+        out = await run_loop(graph, {"user_input": "mail Bob"})
+        assert received == [ADDRESS]
+        assert ADDRESS not in str(out)
