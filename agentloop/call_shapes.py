@@ -64,6 +64,9 @@ class PlanDecision(TypedDict):
     `create_agent` ends with a refused model call's message."""
     model_provider: NotRequired[str]
     """The refusing reply's `model_provider` (how its content blocks are read)."""
+    redacted: NotRequired[list[int]]
+    """Positions of the commands whose arguments the redact hook changed: the state keeps
+    them redacted, the tool gets the planner's own (`agentloop.planned_arguments`)."""
 
 
 class Attachment(TypedDict):
@@ -212,3 +215,6 @@ class PreparedCall(TypedDict):
     follows: NotRequired[list[int]]
     """Positions of earlier commands of the round it must come after: the ones that may
     write what it reads, or that read what it may write. It runs in a later batch."""
+    redacted: NotRequired[bool]
+    """The redact hook changed the arguments the planner wrote: its tool gets the
+    planner's own, kept in memory only (`agentloop.planned_arguments`)."""

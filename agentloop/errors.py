@@ -53,6 +53,7 @@ ErrorType = Literal[
     "too_many_commands",
     "reference_failed",
     "reference_unavailable",
+    "arguments_unavailable",
     "cancelled",
     "unserializable_result",
     "unsupported_result",
@@ -77,6 +78,9 @@ ErrorType = Literal[
 - `reference_unavailable`: an argument refers to a result whose record holds it cut, and
   the whole result is no longer at hand (after a resume, or past the memory bound): a
   tool that is not read-only is not given part of it (not run);
+- `arguments_unavailable`: the redact hook changed the call's arguments, and the
+  planner's own, kept in memory only, were gone when it was to run (after a resume in
+  another process, or a long wait): it is not run with the redacted ones (not run);
 - `cancelled`: started while its plan was streaming, then stopped because that plan was
   rejected (only reads start early, so there is nothing to undo);
 - `unserializable_result`: the tool returned an object that cannot be converted to JSON;

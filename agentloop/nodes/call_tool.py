@@ -24,10 +24,13 @@ from agentloop._effects import Core
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.guarded import guarded_call, ledger_record, tool_config
 from agentloop.nodes.parts import LoopParts
+from agentloop.planned_arguments import planned, unavailable_message
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord
 from agentloop.tools.deferred import complete_call
+from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled
+from agentloop.tools.records import make_record
 from agentloop.updates import CallToolUpdate
 
 if TYPE_CHECKING:
@@ -78,6 +81,11 @@ class _CallTool:
     def run(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> Core[CallToolUpdate]:
         """The task, as a core that `LoopNode` drives under `invoke` or `ainvoke`."""
         scope = self.parts.scope(runtime)
+        written = self.parts.planned_arguments.take(call) if call.get("redacted") else None
+        if call.get("redacted") and written is None:  # kept in memory, gone since
+            message = unavailable_message(call["tool_name"])
+            outcome = ToolOutcome.refused("arguments_unavailable", call["tool_name"], message)
+            return (yield from self._refused(call, make_record(call, outcome), scope))
         call, refused = complete_call(self.parts.runner, call)
         if refused is not None:  # a reference failed, or the resolved arguments are invalid
             return (yield from self._refused(call, refused, scope))
@@ -86,7 +94,9 @@ class _CallTool:
             record = yield from early.record()
             return self._done(call, record)  # guarded_call's record: already safe
         config = self._config(call, scope)
-        return self._done(call, (yield from guarded_call(self.parts, call, scope, config)))
+        with planned(written):  # the tool's function gets the planner's own arguments
+            record = yield from guarded_call(self.parts, call, scope, config)
+        return self._done(call, record)
 
 
 def make_call_tool(parts: LoopParts, accelerator: Accelerator) -> LoopNode:

@@ -267,6 +267,7 @@ def make_execute(parts: LoopParts, accelerator: Accelerator) -> NodeCore:
         adopted: set[str] = set()
         messages = state.get("messages") or []
         planned = read_back(commands, messages, run_id, preparation.round_label)
+        redacted = set(decision.get("redacted") or ())
         for index, command in enumerate(commands):
             early = started.get(str(preparation.call_id(index)))
             if index in planned.answered:  # a hook answered it (rejected, blocked)
@@ -275,6 +276,8 @@ def make_execute(parts: LoopParts, accelerator: Accelerator) -> NodeCore:
             if index in planned.dropped:
                 preparation.settle(index, command, _dropped(command))
                 continue
+            if planned.commands[index] != command:
+                redacted.discard(index)  # a hook's edit: run as the hook wrote it
             command = planned.commands[index]  # with a hook's edit
             if index >= cap:
                 preparation.over_cap(index, command, planned=len(commands), cap=cap)
@@ -283,6 +286,9 @@ def make_execute(parts: LoopParts, accelerator: Accelerator) -> NodeCore:
             else:
                 preparation.prepare(index, command)
         calls, settled = preparation.calls, preparation.settled
+        for call in calls:
+            if call["index"] in redacted and call["call_id"] not in settled:
+                call["redacted"] = True  # its tool gets the planner's own arguments
         known: dict[str, ToolExecutionRecord] = {}
         for call in calls:
             refused = settled.get(call["call_id"])

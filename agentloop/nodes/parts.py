@@ -17,6 +17,7 @@ from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelProvider
 from agentloop.nodes.reads import RunReplays
+from agentloop.planned_arguments import PlannedArguments
 from agentloop.planning.prompt import HistoryLines
 from agentloop.prompts import PromptSet
 from agentloop.redaction import Redact
@@ -81,6 +82,8 @@ class LoopParts:
     """The last replay of each recent run's reads and writes (`agentloop.nodes.reads`)."""
     identities: RunIdentities = field(default_factory=RunIdentities)
     """Whom recent runs serve (`agentloop.tools.cache_scope.run_identity`)."""
+    planned_arguments: PlannedArguments = field(default_factory=PlannedArguments)
+    """The planner's own arguments where the redact hook changed them, for the tools."""
     sampling: SamplingModel = field(init=False)
     """The model MCP servers' sampling requests reach during the loop's calls."""
 
@@ -94,6 +97,10 @@ class LoopParts:
     def safe(self, update: UpdateT) -> UpdateT:
         """A state update, redacted and checkpoint-safe (declared field names kept)."""
         return safe_update(update, self.redact, plain_keys=DECLARED_FIELDS)
+
+    def unredacted(self, value: Any) -> Any:
+        """A value made checkpoint-safe, not redacted (the planner's own arguments)."""
+        return checkpoint_safe(value, None, plain_keys=DECLARED_FIELDS)
 
     def safe_value(self, value: Any) -> Any:
         """A value, redacted and checkpoint-safe (a record's field names kept as they are)."""

@@ -44,7 +44,7 @@ from agentloop.planning.reader import PlanRead
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, PlanDecision, empty_round_state, run_limit
 from agentloop.system_prompt import with_app_instructions
-from agentloop.tools.call_id import round_label
+from agentloop.tools.call_id import CallId, round_label
 from agentloop.transcript import edited_prompt, plan_message_id, planned_message
 from agentloop.updates import PlanUpdate
 from agentloop.usage import sum_usage, usage_entry, wasted_usage
@@ -299,7 +299,26 @@ class _Plan:
             entries.append(entry)
         if entries:
             update["usage"] = sum_usage({scope.settings.name: entry} for entry in entries)
-        return self.parts.safe(update)
+        safe = self.parts.safe(update)
+        self._keep_planned_arguments(state, decision, safe["decision"])
+        return safe
+
+    def _keep_planned_arguments(
+        self, state: LoopState, written: PlanDecision, kept: PlanDecision
+    ) -> None:
+        """Keep the planner's own arguments the redact hook changed, for the tools."""
+        commands = written["execution_commands"]
+        if self.parts.redact is None or not commands or written is kept:
+            return
+        round_state = state.get("round_state") or empty_round_state()
+        label = round_label(round_state["round_index"], state.get("consecutive_rollbacks", 0))
+        run_id = state.get("run_id", "run")
+        call_ids = [str(CallId(run_id, label, position)) for position in range(len(commands))]
+        changed = self.parts.planned_arguments.keep(
+            call_ids, commands, kept["execution_commands"], self.parts.unredacted
+        )
+        if changed:
+            kept["redacted"] = changed
 
     def _attempt(
         self,

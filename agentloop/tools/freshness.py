@@ -40,6 +40,7 @@ NOT_RUN_ERRORS = frozenset(
         "too_many_commands",
         "reference_failed",
         "reference_unavailable",
+        "arguments_unavailable",
         "refused",
         "cancelled",
     }

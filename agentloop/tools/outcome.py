@@ -32,6 +32,7 @@ ERROR_SUGGESTIONS: dict[ErrorType, str] = {
         "The whole result it refers to is no longer available. Run that command again in "
         "the same plan as this one, or pass the values themselves."
     ),
+    "arguments_unavailable": "Plan the call again if it is still needed.",
     "cancelled": "It was started for a plan that was rejected. Plan it again if it is needed.",
     "unserializable_result": "The tool returned data that cannot be read. Try another tool.",
     "unsupported_result": "The tool cannot be used by this loop. Use another tool.",

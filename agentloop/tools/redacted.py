@@ -20,6 +20,7 @@ from langchain_core.tools import BaseTool, StructuredTool, Tool
 from langgraph.errors import GraphBubbleUp
 
 from agentloop.errors import ToolCallError, classify_tool_error
+from agentloop.planned_arguments import restored
 from agentloop.redaction import Redact, UnreadableValueError, redact_data
 from agentloop.tools.output import weigh
 from agentloop.tools.results import CutText
@@ -113,7 +114,7 @@ def _sync(
     @functools.wraps(function)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
-            output = function(*args, **kwargs)
+            output = function(*args, **restored(kwargs))
         except Exception as error:
             safe = redacted_error(error, redact)
             if safe is error:
@@ -130,7 +131,7 @@ def _async(
     @functools.wraps(function)
     async def run(*args: Any, **kwargs: Any) -> Any:
         try:
-            output = await function(*args, **kwargs)
+            output = await function(*args, **restored(kwargs))
         except Exception as error:
             safe = redacted_error(error, redact)
             if safe is error:

@@ -1,0 +1,151 @@
+"""The arguments a planner wrote, for its tools, where the redact hook changed them.
+
+Everything the loop writes to state is redacted (`GovernanceOptions(redact=...)`), the
+plan's commands included, so a checkpoint never holds a secret. A tool, though, gets the
+arguments the planner wrote, as under `create_agent`: the `plan` node keeps the planner's
+own arguments of each command the hook changed here, in the memory of the compiled
+loop, and the tool's function gets them at the last moment (`restored`), inside the
+tool's redacted run, so callbacks, records, events and the ledger still see the
+redacted ones.
+
+Memory is not durable: when the run resumes in another process, or the call waits
+longer than `KEPT_FOR_S` (an interrupt before it), the planner's own arguments are gone
+and the call is refused (`arguments_unavailable`) rather than run with the redacted ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, cast
+
+from cachetools import TTLCache
+from pydantic import BaseModel
+
+from agentloop.call_shapes import PreparedCall, ToolCommand
+
+__all__ = ["KEPT_FOR_S", "PlannedArguments", "planned", "restored", "unavailable_message"]
+
+KEPT_FOR_S = 900.0
+"""How long the planner's own arguments are kept for a call that has not run yet."""
+
+_KEPT_CALLS = 4096
+"""At most this many calls' arguments are kept (the oldest go first)."""
+
+Planned = tuple[dict[str, Any], dict[str, Any]]
+"""A call's arguments as the planner wrote them, and as the state keeps them."""
+
+_PLANNED: contextvars.ContextVar[Planned | None] = contextvars.ContextVar(
+    "agentloop_planned_arguments", default=None
+)
+
+
+def unavailable_message(tool_name: str) -> str:
+    """What the planner reads when a call's own arguments are gone."""
+    return (
+        f"The arguments of this {tool_name} call held text the redact hook removes, and "
+        "the loop keeps the planner's own only in memory: they were gone when the call "
+        "was to run (the run resumed in another process, or waited too long), so it was "
+        "not run with the redacted ones. Plan it again if it is still wanted."
+    )
+
+
+class PlannedArguments:
+    """The planner's own arguments of the commands the redact hook changed (thread-safe).
+
+    One per compiled loop: `keep` in the `plan` node, `take` in the call's task.
+    """
+
+    def __init__(self, kept_for_s: float = KEPT_FOR_S) -> None:
+        """Keep each call's arguments for `kept_for_s` seconds at most."""
+        self._kept: TTLCache[str, Planned] = TTLCache(_KEPT_CALLS, kept_for_s)
+        self._lock = threading.Lock()
+
+    def keep(
+        self,
+        call_ids: Sequence[str],
+        written: Sequence[ToolCommand],
+        kept: Sequence[ToolCommand],
+        clean: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> list[int]:
+        """Keep the arguments of each command that redaction changed.
+
+        Args:
+            call_ids: The call id of each command's position.
+            written: The commands as the planner wrote them.
+            kept: The same commands as the state keeps them (redacted, checkpoint-safe).
+            clean: Makes arguments checkpoint-safe without redacting them: what a tool
+                gets is never less safe than the state (no lone surrogate, for one).
+
+        Returns:
+            The positions whose arguments were kept (the ones redaction changed).
+        """
+        changed: list[tuple[int, dict[str, Any]]] = []
+        for position, (mine, safe) in enumerate(zip(written, kept, strict=False)):
+            if mine["tool_kwargs"] == safe["tool_kwargs"]:
+                continue
+            own = clean(mine["tool_kwargs"])
+            if own != safe["tool_kwargs"]:
+                changed.append((position, own))
+        if changed:
+            with self._lock:
+                for position, own in changed:
+                    self._kept[call_ids[position]] = (own, dict(kept[position]["tool_kwargs"]))
+        return [position for position, _ in changed]
+
+    def take(self, call: PreparedCall) -> Planned | None:
+        """The planner's own arguments of a call, and the kept ones (None: gone)."""
+        with self._lock:
+            return self._kept.pop(call["call_id"], None)
+
+
+@contextlib.contextmanager
+def planned(arguments: Planned | None) -> Iterator[None]:
+    """Within this block, a tool's function gets `arguments` where redaction changed them."""
+    token = _PLANNED.set(arguments)
+    try:
+        yield
+    finally:
+        _PLANNED.reset(token)
+
+
+def restored(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A tool function's arguments with the planner's own text where the hook changed it.
+
+    Only text is put back, where the tool got the text the state keeps (a text the
+    loop's repair changed stays as repaired), at its place in the arguments the tool
+    parsed (its schema's types kept: a nested model stays a model).
+    """
+    arguments = _PLANNED.get()
+    if not arguments:
+        return kwargs
+    written, kept = arguments
+    return cast(dict[str, Any], _restore(kwargs, written, kept))
+
+
+def _restore(parsed: Any, written: Any, kept: Any) -> Any:
+    if isinstance(parsed, str):
+        return written if parsed == kept and isinstance(written, str) else parsed
+    if isinstance(parsed, BaseModel):
+        parsed_fields = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        changes = _restore(parsed_fields, written, kept)
+        return parsed.model_copy(update=changes) if changes != parsed_fields else parsed
+    if isinstance(parsed, dict):
+        if not (isinstance(written, dict) and isinstance(kept, dict)):
+            return parsed
+        return {
+            key: _restore(value, written[key], kept[key])
+            if key in written and key in kept
+            else value
+            for key, value in parsed.items()
+        }
+    if isinstance(parsed, list | tuple):
+        if not (isinstance(written, list | tuple) and isinstance(kept, list | tuple)):
+            return parsed
+        if not len(parsed) == len(written) == len(kept):
+            return parsed
+        items = [_restore(*trio) for trio in zip(parsed, written, kept, strict=True)]
+        return tuple(items) if isinstance(parsed, tuple) else items
+    return parsed
