@@ -463,7 +463,8 @@ def _model_retry(policy: ModelRetryPolicy, wrappers: LoopMiddleware) -> ModelRet
 
     A `ModelRetryMiddleware` replaces the loop's own retry (`ModelOptions(retry=...)`), so
     a failing call is retried once, by the middleware, as in `create_agent` (the retries
-    of a reply cut by its length, or repeating itself, stay the loop's).
+    of a reply cut by its length, or repeating itself, stay the loop's); so does a
+    `ModelFallbackMiddleware`, whose next model takes a failed call over at once.
     """
     return replace(policy, max_attempts=1) if wrappers.retries_models else policy
 

@@ -14,7 +14,8 @@
   request), the tools (the planner's: the loop's tools, in every `plan_mode`; the
   answer's: none), the loop's state with `agentloop_model_call` set to `"plan"`,
   `"answer"` or `"structured_response"`, and the node's `Runtime`. The handler runs the
-  loop's own call with its retries (none when a `ModelRetryMiddleware` retries instead)
+  loop's own call with its retries (none when a `ModelRetryMiddleware` retries instead,
+  or a `ModelFallbackMiddleware` takes a failed call over)
   and `ModelOptions` fallbacks, on the request's model, system message and messages,
   with its `model_settings` bound to the model (provider options such as prompt-cache
   markers), and raises the model's own exception when it failed. A middleware that
@@ -113,6 +114,7 @@ from typing import Any, Literal, TypeVar
 
 from langchain.agents.middleware import (
     AgentMiddleware,
+    ModelFallbackMiddleware,
     ModelRequest,
     ModelResponse,
     ModelRetryMiddleware,
@@ -226,8 +228,11 @@ class LoopMiddleware:
         self.models = [m for m in middleware if self._wraps(m, "wrap_model_call")]
         self.tool_calls = [m for m in middleware if self._wraps(m, "wrap_tool_call")]
         self.tool_retries = [m for m in middleware if isinstance(m, ToolRetryMiddleware)]
-        self.retries_models = any(isinstance(m, ModelRetryMiddleware) for m in middleware)
-        """A `ModelRetryMiddleware` retries model calls: the loop's own retry is then off."""
+        self.retries_models = any(
+            isinstance(m, ModelRetryMiddleware | ModelFallbackMiddleware) for m in middleware
+        )
+        """A `ModelRetryMiddleware` retries model calls, or a `ModelFallbackMiddleware` takes
+        a failed one over: the loop's own retry is then off, as `create_agent` has none."""
         self.tools: list[BaseTool] = [
             tool for m in middleware for tool in getattr(m, "tools", None) or ()
         ]

@@ -298,6 +298,24 @@ async def test_model_fallback_takes_over_each_failed_call(run_loop: Any, plan_mo
     assert tool_calls(ours["messages"]) == tool_calls(theirs["messages"]) == [WEATHER]
 
 
+async def test_model_fallback_takes_over_a_transient_failure_at_once(
+    run_loop: Any, plan_mode: str
+) -> None:
+    down = ScriptedChatModel([ConnectionError("reset")], repeat_last=True)
+    backup = ScriptedChatModel([*tool_call_turns([[WEATHER]]), "Done."])
+    agent = agent_of([weather], [], [ModelFallbackMiddleware(backup)], model=down)
+    await run_loop(agent.graph, ask("Weather in Paris?"), thread("a"))
+    assert (down.request_count, backup.request_count) == (2, 2)
+
+    down = ScriptedChatModel([ConnectionError("reset")], repeat_last=True)
+    backup = ScriptedChatModel(_plans([[WEATHER]]))
+    middleware = [ModelFallbackMiddleware(backup)]
+    loop = loop_of([weather], [], middleware, plan_mode=plan_mode, planner=down)
+    ours = await run_loop(loop.graph, ask("Weather in Paris?"), thread("b"))
+    assert ours["status"] == "ok" and ours["answer"] == "Done."
+    assert (down.request_count, backup.request_count) == (2, 2)  # the loop retries nothing
+
+
 def _retrying(*retry_on: type[Exception]) -> ModelRetryMiddleware:
     return ModelRetryMiddleware(
         max_retries=1, retry_on=retry_on or (Exception,), initial_delay=0, jitter=False
