@@ -820,7 +820,8 @@ class Accelerator:
     def adopted_reply(self, state: LoopState, scope: RunScope) -> AIMessage | None:
         """Hook of the `answer` node: the planner's reply when it is the run's answer.
 
-        A planner's refusal is the answer (as `create_agent` ends with it). Otherwise it
+        A planner's refusal is the answer (as `create_agent` ends with it), and so is a
+        reply without a plan a middleware wrote itself (`PlanDecision.final`). Otherwise it
         is when the last plan is a native reply without tool calls, read whole and usable,
         and `adopts_planner_reply` holds. The message keeps the reply's id, so a
         `messages` stream that showed the planner's tokens does not show it again.
@@ -830,6 +831,9 @@ class Accelerator:
         refusal = decision.get("refusal") or ""
         if refusal and decision.get("next_action") == "response":
             return refusal_message(refusal, decision.get("model_provider") or "", decision)
+        final = decision.get("final")
+        if final is not None and decision.get("next_action") == "response":
+            return AIMessage(final)  # a middleware's own reply, without a plan
         reply = decision.get("reply") or ""
         if not reply or decision.get("next_action") != "response":
             return None

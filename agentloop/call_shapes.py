@@ -64,6 +64,10 @@ class PlanDecision(TypedDict):
     `create_agent` ends with a refused model call's message."""
     model_provider: NotRequired[str]
     """The refusing reply's `model_provider` (how its content blocks are read)."""
+    final: NotRequired[str]
+    """A reply without a plan or tool calls that a `wrap_model_call` middleware wrote
+    itself (`ModelRetryMiddleware` giving up): the run ends with it, as `create_agent`'s
+    ends with a reply without tool calls."""
     redacted: NotRequired[list[int]]
     """Positions of the commands whose arguments the redact hook changed: the state keeps
     them redacted, the tool gets the planner's own (`agentloop.planned_arguments`)."""

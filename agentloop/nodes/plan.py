@@ -211,6 +211,14 @@ class _Plan:
             reason = f"the reply was cut: {read.cut}"
             return unparseable_decision(reason, read.reply_text), reason
         decision = read.reader.decision(short_circuited=read.short)
+        if read.written is not None and not decision["execution_commands"]:
+            native = isinstance(read.reader, NativePlanReader)
+            if decision.get("parse_error") or (native and decision["next_action"] == "response"):
+                # a middleware's own reply, no plan: the run ends with it, as under
+                # create_agent a reply without tool calls ends the run
+                final: PlanDecision = {"next_action": "response", "execution_commands": []}
+                final["final"] = read.written
+                return final, ""
         if read.refusal and not decision["execution_commands"]:
             # the run ends with it, as create_agent's does: not re-asked, no answer model
             refused: PlanDecision = {"next_action": "response", "execution_commands": []}

@@ -82,6 +82,8 @@ class PlanRead:
     """The model's refusal (`additional_kwargs["refusal"]`, as langchain-openai gives it)."""
     provider: str = ""
     """The reply's `model_provider`, which says how its content blocks are read."""
+    written: str | None = None
+    """The text of a reply a `wrap_model_call` middleware wrote itself (None: the model's)."""
 
     @classmethod
     def start(cls, model: BaseChatModel, plan_mode: PlanMode, *, whole: bool = False) -> PlanRead:
@@ -112,6 +114,7 @@ class PlanRead:
         )
         reply.chunk_position = "last"
         read.feed(reply)
+        read.written = message_text(message)
         return read
 
     @property
