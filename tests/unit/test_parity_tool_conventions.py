@@ -16,7 +16,7 @@ from langchain.agents.middleware import AgentMiddleware, AgentState, ToolRetryMi
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import tool
+from langchain_core.tools import BaseTool, Tool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import InjectedState
 from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -445,3 +445,49 @@ async def test_a_commands_other_messages_follow_its_tool_message(
     ]
     assert ours["user_name"] == "Ida"
     assert all("state_update" not in record for record in ours["tool_logs"])
+
+
+# -- tools without args_schema ---------------------------------------------------------------
+
+
+class LookupTool(BaseTool):
+    """A `BaseTool` subclass whose `_run` declares its arguments (no `args_schema`)."""
+
+    name: str = "lookup"
+    description: str = "Look a customer up by name."
+
+    def _run(self, customer: str, limit: int = 3) -> str:
+        EXECUTED.append(f"lookup {customer} {limit}")
+        return f"{customer}: gold"
+
+
+def _shout(text: str) -> str:
+    EXECUTED.append(f"shout {text}")
+    return text.upper()
+
+
+SHOUT = Tool(name="shout", func=_shout, description="Say a text louder.")
+
+
+async def test_tools_without_args_schema_take_the_arguments_create_agent_binds(
+    run_loop: Any, plan_mode: str
+) -> None:
+    rounds: list[Round] = [
+        [("lookup", {"customer": "Ann", "limit": 1}), ("shout", {"__arg1": "hi"})]
+    ]
+    EXECUTED.clear()
+    model = _agent_model(rounds)
+    agent = create_agent(model, [LookupTool(), SHOUT], checkpointer=InMemorySaver())
+    theirs = await run_loop(agent, _question("Look Ann up and shout hi"), _thread("s-agent"))
+    agent_executed = sorted(EXECUTED)
+
+    EXECUTED.clear()
+    planner, answerer = _planner(rounds), ScriptedChatModel(["the answer"])
+    graph = _loop(planner, answerer, [LookupTool(), SHOUT], plan_mode)
+    ours = await run_loop(graph, _question("Look Ann up and shout hi"), _thread("s-loop"))
+    assert sorted(EXECUTED) == agent_executed == ["lookup Ann 1", "shout hi"]
+    outcomes = [(m.status, m.content) for m in ours["messages"] if isinstance(m, ToolMessage)]
+    assert outcomes == [
+        (m.status, m.content) for m in theirs["messages"] if isinstance(m, ToolMessage)
+    ]
+    assert outcomes == [("success", "Ann: gold"), ("success", "HI")]

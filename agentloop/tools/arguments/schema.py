@@ -51,16 +51,33 @@ def tool_json_schema(tool: BaseTool) -> dict[str, Any]:
     """Return the JSON schema of the arguments a model may send to `tool`.
 
     A dict `args_schema` (as MCP tools have) is copied; a pydantic one is taken
-    from `tool.tool_call_schema`, which leaves out injected arguments. A model
+    from `tool.tool_call_schema`, which leaves out injected arguments; without one, what
+    LangChain binds for the tool (a `Tool`'s one text, a subclass's `_run` arguments). A model
     whose JSON schema cannot be generated yields a permissive object schema:
     LangChain still validates such tools with pydantic when they run.
     """
     args_schema = tool.args_schema
-    if args_schema is None:
-        return _empty_object_schema()
+    if args_schema is None:  # a `Tool`, or a subclass whose `_run` declares its arguments
+        return _inferred_schema(tool)
     if isinstance(args_schema, dict):
         return inline_root_ref(copy.deepcopy(args_schema))
     return inline_root_ref(_model_schema(tool))
+
+
+def _inferred_schema(tool: BaseTool) -> dict[str, Any]:
+    """The arguments LangChain binds for a tool without `args_schema`, as `create_agent` does.
+
+    A `Tool` takes one text (`__arg1`); a `BaseTool` subclass, the arguments of its `_run`.
+    """
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    try:
+        parameters = convert_to_openai_tool(tool)["function"].get("parameters")
+    except (PydanticUserError, TypeError, ValueError):
+        return _empty_object_schema()
+    if not isinstance(parameters, dict) or parameters.get("type") != "object":
+        return _empty_object_schema()
+    return copy.deepcopy(parameters)
 
 
 def _empty_object_schema() -> dict[str, Any]:
