@@ -31,7 +31,7 @@ import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 from agentloop._sync import pause
 
@@ -82,51 +82,34 @@ class Effect(Generic[R]):
         return result
 
 
-class _Steps(Generic[T]):
-    """Steps a core: hands it an effect's result (or raises its error), takes the next effect."""
-
-    def __init__(self, core: Core[T]) -> None:
-        self.core = core
-        self.result: T
-        self._resume: Callable[[], Effect[Any]] = partial(core.send, None)
-
-    def next(self) -> Effect[Any] | None:
-        """The core's next effect; None once it returned (its value is then `result`)."""
-        try:
-            return self._resume()
-        except StopIteration as stop:
-            self.result = stop.value
-            return None
-
-    def give(self, result: Any) -> None:
-        """Resume the core with an effect's result."""
-        self._resume = partial(self.core.send, result)
-
-    def fail(self, error: BaseException) -> None:
-        """Resume the core by raising an effect's error at its `yield`."""
-        self._resume = partial(self.core.throw, error)
-
-
 def drive(core: Core[T]) -> T:
     """Run a core to its end, performing each effect with blocking calls."""
-    steps = _Steps(core)
-    while (effect := steps.next()) is not None:
+    result: Any = None
+    error: BaseException | None = None
+    while True:
         try:
-            steps.give(effect.run())
-        except BaseException as error:
-            steps.fail(error)
-    return steps.result
+            effect = core.send(result) if error is None else core.throw(error)
+        except StopIteration as stop:
+            return cast(T, stop.value)
+        try:
+            result, error = effect.run(), None
+        except BaseException as failed:
+            result, error = None, failed
 
 
 async def adrive(core: Core[T]) -> T:
     """Run a core to its end, awaiting each effect on the running event loop."""
-    steps = _Steps(core)
-    while (effect := steps.next()) is not None:
+    result: Any = None
+    error: BaseException | None = None
+    while True:
         try:
-            steps.give(await effect.arun())
-        except BaseException as error:
-            steps.fail(error)
-    return steps.result
+            effect = core.send(result) if error is None else core.throw(error)
+        except StopIteration as stop:
+            return cast(T, stop.value)
+        try:
+            result, error = await effect.arun(), None
+        except BaseException as failed:
+            result, error = None, failed
 
 
 async def _true() -> bool:

@@ -633,10 +633,20 @@ class PlanAcceleration:
     def new_reply(self) -> None:
         """Before each planner call: settle what the previous reply started, look anew."""
         self.stop_calls()
-        self.preparation = PlanPreparation(self.parts, self.state, self.scope.settings)
-        """Prepares each command as execute will (same function, same order)."""
+        self._preparation: PlanPreparation | None = None
         self.looked_at = self.started = 0
         self.stopped = False
+
+    @property
+    def preparation(self) -> PlanPreparation:
+        """Prepares each command as execute will (same function, same order).
+
+        Made when the reply's first command may start early: a reply that starts none
+        (one that arrives whole, or says `response`) does not replay the run's reads.
+        """
+        if self._preparation is None:
+            self._preparation = PlanPreparation(self.parts, self.state, self.scope.settings)
+        return self._preparation
 
     def follow(self, parser: CommandStream) -> None:
         """After each chunk: start what may start, drop the answer once `execute` is known."""

@@ -124,12 +124,21 @@ class BoundedRead(Generic[C]):
     async def aiterate(self, stream: AsyncIterator[C]) -> AsyncGenerator[C, None]:
         """Yield the chunks of an async stream within the limits (closing it at the end)."""
         deadline = self._start(asyncio.get_running_loop().time)
-        async with _closing(stream), deadline.timer():
-            async for chunk in stream:
-                self._take(chunk)
-                yield chunk
-                if self.cut:
-                    return
+        try:
+            try:
+                async with asyncio.timeout_at(deadline.at) as timeout:
+                    deadline.on_move(timeout.reschedule)
+                    async for chunk in stream:
+                        self._take(chunk)
+                        yield chunk
+                        if self.cut:
+                            return
+            except TimeoutError as error:
+                raise deadline.expired() from error
+        finally:  # the stream is closed after its timer, when it can be closed
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
     def iterate(self, open_stream: Callable[[], Iterator[C]]) -> Generator[C, None, None]:
         """Yield the chunks of a sync stream within the limits (read by a `_Pump` thread)."""
@@ -181,26 +190,9 @@ class _Deadline:
             msg = f"the {self.what} took longer than {self.limits.timeout_s:g}s"
         return ModelCallTimeout(msg)
 
-    @contextlib.asynccontextmanager
-    async def timer(self) -> AsyncIterator[None]:
-        """Time the read on the running event loop."""
-        try:
-            async with asyncio.timeout_at(self.at) as timeout:
-                self._moved = timeout.reschedule
-                yield
-        except TimeoutError as error:
-            raise self.expired() from error
-
-
-@contextlib.asynccontextmanager
-async def _closing(stream: AsyncIterator[Any]) -> AsyncIterator[None]:
-    """Close an async stream at the end, when it can be closed."""
-    try:
-        yield
-    finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
+    def on_move(self, move: Callable[[float], None]) -> None:
+        """Have `move(at)` called when the deadline moves (the first chunk arrived)."""
+        self._moved = move
 
 
 class _Pump(Generic[C]):

@@ -161,10 +161,17 @@ def reduce_messages(current: list[AnyMessage] | None, writes: Sequence[Any]) -> 
     """
     messages: list[Any] = list(current or [])
     for write in writes:
-        batch = convert_to_messages(write if isinstance(write, list) else [write])
+        batch = write if isinstance(write, list) else [write]
+        if not all(map(_is_message_type, set(map(type, batch)))):  # else as they are
+            batch = convert_to_messages(batch)
         named: list[Any] = _named(batch, messages)
         messages = cast(list[Any], add_messages(messages, named))
     return messages
+
+
+def _is_message_type(kind: type) -> bool:
+    """Whether values of a type are messages (`convert_to_messages` keeps them as they are)."""
+    return issubclass(kind, BaseMessage)
 
 
 def _named(batch: list[BaseMessage], before: list[Any]) -> list[BaseMessage]:

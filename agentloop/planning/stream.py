@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from typing import Any, Literal
@@ -229,13 +230,43 @@ class PlanStreamParser:
     def __init__(self) -> None:
         self._parts: list[str] = []
         self._scanner = _ObjectScanner()
+        self._commands: list[dict[str, Any]] | None = None
+        """The objects of `execution_commands`, when the first chunk held the whole object."""
 
     def feed(self, text: str) -> None:
         """Append a chunk of the reply."""
         if not text:
             return
+        first = not self._parts
         self._parts.append(text)
-        self._scanner.feed(text)
+        if not (first and self._take_whole(text)):
+            self._scanner.feed(text)
+
+    def _take_whole(self, text: str) -> bool:
+        """Read a first chunk that holds a whole object at once, instead of scanning it.
+
+        The object from the first `{` to the last `}` must decode: it is then the object
+        the scanner would have followed to its end, and its `next_action` and commands
+        are read from the decoded value. Anything else is scanned as usual.
+        """
+        start = text.find("{")
+        end = text.rfind("}")
+        if start < 0 or end < start:
+            return False
+        ok, value = _loads(text[start : end + 1])
+        if not ok or not isinstance(value, dict):
+            return False
+        scanner = self._scanner
+        scanner.started = scanner.finished = True
+        action = value.get("next_action")
+        scanner.next_action = action if isinstance(action, str) else None
+        commands = value.get("execution_commands")
+        self._commands = (
+            [command for command in commands if isinstance(command, dict)]
+            if isinstance(commands, list)
+            else []
+        )
+        return True
 
     @property
     def next_action(self) -> str | None:
@@ -250,6 +281,9 @@ class PlanStreamParser:
             (position in the array, decoded object) pairs; an object that does not
             decode is left out.
         """
+        if self._commands is not None:
+            whole = self._commands[start:]
+            return [(start + index, copy.deepcopy(raw)) for index, raw in enumerate(whole)]
         spans = self._scanner.command_spans
         if start >= len(spans):
             return []
@@ -270,6 +304,8 @@ class PlanStreamParser:
     @property
     def commands_completed(self) -> int:
         """How many objects of `execution_commands` are complete so far."""
+        if self._commands is not None:
+            return len(self._commands)
         return len(self._scanner.command_spans)
 
     @property

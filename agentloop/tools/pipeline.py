@@ -22,7 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from agentloop._sync import has_running_loop, run_without_loop
 from agentloop.checkpoint_safe import decode_arguments, encode_arguments
 from agentloop.errors import ToolCallError
-from agentloop.events import Emit, ToolCompleted, ToolFailed, ToolStarted
+from agentloop.events import Emit, ToolCompleted, ToolFailed, ToolStarted, null_emit
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT, ATTACHMENTS_ARTIFACT
 from agentloop.tools.cache import ResultCache, canonical_key
@@ -272,11 +272,16 @@ class ToolRunner:
             identity=_identity(config),
             context=run_context(config),
         )
-        emit(
-            ToolStarted(
-                call_id=call["call_id"], tool_name=name, index=call["index"], kwargs=call["kwargs"]
+        listening = emit is not null_emit  # else the events are not made at all
+        if listening:
+            emit(
+                ToolStarted(
+                    call_id=call["call_id"],
+                    tool_name=name,
+                    index=call["index"],
+                    kwargs=call["kwargs"],
+                )
             )
-        )
         started = time.perf_counter()
 
         async def terminal(current: ToolInvocation) -> ToolOutcome:
@@ -350,6 +355,8 @@ class ToolRunner:
                 record["agent_usage"] = artifact[AGENT_USAGE_ARTIFACT]
             if artifact.get(ATTACHMENTS_ARTIFACT) and outcome.success and not outcome.from_cache:
                 record["attachments"] = list(artifact[ATTACHMENTS_ARTIFACT])
+        if not listening:
+            return record
         completed = ToolCompleted(
             call_id=call["call_id"],
             tool_name=name,

@@ -305,9 +305,9 @@ class ToolThreads:
                 coroutine.close()
                 raise
         window = ChildWindow.open(threading.get_native_id()) if end_children else None
-        task = asyncio.ensure_future(coroutine)
+        task = asyncio.get_running_loop().create_task(coroutine)
         try:
-            finished, _ = await asyncio.wait({task}, timeout=timeout_s)
+            finished = await _finished_within(task, timeout_s)
             if not finished and cancel:
                 task.cancel()
                 await asyncio.wait({task}, timeout=self.cancel_grace_s)
@@ -371,6 +371,29 @@ class ToolThreads:
         task.add_done_callback(gone)
         weakref.finalize(task, gone)  # its loop closed before it ended
         return hung
+
+
+async def _finished_within(task: asyncio.Task[Any], timeout_s: float) -> bool:
+    """Wait for a task for at most `timeout_s`; tell whether it finished.
+
+    What `asyncio.wait({task}, timeout=timeout_s)` does for one task, with one future
+    and one timer: the task is neither cancelled nor awaited.
+    """
+    loop = task.get_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    task.add_done_callback(wake)
+    timer = loop.call_later(timeout_s, wake)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+        task.remove_done_callback(wake)
+    return task.done()
 
 
 def _raised_by_function(future: concurrent.futures.Future[Any]) -> bool:

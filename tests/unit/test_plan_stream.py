@@ -167,6 +167,43 @@ def test_last_duplicate_key_wins_like_json() -> None:
     assert feed_chunks([text]).next_action == json.loads(text)["next_action"]
 
 
+MANY_COMMANDS = {
+    "next_action": "execute",
+    "execution_commands": [
+        {"tool_name": "a", "tool_kwargs": {"q": "}"}},
+        "not an object",
+        [{"tool_name": "nested"}],
+        {"tool_name": "b", "tool_kwargs": {}},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps(MANY_COMMANDS),
+        "Plan:\n```json\n" + json.dumps(MANY_COMMANDS, indent=2) + "\n```",
+        json.dumps(DECISION) + ' and {"next_action": "response"}',
+        '{"next_action": "response"}',
+        '{"next_action": "execute", "execution_commands": {"tool_name": "a"}}',
+        '{"next_action": "exec',
+        '{"a": "}", "next_action": "response"',
+    ],
+)
+def test_a_reply_in_one_chunk_reads_as_a_streamed_one(text: str) -> None:
+    whole = feed_chunks([text])
+    streamed = feed_chunks(split(text, 1))
+    assert whole.finished == streamed.finished
+    assert whole.next_action == streamed.next_action
+    assert whole.commands_completed == streamed.commands_completed
+    for start in (0, 1, 5):
+        assert whole.completed_commands(start) == streamed.completed_commands(start)
+    assert whole.text == streamed.text == text
+    for _, command in whole.completed_commands():
+        command.clear()  # each call hands out objects of its own
+    assert whole.completed_commands() == streamed.completed_commands()
+
+
 def test_empty_feeds_are_harmless() -> None:
     parser = feed_chunks(["", '{"next_action"', "", ': "response"', ""])
     assert parser.next_action == "response"
