@@ -3,7 +3,9 @@
 `@modelcontextprotocol/conformance` (pinned in `.ci/conformance`, with the Node 22 it
 needs) starts each client scenario's server and runs `conformance_client.py` against
 it: once through agentloop's documented MCP configuration, once through
-`langchain-mcp-adapters`. agentloop must pass at least as many scenarios as the
+`langchain-mcp-adapters`. Each client is kept warm (its libraries imported once) and
+forks a fresh process per scenario, which `conformance_launch.py`, the command the suite
+runs, hands its streams to. agentloop must pass at least as many scenarios as the
 adapters; the per-scenario table is in the figures at the end of the run either way.
 
 Each client's run is a test of its own, so that under `pytest -n auto` the two run on
@@ -14,13 +16,16 @@ workers can stall the run).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,12 +37,12 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / ".ci" / "conformance" / "node_modules" / ".bin"
 DRIVER = Path(__file__).with_name("conformance_client.py")
+LAUNCHER = Path(__file__).with_name("conformance_launch.py")
 CLIENTS = ("agentloop", "adapters")
 SCENARIO_TIMEOUT_MS = 60_000
 """Per scenario and client (the suite's default is 30 s; the machine may be busy)."""
 WORKERS = 3
-"""Scenarios run side by side (each starts a Python process that imports LangGraph); 52
-runs take about two minutes on two idle cores."""
+"""Scenarios run side by side (each a process forked from the warm client)."""
 
 
 def _suite_missing() -> str | None:
@@ -80,9 +85,34 @@ def scenarios() -> list[str]:
     return re.findall(r"^\s+-\s+(\S+)", client_part, re.MULTILINE)
 
 
-def run_scenario(client: str, scenario: str, out: Path) -> Outcome:
+@contextlib.contextmanager
+def warm_client(client: str) -> Iterator[str]:
+    """Start `client` kept warm; yield the command that runs a scenario through it."""
+    folder = tempfile.mkdtemp(prefix="mcp-conformance-")  # a short path: AF_UNIX allows 107
+    path = os.path.join(folder, "client.sock")
+    errors = open(os.path.join(folder, "stderr.txt"), "w+")  # noqa: SIM115 (read on failure)
+    process = subprocess.Popen(
+        [sys.executable, str(DRIVER), "serve", client, path],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, text=True, env=_env(),
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        if process.stdout.readline().strip() != "READY":
+            process.wait(timeout=60)
+            errors.seek(0)
+            pytest.fail(f"the warm {client} client did not start: {errors.read()[-3000:]}")
+        yield " ".join(
+            shlex.quote(part) for part in (sys.executable, "-I", "-S", str(LAUNCHER), path, client)
+        )
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+        errors.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_scenario(client: str, command: str, scenario: str, out: Path) -> Outcome:
     """Run one scenario against one client; passed as the suite judges it (its exit code)."""
-    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(DRIVER))} {client}"
     out_dir = out / client
     try:
         done = subprocess.run(
@@ -184,8 +214,8 @@ def test_agentloop_passes_as_many_client_scenarios_as_the_adapters(
         pytest.skip(missing)
     names = scenarios()
     assert len(names) >= 20, names  # the suite's list was read
-    with ThreadPoolExecutor(WORKERS) as pool:
-        ran = pool.map(lambda name: run_scenario(client, name, tmp_path), names)
+    with warm_client(client) as command, ThreadPoolExecutor(WORKERS) as pool:
+        ran = pool.map(lambda name: run_scenario(client, command, name, tmp_path), names)
         mine = dict(zip(names, ran, strict=True))
     passed = sum(outcome.passed for outcome in mine.values())
     if client == "adapters":
