@@ -273,24 +273,44 @@ async def run_adapters(url: str, scenario: str) -> None:
 # -- kept warm: one import, a forked process per scenario ---------------------------------------
 
 
+ON_FIRST_CONNECTION = (
+    "httpcore",
+    "h11",
+    "anyio._core._sockets",
+    "anyio.streams.stapled",
+    "anyio.streams.tls",
+    "langchain_core.tracers.context",
+)
+"""What either client's run imports once it connects (httpx's transport, anyio's sockets)."""
+
 PRELOADED = {
     "agentloop": (
-        "langgraph.checkpoint.memory",
-        "langgraph.types",
-        "agentloop",
-        "agentloop.mcp",
-        "agentloop.testing",
+        "langgraph.checkpoint.memory:InMemorySaver",
+        "langgraph.types:Command",
+        "agentloop:MCPToolset",
+        "agentloop:create_tool_loop",
+        "agentloop.mcp:ELICITATION_INTERRUPT",
+        "agentloop.mcp:MCPAuth",
+        "agentloop.testing:ScriptedChatModel",
+        "agentloop.testing:plan_reply",
+        *ON_FIRST_CONNECTION,
     ),
     "adapters": (
-        "langchain_mcp_adapters.callbacks",
-        "langchain_mcp_adapters.client",
-        "mcp.client.auth",
-        "mcp.client.auth.extensions.client_credentials",
-        "mcp.shared.auth",
-        "pydantic",
+        "langchain_mcp_adapters.callbacks:CallbackContext",
+        "langchain_mcp_adapters.client:MultiServerMCPClient",
+        "mcp.client.auth:OAuthClientProvider",
+        "mcp.client.auth.extensions.client_credentials:PrivateKeyJWTOAuthProvider",
+        "mcp.shared.auth:OAuthToken",
+        "pydantic:AnyUrl",
+        "cryptography.hazmat.backends.openssl",
+        "langchain_core.tracers.langchain",
+        "langsmith.run_helpers",
+        "tenacity",
+        *ON_FIRST_CONNECTION,
     ),
 }
-"""What each client's run imports (`run_agentloop`, `run_adapters` and `adapters_auth`)."""
+"""What each client's run imports (`run_agentloop`, `run_adapters`, `adapters_auth`), as
+`module` or `module:name` (agentloop's names are imported when first used)."""
 
 
 def preload(client: str) -> None:
@@ -298,8 +318,11 @@ def preload(client: str) -> None:
     if client not in PRELOADED:
         msg = f"unknown client {client!r}: use agentloop or adapters"
         raise SystemExit(msg)
-    for module in PRELOADED[client]:
-        importlib.import_module(module)
+    for entry in PRELOADED[client]:
+        module, _, name = entry.partition(":")
+        imported = importlib.import_module(module)
+        if name:
+            getattr(imported, name)
 
 
 @dataclass(frozen=True)
