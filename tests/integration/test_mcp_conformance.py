@@ -68,10 +68,14 @@ class Outcome:
     detail: str
 
 
-def _env() -> dict[str, str]:
+def _env(node_cache: Path | None = None) -> dict[str, str]:
+    """The suite's environment; with `node_cache`, Node keeps the suite's compiled code there
+    (`NODE_COMPILE_CACHE`), so that each scenario's run does not compile it again."""
     env = dict(os.environ)
     env["PATH"] = f"{SUITE}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    if node_cache is not None:
+        env["NODE_COMPILE_CACHE"] = str(node_cache)
     return env
 
 
@@ -111,7 +115,9 @@ def warm_client(client: str) -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_scenario(client: str, command: str, scenario: str, out: Path) -> Outcome:
+def run_scenario(
+    client: str, command: str, scenario: str, out: Path, node_cache: Path | None = None
+) -> Outcome:
     """Run one scenario against one client; passed as the suite judges it (its exit code)."""
     out_dir = out / client
     try:
@@ -121,7 +127,7 @@ def run_scenario(client: str, command: str, scenario: str, out: Path) -> Outcome
                 "--scenario", scenario, "--timeout", str(SCENARIO_TIMEOUT_MS),
                 "-o", str(out_dir),
             ],
-            capture_output=True, text=True, env=_env(), cwd=out,
+            capture_output=True, text=True, env=_env(node_cache), cwd=out,
             timeout=SCENARIO_TIMEOUT_MS / 1000 + 60,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
@@ -214,13 +220,16 @@ def test_agentloop_passes_as_many_client_scenarios_as_the_adapters(
         pytest.skip(missing)
     names = scenarios()
     assert len(names) >= 20, names  # the suite's list was read
+    folder = _session_folder(tmp_path_factory)
+    node_cache = folder / "node-compile-cache"
     with warm_client(client) as command, ThreadPoolExecutor(WORKERS) as pool:
-        ran = pool.map(lambda name: run_scenario(client, command, name, tmp_path), names)
+        ran = pool.map(
+            lambda name: run_scenario(client, command, name, tmp_path, node_cache), names
+        )
         mine = dict(zip(names, ran, strict=True))
     passed = sum(outcome.passed for outcome in mine.values())
     if client == "adapters":
         assert passed > 0, mine  # the baseline ran at all
-    folder = _session_folder(tmp_path_factory)
     _save(folder, client, mine)
     [other] = [c for c in CLIENTS if c != client]
     theirs = _load(folder, other)
