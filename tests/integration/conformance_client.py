@@ -4,11 +4,8 @@
 server, runs this with its URL appended, and names the scenario in
 `MCP_CONFORMANCE_SCENARIO` (and gives client credentials in `MCP_CONFORMANCE_CONTEXT`).
 
-`python conformance_client.py serve {agentloop|adapters} SOCKET` is the same client kept
-warm: it imports what the client's run imports, once, then forks a fresh process per
-scenario for `conformance_launch.py`, the command the suite runs, which passes on its
-standard streams, arguments and environment. Each run still starts from a process where
-nothing of the client has run yet, and exits the way a new interpreter would.
+The test keeps it warm (`warm_python.py`, with `PRELOADED` imported once): each scenario's
+run is a process forked from there, started by `warm_launch.py`.
 
 `agentloop` connects only through agentloop's documented MCP configuration: an
 `mcpServers` dict with the server's `url` and `auth` entry, `MCPToolset(config,
@@ -22,17 +19,10 @@ the baseline the test compares with.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import importlib
 import json
 import logging
 import os
-import selectors
-import signal
-import socket
 import sys
-import threading
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -270,7 +260,7 @@ async def run_adapters(url: str, scenario: str) -> None:
             print(f"{call[0]} failed: {error}")
 
 
-# -- kept warm: one import, a forked process per scenario ---------------------------------------
+# -- kept warm (`warm_python.py`) ------------------------------------------------------------
 
 
 ON_FIRST_CONNECTION = (
@@ -310,128 +300,11 @@ PRELOADED = {
     ),
 }
 """What each client's run imports (`run_agentloop`, `run_adapters`, `adapters_auth`), as
-`module` or `module:name` (agentloop's names are imported when first used)."""
-
-
-def preload(client: str) -> None:
-    """Import what a client's run imports (and start nothing: no thread, no event loop)."""
-    if client not in PRELOADED:
-        msg = f"unknown client {client!r}: use agentloop or adapters"
-        raise SystemExit(msg)
-    for entry in PRELOADED[client]:
-        module, _, name = entry.partition(":")
-        imported = importlib.import_module(module)
-        if name:
-            getattr(imported, name)
-
-
-@dataclass(frozen=True)
-class Run:
-    """A scenario's run as `conformance_launch.py` asked for it."""
-
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str
-    streams: list[int]
-    """The launcher's stdin, stdout and stderr, received over the socket."""
-
-
-def _receive(connection: socket.socket) -> Run:
-    """Read a launcher's request: its three standard streams, then its arguments."""
-    header, streams, _flags, _address = socket.recv_fds(connection, 8, 3)
-    size = int.from_bytes(header, "big")
-    payload = b""
-    while len(payload) < size:
-        chunk = connection.recv(size - len(payload))
-        if not chunk:
-            msg = "the launcher left before its request was read"
-            raise ConnectionError(msg)
-        payload += chunk
-    request = json.loads(payload)
-    return Run(request["argv"], request["env"], request["cwd"], streams)
-
-
-def _exit_status(wait_status: int) -> int:
-    """A process's exit status as a shell reports it (128 + the signal that ended it)."""
-    code = os.waitstatus_to_exitcode(wait_status)
-    return 128 - code if code < 0 else code
-
-
-def serve(client: str, path: str) -> Run:
-    """Fork a process per launcher's request; returns only in such a forked process.
-
-    The server answers each launcher with its run's exit status, and kills the run when
-    the launcher goes away first (the suite timed the scenario out).
-    """
-    preload(client)
-    if threading.active_count() != 1:
-        msg = "importing the client started threads: forking it would be unsafe"
-        raise SystemExit(msg)
-    selector = selectors.DefaultSelector()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(16)
-    selector.register(listener, selectors.EVENT_READ, None)
-    runs: dict[int, socket.socket | None] = {}  # pid -> its launcher, until it leaves
-    print("READY", flush=True)
-    while True:
-        for key, _events in selector.select():
-            if key.data is None:  # a launcher connected
-                connection, _address = listener.accept()
-                try:
-                    run = _receive(connection)
-                except (OSError, ValueError):
-                    connection.close()
-                    continue
-                pid = os.fork()
-                if pid == 0:
-                    selector.close()
-                    listener.close()
-                    for other in runs.values():
-                        if other is not None:
-                            other.close()
-                    connection.close()
-                    return run
-                for stream in run.streams:
-                    os.close(stream)
-                runs[pid] = connection
-                selector.register(connection, selectors.EVENT_READ, ("launcher", pid))
-                selector.register(os.pidfd_open(pid), selectors.EVENT_READ, ("run", pid))
-                continue
-            kind, pid = key.data
-            if kind == "launcher":  # it sends nothing more: readable means it is gone
-                if runs.get(pid) is not key.fileobj:  # its run ended in this same select
-                    continue
-                selector.unregister(key.fileobj)
-                key.fileobj.close()  # type: ignore[union-attr]
-                runs[pid] = None
-                os.kill(pid, signal.SIGKILL)
-                continue
-            selector.unregister(key.fileobj)
-            os.close(key.fd)
-            _pid, wait_status = os.waitpid(pid, 0)
-            launcher = runs.pop(pid)
-            if launcher is not None:
-                selector.unregister(launcher)
-                with contextlib.suppress(OSError):  # it may have just gone
-                    launcher.sendall(_exit_status(wait_status).to_bytes(4, "big", signed=True))
-                launcher.close()
-
-
-def become(run: Run) -> None:
-    """Turn a forked process into the launcher's run: its streams, environment, folder."""
-    for target, stream in enumerate(run.streams):
-        os.dup2(stream, target)
-        os.close(stream)
-    os.environ.clear()
-    os.environ.update(run.env)
-    os.chdir(run.cwd)
-    sys.argv = run.argv
+`module` or `module:name` (agentloop's names are imported when first used): the warm
+process imports them once."""
 
 
 def main() -> None:
-    if sys.argv[1] == "serve":
-        become(serve(sys.argv[2], sys.argv[3]))
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     client, url = sys.argv[1], sys.argv[-1]
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")

@@ -3,10 +3,10 @@
 `@modelcontextprotocol/conformance` (pinned in `.ci/conformance`, with the Node 22 it
 needs) starts each client scenario's server and runs `conformance_client.py` against
 it: once through agentloop's documented MCP configuration, once through
-`langchain-mcp-adapters`. Each client is kept warm (its libraries imported once) and
-forks a fresh process per scenario, which `conformance_launch.py`, the command the suite
-runs, hands its streams to. agentloop must pass at least as many scenarios as the
-adapters; the per-scenario table is in the figures at the end of the run either way.
+`langchain-mcp-adapters`. Each client is kept warm (`warm_python.py`: its libraries
+imported once, a fresh process forked for each scenario's run). agentloop must pass at
+least as many scenarios as the adapters; the per-scenario table is in the figures at the
+end of the run either way.
 
 Each client's run is a test of its own, so that under `pytest -n auto` the two run on
 different workers at once. Each writes its outcomes to the session's shared temp folder;
@@ -16,28 +16,25 @@ workers can stall the run).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
-import sys
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conformance_client import PRELOADED
+from warm_python import warm_process
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / ".ci" / "conformance" / "node_modules" / ".bin"
 DRIVER = Path(__file__).with_name("conformance_client.py")
-LAUNCHER = Path(__file__).with_name("conformance_launch.py")
 CLIENTS = ("agentloop", "adapters")
 SCENARIO_TIMEOUT_MS = 60_000
 """Per scenario and client (the suite's default is 30 s; the machine may be busy)."""
@@ -87,32 +84,6 @@ def scenarios() -> list[str]:
     ).stdout  # fmt: skip
     client_part = listed.split("Client scenarios", 1)[1]
     return re.findall(r"^\s+-\s+(\S+)", client_part, re.MULTILINE)
-
-
-@contextlib.contextmanager
-def warm_client(client: str) -> Iterator[str]:
-    """Start `client` kept warm; yield the command that runs a scenario through it."""
-    folder = tempfile.mkdtemp(prefix="mcp-conformance-")  # a short path: AF_UNIX allows 107
-    path = os.path.join(folder, "client.sock")
-    errors = open(os.path.join(folder, "stderr.txt"), "w+")  # noqa: SIM115 (read on failure)
-    process = subprocess.Popen(
-        [sys.executable, str(DRIVER), "serve", client, path],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, text=True, env=_env(),
-    )  # fmt: skip
-    try:
-        assert process.stdout is not None
-        if process.stdout.readline().strip() != "READY":
-            process.wait(timeout=60)
-            errors.seek(0)
-            pytest.fail(f"the warm {client} client did not start: {errors.read()[-3000:]}")
-        yield " ".join(
-            shlex.quote(part) for part in (sys.executable, "-I", "-S", str(LAUNCHER), path, client)
-        )
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-        errors.close()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_scenario(
@@ -222,7 +193,9 @@ def test_agentloop_passes_as_many_client_scenarios_as_the_adapters(
     assert len(names) >= 20, names  # the suite's list was read
     folder = _session_folder(tmp_path_factory)
     node_cache = folder / "node-compile-cache"
-    with warm_client(client) as command, ThreadPoolExecutor(WORKERS) as pool:
+    warm = warm_process(DRIVER, PRELOADED[client], _env())
+    with warm as launch, ThreadPoolExecutor(WORKERS) as pool:
+        command = " ".join(shlex.quote(part) for part in [*launch, client])
         ran = pool.map(
             lambda name: run_scenario(client, command, name, tmp_path, node_cache), names
         )
