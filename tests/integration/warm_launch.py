@@ -37,7 +37,8 @@ def main() -> int:
     code = int.from_bytes(answer, "big", signed=True)
     if code < 0:  # killed by a signal: end the same way
         sys.stdout.flush()
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # the two no handler can catch
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     return code
 
