@@ -4,6 +4,9 @@
 server, runs this with its URL appended, and names the scenario in
 `MCP_CONFORMANCE_SCENARIO` (and gives client credentials in `MCP_CONFORMANCE_CONTEXT`).
 
+The test keeps it warm (`warm_python.py`, with `PRELOADED` imported once): each scenario's
+run is a process forked from there, started by `warm_launch.py`.
+
 `agentloop` connects only through agentloop's documented MCP configuration: an
 `mcpServers` dict with the server's `url` and `auth` entry, `MCPToolset(config,
 auth=...)` for what code must give (the authorization code flow's handlers), and a loop
@@ -255,6 +258,50 @@ async def run_adapters(url: str, scenario: str) -> None:
             print(await tool.ainvoke(call[1]))
         except Exception as error:  # the scenario judges what reached the server
             print(f"{call[0]} failed: {error}")
+
+
+# -- kept warm (`warm_python.py`) ------------------------------------------------------------
+
+
+ON_FIRST_CONNECTION = (
+    "httpcore",
+    "h11",
+    "anyio._core._sockets",
+    "anyio.streams.stapled",
+    "anyio.streams.tls",
+    "langchain_core.tracers.context",
+)
+"""What either client's run imports once it connects (httpx's transport, anyio's sockets)."""
+
+PRELOADED = {
+    "agentloop": (
+        "langgraph.checkpoint.memory:InMemorySaver",
+        "langgraph.types:Command",
+        "agentloop:MCPToolset",
+        "agentloop:create_tool_loop",
+        "agentloop.mcp:ELICITATION_INTERRUPT",
+        "agentloop.mcp:MCPAuth",
+        "agentloop.testing:ScriptedChatModel",
+        "agentloop.testing:plan_reply",
+        *ON_FIRST_CONNECTION,
+    ),
+    "adapters": (
+        "langchain_mcp_adapters.callbacks:CallbackContext",
+        "langchain_mcp_adapters.client:MultiServerMCPClient",
+        "mcp.client.auth:OAuthClientProvider",
+        "mcp.client.auth.extensions.client_credentials:PrivateKeyJWTOAuthProvider",
+        "mcp.shared.auth:OAuthToken",
+        "pydantic:AnyUrl",
+        "cryptography.hazmat.backends.openssl",
+        "langchain_core.tracers.langchain",
+        "langsmith.run_helpers",
+        "tenacity",
+        *ON_FIRST_CONNECTION,
+    ),
+}
+"""What each client's run imports (`run_agentloop`, `run_adapters`, `adapters_auth`), as
+`module` or `module:name` (agentloop's names are imported when first used): the warm
+process imports them once."""
 
 
 def main() -> None:

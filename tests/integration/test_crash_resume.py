@@ -23,14 +23,23 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from warm_python import warm_process
 
 pytestmark = pytest.mark.integration
 
 WORKER = Path(__file__).with_name("crash_worker.py")
+SAVERS = (
+    "langgraph.checkpoint.sqlite",
+    "langgraph.checkpoint.sqlite.aio",
+    "langgraph.checkpoint.postgres",
+    "langgraph.checkpoint.postgres.aio",
+)
+"""What a worker imports besides its top level (its checkpointer), kept warm once."""
 POSTGRES_DSN = os.environ.get("AGENTLOOP_TEST_POSTGRES_DSN", "")
 ENTRIES = {
     "sqlite": ("invoke", "stream"),
@@ -79,11 +88,23 @@ def target_of(backend: str, tmp_path: Path) -> str:
     return POSTGRES_DSN
 
 
+@pytest.fixture(scope="module")
+def warm() -> Iterator[list[str]]:
+    """`crash_worker.py` kept warm: a run that ends by itself (done, or crashed from
+    inside) need not import LangGraph again. A run killed from outside starts cold (its
+    own process, the one the test kills)."""
+    with warm_process(WORKER, SAVERS) as launch:
+        yield launch
+
+
 class Worker:
     """One thread of a loop, run by worker processes."""
 
-    def __init__(self, backend: str, tmp_path: Path, *options: str) -> None:
+    def __init__(
+        self, backend: str, tmp_path: Path, *options: str, warm: list[str] | None = None
+    ) -> None:
         self.backend = backend
+        self.launch = warm or [sys.executable, str(WORKER)]
         self.ledger = tmp_path / f"ledger-{uuid.uuid4().hex[:8]}.txt"
         self.args = [
             "--backend", backend, "--target", target_of(backend, tmp_path),
@@ -91,12 +112,15 @@ class Worker:
         ]  # fmt: skip
 
     def command(self, action: str, *extra: str) -> list[str]:
+        """A worker's own process (to kill from outside, or to run beside another)."""
         return [sys.executable, str(WORKER), action, *self.args, *extra]
 
     def run(self, action: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        """Run a worker until it ends (warm, where the test has one)."""
         return subprocess.run(
-            self.command(action, *extra), capture_output=True, text=True, timeout=300, check=False
-        )
+            [*self.launch, action, *self.args, *extra],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
 
     def start_crashing(self, crash_at: str) -> None:
         crashed = self.run("start", "--crash-at", crash_at)
@@ -190,11 +214,11 @@ def matrix() -> list[Any]:
 
 @pytest.mark.parametrize(("backend", "entry", "durability", "crash_at"), matrix())
 def test_crash_and_resume(
-    tmp_path: Path, backend: str, entry: str, durability: str, crash_at: str
+    tmp_path: Path, warm: list[str], backend: str, entry: str, durability: str, crash_at: str
 ) -> None:
     rounds = EARLY_ROUNDS if crash_at == "early" else 1
     options = ("--entry", entry, "--durability", durability, "--rounds", str(rounds))
-    worker = Worker(backend, tmp_path, *options)
+    worker = Worker(backend, tmp_path, *options, warm=warm)
     worker.start_crashing(crash_at)
     out = worker.resume()
     check_resumed(crash_at, "top", worker, out, rounds)
@@ -218,18 +242,20 @@ def topologies() -> list[Any]:
 
 @pytest.mark.parametrize(("backend", "topology", "crash_at"), topologies())
 def test_crash_inside_a_subgraph_or_sub_agent(
-    tmp_path: Path, backend: str, topology: str, crash_at: str
+    tmp_path: Path, warm: list[str], backend: str, topology: str, crash_at: str
 ) -> None:
-    worker = Worker(backend, tmp_path, "--topology", topology)
+    worker = Worker(backend, tmp_path, "--topology", topology, warm=warm)
     worker.start_crashing(crash_at)
     out = worker.resume()
     check_resumed(crash_at, topology, worker, out)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_two_workers_resume_one_paused_thread_at_once(tmp_path: Path, backend: str) -> None:
+def test_two_workers_resume_one_paused_thread_at_once(
+    tmp_path: Path, warm: list[str], backend: str
+) -> None:
     """An approval delivered twice: both workers resume the thread in the same instant."""
-    worker = Worker(backend, tmp_path, "--interrupt")
+    worker = Worker(backend, tmp_path, "--interrupt", warm=warm)
     paused = worker.run("start")
     assert paused.returncode == 0, paused.stderr[-3000:]
     assert worker.effects() == Counter()
@@ -302,21 +328,25 @@ def effect_of(record: dict[str, Any]) -> str:
 @pytest.mark.parametrize(
     ("backend", "kills"),
     [
-        ("sqlite", 8),
-        ("postgres", 8),
+        # a few kills in the default run (each starts and kills a worker, then resumes in
+        # another); the matrix step of .ci/run kills 30 times, with the same seed
+        ("sqlite", 3),
+        ("postgres", 3),
         # 30 kills start and kill about 60 worker processes: far more than the default limit
         pytest.param("sqlite", 30, marks=[pytest.mark.crash_matrix, pytest.mark.timeout(1800)]),
         pytest.param("postgres", 30, marks=[pytest.mark.crash_matrix, pytest.mark.timeout(1800)]),
     ],
 )
-def test_random_kills_never_duplicate_an_effect(tmp_path: Path, backend: str, kills: int) -> None:
+def test_random_kills_never_duplicate_an_effect(
+    tmp_path: Path, warm: list[str], backend: str, kills: int
+) -> None:
     """SIGKILL from outside at random moments: no effect twice, no finished call lost."""
     rng = random.Random(11)
     window_s = 1.2 * run_length_s(backend, tmp_path)  # kills land anywhere in a run
     mid_run = attempts = 0
     while mid_run < kills and attempts < 4 * kills:
         attempts += 1
-        worker = Worker(backend, tmp_path)
+        worker = Worker(backend, tmp_path, warm=warm)
         kill_at_random(worker, rng.uniform(0.0, window_s))
         before = worker.effects()
         mid_run += int(0 < sum(before.values()) < 12)

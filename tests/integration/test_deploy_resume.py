@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from postgres import postgres_dsn
+from warm_python import warm_process
 
 pytestmark = pytest.mark.integration
 
@@ -32,12 +33,32 @@ WORKER = Path(__file__).with_name("deploy_worker.py")
 CHANGES = ("renamed_argument", "renamed_tool", "read_only", "removed")
 GONE = "send_invoice is no longer one of the loop's tools"
 ONCE = Counter({"read:acme": 1, "invoice:INV-7": 1})
+SAVERS = (
+    "langgraph.checkpoint.sqlite",
+    "langgraph.checkpoint.sqlite.aio",
+    "langgraph.checkpoint.postgres",
+    "langgraph.checkpoint.postgres.aio",
+    "psycopg.rows",
+    "psycopg_pool",
+)
+"""What a worker imports besides its top level (its checkpointer), kept warm once."""
+
+
+@pytest.fixture(scope="module")
+def warm() -> Iterator[list[str]]:
+    """`deploy_worker.py` kept warm: each v1 or v2 process is forked from there instead of
+    importing LangGraph again (it still runs, and is killed, in a process of its own)."""
+    with warm_process(WORKER, SAVERS) as launch:
+        yield launch
 
 
 class Thread:
     """One thread of the app, run by a v1 process and resumed by a new version's."""
 
-    def __init__(self, backend: str, entry: str, tmp_path: Path, *options: str) -> None:
+    def __init__(
+        self, backend: str, entry: str, tmp_path: Path, *options: str, warm: list[str]
+    ) -> None:
+        self.launch = warm
         target = str(tmp_path / "checkpoints.sqlite") if backend == "sqlite" else postgres_dsn()
         self.effects_file = tmp_path / f"effects-{uuid.uuid4().hex[:8]}.txt"
         self.args = [
@@ -46,7 +67,7 @@ class Thread:
         ]  # fmt: skip
 
     def run(self, action: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, str(WORKER), action, *self.args, *extra]
+        command = [*self.launch, action, *self.args, *extra]
         return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
 
     def crash(self, crash_at: str) -> None:
@@ -93,10 +114,10 @@ def pairs() -> list[Any]:
 
 @pytest.mark.parametrize(("backend", "entry", "change"), pairs())
 def test_a_deploy_after_a_crash_never_repeats_the_effect(
-    tmp_path: Path, backend: str, entry: str, change: str
+    tmp_path: Path, warm: list[str], backend: str, entry: str, change: str
 ) -> None:
     """SIGKILL right after the effect, LangGraph's default durability, then new code."""
-    thread = Thread(backend, entry, tmp_path)
+    thread = Thread(backend, entry, tmp_path, warm=warm)
     thread.crash("effect")
     assert thread.effects() == ONCE
     out = thread.resume(change)
@@ -122,14 +143,14 @@ def replays() -> list[Any]:
 
 @pytest.mark.parametrize(("change", "entry"), replays())
 def test_an_outcome_recorded_before_the_crash_is_replayed_by_new_code(
-    tmp_path: Path, change: str, entry: str
+    tmp_path: Path, warm: list[str], change: str, entry: str
 ) -> None:
     """Killed in the answer under durability="exit": nothing saved, the request comes again.
 
     The new code plans the round again and finds each call's recorded outcome in the
     ledger by its place in the plan, whatever it now calls the tool or its argument.
     """
-    thread = Thread("sqlite", entry, tmp_path, "--durability", "exit")
+    thread = Thread("sqlite", entry, tmp_path, "--durability", "exit", warm=warm)
     thread.crash("answer")
     out = thread.resume(change)
     assert thread.effects() == ONCE
@@ -139,9 +160,11 @@ def test_an_outcome_recorded_before_the_crash_is_replayed_by_new_code(
 
 
 @pytest.mark.parametrize("entry", ["invoke", "ainvoke"])
-def test_a_call_the_new_code_refuses_takes_the_ledgers_word(tmp_path: Path, entry: str) -> None:
+def test_a_call_the_new_code_refuses_takes_the_ledgers_word(
+    tmp_path: Path, warm: list[str], entry: str
+) -> None:
     """Planned again by code without the tool: `unknown_outcome` naming it, not `tool_not_found`."""
-    thread = Thread("sqlite", entry, tmp_path, "--durability", "exit")
+    thread = Thread("sqlite", entry, tmp_path, "--durability", "exit", warm=warm)
     thread.crash("effect")
     out = thread.resume("renamed_tool")
     assert thread.effects() == ONCE
@@ -153,10 +176,10 @@ def test_a_call_the_new_code_refuses_takes_the_ledgers_word(tmp_path: Path, entr
     ("backend", "entry"), [("sqlite", "ainvoke"), ("postgres", "invoke")], ids="-".join
 )
 def test_a_removed_tools_call_that_never_started_fails_naming_it(
-    tmp_path: Path, backend: str, entry: str
+    tmp_path: Path, warm: list[str], backend: str, entry: str
 ) -> None:
     """Killed in the read, before the invoice: the new code has no invoice tool."""
-    thread = Thread(backend, entry, tmp_path)
+    thread = Thread(backend, entry, tmp_path, warm=warm)
     thread.crash("read")
     out = thread.resume("removed")
     assert thread.effects() == Counter({"read:acme": 1})

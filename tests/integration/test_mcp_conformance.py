@@ -3,8 +3,10 @@
 `@modelcontextprotocol/conformance` (pinned in `.ci/conformance`, with the Node 22 it
 needs) starts each client scenario's server and runs `conformance_client.py` against
 it: once through agentloop's documented MCP configuration, once through
-`langchain-mcp-adapters`. agentloop must pass at least as many scenarios as the
-adapters; the per-scenario table is in the figures at the end of the run either way.
+`langchain-mcp-adapters`. Each client is kept warm (`warm_python.py`: its libraries
+imported once, a fresh process forked for each scenario's run). agentloop must pass at
+least as many scenarios as the adapters; the per-scenario table is in the figures at the
+end of the run either way.
 
 Each client's run is a test of its own, so that under `pytest -n auto` the two run on
 different workers at once. Each writes its outcomes to the session's shared temp folder;
@@ -19,13 +21,14 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conformance_client import PRELOADED
+from warm_python import warm_process
 
 pytestmark = pytest.mark.integration
 
@@ -36,8 +39,7 @@ CLIENTS = ("agentloop", "adapters")
 SCENARIO_TIMEOUT_MS = 60_000
 """Per scenario and client (the suite's default is 30 s; the machine may be busy)."""
 WORKERS = 3
-"""Scenarios run side by side (each starts a Python process that imports LangGraph); 52
-runs take about two minutes on two idle cores."""
+"""Scenarios run side by side (each a process forked from the warm client)."""
 
 
 def _suite_missing() -> str | None:
@@ -63,10 +65,14 @@ class Outcome:
     detail: str
 
 
-def _env() -> dict[str, str]:
+def _env(node_cache: Path | None = None) -> dict[str, str]:
+    """The suite's environment; with `node_cache`, Node keeps the suite's compiled code there
+    (`NODE_COMPILE_CACHE`), so that each scenario's run does not compile it again."""
     env = dict(os.environ)
     env["PATH"] = f"{SUITE}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    if node_cache is not None:
+        env["NODE_COMPILE_CACHE"] = str(node_cache)
     return env
 
 
@@ -80,9 +86,10 @@ def scenarios() -> list[str]:
     return re.findall(r"^\s+-\s+(\S+)", client_part, re.MULTILINE)
 
 
-def run_scenario(client: str, scenario: str, out: Path) -> Outcome:
+def run_scenario(
+    client: str, command: str, scenario: str, out: Path, node_cache: Path | None = None
+) -> Outcome:
     """Run one scenario against one client; passed as the suite judges it (its exit code)."""
-    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(DRIVER))} {client}"
     out_dir = out / client
     try:
         done = subprocess.run(
@@ -91,7 +98,7 @@ def run_scenario(client: str, scenario: str, out: Path) -> Outcome:
                 "--scenario", scenario, "--timeout", str(SCENARIO_TIMEOUT_MS),
                 "-o", str(out_dir),
             ],
-            capture_output=True, text=True, env=_env(), cwd=out,
+            capture_output=True, text=True, env=_env(node_cache), cwd=out,
             timeout=SCENARIO_TIMEOUT_MS / 1000 + 60,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
@@ -184,13 +191,18 @@ def test_agentloop_passes_as_many_client_scenarios_as_the_adapters(
         pytest.skip(missing)
     names = scenarios()
     assert len(names) >= 20, names  # the suite's list was read
-    with ThreadPoolExecutor(WORKERS) as pool:
-        ran = pool.map(lambda name: run_scenario(client, name, tmp_path), names)
+    folder = _session_folder(tmp_path_factory)
+    node_cache = folder / "node-compile-cache"
+    warm = warm_process(DRIVER, PRELOADED[client], _env())
+    with warm as launch, ThreadPoolExecutor(WORKERS) as pool:
+        command = " ".join(shlex.quote(part) for part in [*launch, client])
+        ran = pool.map(
+            lambda name: run_scenario(client, command, name, tmp_path, node_cache), names
+        )
         mine = dict(zip(names, ran, strict=True))
     passed = sum(outcome.passed for outcome in mine.values())
     if client == "adapters":
         assert passed > 0, mine  # the baseline ran at all
-    folder = _session_folder(tmp_path_factory)
     _save(folder, client, mine)
     [other] = [c for c in CLIENTS if c != client]
     theirs = _load(folder, other)
