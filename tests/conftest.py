@@ -178,6 +178,18 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook (the dev extras install it)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker more than the cores the process may use.
+
+    About a third of the suite's time is waiting (on subprocesses, servers, a model
+    client's retries, a killed process's restart), during which a worker uses no CPU:
+    the extra worker fills those waits, so every core stays busy.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (cores or 1) + 1
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook (the dev extras install it)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadfile`, with the files of `SPREAD_ONE_BY_ONE` spread test by test.
 
