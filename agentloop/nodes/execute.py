@@ -276,7 +276,7 @@ def make_execute(parts: LoopParts, accelerator: Accelerator) -> NodeCore:
             if index in planned.dropped:
                 preparation.settle(index, command, _dropped(command))
                 continue
-            if planned.commands[index] != command:
+            if redacted and planned.commands[index] != command:
                 redacted.discard(index)  # a hook's edit: run as the hook wrote it
             command = planned.commands[index]  # with a hook's edit
             if index >= cap:
@@ -286,7 +286,7 @@ def make_execute(parts: LoopParts, accelerator: Accelerator) -> NodeCore:
             else:
                 preparation.prepare(index, command)
         calls, settled = preparation.calls, preparation.settled
-        for call in calls:
+        for call in calls if redacted else ():
             if call["index"] in redacted and call["call_id"] not in settled:
                 call["redacted"] = True  # its tool gets the planner's own arguments
         known: dict[str, ToolExecutionRecord] = {}

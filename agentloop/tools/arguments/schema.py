@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PydanticUserError
 
 if TYPE_CHECKING:
@@ -69,8 +70,6 @@ def _inferred_schema(tool: BaseTool) -> dict[str, Any]:
 
     A `Tool` takes one text (`__arg1`); a `BaseTool` subclass, the arguments of its `_run`.
     """
-    from langchain_core.utils.function_calling import convert_to_openai_tool
-
     try:
         parameters = convert_to_openai_tool(tool)["function"].get("parameters")
     except (PydanticUserError, TypeError, ValueError):
