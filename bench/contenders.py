@@ -7,6 +7,7 @@ from a `ScriptedChatModel` and the same async tools, so only the framework diffe
 from __future__ import annotations
 
 import asyncio
+import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -49,6 +50,8 @@ ONE_CHUNK = 1_000_000
 RECURSION_LIMIT = 100_000
 """LangGraph's step limit for the long runs (a round of our loop takes several steps)."""
 ANSWER = "All done."
+FIRST_ROUND = re.compile(r"\bround_index: 0\b")
+"""How the planner's prompt names the first round."""
 """The final answer of every scripted run."""
 
 
@@ -183,14 +186,14 @@ def agent_input(request: str = "Collect the items.") -> dict[str, Any]:
 def loop_responder(command: Command) -> Callable[[list[BaseMessage]], str | AIMessage]:
     """A planner for concurrent runs: `command` in round 0, then `response`.
 
-    The round is read from the request itself (`round_index: 0` in the human message),
+    The round is read from the request itself (`round_index: 0` in the planner's prompt),
     so concurrent runs sharing the model never share a position in a script.
     """
     execute = plan_reply("execute", _with_purposes([command]))
     respond = plan_reply("response")
 
     def respond_to(messages: list[BaseMessage]) -> str | AIMessage:
-        first_round = any("round_index: 0 " in message.text for message in messages)
+        first_round = any(FIRST_ROUND.search(message.text) for message in messages)
         return execute if first_round else respond
 
     return respond_to

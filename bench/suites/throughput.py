@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from langchain_core.messages import ToolMessage
+
 from agentloop import ModelOptions, create_tool_loop
 from bench.contenders import (
     ONE_CHUNK,
@@ -57,10 +59,17 @@ async def _runs_per_second(graph: Graph, payload: dict[str, Any], runs: int) -> 
 
 
 def _check(outputs: list[dict[str, Any]]) -> None:
+    """Every run made its one tool call and gave the scripted answer."""
     for output in outputs:
         answer = output.get("answer") or output["messages"][-1].content
         if answer != "All done.":
             msg = f"a run ended with an unexpected answer: {answer!r}"
+            raise RuntimeError(msg)
+        calls = output.get("tool_logs")
+        if calls is None:  # create_agent: its calls are the transcript's tool messages
+            calls = [m for m in output["messages"] if isinstance(m, ToolMessage)]
+        if len(calls) != 1:
+            msg = f"a run made {len(calls)} tool calls, not the 1 it was scripted to make"
             raise RuntimeError(msg)
 
 
