@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -13,7 +13,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
-from langgraph.types import All
+from langgraph.types import All, Send
 
 from agentloop.accelerate import Accelerator
 from agentloop.durability import check_server_database
@@ -37,13 +37,11 @@ from agentloop.nodes import (
     Router,
     make_answer,
     make_call_tool,
-    make_collect,
     make_execute,
     make_plan,
     make_prepare,
     route_execute,
     route_plan,
-    route_round,
     route_start,
 )
 from agentloop.nodes.answer import AFTER_ANSWER_NODE, make_answer_after_model
@@ -150,7 +148,7 @@ def create_tool_loop(
             Resume with `invoke(None, config)` or `invoke(Command(resume=...), config)`.
         interrupt_after: Nodes to interrupt after, with the same names: `"model"` is
             `plan` (the round's plan is decided and no call has started), `"tools"` is
-            `collect` (each batch of the round's calls has run: once a round, unless
+            `call_tool` (each batch of the round's calls has run: once a round, unless
             the round runs writes alone or calls that refer to others' results).
         debug: Print each step's updates and the state, as `create_agent`'s `debug`
             (LangGraph's compile option).
@@ -276,7 +274,6 @@ def create_tool_loop(
         builder.add_node("plan", make_plan(parts, accelerator))
         builder.add_node("execute", LoopNode("execute", core=make_execute(parts, accelerator)))
         builder.add_node(CALL_NODE, make_call_tool(parts, accelerator))
-        builder.add_node("collect", LoopNode("collect", make_collect(parts)))
         builder.add_node("answer", make_answer(parts, accelerator))
         scoped = [toolset for toolset in toolsets if toolset.has_run_scope]
         after_run = "release_sessions" if scoped else END
@@ -286,36 +283,32 @@ def create_tool_loop(
         builder.add_conditional_edges(
             "prepare", Router("route_start", route_start), ["plan", "answer"]
         )
+        # the end of a round of `return_direct` calls: drawn only when a tool may end the
+        # run, as create_agent draws it
+        ends = {"end": exit_node} if _returns_directly(own_tools, wrappers) else {}
         if hooks is not None and reviews_after(parts):  # the reply is checkpointed first
             builder.add_node(AFTER_PLAN_NODE, make_plan_after_model(parts))
             builder.add_conditional_edges(
                 "plan",
                 Router("route_plan", _jumping(_route_reply, model_jumps)),
-                _destinations([AFTER_PLAN_NODE, "execute", "answer"], model_jumps),
+                _paths([AFTER_PLAN_NODE, "execute", "answer", CALL_NODE], model_jumps, ends),
             )
             source, source_jumps = AFTER_PLAN_NODE, _jumps(hooks.after_model_jumps, exit_node)
+            builder.add_conditional_edges(
+                source,
+                Router("route_plan", _jumping(route_plan, source_jumps)),
+                _destinations(["execute", "answer"], source_jumps),
+            )
         else:
-            source, source_jumps = "plan", model_jumps
+            builder.add_conditional_edges(
+                "plan",
+                Router("route_plan", _jumping(route_plan, model_jumps)),
+                _paths(["execute", "answer", CALL_NODE], model_jumps, ends),
+            )
         builder.add_conditional_edges(
-            source,
-            Router("route_plan", _jumping(route_plan, source_jumps)),
-            _destinations(["execute", "answer"], source_jumps),
+            "execute", Router("route_execute", route_execute), [CALL_NODE, "plan"]
         )
-        builder.add_conditional_edges(
-            "execute", Router("route_execute", route_execute), [CALL_NODE, "collect"]
-        )
-        builder.add_edge(CALL_NODE, "collect")
-        builder.add_conditional_edges(
-            "collect",
-            Router("route_round", route_round),
-            {
-                CALL_NODE: CALL_NODE,
-                "plan": "plan",
-                "answer": "answer",
-                # drawn only when a tool may end the run, as create_agent draws it
-                **({"end": exit_node} if _returns_directly(own_tools, wrappers) else {}),
-            },
-        )
+        builder.add_edge(CALL_NODE, "plan")  # the plan node ends the round
         if hooks is not None and reviews_after(parts):  # the answer is checkpointed first
             builder.add_node(AFTER_ANSWER_NODE, make_answer_after_model(parts))
             answer_jumps = _jumps(hooks.before_model_jumps, exit_node)
@@ -352,10 +345,13 @@ def create_tool_loop(
         raise
 
 
-def _route_reply(state: Any) -> str:
+def _route_reply(state: Any) -> str | list[Send]:
     """After `plan`: its reply's `after_model` hooks, or `route_plan` when it left none."""
     return AFTER_PLAN_NODE if waiting_reply(state) == "plan" else route_plan(state)
 
+
+Route = Callable[[Any], "str | list[Send]"]
+"""A router: the next node's name, or the tasks it sends."""
 
 _DECISION = "<decision>"
 """A jump target: where the state's `decision` leads (`route_plan`: execute or answer)."""
@@ -377,12 +373,21 @@ def _destinations(defaults: Sequence[str], jumps: Mapping[str, str]) -> list[str
     return found
 
 
-def _jumping(route: Callable[[Any], str], jumps: Mapping[str, str]) -> Callable[[Any], str]:
+def _paths(
+    defaults: Sequence[str], jumps: Mapping[str, str], ends: Mapping[str, str]
+) -> dict[Hashable, str]:
+    """A router's path map: its next nodes by name, and what its `"end"` leads to."""
+    paths: dict[Hashable, str] = {node: node for node in _destinations(defaults, jumps)}
+    paths.update(ends)
+    return paths
+
+
+def _jumping(route: Route, jumps: Mapping[str, str]) -> Route:
     """`route`, unless the node just run jumped (`jump_to`) to where a hook declared."""
     if not jumps:
         return route
 
-    def routed(state: Any) -> str:
+    def routed(state: Any) -> str | list[Send]:
         target = jumps.get(state.get(JUMP_KEY) or "")
         if target is None:
             return route(state)
@@ -472,8 +477,8 @@ def _model_retry(policy: ModelRetryPolicy, wrappers: LoopMiddleware) -> ModelRet
 _BEFORE_ALIASES = {"model": "plan", "tools": "execute"}
 """`create_agent`'s node names in `interrupt_before`, and the loop's node they stop before."""
 
-_AFTER_ALIASES = {"model": "plan", "tools": "collect"}
-"""`create_agent`'s node names in `interrupt_after`: after `collect` the calls have run."""
+_AFTER_ALIASES = {"model": "plan", "tools": CALL_NODE}
+"""`create_agent`'s node names in `interrupt_after`: after `call_tool` the calls have run."""
 
 
 def _interrupt_nodes(

@@ -14,7 +14,7 @@ message keeps its id) or answer some with a `ToolMessage` of its own
 (`HumanInTheLoopMiddleware`'s reject, `ToolCallLimitMiddleware`'s blocked calls).
 `execute` reads the round back from that message (`read_back`): a call the hook dropped
 or answered does not run, an edited one runs with the message's name and arguments, and
-`collect` adds no second `ToolMessage` for a call that has one (`round_outcomes`).
+the end of the round adds no second `ToolMessage` for a call that has one (`round_outcomes`).
 
 Earlier turns of a conversation are rendered for the planner and the answer model as
 the user's messages and the final answers only (`agentloop.messages.conversation_turns`):
@@ -119,7 +119,7 @@ def _find_plan(messages: Sequence[BaseMessage], message_id: str) -> int | None:
 def round_outcomes(
     records: Sequence[ToolExecutionRecord], messages: Sequence[BaseMessage], message_id: str
 ) -> list[ToolMessage]:
-    """The `ToolMessage`s a round's records add to the transcript (`collect`'s).
+    """The `ToolMessage`s a round's records add to the transcript (at the end of the round).
 
     One per call of the round's `AIMessage` that no `ToolMessage` answers yet: a call a
     hook answered keeps the hook's message, one it removed from the plan gets none.

@@ -61,24 +61,11 @@ class PrepareUpdate(TypedDict, total=False):
     answered_message_id: str
 
 
-class PlanUpdate(TypedDict, total=False):
-    """`plan`: the decision, the planner's calls and tokens, records of calls it dropped.
-
-    With `after_model` hooks, also the round's `AIMessage` (`agentloop.transcript`).
-    """
-
-    decision: PlanDecision
-    rollback_note: str
-    plan_calls: int
-    status: RunStatus
-    status_reason: str
-    tool_logs: list[ToolExecutionRecord]
-    usage: dict[str, dict[str, Any]]
-    messages: list[AnyMessage]
-
-
 class ExecuteUpdate(TypedDict, total=False):
-    """`execute`: the round's prepared calls, settled records and the plan's tool calls."""
+    """`execute`: the round's prepared calls and the plan's tool calls.
+
+    Also the records and `ToolMessage`s of the calls settled without running.
+    """
 
     round_calls: Overwrite
     call_results: dict[str, ToolExecutionRecord]
@@ -86,18 +73,21 @@ class ExecuteUpdate(TypedDict, total=False):
 
 
 class CallToolUpdate(TypedDict, total=False):
-    """`call_tool`: the record of one call, keyed by its call id."""
+    """`call_tool`: the record of one call, keyed by its call id, and its `ToolMessage`."""
 
     call_results: dict[str, ToolExecutionRecord]
+    messages: list[AnyMessage]
 
 
 class CollectUpdate(TypedDict, total=False):
-    """`collect`: the round recorded (or rolled back), its `ToolMessage`s, its calls cleared."""
+    """The end of a round, which `plan` writes first.
+
+    The round recorded (or rolled back), its calls cleared.
+    """
 
     round_calls: Overwrite
     call_results: Overwrite
     tool_logs: list[ToolExecutionRecord]
-    messages: list[AnyMessage]
     usage: dict[str, dict[str, Any]]
     round_state: NewRound
     rollbacks: list[dict[str, Any]]
@@ -106,6 +96,19 @@ class CollectUpdate(TypedDict, total=False):
     answer: str
     """Set when the round's calls were all of `return_direct` tools: the run ends with it."""
     status: RunStatus
+
+
+class PlanUpdate(CollectUpdate, total=False):
+    """`plan`: the end of the last round, then the decision and the planner's calls.
+
+    Also the planner's tokens and the records of calls it dropped; with `after_model`
+    hooks, the round's `AIMessage` (`agentloop.transcript`).
+    """
+
+    decision: PlanDecision
+    plan_calls: int
+    status_reason: str
+    messages: list[AnyMessage]
 
 
 class AnswerUpdate(TypedDict, total=False):

@@ -1,7 +1,7 @@
 """Nodes and routers that run inline under both `invoke` and `ainvoke`.
 
 LangGraph runs a plain sync function given to `add_node` in a thread pool under
-`ainvoke`. Our nodes are either short computations (prepare, execute, collect) or
+`ainvoke`. Our nodes are either short computations (prepare, execute) or
 cores written once for both entry points (plan, call_tool, answer: see
 `agentloop._effects`), so a thread hop per call would cost more than the work and starve
 the pool when many runs share a process. These two small `Runnable`s run the node

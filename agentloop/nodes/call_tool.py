@@ -31,6 +31,7 @@ from agentloop.tools.deferred import complete_call
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled
 from agentloop.tools.records import make_record
+from agentloop.transcript import tool_messages
 from agentloop.updates import CallToolUpdate
 
 if TYPE_CHECKING:
@@ -57,26 +58,24 @@ class _CallTool:
         if known is not None:
             return self._done(call, known)
         emit_settled(scope.emit, refused)
-        return {"call_results": {refused.get("call_id", ""): self.parts.safe_value(refused)}}
+        return _written(self.parts.safe_value(refused))
 
     def _config(self, call: PreparedCall, scope: RunScope) -> RunnableConfig:
         return tool_config(self.parts, call, get_config(), scope.context)
 
     def _done(self, call: PreparedCall, record: Any) -> CallToolUpdate:
-        """The call's record, and what its tool's `Command` writes to the state (if any).
+        """The call's record and `ToolMessage`, and what its tool's `Command` writes (if any).
 
         The `Command`'s keys are written now, so the next round sees them; its messages
-        stay on the record for `collect`, which adds them after the call's `ToolMessage`
-        (in the order `create_agent` keeps them).
+        follow the call's `ToolMessage` (in the order `create_agent` keeps them).
         """
         state_update = record.get("state_update") if isinstance(record, dict) else None
         if not state_update:
-            return {"call_results": {call["call_id"]: record}}
+            return _written(record)
         keys = {key: value for key, value in state_update.items() if key != "messages"}
         record = {key: value for key, value in record.items() if key != "state_update"}
-        if "messages" in state_update:
-            record["state_update"] = {"messages": state_update["messages"]}
-        return cast(CallToolUpdate, {**keys, "call_results": {call["call_id"]: record}})
+        written = _written(record, list(state_update.get("messages") or ()))
+        return cast(CallToolUpdate, {**keys, **written})
 
     def run(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> Core[CallToolUpdate]:
         """The task, as a core that `LoopNode` drives under `invoke` or `ainvoke`."""
@@ -97,6 +96,14 @@ class _CallTool:
         with planned(written):  # the tool's function gets the planner's own arguments
             record = yield from guarded_call(self.parts, call, scope, config)
         return self._done(call, record)
+
+
+def _written(record: ToolExecutionRecord, added: list[Any] | None = None) -> CallToolUpdate:
+    """A finished call's update: its record, its `ToolMessage` and the messages it added."""
+    return {
+        "call_results": {record.get("call_id", ""): record},
+        "messages": [*tool_messages([record]), *(added or ())],
+    }
 
 
 def make_call_tool(parts: LoopParts, accelerator: Accelerator) -> LoopNode:

@@ -1,4 +1,4 @@
-"""The execute path: start a round, run its calls batch by batch, collect the round.
+"""The execute path: start a round, run its calls batch by batch, end the round.
 
 - `execute` prepares the round's commands (`agentloop.nodes.preparation`: resolve,
   repair, validate, find duplicates, name each call; a call streaming dispatch already
@@ -17,14 +17,18 @@
   the message's arguments; otherwise `execute` writes that message.
 - Each batch is one super-step of `call_tool` tasks sent with `Send`, one per call
   (see `agentloop.nodes.call_tool`); a referring call carries the outcomes it needs.
-- `collect` runs after each batch; once every call is done it orders the records by
-  command, judges the round (rollback when every call was flagged) and updates
-  `round_state`.
+- After each batch the run goes back to `plan`: while calls of the round are still to
+  run, it sends the next batch (`round_waits`); once every call is done it first ends
+  the round (`collect_round`: orders the records by command, judges the round, a
+  rollback when every call was flagged, and updates `round_state`), then plans again,
+  or the run answers at `max_rounds` or ends (`after_round`). As in `create_agent`,
+  whose model node reads the round's tool messages, the round takes two steps
+  (`execute` and its calls) besides the planner's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from langchain_core.messages import ToolMessage
@@ -39,7 +43,7 @@ from agentloop.nodes.guarded import ledger_record
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.preparation import PlanPreparation
 from agentloop.prompts import to_prompt_json
-from agentloop.settings import LoopContext
+from agentloop.settings import LoopContext, RunScope
 from agentloop.state import (
     LoopState,
     PreparedCall,
@@ -47,6 +51,7 @@ from agentloop.state import (
     ToolExecutionRecord,
     empty_round_state,
     new_round,
+    reduce_round_state,
     run_limit,
 )
 from agentloop.tools.deferred import referenced_outcome
@@ -61,7 +66,7 @@ from agentloop.transcript import (
     tool_messages,
 )
 from agentloop.updates import CollectUpdate, ExecuteUpdate
-from agentloop.usage import sum_usage
+from agentloop.usage import add_usage, sum_usage
 
 if TYPE_CHECKING:
     from agentloop.accelerate import Accelerator
@@ -72,13 +77,16 @@ __all__ = [
     "NOT_RUN",
     "REFUSALS",
     "assign_batches",
-    "make_collect",
+    "after_round",
+    "collect_round",
+    "joined",
     "make_execute",
     "next_batch",
     "returns_directly",
-    "route_collect",
-    "route_execute",
     "round_records",
+    "round_waits",
+    "route_execute",
+    "state_after",
 ]
 
 CALL_NODE = "call_tool"
@@ -194,42 +202,66 @@ def round_records(
     return records
 
 
-def route_execute(state: LoopState) -> list[Send] | Literal["collect"]:
-    """Send the first batch, or go straight to `collect` when nothing has to run."""
-    return next_batch(state) or "collect"
+def route_execute(state: LoopState) -> list[Send] | Literal["plan"]:
+    """Send the first batch, or go straight to `plan` (which ends the round) when nothing runs."""
+    return next_batch(state) or "plan"
 
 
-def route_collect(state: LoopState) -> list[Send] | Literal["plan", "answer"]:
-    """Send the next batch; after the round, plan again unless `max_rounds` is reached."""
-    sends = next_batch(state)
-    if sends:
-        return sends
-    round_state = state.get("round_state") or empty_round_state()
-    limit = run_limit(state, "max_rounds")
-    return "answer" if round_state["round_index"] >= limit else "plan"
+def round_waits(state: LoopState) -> bool:
+    """Whether the round has calls still to run (its next batch is sent, not planned)."""
+    return bool(_pending(state))
 
 
-def _command_messages(
-    records: list[ToolExecutionRecord],
-) -> tuple[list[ToolExecutionRecord], dict[str, list[Any]]]:
-    """The records without the messages their tools' `Command`s added, and those messages.
+def after_round(state: LoopState) -> Literal["plan", "answer", "end"]:
+    """Where a run goes once a round ended: plan again, answer at `max_rounds`, or end.
 
-    They follow the call's `ToolMessage` in the transcript, as under `create_agent`.
+    `"end"` when the round's calls were all of `return_direct` tools: `collect_round`
+    made the last outcome the run's answer (status `ok`), so no model is asked again; the
+    run goes where its answer would lead (the `after_agent` hooks, or `END`), as in
+    `create_agent`.
     """
-    if not any("state_update" in record for record in records):
-        return records, {}
-    added: dict[str, list[Any]] = {}
-    kept: list[ToolExecutionRecord] = []
-    for record in records:
-        update = record.get("state_update")
-        if update is None:
-            kept.append(record)
-            continue
-        added[record.get("call_id", "")] = list(update.get("messages") or [])
-        kept.append(
-            cast(ToolExecutionRecord, {k: v for k, v in record.items() if k != "state_update"})
-        )
-    return kept, added
+    if state.get("status") == "ok":
+        return "end"
+    round_state = state.get("round_state") or empty_round_state()
+    return "answer" if round_state["round_index"] >= run_limit(state, "max_rounds") else "plan"
+
+
+def state_after(state: LoopState, update: Mapping[str, Any]) -> LoopState:
+    """The state as its channels hold it once `update` is written (what the node reads next).
+
+    The round's messages are appended as they are: they carry their ids.
+    """
+    view: dict[str, Any] = dict(state)
+    for key, value in update.items():
+        if isinstance(value, Overwrite):
+            view[key] = value.value
+        elif key in ("messages", "tool_logs"):
+            view[key] = [*(state.get(key) or []), *value]  # type: ignore[misc]
+        elif key == "round_state":
+            view[key] = reduce_round_state(state.get("round_state"), [value])
+        elif key == "usage":
+            view[key] = add_usage(state.get("usage"), value)
+        else:
+            view[key] = value
+    return cast(LoopState, view)
+
+
+def joined(first: Mapping[str, Any], then: Mapping[str, Any]) -> dict[str, Any]:
+    """Two updates of one node as one.
+
+    Lists of `messages` and `tool_logs` end to end, usage added, any other key as `then`
+    writes it.
+    """
+    update = dict(first)
+    for key, value in then.items():
+        before = update.get(key)
+        if key in ("messages", "tool_logs") and isinstance(before, list):
+            update[key] = [*before, *value] if isinstance(value, list) else value
+        elif key == "usage" and before is not None and not isinstance(value, Overwrite):
+            update[key] = add_usage(before, value)
+        else:
+            update[key] = value
+    return update
 
 
 def returns_directly(parts: LoopParts, records: Sequence[ToolExecutionRecord]) -> bool:
@@ -324,10 +356,14 @@ def make_execute(parts: LoopParts, accelerator: Accelerator) -> NodeCore:
         # a settled record shows them decoded, so it is made safe again
         results = {**parts.safe_value(settled), **known}
         update: ExecuteUpdate = {"round_calls": Overwrite(calls), "call_results": results}
-        if not planned.found:  # no planner call wrote it (a hook's plan, an older checkpoint)
-            update["messages"] = [
-                plan_message(calls, plan_message_id(run_id, preparation.round_label))
-            ]
+        plan_id = plan_message_id(run_id, preparation.round_label)
+        # no planner call wrote it (a hook's plan, an older checkpoint): written here
+        written = [] if planned.found else [plan_message(calls, plan_id)]
+        records = [results[call["call_id"]] for call in calls if call["call_id"] in results]
+        # a call a hook answered keeps the hook's message; one it removed gets none
+        outcomes = round_outcomes(records, [*messages, *written], plan_id) if records else []
+        if written or outcomes:
+            update["messages"] = [*written, *outcomes]
         return update
 
     return execute
@@ -346,82 +382,67 @@ def _dropped(command: ToolCommand) -> ToolOutcome:
     return ToolOutcome.refused("refused", command["tool_name"], DROPPED_NOTE)
 
 
-def make_collect(parts: LoopParts) -> Any:
-    """Build the `collect` node: once every call finished, order, judge and record the round."""
+def collect_round(parts: LoopParts, state: LoopState, scope: RunScope) -> CollectUpdate | None:
+    """The update that ends a round once every call ran (None: no round to end).
 
-    def collect(state: LoopState, runtime: Runtime[LoopContext]) -> CollectUpdate:
-        calls = state.get("round_calls") or []
-        if not calls or _pending(state):
-            return {}
-        scope = parts.scope(runtime)
-        emit = scope.emit
-        records, added = _command_messages(round_records(calls, state.get("call_results") or {}))
-        outcomes = tool_messages(records)
-        plan_id = plan_message_id(calls[0]["run_id"], calls[0]["round_label"])
-        # a call a hook answered keeps the hook's message; one it removed gets none
-        kept = {
-            message.tool_call_id
-            for message in round_outcomes(records, state.get("messages") or [], plan_id)
-        }
-        round_state = state.get("round_state") or empty_round_state()
-        rollbacks = state.get("consecutive_rollbacks", 0)
-        emit(QueueDrained(round_index=round_state["round_index"], calls=len(records)))
-        update: CollectUpdate = {
-            "round_calls": Overwrite([]),
-            "call_results": Overwrite({}),
-            "tool_logs": records,
-            "messages": [
-                message
-                for record, outcome in zip(records, outcomes, strict=True)
-                if outcome.tool_call_id in kept
-                for message in (outcome, *added.get(record.get("call_id", ""), ()))
-            ],
-        }
-        sub_agents = [r["agent_usage"] for r in records if r.get("agent_usage")]
-        if sub_agents:
-            update["usage"] = sum_usage(sub_agents)
-        all_flagged = bool(records) and all(record.get("flagged") for record in records)
-        if all_flagged and rollbacks < scope.settings.max_consecutive_rollbacks:
-            reasons = [
-                to_prompt_json({"tool": r["tool_name"], "error": r["error"]}) for r in records
-            ]
-            emit(
-                ToolRolledBack(
-                    round_index=round_state["round_index"],
-                    consecutive=rollbacks + 1,
-                    reasons=[r["error"] for r in records],
-                )
-            )
-            return {
-                **update,
-                "consecutive_rollbacks": rollbacks + 1,
-                "rollback_note": parts.prompts.render("rollback_note", reasons="\n".join(reasons)),
-                "rollbacks": [
-                    *(state.get("rollbacks") or []),
-                    {
-                        "round_index": round_state["round_index"],
-                        "consecutive": rollbacks + 1,
-                        "records": [compact_record(r) for r in records],
-                    },
-                ],
-            }
-        stored = [compact_record(r) if r.get("flagged") else r for r in records]
+    It orders the records by command, judges the round (a rollback when every call was
+    flagged) and updates `round_state` (each call wrote its `ToolMessage` when it ended).
+    The `plan` node makes it first, so the planner and its hooks see the round as ended.
+    """
+    calls = state.get("round_calls") or []
+    if not calls:
+        return None
+    emit = scope.emit
+    records = round_records(calls, state.get("call_results") or {})
+    round_state = state.get("round_state") or empty_round_state()
+    rollbacks = state.get("consecutive_rollbacks", 0)
+    emit(QueueDrained(round_index=round_state["round_index"], calls=len(records)))
+    update: CollectUpdate = {
+        "round_calls": Overwrite([]),
+        "call_results": Overwrite({}),
+        "tool_logs": records,
+    }
+    sub_agents = [r["agent_usage"] for r in records if r.get("agent_usage")]
+    if sub_agents:
+        update["usage"] = sum_usage(sub_agents)
+    all_flagged = bool(records) and all(record.get("flagged") for record in records)
+    if all_flagged and rollbacks < scope.settings.max_consecutive_rollbacks:
+        reasons = [to_prompt_json({"tool": r["tool_name"], "error": r["error"]}) for r in records]
         emit(
-            RoundCompleted(
+            ToolRolledBack(
                 round_index=round_state["round_index"],
-                calls=len(records),
-                succeeded=sum(1 for r in stored if r["success"]),
-                failed=sum(1 for r in stored if not r["success"]),
+                consecutive=rollbacks + 1,
+                reasons=[r["error"] for r in records],
             )
         )
-        recorded: CollectUpdate = {
+        return {
             **update,
-            "round_state": new_round(stored, round_state["round_index"] + 1),
-            "consecutive_rollbacks": rollbacks if all_flagged else 0,
+            "consecutive_rollbacks": rollbacks + 1,
+            "rollback_note": parts.prompts.render("rollback_note", reasons="\n".join(reasons)),
+            "rollbacks": [
+                *(state.get("rollbacks") or []),
+                {
+                    "round_index": round_state["round_index"],
+                    "consecutive": rollbacks + 1,
+                    "records": [compact_record(r) for r in records],
+                },
+            ],
         }
-        if returns_directly(parts, records):  # the last outcome is the answer, as it is
-            recorded["answer"] = outcomes[-1].text
-            recorded["status"] = "ok"
-        return recorded
-
-    return collect
+    stored = [compact_record(r) if r.get("flagged") else r for r in records]
+    emit(
+        RoundCompleted(
+            round_index=round_state["round_index"],
+            calls=len(records),
+            succeeded=sum(1 for r in stored if r["success"]),
+            failed=sum(1 for r in stored if not r["success"]),
+        )
+    )
+    recorded: CollectUpdate = {
+        **update,
+        "round_state": new_round(stored, round_state["round_index"] + 1),
+        "consecutive_rollbacks": rollbacks if all_flagged else 0,
+    }
+    if returns_directly(parts, records):  # the last outcome is the answer, as it is
+        recorded["answer"] = tool_messages(records[-1:])[0].text
+        recorded["status"] = "ok"
+    return recorded

@@ -28,6 +28,7 @@ from agentloop.middleware import Render
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.answer import answer_prompt
+from agentloop.nodes.execute import after_round, collect_round, joined, round_waits, state_after
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.plan_call import call_planner
 from agentloop.nodes.plan_model import PLAN_TAGS, check_native_planners, planner_runnable
@@ -293,6 +294,8 @@ class _Plan:
         }
         if failure:
             update.update({"status": "planner_failed", "status_reason": failure})
+        elif state.get("status", "running") != "running":  # a hook sent the answer back
+            update.update({"status": "running", "status_reason": ""})
         if attempts.ahead.discarded:
             update["tool_logs"] = attempts.ahead.discarded
         entries = [
@@ -355,6 +358,25 @@ class _Plan:
         return read
 
     def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[PlanUpdate]:
+        """End the round whose calls ran, then plan the next one.
+
+        While calls of the round are still to run, nothing: `route_plan` sends their
+        batch. Once every call ran, the round ends first (`collect_round`), so the
+        planner, the hooks and the speculative answer see it ended; the planner is then
+        asked unless the run answers (`max_rounds`) or ends (`return_direct`) instead.
+        """
+        if round_waits(state):
+            return PlanUpdate()
+        ended = collect_round(self.parts, state, self.parts.scope(runtime))
+        if ended is None:
+            return (yield from self._plan_round(state, runtime))
+        state = state_after(state, ended)
+        if after_round(state) != "plan":
+            return cast(PlanUpdate, ended)
+        planned = yield from self._plan_round(state, runtime)
+        return cast(PlanUpdate, joined(ended, planned))
+
+    def _plan_round(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[PlanUpdate]:
         """Ask the planner, again with what was wrong while it may be asked again.
 
         With `after_model` hooks, the last reply's hooks do not run here: the reply is

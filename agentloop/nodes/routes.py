@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 from langgraph.types import Send
 
-from agentloop.nodes.execute import route_collect, route_execute
+from agentloop.nodes.execute import after_round, next_batch, route_execute
 from agentloop.state import LoopState, run_limit
 
-__all__ = ["route_collect", "route_execute", "route_plan", "route_round", "route_start"]
+__all__ = ["route_execute", "route_plan", "route_start"]
 
 
 def route_start(state: LoopState) -> Literal["plan", "answer"]:
@@ -18,21 +18,20 @@ def route_start(state: LoopState) -> Literal["plan", "answer"]:
     return "plan" if run_limit(state, "max_rounds") > 0 else "answer"
 
 
-def route_plan(state: LoopState) -> Literal["execute", "answer"]:
-    """Execute the plan's commands, or answer when it says `response` or has none."""
+def route_plan(state: LoopState) -> list[Send] | Literal["execute", "answer", "end"]:
+    """After `plan`: the round's next batch, or where the plan leads.
+
+    While calls of the round are still to run, their next batch. Once a round ended, the
+    answer at `max_rounds`, or the end when its calls were all of `return_direct` tools
+    (`after_round`). Otherwise `execute` the plan's commands, or answer when it says
+    `response` or has none.
+    """
+    sends = next_batch(state)
+    if sends:
+        return sends
+    then = after_round(state)
+    if then != "plan":
+        return then
     decision: Mapping[str, Any] = state.get("decision") or {}
     wants_tools = decision.get("next_action") == "execute"
     return "execute" if wants_tools and decision.get("execution_commands") else "answer"
-
-
-def route_round(state: LoopState) -> list[Send] | Literal["plan", "answer", "end"]:
-    """After `collect`: the next batch, or plan again, or answer (`route_collect`).
-
-    `"end"` when the round's calls were all of `return_direct` tools: `collect` made the
-    last outcome the run's answer (status `ok`), so no model is asked again; the run goes
-    where its answer would lead (the `after_agent` hooks, or `END`), as in `create_agent`.
-    """
-    routed = route_collect(state)
-    if isinstance(routed, list) or state.get("status") != "ok":
-        return routed
-    return "end"

@@ -35,6 +35,7 @@ from langgraph.prebuilt.tool_node import ToolRuntime, _get_all_injected_args
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from agentloop.tools.call_config import call_info
 from agentloop.tools.layers import ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
 
@@ -266,10 +267,33 @@ def _runtime_of(config: RunnableConfig | None) -> Runtime[Any] | None:
 
 
 def _state_of(config: RunnableConfig | None) -> dict[str, Any]:
-    """The graph's state as the task sees it, read from its channels as `ToolNode` does."""
+    """The graph's state as the task sees it, read from its channels as `ToolNode` does.
+
+    Its `messages` are the conversation as of the call's round's plan: the outcomes of
+    the round's calls that ran before it (a call with side effects runs alone, after the
+    calls before it) are left out, as `create_agent`'s tools, which all run in one step,
+    see none of their siblings'.
+    """
     read = ((config or {}).get("configurable") or {}).get(_CONFIG_KEY_READ)
     arguments: tuple[Any, ...] = getattr(read, "args", ())
     if read is None or len(arguments) < 2:
         return {}
     state = read(list(arguments[1]), True)
-    return dict(state) if isinstance(state, Mapping) else {}
+    if not isinstance(state, Mapping):
+        return {}
+    state = dict(state)
+    info = call_info(config)
+    if info is not None and state.get("messages"):
+        state["messages"] = _as_planned(state["messages"], info["call_id"])
+    return state
+
+
+def _as_planned(messages: list[Any], call_id: str) -> list[Any]:
+    """The transcript without the `ToolMessage`s of the round of `call_id` (`<run>:<round>:<n>`)."""
+    round_prefix = call_id.rpartition(":")[0] + ":"
+
+    def of_round(message: Any) -> bool:
+        return isinstance(message, ToolMessage) and (message.id or "").startswith(round_prefix)
+
+    kept = [message for message in messages if not of_round(message)]
+    return messages if len(kept) == len(messages) else kept

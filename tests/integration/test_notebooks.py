@@ -31,7 +31,7 @@ NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 NOTEBOOK_IDS = [path.name for path in NOTEBOOKS]
 KERNEL_NAME = "python3"
 MERMAID = "text/vnd.mermaid"
-LOOP_NODES = ("prepare", "plan", "execute", "call_tool", "collect", "answer")
+LOOP_NODES = ("prepare", "plan", "execute", "call_tool", "answer")
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def assert_draws_the_loop(mermaid: str) -> None:
     assert "graph TD;" in mermaid
     for node in LOOP_NODES:
         assert f"\t{node}({node}" in mermaid, node
-    for edge in ("plan -.-> execute", "plan -.-> answer", "collect -.-> plan"):
+    for edge in ("plan -.-> execute", "plan -.-> answer", "call_tool --> plan"):
         assert edge in mermaid, edge
 
 
@@ -536,6 +536,6 @@ def test_create_agent(executed: Callable[[str], Executed]) -> None:
 
     # the messages stream: the request and the answer, no plan
     assert run.field("nb06-09", "nodes on the messages stream") == (
-        "['answer', 'collect', 'execute', 'prepare']"
+        "['answer', 'call_tool', 'execute', 'prepare']"
     )
     assert run.field("nb06-09", "streamed answer") == "Your last order was 3 boxes of sencha."

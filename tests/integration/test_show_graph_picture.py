@@ -14,7 +14,7 @@ from agentloop.testing import ScriptedChatModel
 
 pytestmark = pytest.mark.integration
 
-LOOP_NODES = ("prepare", "plan", "execute", "call_tool", "collect", "answer")
+LOOP_NODES = ("prepare", "plan", "execute", "call_tool", "answer")
 
 
 def require_graphviz() -> None:

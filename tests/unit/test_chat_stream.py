@@ -47,7 +47,7 @@ async def test_messages_stream_has_the_answer_and_no_plan_json(entry: str) -> No
     assert "next_action" not in text
     assert "The sum is 5." in text
     # the request as a human message, the plan's tool calls, their outcomes, the answer
-    assert nodes == {"prepare", "execute", "collect", "answer"}
+    assert nodes == {"prepare", "execute", "call_tool", "answer"}
     planned = [m for m, meta in items if meta["langgraph_node"] == "execute"]
     assert all(isinstance(m, AIMessage) and m.tool_calls and not m.content for m in planned)
 

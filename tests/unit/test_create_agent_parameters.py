@@ -255,7 +255,7 @@ def test_an_unknown_interrupt_name_lists_the_valid_ones() -> None:
     assert "'agent'" in str(raised.value)
     for name in ("'plan'", "'execute'", "'answer'", "'model' (plan)", "'tools' (execute)"):
         assert name in str(raised.value)
-    with pytest.raises(ConfigurationError, match=r"'tools' \(collect\)"):
+    with pytest.raises(ConfigurationError, match=r"'tools' \(call_tool\)"):
         _loop(checkpointer=InMemorySaver(), interrupt_after=["tool"])
 
 

@@ -606,7 +606,7 @@ def test_graph_shape_and_mermaid(loop_with: Builder) -> None:
     for edge in (
         "plan -.-> execute",
         "plan -.-> answer",
-        "collect -.-> plan",
+        "call_tool --> plan",
         "answer --> __end__",
     ):
         assert edge in mermaid, edge

@@ -14,7 +14,7 @@ from agentloop.display import MermaidDiagram, show_graph
 from agentloop.testing import ScriptedChatModel
 
 SNAPSHOT = Path(__file__).with_name("snapshots") / "tool_loop.mmd"
-LOOP_NODES = ("prepare", "plan", "execute", "call_tool", "collect", "answer")
+LOOP_NODES = ("prepare", "plan", "execute", "call_tool", "answer")
 
 
 @tool

@@ -262,7 +262,7 @@ async def test_only_the_answer_streams_as_answer_tokens(run_loop: Any, plan_mode
     assert answer == "The weather is sunny."
     # the outcomes and the plan's tool calls reach the stream too, never as answer tokens
     outcomes = [(m, meta) for m, meta in items if isinstance(m, ToolMessage)]
-    assert {meta["langgraph_node"] for _, meta in outcomes} == {"collect"}
+    assert {meta["langgraph_node"] for _, meta in outcomes} == {"call_tool"}
     assert len(outcomes) == 3
     planned = [(m, meta) for m, meta in items if isinstance(m, AIMessage) and m.tool_calls]
     assert planned

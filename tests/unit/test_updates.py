@@ -17,7 +17,6 @@ from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.updates import (
     AnswerUpdate,
     CallToolUpdate,
-    CollectUpdate,
     ExecuteUpdate,
     PlanUpdate,
     PrepareUpdate,
@@ -29,7 +28,6 @@ NODE_UPDATES: dict[str, Any] = {
     "plan": PlanUpdate,
     "execute": ExecuteUpdate,
     "call_tool": CallToolUpdate,
-    "collect": CollectUpdate,
     "answer": AnswerUpdate,
     "release_sessions": ReleaseSessionsUpdate,
 }
@@ -102,7 +100,7 @@ async def test_each_node_returns_only_the_keys_of_its_update(entry: str) -> None
     else:
         chunks = [chunk async for chunk in loop.astream(payload, stream_mode="updates")]
     nodes = [node for chunk in chunks for node in chunk]
-    assert {"prepare", "plan", "execute", "call_tool", "collect", "answer"} <= set(nodes)
+    assert {"prepare", "plan", "execute", "call_tool", "answer"} <= set(nodes)
     for chunk in chunks:
         for node, update in chunk.items():
             assert set(update or {}) <= set(get_type_hints(NODE_UPDATES[node])), node
