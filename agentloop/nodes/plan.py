@@ -377,7 +377,7 @@ class _Plan:
             if hooks.changed(_PROMPT_KEYS):  # built from the state as the hooks left it
                 prompt = self._prompt(hooks.state, attempts.scope)
                 attempts.messages = [*prompt, *attempts.messages[2:]]
-            wrapped = self.parts.middleware is not None
+            wrapped = bool(self.parts.middleware.models)
             render = self._render(hooks.state, attempts) if wrapped else None
             try:
                 read = yield from call_planner(
