@@ -157,9 +157,7 @@ class ModelRetryLayer(AgentMiddleware[Any, Any, Any]):
             delay += random.uniform(0, policy.initial_delay_s)  # jitter only
         return float(min(delay, policy.max_delay_s))
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Handler
-    ) -> ModelResponse[Any]:
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> ModelResponse[Any]:
         """Call `handler`, again after a wait while the error is transient."""
         attempt = 0
         while True:
@@ -199,9 +197,7 @@ class ModelFallbackLayer(AgentMiddleware[Any, Any, Any]):
         """Fall back on `models`, in order."""
         self.models = list(models)
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: Handler
-    ) -> ModelResponse[Any]:
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> ModelResponse[Any]:
         """Call `handler` with the request's model, then with each fallback."""
         for model in self.models:
             try:
@@ -252,6 +248,7 @@ def model_layers(
     if fallbacks:
         layers.append(ModelFallbackLayer(fallbacks))
     return layers
+
 
 def finish_reason(message: BaseMessage) -> str:
     """Return why a reply stopped (`finish_reason` / `stop_reason`), or ""."""
