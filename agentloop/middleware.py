@@ -148,6 +148,7 @@ from agentloop.errors import (
     ToolCallError,
     model_error_message,
 )
+from agentloop.model_calls import AsyncHandler, Handler
 from agentloop.system_prompt import loop_rules, with_app_instructions
 from agentloop.tools.injected import command_outcome, tool_runtime
 from agentloop.tools.layers import Proceed, ToolInvocation
@@ -157,8 +158,6 @@ __all__ = ["MODEL_CALL_KEY", "LoopMiddleware", "ModelCall", "Render", "ToolCallF
 
 T = TypeVar("T")
 H = TypeVar("H", bound=Callable[..., Any])
-Handler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
-AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
 ModelCall = Literal["plan", "answer", "structured_response"]
 MODEL_CALL_KEY = "agentloop_model_call"
 """The key of the `ModelRequest.state` that says which call it is: `"plan"`, `"answer"`, or

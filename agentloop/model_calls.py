@@ -1,18 +1,14 @@
 """Model calls that survive the real world: retries, fallbacks, length and loop checks.
 
-The loop's retry and fallback of a failed call are two `wrap_model_call` layers
-(`ModelRetryLayer`, `ModelFallbackLayer`), which `agentloop.middleware.LoopMiddleware`
-composes once, inside the app's middleware (`model_layers` decides which there are):
+- `ModelRetryLayer` retries transient errors (rate limits, timeouts, 5xx, connection
+  errors) with exponential backoff and jitter, honouring a provider's `retry-after`;
+  authentication and context-overflow errors are not retried.
+- `ModelFallbackLayer` makes a failed call with each fallback model in turn.
+- `invoke_answer` asks again for an answer cut by the length limit (budget x1.1 per try,
+  bounded) or repeating its own tail: no failed call, so inside the layers.
 
-- Transient errors (rate limits, timeouts, 5xx, connection errors) are retried with
-  exponential backoff and jitter, honouring a provider's `retry-after`.
-- Authentication and context-overflow errors are not retried; they surface as a
-  `ModelBehaviorError` with a clear message.
-- A call that failed is made with each fallback model in turn.
-
-A reply cut by its length or repeating itself is no failure of the call: the answer call
-(`invoke_answer`) asks again itself, with a larger token budget (x1.1 per try, bounded)
-for a cut one, inside the layers.
+The layers are `wrap_model_call` middleware; `agentloop.middleware.LoopMiddleware`
+composes them with the app's (the stack's order is documented there).
 """
 
 from __future__ import annotations
@@ -134,14 +130,11 @@ AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
 class ModelRetryLayer(AgentMiddleware[Any, Any, Any]):
     """The loop's retry of a failed model call (`ModelOptions(retry=...)`), a model layer.
 
-    A transient error (`is_retryable_model_error`) is retried up to `max_attempts`
-    calls, after the wait the provider asked for (`retry-after`) or an exponential
-    backoff; any other error, and the last one, is raised as it is. A reply cut by its
-    length or repeating itself is not an error: the answer call asks again itself.
+    A transient error is retried up to `max_attempts` calls, after the provider's
+    `retry-after` or an exponential backoff; any other error, or the last, is raised.
     """
 
     def __init__(self, policy: ModelRetryPolicy) -> None:
-        """Retry as `policy` says."""
         self.policy = policy
 
     def wait_s(self, error: Exception, attempt: int) -> float | None:
@@ -189,12 +182,10 @@ class ModelRetryLayer(AgentMiddleware[Any, Any, Any]):
 class ModelFallbackLayer(AgentMiddleware[Any, Any, Any]):
     """The loop's fallback models (`ModelOptions(fallbacks=...)`), a model layer.
 
-    A call that failed (with any error but an interrupt) is made with each fallback in
-    turn; the last one's error is raised as it is.
+    A failed call (any error but an interrupt) is made with each one in turn.
     """
 
     def __init__(self, models: Sequence[BaseChatModel]) -> None:
-        """Fall back on `models`, in order."""
         self.models = list(models)
 
     def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> ModelResponse[Any]:
@@ -229,11 +220,9 @@ def model_layers(
 ) -> list[AgentMiddleware[Any, Any, Any]]:
     """The loop's own model layers, inside the app's middleware: its retry, its fallback.
 
-    Decided once, when the loop is built. The retry layer is left out when the app's
-    `middleware` already retries failed calls (a `ModelRetryMiddleware`) or takes them
-    over (a `ModelFallbackMiddleware`) and `retry` was not set (None), so a failing
-    call is retried once, by the middleware, as under `create_agent`; a policy of one
-    attempt adds none either.
+    No retry layer when `retry` is unset (None) and the app's `middleware` retries
+    failed calls (`ModelRetryMiddleware`) or takes them over (`ModelFallbackMiddleware`),
+    so a failing call is retried once, as under `create_agent`; nor for one attempt.
 
     Args:
         retry: `ModelOptions(retry=...)` as the app set it (None: the default policy).

@@ -191,8 +191,8 @@ def _configure(model: Runnable[Any, BaseMessage]) -> Runnable[Any, BaseMessage]:
 class AnswerPrompt:
     """The answer request a run's state calls for."""
 
-    answerers: list[BaseChatModel]
-    """The answer model, then its fallbacks."""
+    answerer: BaseChatModel
+    """The answer model (the loop's fallback layer may take a failed call over)."""
     messages: list[BaseMessage]
     action_results: dict[str, Any]
     media: int
@@ -203,8 +203,8 @@ def answer_prompt(parts: LoopParts, state: LoopState, scope: RunScope) -> Answer
     """Build the answer request for the run's state (the answer node's, and a speculative one)."""
     round_state = state.get("round_state") or empty_round_state()
     action_results = to_action_results(round_state["done_plans"])
-    answerers = parts.models.answerers(scope.loop)
-    media = media_blocks(round_state["done_plans"], answerers[0])
+    answerer = parts.models.answerer(scope.loop)
+    media = media_blocks(round_state["done_plans"], answerer)
     settings = scope.settings
     messages = build_answer_messages(
         state.get("user_input", ""),
@@ -219,7 +219,7 @@ def answer_prompt(parts: LoopParts, state: LoopState, scope: RunScope) -> Answer
         prompts=parts.prompts,
     )
     messages = with_app_instructions(messages, parts.system_prompt)
-    return AnswerPrompt(list(answerers), messages, action_results, len(media) // 2)
+    return AnswerPrompt(answerer, messages, action_results, len(media) // 2)
 
 
 @dataclass
@@ -273,7 +273,7 @@ class _Answer:
                 )
             )
         arguments = (
-            prompt.answerers[0],
+            prompt.answerer,
             prompt.messages,
             self.parts.model_retry,
             self.parts.model_limits,
@@ -286,7 +286,7 @@ class _Answer:
         if speculative is not None:
             if adopted is not None:
                 self._drop(call, speculative, "cancelled")
-            elif not unplanned and speculative.matches(prompt.answerers[0], prompt.messages):
+            elif not unplanned and speculative.matches(prompt.answerer, prompt.messages):
                 call.speculative = speculative
             else:
                 self._drop(call, speculative, "stale")

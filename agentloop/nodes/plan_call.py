@@ -75,16 +75,11 @@ def call_planner(
             partial(_read_of, plan_mode=plan_mode),
             state=state,
             runtime=runtime,
-            tools=_request_tools(parts, plan_mode),
+            tools=parts.tools.offered,  # the loop's, in every plan mode
             transcript=state.get("messages") or [],
             render=render,
         )
     )
-
-
-def _request_tools(parts: LoopParts, plan_mode: PlanMode) -> list[Any]:
-    """The tools a planner request carries: the loop's, in every plan mode."""
-    return parts.tools.offered
 
 
 def _name(tool: Any) -> str:
