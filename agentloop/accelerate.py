@@ -815,7 +815,7 @@ class Accelerator:
         """
         point = self.estimate.point(state, self.parts.registry.names)
         plan = PlanAcceleration(self, state, scope, config, point, asynchronous=asynchronous)
-        answerer = self.parts.models.answerers(scope.loop)[0]
+        answerer = self.parts.models.answerer(scope.loop)
         if self.estimate.wanted(scope.settings.speculative_answer, point, answerer):
             model, messages = answer()
             speculative = SpeculativeAnswer(self.parts, model, messages)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -28,7 +27,7 @@ from agentloop.hooks import (
 )
 from agentloop.mcp.toolset import MCPToolset
 from agentloop.middleware import LoopMiddleware
-from agentloop.model_calls import ModelRetryPolicy
+from agentloop.model_calls import ModelRetryPolicy, model_layers
 from agentloop.models import ModelLike, ModelProvider
 from agentloop.nodes import (
     CALL_NODE,
@@ -189,7 +188,14 @@ def create_tool_loop(
     models = models or ModelOptions()
     threads = governance.tool_threads or ToolThreads()
     instructions = app_instructions(system_prompt)
-    wrappers = LoopMiddleware(middleware, runner=threads.runner, instructions=instructions)
+    provider = ModelProvider(model, models.answer_model, models.fallbacks)
+    retry = None if models.retry is None else ModelRetryPolicy.of(models.retry)
+    wrappers = LoopMiddleware(
+        middleware,
+        runner=threads.runner,
+        instructions=instructions,
+        layers=model_layers(retry, provider.fallbacks, middleware),
+    )
     loop_state, input_schema, output_schema = resolve_schemas(
         middleware, LoopState, InputState, OutputState, app_schema=state_schema
     )
@@ -253,17 +259,17 @@ def create_tool_loop(
         )
         parts = LoopParts(
             settings=settings,
-            models=ModelProvider(model, models.answer_model, models.fallbacks),
+            models=provider,
             tools=catalog,
             runner=runner,
-            model_retry=_model_retry(ModelRetryPolicy.of(models.retry), wrappers),
+            model_retry=retry or ModelRetryPolicy(),
             model_limits=models.limits,
             prices=models.prices,
             ledger=governance.ledger,
             redact=redact,
             prompts=PromptSet(planning.prompts),
             system_prompt=instructions,
-            middleware=wrappers if wrappers.models else None,
+            middleware=wrappers,
             hooks=hooks,
             structured=StructuredOutput(response_format) if response_format is not None else None,
         )
@@ -461,17 +467,6 @@ def _command_keys(builder: StateGraph[Any, Any, Any, Any]) -> frozenset[str]:
 def _returns_directly(tools: Sequence[Any], wrappers: LoopMiddleware) -> bool:
     """Whether a tool of the loop is `return_direct` (a round of its calls ends the run)."""
     return any(getattr(tool, "return_direct", False) for tool in [*tools, *wrappers.tools])
-
-
-def _model_retry(policy: ModelRetryPolicy, wrappers: LoopMiddleware) -> ModelRetryPolicy:
-    """The loop's retry of failed model calls: one attempt when the app's middleware retries.
-
-    A `ModelRetryMiddleware` replaces the loop's own retry (`ModelOptions(retry=...)`), so
-    a failing call is retried once, by the middleware, as in `create_agent` (the retries
-    of a reply cut by its length, or repeating itself, stay the loop's); so does a
-    `ModelFallbackMiddleware`, whose next model takes a failed call over at once.
-    """
-    return replace(policy, max_attempts=1) if wrappers.retries_models else policy
 
 
 _BEFORE_ALIASES = {"model": "plan", "tools": "execute"}

@@ -13,14 +13,25 @@
   with `tool_calls`, their `ToolMessage`s; for the `response_format` call, its own
   request), the tools (the planner's: the loop's tools, in every `plan_mode`; the
   answer's: none), the loop's state with `agentloop_model_call` set to `"plan"`,
-  `"answer"` or `"structured_response"`, and the node's `Runtime`. The handler runs the
-  loop's own call with its retries (none when a `ModelRetryMiddleware` retries instead,
-  or a `ModelFallbackMiddleware` takes a failed call over)
-  and `ModelOptions` fallbacks, on the request's model, system message and messages,
-  with its `model_settings` bound to the model (provider options such as prompt-cache
-  markers), and raises the model's own exception when it failed. A middleware that
-  adds a provider's tools or marks tools `defer_loading` (`ProviderToolSearchMiddleware`)
-  has them bound to a native planner; it does not wrap the answer call (no tools). A
+  `"answer"` or `"structured_response"`, and the node's `Runtime`. Every model call
+  goes through one stack of `wrap_model_call` layers, composed once at build time
+  (`LoopMiddleware.stack`), outermost first:
+
+      app middleware (list order) -> loop's retry -> loop's fallback -> model
+
+  The loop's retry (`ModelOptions(retry=...)`, `agentloop.model_calls.ModelRetryLayer`)
+  is not added when the list has a `ModelRetryMiddleware` or a `ModelFallbackMiddleware`
+  and `retry` is not set, so a failed call is retried once, by the app's middleware, as
+  under `create_agent`; the loop's fallback (`ModelOptions(fallbacks=...)`,
+  `ModelFallbackLayer`) makes a failed call with each fallback model in turn. At the
+  centre, one call of the request's model with its system message and messages and its
+  `model_settings` bound to the model (provider options such as prompt-cache markers);
+  it raises the model's own exception when it failed. A reply cut by its length or
+  repeating itself is asked again at the centre (it is no failed call). A middleware
+  that adds a provider's tools or marks tools `defer_loading`
+  (`ProviderToolSearchMiddleware`) has them bound to a native planner; it is left out of
+  the answer's and the typed result's stack (`LoopMiddleware.toolless_stack`: they are
+  offered no tools, and it would refuse a request without its tools). A
   middleware that narrows the planner's `tools` (`LLMToolSelectorMiddleware`) offers
   the planner only those: bound in `plan_mode="native"`, listed in the prompt's tool
   list otherwise; a plan that names no offered tool is asked again with the normal
@@ -114,10 +125,8 @@ from typing import Any, Literal, TypeVar
 
 from langchain.agents.middleware import (
     AgentMiddleware,
-    ModelFallbackMiddleware,
     ModelRequest,
     ModelResponse,
-    ModelRetryMiddleware,
     ProviderToolSearchMiddleware,
     ToolRetryMiddleware,
 )
@@ -139,6 +148,7 @@ from agentloop.errors import (
     ToolCallError,
     model_error_message,
 )
+from agentloop.model_calls import AsyncHandler, Handler
 from agentloop.system_prompt import loop_rules, with_app_instructions
 from agentloop.tools.injected import command_outcome, tool_runtime
 from agentloop.tools.layers import Proceed, ToolInvocation
@@ -148,8 +158,6 @@ __all__ = ["MODEL_CALL_KEY", "LoopMiddleware", "ModelCall", "Render", "ToolCallF
 
 T = TypeVar("T")
 H = TypeVar("H", bound=Callable[..., Any])
-Handler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
-AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
 ModelCall = Literal["plan", "answer", "structured_response"]
 MODEL_CALL_KEY = "agentloop_model_call"
 """The key of the `ModelRequest.state` that says which call it is: `"plan"`, `"answer"`, or
@@ -206,6 +214,8 @@ class LoopMiddleware:
             async hook runs (the compiled loop's; default: one of its own).
         instructions: The app's `system_prompt`: the system message a `ModelRequest`
             carries (the loop's rules are added to what the handler sends).
+        layers: The loop's own model layers (`agentloop.model_calls.model_layers`: its
+            retry, its fallback), inside the app's model middleware.
 
     Raises:
         ConfigurationError: Not middleware.
@@ -217,6 +227,7 @@ class LoopMiddleware:
         *,
         runner: LoopRunner | None = None,
         instructions: SystemMessage | None = None,
+        layers: Sequence[AgentMiddleware[Any, Any, Any]] = (),
     ) -> None:
         self.runner = runner or LoopRunner()
         self.instructions = instructions
@@ -226,13 +237,17 @@ class LoopMiddleware:
                 raise ConfigurationError(msg)
         self.middleware = list(middleware)
         self.models = [m for m in middleware if self._wraps(m, "wrap_model_call")]
+        """The app's `wrap_model_call` middleware."""
+        self.stack = [*self.models, *layers]
+        """Every model call's layers, outermost first: the app's, then the loop's."""
+        self.toolless_stack = [
+            m for m in self.stack if not isinstance(m, ProviderToolSearchMiddleware)
+        ]
+        """The layers of a call offered no tools (the answer's, the typed result's): a
+        `ProviderToolSearchMiddleware` has no tool to defer there, and would refuse the
+        call (its `searchable_tools` not bound), so it is left out, once, here."""
         self.tool_calls = [m for m in middleware if self._wraps(m, "wrap_tool_call")]
         self.tool_retries = [m for m in middleware if isinstance(m, ToolRetryMiddleware)]
-        self.retries_models = any(
-            isinstance(m, ModelRetryMiddleware | ModelFallbackMiddleware) for m in middleware
-        )
-        """A `ModelRetryMiddleware` retries model calls, or a `ModelFallbackMiddleware` takes
-        a failed one over: the loop's own retry is then off, as `create_agent` has none."""
         self.tools: list[BaseTool] = [
             tool for m in middleware for tool in getattr(m, "tools", None) or ()
         ]
@@ -284,7 +299,7 @@ class LoopMiddleware:
     def call_model(
         self,
         which: ModelCall,
-        models: Sequence[BaseChatModel],
+        model: BaseChatModel,
         messages: Sequence[BaseMessage],
         call: Callable[[BaseChatModel, list[BaseMessage], dict[str, Any], list[Any]], Core[T]],
         reply_of: Callable[[T], AIMessage],
@@ -296,13 +311,13 @@ class LoopMiddleware:
         transcript: Sequence[BaseMessage] | None = None,
         render: Render | None = None,
     ) -> Core[T]:
-        """Make a model call through every `wrap_model_call` (or `awrap_model_call`).
+        """Make a model call through every layer's `wrap_model_call` (or `awrap_model_call`).
 
         Args:
             which: The planner's call or the answer's.
-            models: The model, then its fallbacks.
+            model: The model (the loop's fallback layer may change it).
             messages: The request, system message first.
-            call: The loop's call (a core, with its retries) of a model with messages,
+            call: The loop's call (a core: one call, not retried) of a model with messages,
                 the request's `model_settings` (bound to the model: provider options such
                 as prompt-cache markers) and the request's `tools` (the planner is offered
                 only those).
@@ -310,7 +325,8 @@ class LoopMiddleware:
             result_of: A result made of a reply the middleware wrote itself.
             state: The loop's state.
             runtime: The node's runtime.
-            tools: The tools the request offers (the loop's tools, for the planner).
+            tools: The tools the request offers (the loop's tools, for the planner; none
+                for the other calls, whose stack is `toolless_stack`).
             transcript: The run's transcript (`state["messages"]`), which the request's
                 `messages` carry in place of the prompt, as `create_agent`'s carry its
                 conversation (None: they carry the prompt).
@@ -334,33 +350,29 @@ class LoopMiddleware:
         def innermost(request: ModelRequest[Any]) -> Core[ModelResponse[Any]]:
             sent = self._sent(request.system_message, rules, body(request))
             options = dict(request.model_settings)
-            try:
-                result = yield from call(request.model, sent, options, list(request.tools))
-            except ModelBehaviorError as error:  # the model's own error, as create_agent's
-                cause = error.__cause__
-                if isinstance(cause, Exception) and not isinstance(cause, GraphBubbleUp):
-                    raise cause from None
-                raise
+            result = yield from call(request.model, sent, options, list(request.tools))
             reply = reply_of(result)
             produced[id(reply)] = result
             return ModelResponse(result=[reply])
 
         request, rules, prompt = self._request(
-            which, models[0], messages, state, runtime, tools, transcript
+            which, model, messages, state, runtime, tools, transcript
         )
         shown = request.messages if transcript is not None else None
+        stack = self.stack if which == "plan" else self.toolless_stack
         try:
-            reply = _reply((yield from self._wrapped(request, innermost)))
+            reply = _reply((yield from self._wrapped(request, innermost, stack)))
         except Exception as error:
             raise _failed(error) from error
-        return produced[id(reply)] if id(reply) in produced else result_of(reply, models[0])
+        return produced[id(reply)] if id(reply) in produced else result_of(reply, model)
 
     def _wrapped(
         self,
         request: ModelRequest[Any],
         innermost: Callable[[ModelRequest[Any]], Core[ModelResponse[Any]]],
+        stack: Sequence[AgentMiddleware[Any, Any, Any]],
     ) -> Effect[ModelResponse[Any]]:
-        """The request through every model middleware, `innermost` at the centre.
+        """The request through every layer of `stack`, `innermost` at the centre.
 
         `invoke` calls each one's `wrap_model_call`, `ainvoke` its `awrap_model_call`
         (bridged when it has only the other one).
@@ -368,21 +380,10 @@ class LoopMiddleware:
         # at the centre: the innermost core, driven with blocking calls or awaited
         centre: Handler = lambda inner: drive(innermost(inner))  # noqa: E731
         acentre: AsyncHandler = lambda inner: adrive(innermost(inner))  # noqa: E731
-        wrapping = self._wrapping(request)
         return Effect(
-            lambda: self._chain(wrapping, centre, self._model_layer)(request),
-            lambda: self._chain(wrapping, acentre, self._amodel_layer)(request),
+            lambda: self._chain(stack, centre, self._model_layer)(request),
+            lambda: self._chain(stack, acentre, self._amodel_layer)(request),
         )
-
-    def _wrapping(self, request: ModelRequest[Any]) -> list[AgentMiddleware[Any, Any, Any]]:
-        """The model middleware of a request: all, but tool search only where tools are.
-
-        The answer model is offered no tools, so `ProviderToolSearchMiddleware` has none
-        to defer there (and would refuse the call, its `searchable_tools` being unbound).
-        """
-        if request.tools:
-            return self.models
-        return [m for m in self.models if not isinstance(m, ProviderToolSearchMiddleware)]
 
     @staticmethod
     def _chain(

@@ -1,63 +1,59 @@
 """Model calls that survive the real world: retries, fallbacks, length and loop checks.
 
-- Transient errors (rate limits, timeouts, 5xx, connection errors) are retried with
-  exponential backoff and jitter (tenacity), honouring a provider's `retry-after`.
-- Authentication and context-overflow errors are not retried; they surface as a
-  `ModelBehaviorError` with a clear message.
-- When a model keeps failing, the fallback models are tried in order.
-- An answer cut off by the length limit is asked again with a larger token budget
-  (x1.1 per try, bounded); a degenerate reply that repeats its own tail is asked again.
+- `ModelRetryLayer` retries transient errors (rate limits, timeouts, 5xx, connection
+  errors) with exponential backoff and jitter, honouring a provider's `retry-after`;
+  authentication and context-overflow errors are not retried.
+- `ModelFallbackLayer` makes a failed call with each fallback model in turn.
+- `invoke_answer` asks again for an answer cut by the length limit (budget x1.1 per try,
+  bounded) or repeating its own tail: no failed call, so inside the layers.
 
-Each is written once, as a generator core (`agentloop._effects`) that `invoke` and
-`ainvoke` both drive.
+The layers are `wrap_model_call` middleware; `agentloop.middleware.LoopMiddleware`
+composes them with the app's (the stack's order is documented there).
 """
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import operator
+import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from functools import partial, reduce
-from typing import Any, TypeVar
+from functools import reduce
+from typing import Any
 
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ModelFallbackMiddleware,
+    ModelRequest,
+    ModelResponse,
+    ModelRetryMiddleware,
+)
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, message_chunk_to_message
 from langchain_core.runnables import Runnable
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import RetryPolicy
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-)
 
 from agentloop._effects import Core
-from agentloop._retry import retry_lazily
 from agentloop._sync import WorkerPool
-from agentloop.errors import (
-    ConfigurationError,
-    ModelBehaviorError,
-    is_retryable_model_error,
-    model_error_message,
-)
+from agentloop.errors import ConfigurationError, ModelBehaviorError, is_retryable_model_error
 from agentloop.messages import message_text
 from agentloop.model_stream import BoundedRead, ModelLimits
 
 __all__ = [
     "Answer",
+    "ModelFallbackLayer",
+    "ModelRetryLayer",
     "ModelRetryPolicy",
     "finish_reason",
     "invoke_answer",
     "is_degenerate",
+    "model_layers",
     "needs_another_try",
     "retry_after_s",
-    "run_with_retries",
 ]
-
-T = TypeVar("T")
 
 _LENGTH_REASONS = {"length", "max_tokens", "max_output_tokens", "MAX_TOKENS"}
 
@@ -127,54 +123,120 @@ def retry_after_s(error: BaseException | None) -> float | None:
         return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
-def _wait(retry: ModelRetryPolicy) -> Callable[[RetryCallState], float]:
-    import random
+Handler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
+AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
 
-    def wait(state: RetryCallState) -> float:
-        error = state.outcome.exception() if state.outcome else None
+
+class ModelRetryLayer(AgentMiddleware[Any, Any, Any]):
+    """The loop's retry of a failed model call (`ModelOptions(retry=...)`), a model layer.
+
+    A transient error is retried up to `max_attempts` calls, after the provider's
+    `retry-after` or an exponential backoff; any other error, or the last, is raised.
+    """
+
+    def __init__(self, policy: ModelRetryPolicy) -> None:
+        self.policy = policy
+
+    def wait_s(self, error: Exception, attempt: int) -> float | None:
+        """The wait before the next call, after call `attempt` failed (None: give up)."""
+        policy = self.policy
+        if attempt >= policy.max_attempts or not is_retryable_model_error(error):
+            return None
         asked = retry_after_s(error)
         if asked is not None:
-            return min(asked, retry.max_delay_s)
-        delay = retry.initial_delay_s * retry.multiplier ** (state.attempt_number - 1)
-        if retry.jitter:
-            delay += random.uniform(0, retry.initial_delay_s)  # jitter only
-        return float(min(delay, retry.max_delay_s))
+            return min(asked, policy.max_delay_s)
+        delay = policy.initial_delay_s * policy.multiplier ** (attempt - 1)
+        if policy.jitter:
+            delay += random.uniform(0, policy.initial_delay_s)  # jitter only
+        return float(min(delay, policy.max_delay_s))
 
-    return wait
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> ModelResponse[Any]:
+        """Call `handler`, again after a wait while the error is transient."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return handler(request)
+            except Exception as error:
+                wait = self.wait_s(error, attempt)
+                if wait is None:
+                    raise
+            time.sleep(wait)
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: AsyncHandler
+    ) -> ModelResponse[Any]:
+        """`wrap_model_call`, awaited."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return await handler(request)
+            except Exception as error:
+                wait = self.wait_s(error, attempt)
+                if wait is None:
+                    raise
+            await asyncio.sleep(wait)
 
 
-def _retrying(retry: ModelRetryPolicy) -> Retrying:
-    return Retrying(
-        stop=stop_after_attempt(retry.max_attempts),
-        wait=_wait(retry),
-        retry=retry_if_exception(is_retryable_model_error),
-        reraise=True,
-    )
+class ModelFallbackLayer(AgentMiddleware[Any, Any, Any]):
+    """The loop's fallback models (`ModelOptions(fallbacks=...)`), a model layer.
 
-
-def run_with_retries(
-    models: Sequence[BaseChatModel],
-    attempt: Callable[[BaseChatModel], Core[T]],
-    retry: ModelRetryPolicy,
-) -> Core[T]:
-    """Run the core `attempt(model)` with retries, then with each fallback model in turn.
-
-    Raises:
-        ModelBehaviorError: Every model failed; says why the last one did.
+    A failed call (any error but an interrupt) is made with each one in turn.
     """
-    last: BaseException | None = None
-    for model in models:
-        try:
-            return (
-                yield from retry_lazily(
-                    partial(attempt, model), partial(_retrying, retry), is_retryable_model_error
-                )
-            )
-        except GraphBubbleUp:
-            raise
-        except Exception as error:  # the next fallback may work
-            last = error
-    raise ModelBehaviorError(model_error_message(last or RuntimeError("no model"))) from last
+
+    def __init__(self, models: Sequence[BaseChatModel]) -> None:
+        self.models = list(models)
+
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> ModelResponse[Any]:
+        """Call `handler` with the request's model, then with each fallback."""
+        for model in self.models:
+            try:
+                return handler(request)
+            except GraphBubbleUp:
+                raise
+            except Exception:  # the next model may work
+                request = request.override(model=model)
+        return handler(request)
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: AsyncHandler
+    ) -> ModelResponse[Any]:
+        """`wrap_model_call`, awaited."""
+        for model in self.models:
+            try:
+                return await handler(request)
+            except GraphBubbleUp:
+                raise
+            except Exception:  # the next model may work
+                request = request.override(model=model)
+        return await handler(request)
+
+
+def model_layers(
+    retry: ModelRetryPolicy | None,
+    fallbacks: Sequence[BaseChatModel],
+    middleware: Sequence[AgentMiddleware[Any, Any, Any]],
+) -> list[AgentMiddleware[Any, Any, Any]]:
+    """The loop's own model layers, inside the app's middleware: its retry, its fallback.
+
+    No retry layer when `retry` is unset (None) and the app's `middleware` retries
+    failed calls (`ModelRetryMiddleware`) or takes them over (`ModelFallbackMiddleware`),
+    so a failing call is retried once, as under `create_agent`; nor for one attempt.
+
+    Args:
+        retry: `ModelOptions(retry=...)` as the app set it (None: the default policy).
+        fallbacks: `ModelOptions(fallbacks=...)`, resolved.
+        middleware: The app's middleware.
+    """
+    retries = any(isinstance(m, ModelRetryMiddleware | ModelFallbackMiddleware) for m in middleware)
+    policy = retry or (None if retries else ModelRetryPolicy())
+    layers: list[AgentMiddleware[Any, Any, Any]] = []
+    if policy is not None and policy.max_attempts > 1:
+        layers.append(ModelRetryLayer(policy))
+    if fallbacks:
+        layers.append(ModelFallbackLayer(fallbacks))
+    return layers
 
 
 def finish_reason(message: BaseMessage) -> str:
@@ -243,7 +305,7 @@ def _joined(chunks: list[Any]) -> BaseMessage:
 
 
 def invoke_answer(
-    models: Sequence[BaseChatModel],
+    model: BaseChatModel,
     messages: list[BaseMessage],
     retry: ModelRetryPolicy,
     limits: ModelLimits,
@@ -252,25 +314,24 @@ def invoke_answer(
     *,
     workers: WorkerPool,
 ) -> Core[Answer]:
-    """Stream the answer within the limits: retries, fallbacks, length / degenerate checks.
+    """Stream one model's answer within the limits, asked again when cut or looping.
 
+    A reply cut by the length limit is asked again with a larger budget, one that
+    repeats its own tail asked again (`retry`'s `length_retries`, `degenerate_retries`);
+    a failed call raises (the retry and fallback layers around it take it from there).
     A sync stream is read on a thread of `workers` (the loop's pool).
     """
-
-    def attempt(model: BaseChatModel) -> Core[Answer]:
-        check = _AnswerCheck(model, retry)
-        grown = False
-        while True:
-            runnable = configure(check.runnable(model, grown))
-            read = _answer_read(limits, workers)
-            chunks: list[Any] = []
-            yield from read.consume(runnable, messages, chunks.append)
-            reply = _joined(chunks)
-            if read.cut:
-                return Answer(reply, read.cut)
-            before = check.budget
-            if not check.again(reply, text_of(reply)):
-                return Answer(reply)
-            grown = grown or check.budget != before
-
-    return (yield from run_with_retries(models, attempt, retry))
+    check = _AnswerCheck(model, retry)
+    grown = False
+    while True:
+        runnable = configure(check.runnable(model, grown))
+        read = _answer_read(limits, workers)
+        chunks: list[Any] = []
+        yield from read.consume(runnable, messages, chunks.append)
+        reply = _joined(chunks)
+        if read.cut:
+            return Answer(reply, read.cut)
+        before = check.budget
+        if not check.again(reply, text_of(reply)):
+            return Answer(reply)
+        grown = grown or check.budget != before

@@ -106,11 +106,3 @@ class ModelProvider:
     def answerer(self, context: Any = None) -> BaseChatModel:
         """Return the model that answers a run (its `context.model` overrides the loop's)."""
         return self._override(context) or self.answer_model
-
-    def planners(self, context: Any = None) -> list[BaseChatModel]:
-        """Return the planner and its fallbacks, in the order to try them."""
-        return [self.planner(context), *self.fallbacks]
-
-    def answerers(self, context: Any = None) -> list[BaseChatModel]:
-        """Return the answer model and its fallbacks, in the order to try them."""
-        return [self.answerer(context), *self.fallbacks]

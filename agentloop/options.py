@@ -185,10 +185,12 @@ class ModelOptions:
     Attributes:
         answer_model: The model of the final answer (default: the planner model); a
             LangChain chat model or an `init_chat_model` string.
-        fallbacks: Models tried in order when the planner or answer model keeps failing
-            after its retries.
+        fallbacks: Models tried in order when a planner, answer or typed-result call
+            fails (the loop's fallback layer, inside its retry).
         retry: How model calls are retried (transient errors, length limit, degenerate
-            replies); a LangGraph `RetryPolicy` is accepted.
+            replies); a LangGraph `RetryPolicy` is accepted. None: `ModelRetryPolicy()`,
+            without its retry of failed calls when the app's middleware has a
+            `ModelRetryMiddleware` or a `ModelFallbackMiddleware`.
         limits: Time and size bounds of every model call.
         prices: `{model_name: (usd_per_million_input, usd_per_million_output)}` for the
             `usage` cost summary.
@@ -196,10 +198,11 @@ class ModelOptions:
 
     answer_model: ModelLike | None = None
     fallbacks: Sequence[ModelLike] = ()
-    retry: ModelRetryPolicy | RetryPolicy = field(default_factory=ModelRetryPolicy)
+    retry: ModelRetryPolicy | RetryPolicy | None = None
     limits: ModelLimits = field(default_factory=ModelLimits)
     prices: Prices | None = None
 
     def __post_init__(self) -> None:
         """Accept LangGraph's `RetryPolicy`."""
-        object.__setattr__(self, "retry", ModelRetryPolicy.of(self.retry))
+        if self.retry is not None:
+            object.__setattr__(self, "retry", ModelRetryPolicy.of(self.retry))

@@ -33,7 +33,6 @@ from langgraph.runtime import Runtime
 
 from agentloop._effects import Core, Effect
 from agentloop.errors import ConfigurationError, ModelBehaviorError
-from agentloop.model_calls import ModelRetryPolicy, run_with_retries
 
 if TYPE_CHECKING:
     from agentloop.middleware import LoopMiddleware
@@ -174,57 +173,46 @@ class StructuredOutput:
 
     def ask(
         self,
-        models: Sequence[BaseChatModel],
+        model: BaseChatModel,
         messages: Sequence[BaseMessage],
         answer: str,
-        retry: ModelRetryPolicy,
-        through: Wrapped | None = None,
+        through: Wrapped,
     ) -> Core[StructuredResult]:
         """Ask for the result after the text answer (re-asked once with the error).
 
         Args:
-            models: The answer model, then its fallbacks.
+            model: The answer model.
             messages: The answer's request.
             answer: The text answer.
-            retry: How model calls are retried.
-            through: The app's `wrap_model_call` middleware, with the state and runtime
-                (None: none).
+            through: The loop's model-call stack (`LoopMiddleware`: the app's middleware,
+                the loop's retry and fallback), with the state and runtime.
         """
         result, request = StructuredResult(), self._request(messages, answer)
+        middleware, state, runtime = through
 
         def call(
-            model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any]
+            model: BaseChatModel,
+            sent: list[BaseMessage],
+            options: dict[str, Any],
+            tools: Sequence[Any] = (),
         ) -> Core[tuple[Strategy, Any]]:
             strategy = self.strategy(model)
             bound = self._bound(model, strategy, options)
             reply = yield from Effect(partial(bound.invoke, sent), partial(bound.ainvoke, sent))
             return strategy, reply
 
-        def with_retries(
-            model: BaseChatModel,
-            sent: list[BaseMessage],
-            options: dict[str, Any],
-            tools: Sequence[Any] = (),
-        ) -> Core[tuple[Strategy, Any]]:
-            chosen = [model, *models[1:]]
-            return run_with_retries(chosen, lambda one: call(one, sent, options), retry)
-
         for _ in range(2):
             try:
-                if through is None:
-                    strategy, reply = yield from with_retries(models[0], request, {})
-                else:
-                    middleware, state, runtime = through
-                    strategy, reply = yield from middleware.call_model(
-                        "structured_response",
-                        models,
-                        request,
-                        with_retries,
-                        _reply_of,
-                        self._written,
-                        state=state,
-                        runtime=runtime,
-                    )
+                strategy, reply = yield from middleware.call_model(
+                    "structured_response",
+                    model,
+                    request,
+                    call,
+                    _reply_of,
+                    self._written,
+                    state=state,
+                    runtime=runtime,
+                )
             except ModelBehaviorError as error:
                 result.error = str(error)
                 return result

@@ -32,7 +32,7 @@ from agentloop.prompts import (
 )
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state
-from agentloop.structured import StructuredResult, Wrapped
+from agentloop.structured import StructuredResult
 from agentloop.system_prompt import with_app_instructions
 from agentloop.transcript import edited_prompt
 from agentloop.updates import AnswerUpdate
@@ -191,8 +191,8 @@ def _configure(model: Runnable[Any, BaseMessage]) -> Runnable[Any, BaseMessage]:
 class AnswerPrompt:
     """The answer request a run's state calls for."""
 
-    answerers: list[BaseChatModel]
-    """The answer model, then its fallbacks."""
+    answerer: BaseChatModel
+    """The answer model (the loop's fallback layer may take a failed call over)."""
     messages: list[BaseMessage]
     action_results: dict[str, Any]
     media: int
@@ -203,8 +203,8 @@ def answer_prompt(parts: LoopParts, state: LoopState, scope: RunScope) -> Answer
     """Build the answer request for the run's state (the answer node's, and a speculative one)."""
     round_state = state.get("round_state") or empty_round_state()
     action_results = to_action_results(round_state["done_plans"])
-    answerers = parts.models.answerers(scope.loop)
-    media = media_blocks(round_state["done_plans"], answerers[0])
+    answerer = parts.models.answerer(scope.loop)
+    media = media_blocks(round_state["done_plans"], answerer)
     settings = scope.settings
     messages = build_answer_messages(
         state.get("user_input", ""),
@@ -219,7 +219,7 @@ def answer_prompt(parts: LoopParts, state: LoopState, scope: RunScope) -> Answer
         prompts=parts.prompts,
     )
     messages = with_app_instructions(messages, parts.system_prompt)
-    return AnswerPrompt(list(answerers), messages, action_results, len(media) // 2)
+    return AnswerPrompt(answerer, messages, action_results, len(media) // 2)
 
 
 @dataclass
@@ -273,7 +273,7 @@ class _Answer:
                 )
             )
         arguments = (
-            prompt.answerers,
+            prompt.answerer,
             prompt.messages,
             self.parts.model_retry,
             self.parts.model_limits,
@@ -286,7 +286,7 @@ class _Answer:
         if speculative is not None:
             if adopted is not None:
                 self._drop(call, speculative, "cancelled")
-            elif not unplanned and speculative.matches(prompt.answerers[0], prompt.messages):
+            elif not unplanned and speculative.matches(prompt.answerer, prompt.messages):
                 call.speculative = speculative
             else:
                 self._drop(call, speculative, "stale")
@@ -380,9 +380,9 @@ class _Answer:
         if not _structurable(update):
             update = AnswerUpdate(**update, structured_response=None)
             return hooks.merged(update, deferred=deferred)
-        models, messages, retry = call.arguments[:3]
-        through = _through(self.parts, state, runtime)
-        result = yield from structured.ask(models, messages, update["answer"], retry, through)
+        model, messages = call.arguments[:2]
+        through = (self.parts.middleware, state, runtime)
+        result = yield from structured.ask(model, messages, update["answer"], through)
         return hooks.merged(self._structured(update, result), deferred=deferred)
 
     def _answered(
@@ -399,7 +399,7 @@ class _Answer:
             if adopted is not None:
                 return self._update(state, call, adopted)
         try:
-            render = self._render(state, call) if self.parts.middleware is not None else None
+            render = self._render(state, call) if self.parts.middleware.models else None
             answer = yield from call_answerer(self.parts, state, runtime, call.arguments, render)
         except ModelBehaviorError as error:
             return self._update(state, call, None, error)
@@ -451,11 +451,6 @@ def refusal_message(refusal: str, provider: str, decision: Mapping[str, Any]) ->
         additional_kwargs={"refusal": refusal},
         response_metadata=metadata,
     )
-
-
-def _through(parts: LoopParts, state: LoopState, runtime: Runtime[Any]) -> Wrapped | None:
-    """The app's model middleware, with what a structured-result request carries."""
-    return (parts.middleware, state, runtime) if parts.middleware is not None else None
 
 
 def _structurable(update: AnswerUpdate) -> bool:

@@ -1,4 +1,4 @@
-"""One answer call: retries and fallbacks, through the app's `wrap_model_call` middleware."""
+"""One answer call, through the model-call stack (`agentloop.middleware.LoopMiddleware`)."""
 
 from __future__ import annotations
 
@@ -44,13 +44,13 @@ def call_answerer(
     arguments: Sequence[Any],
     render: Render | None = None,
 ) -> Core[Answer]:
-    """Ask the answer model (then its fallbacks), through any `wrap_model_call` middleware.
+    """Ask the answer model through the model-call stack (the app's middleware, retry, fallback).
 
     Args:
         parts: The loop's parts.
         state: The loop's state.
         runtime: The answer node's runtime.
-        arguments: `invoke_answer`'s arguments (models and messages first).
+        arguments: `invoke_answer`'s arguments (the model and messages first).
         render: The request for the transcript as a `wrap_model_call` middleware passed
             it on (None when its edits change nothing the request shows): middleware
             sees the transcript in `ModelRequest.messages`, as under `create_agent`.
@@ -58,23 +58,19 @@ def call_answerer(
     Raises:
         ModelBehaviorError: Every model failed (or a middleware did).
     """
-    middleware = parts.middleware
     workers = parts.runner.invoker.threads.workers
-    if middleware is None:
-        return (yield from invoke_answer(*arguments, workers=workers))
-    models, messages, retry, limits, text_of, configure = arguments
+    model, messages, retry, limits, text_of, configure = arguments
 
     def call(
         model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any], tools: list[Any]
     ) -> Core[Answer]:
-        chosen = [model, *models[1:]]
         configured = _with(configure, options)
-        return invoke_answer(chosen, sent, retry, limits, text_of, configured, workers=workers)
+        return invoke_answer(model, sent, retry, limits, text_of, configured, workers=workers)
 
     return (
-        yield from middleware.call_model(
+        yield from parts.middleware.call_model(
             "answer",
-            models,
+            model,
             messages,
             call,
             _reply_of,

@@ -60,6 +60,8 @@ class LoopParts:
     """The loop's tools now (an MCP toolset's may change between runs and rounds)."""
     runner: ToolRunner
     model_retry: ModelRetryPolicy
+    """The answer's re-asks of a reply cut by its length or repeating itself (a failed
+    call's retry is a layer of `middleware`)."""
     model_limits: ModelLimits = field(default_factory=ModelLimits)
     prices: Prices | None = None
     ledger: SideEffectLedger | None = None
@@ -70,8 +72,9 @@ class LoopParts:
     """The loop's prompt templates (the shipped ones, or the user's)."""
     structured: StructuredOutput | None = None
     """The loop's `response_format`, compiled."""
-    middleware: LoopMiddleware | None = None
-    """The app's `wrap_model_call` middleware (None: there is none)."""
+    middleware: LoopMiddleware = field(default_factory=lambda: LoopMiddleware(()))
+    """Every model call's stack: the app's `wrap_model_call` middleware (`models`), then
+    the loop's retry and fallback layers."""
     hooks: LoopHooks | None = None
     """The app's `before_model` / `after_model` (and agent) hooks (None: there are none)."""
     system_prompt: SystemMessage | None = None

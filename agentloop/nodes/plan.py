@@ -88,7 +88,6 @@ class _Attempts:
     """The planner calls of one plan node run: the request, what came back, the usage."""
 
     scope: RunScope
-    models: list[BaseChatModel]
     messages: list[BaseMessage]
     example: str
     ahead: PlanAcceleration
@@ -187,14 +186,13 @@ class _Plan:
 
         def answer() -> tuple[BaseChatModel, list[BaseMessage]]:
             prompt = answer_prompt(self.parts, state, scope)
-            return prompt.answerers[0], prompt.messages
+            return prompt.answerer, prompt.messages
 
         accelerator = self.accelerator
         ahead = accelerator.plan_started(
             state, scope, get_config(), answer, asynchronous=asynchronous
         )
-        models = self.parts.models.planners(scope.loop)
-        attempts = _Attempts(scope, models, messages, example, ahead)
+        attempts = _Attempts(scope, messages, example, ahead)
         attempts.whole_reply = accelerator.reads_whole_reply(state, scope, ahead)
         return attempts
 
@@ -399,7 +397,7 @@ class _Plan:
             if hooks.changed(_PROMPT_KEYS):  # built from the state as the hooks left it
                 prompt = self._prompt(hooks.state, attempts.scope)
                 attempts.messages = [*prompt, *attempts.messages[2:]]
-            wrapped = self.parts.middleware is not None
+            wrapped = bool(self.parts.middleware.models)
             render = self._render(hooks.state, attempts) if wrapped else None
             try:
                 read = yield from call_planner(
@@ -462,7 +460,9 @@ def make_plan(parts: LoopParts, accelerator: Accelerator) -> LoopNode:
             that has no tool calling.
     """
     if parts.settings.plan_mode == "native":
-        check_native_planners(parts.models.planners(), parts.tools.tool_schemas)
+        check_native_planners(
+            [parts.models.model, *parts.models.fallbacks], parts.tools.tool_schemas
+        )
     node = _Plan(parts, accelerator)
     return LoopNode("plan", core=node.run)
 

@@ -1,4 +1,4 @@
-"""One planner call: retries and fallbacks, through the app's `wrap_model_call` middleware."""
+"""One planner call, through the model-call stack (`agentloop.middleware.LoopMiddleware`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from langgraph.runtime import Runtime
 
 from agentloop._effects import Core
 from agentloop.middleware import Render
-from agentloop.model_calls import run_with_retries
 from agentloop.nodes.parts import LoopParts
 from agentloop.planning.reader import PlanRead
 from agentloop.settings import PlanMode
@@ -37,7 +36,7 @@ def call_planner(
     attempt: Attempt,
     render: Render | None = None,
 ) -> Core[PlanRead]:
-    """Ask the planner (then its fallbacks), through any `wrap_model_call` middleware.
+    """Ask the planner through the model-call stack (the app's middleware, retry, fallback).
 
     Args:
         parts: The loop's parts.
@@ -53,47 +52,34 @@ def call_planner(
         ModelBehaviorError: Every model failed (or a middleware did).
     """
     scope = parts.scope(runtime)
-    models, retry = parts.models.planners(scope.loop), parts.model_retry
-
     plan_mode = scope.settings.plan_mode
 
-    def with_retries(
+    def call(
         model: BaseChatModel,
         sent: list[BaseMessage],
         options: dict[str, Any],
         tools: list[Any] | None = None,
     ) -> Core[PlanRead]:
-        chosen = [model, *models[1:]]
         sent, schemas, offered = _offer(parts, plan_mode, sent, tools)
-        read = yield from run_with_retries(
-            chosen, lambda one: attempt(one, sent, options, schemas), retry
-        )
+        read = yield from attempt(model, sent, options, schemas)
         read.offered = offered
         return read
 
-    middleware = parts.middleware
-    if middleware is None:
-        return (yield from with_retries(models[0], messages, {}))
     return (
-        yield from middleware.call_model(
+        yield from parts.middleware.call_model(
             "plan",
-            models,
+            parts.models.planner(scope.loop),
             messages,
-            with_retries,
+            call,
             PlanRead.as_message,
             partial(_read_of, plan_mode=plan_mode),
             state=state,
             runtime=runtime,
-            tools=_request_tools(parts, plan_mode),
+            tools=parts.tools.offered,  # the loop's, in every plan mode
             transcript=state.get("messages") or [],
             render=render,
         )
     )
-
-
-def _request_tools(parts: LoopParts, plan_mode: PlanMode) -> list[Any]:
-    """The tools a planner request carries: the loop's, in every plan mode."""
-    return parts.tools.offered
 
 
 def _name(tool: Any) -> str:

@@ -7,11 +7,13 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from langchain.agents.middleware import ModelRequest, ModelRetryMiddleware, wrap_model_call
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
 from agentloop import ConfigurationError, ModelOptions, create_tool_loop
 from agentloop.errors import is_retryable_model_error
+from agentloop.middleware import MODEL_CALL_KEY
 from agentloop.model_calls import ModelRetryPolicy, is_degenerate, retry_after_s
 from agentloop.models import resolve_model
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -128,7 +130,58 @@ async def test_fallback_models_are_tried_in_order() -> None:
     out = await graph.ainvoke({"user_input": "x"})
     assert out["answer"] == "from backup"
     assert out["round_state"]["done_plans"][0]["result"] == 2
-    assert len(broken.requests) == 9  # 3 attempts for each of the 3 model calls
+    # the fallback layer sits inside the retry: each of the 3 calls falls back at once
+    assert len(broken.requests) == 3
+
+
+async def test_the_loops_retry_is_inside_the_apps_middleware_and_wraps_its_fallback(
+    run_loop: Any,
+) -> None:
+    seen: list[str] = []
+
+    @wrap_model_call
+    def watch(request: ModelRequest[Any], handler: Any) -> Any:
+        if request.state[MODEL_CALL_KEY] == "answer":
+            seen.append(str(request.model.name))
+        return handler(request)
+
+    down = ScriptedChatModel([ConnectionError("down")], repeat_last=True, name="down")
+    backup = ScriptedChatModel([ConnectionError("busy"), "from backup"], name="backup")
+    graph = create_tool_loop(
+        ScriptedChatModel([plan_reply("response")]),
+        [add],
+        middleware=[watch],
+        models=ModelOptions(answer_model=down, fallbacks=[backup], retry=FAST),
+    )
+    out = await run_loop(graph, {"user_input": "x"})
+    assert out["answer"] == "from backup"
+    # app -> retry -> fallback -> model: the app's middleware sees one call of the answer
+    # model; each retry tries the model, then its fallback
+    assert seen == ["down"]
+    assert (down.request_count, backup.request_count) == (2, 2)
+
+
+async def test_a_retry_the_app_set_stays_beside_its_retry_middleware(run_loop: Any) -> None:
+    def loop_with(retry: ModelRetryPolicy | None) -> tuple[Any, ScriptedChatModel]:
+        down = ScriptedChatModel([ConnectionError("down")], repeat_last=True)
+        middleware = ModelRetryMiddleware(max_retries=1, initial_delay=0, jitter=False)
+        graph = create_tool_loop(
+            ScriptedChatModel([plan_reply("response")], repeat_last=True),
+            [add],
+            middleware=[middleware],
+            models=ModelOptions(answer_model=down, retry=retry),
+        )
+        return graph, down
+
+    graph, down = loop_with(None)  # the middleware replaces the loop's retry
+    out = await run_loop(graph, {"user_input": "x"})
+    assert out["answer"] == "Model call failed after 2 attempts with ConnectionError: down"
+    assert down.request_count == 2
+
+    graph, down = loop_with(FAST)  # set by the app: the loop retries inside the middleware
+    out = await run_loop(graph, {"user_input": "x"})
+    assert out["answer"] == "Model call failed after 2 attempts with ConnectionError: down"
+    assert down.request_count == 2 * 3
 
 
 async def test_usage_and_cost_summary() -> None:
