@@ -305,7 +305,13 @@ class HistoryLines:
         else:
             if kept[0] is record or kept[0] == record:
                 return kept[1]
-        line = _render_line(record, shown=shown)
+        line = None
+        if not shown:  # a result `planner_view` never omits: the line with the result shown
+            full = self._lines.get((key[0], True))
+            if full is not None and (full[0] is record or full[0] == record) and not _omits(record):
+                line = full[1]
+        if line is None:
+            line = _render_line(record, shown=shown)
         size = _entry_size((record, line))
         if size > self._max_chars:
             return line
