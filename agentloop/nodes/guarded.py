@@ -38,7 +38,7 @@ from agentloop.events import Emit, ToolCompleted
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord
-from agentloop.tools.cache_scope import run_identity
+from agentloop.tools.cache_scope import run_identities
 from agentloop.tools.call_config import CallInfo, with_call_info
 from agentloop.tools.call_id import CallId, tool_call_id
 from agentloop.tools.outcome import ToolOutcome
@@ -221,14 +221,15 @@ def tool_config(
     parts: LoopParts, call: PreparedCall, config: RunnableConfig, context: Any
 ) -> RunnableConfig:
     """The config a tool is called with: the node's, naming the call and whom it serves."""
+    identity, owner = run_identities(config, context, known=parts.identities)
     info: CallInfo = {
         "run_id": call["run_id"],
         "call_id": call["call_id"],
         "place": CallId(call["run_id"], call["round_label"], call["index"]).in_run,
         "call_key": call["call_key"],
         "loop": parts.settings.name,
-        "identity": run_identity(config, context, known=parts.identities),
-        "owner": run_identity(config, context, thread=False, known=parts.identities),
+        "identity": identity,
+        "owner": owner,
         "sampler": parts.sampling.key,
     }
     if call.get("position_key"):
