@@ -82,6 +82,7 @@ def checkpoint_safe(
     _depth: int = 0,
     *,
     plain_keys: AbstractSet[str] = frozenset(),
+    plain_values: AbstractSet[str] = frozenset(),
 ) -> Any:
     """Return JSON data every checkpoint serializer accepts (see the module docstring).
 
@@ -90,6 +91,9 @@ def checkpoint_safe(
         text: Applied to every string first (keys included), e.g. a redaction hook.
         plain_keys: Dict keys kept as they are, at any depth: names the loop declared
             (a record's fields), which are safe and hold no secret.
+        plain_values: Keys of `value` itself (a dict; not of the dicts inside it) whose
+            text the loop made from digests and counters (a record's `call_id`,
+            `call_key`): not passed through `text`, which has nothing to find there.
 
     Never raises; plain data comes back unchanged (the same objects when nothing needed
     changing).
@@ -108,7 +112,7 @@ def checkpoint_safe(
     if _depth >= _MAX_DEPTH:
         return "<too deep>"
     if kind is dict:
-        return _safe_dict(value, text, _depth, plain_keys)
+        return _safe_dict(value, text, _depth, plain_keys, plain_values)
     if kind is list:
         items = [checkpoint_safe(item, text, _depth + 1, plain_keys=plain_keys) for item in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
@@ -116,7 +120,11 @@ def checkpoint_safe(
 
 
 def _safe_dict(
-    value: dict[Any, Any], text: TextHook | None, depth: int, plain_keys: AbstractSet[str]
+    value: dict[Any, Any],
+    text: TextHook | None,
+    depth: int,
+    plain_keys: AbstractSet[str],
+    plain_values: AbstractSet[str] = frozenset(),
 ) -> dict[str, Any]:
     changed = False
     safe: dict[str, Any] = {}
@@ -131,7 +139,9 @@ def _safe_dict(
         kind = type(item)
         # the common leaves inline: a record or an event is mostly short text and numbers
         if kind is str:
-            safe_item = text(item) if text is not None and item else item
+            safe_item = (
+                text(item) if text is not None and item and key not in plain_values else item
+            )
             # what `safe_text` changes (an empty string, a record's unset field, needs nothing)
             if safe_item and (not safe_item.isascii() or _NUL in safe_item):
                 safe_item = safe_text(safe_item)
