@@ -102,9 +102,12 @@ class ToolRunner:
     # -- first half: when the round starts ---------------------------------------------
 
     def unprepared(
-        self, command: ToolCommand, *, call_id: CallId, round_index: int
+        self, command: ToolCommand, *, call_id: CallId, round_index: int, keyed: bool = True
     ) -> PreparedCall:
-        """A command as a call that will not run (nothing resolved or validated)."""
+        """A command as a call that will not run (nothing resolved or validated).
+
+        Without `keyed`, its `query_key` is left empty, for `validate` to write.
+        """
         name = command["tool_name"]
         kwargs = dict(command["tool_kwargs"])
         return {
@@ -120,7 +123,7 @@ class ToolRunner:
             "kwargs": kwargs,
             "arguments": {},
             "todo_suggestion": command["todo_suggestion"],
-            "query_key": canonical_key(name, kwargs),
+            "query_key": canonical_key(name, kwargs) if keyed else "",
             "concurrency_safe": True,
             "notes": [],
             "batch": -1,
@@ -135,8 +138,8 @@ class ToolRunner:
             The prepared call, and a finished (failed) record when the command must not
             run: unknown tool or invalid arguments.
         """
-        call = self.unprepared(command, call_id=call_id, round_index=round_index)
-        return self.validate(call)
+        call = self.unprepared(command, call_id=call_id, round_index=round_index, keyed=False)
+        return self.validate(call)  # which writes its query key
 
     def defer(
         self,
