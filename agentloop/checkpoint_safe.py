@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from enum import Enum
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 from langgraph.types import Overwrite
@@ -174,7 +174,7 @@ def safe_update(
     Messages keep their type (their content is made safe) and `Overwrite` keeps wrapping
     its value. `plain_keys`: as for `checkpoint_safe` (not applied to message content).
     """
-    safe: dict[str, Any] = {}
+    safe: Any = {}  # the update's type, without `cast` (a call each time)
     for key, value in update.items():
         if isinstance(value, Overwrite):
             safe[key] = Overwrite(checkpoint_safe(value.value, text, plain_keys=plain_keys))
@@ -182,7 +182,8 @@ def safe_update(
             safe[key] = [_safe_message(message, text) for message in value]
         else:
             safe[key] = checkpoint_safe(value, text, plain_keys=plain_keys)
-    return cast(UpdateT, safe)
+    made: UpdateT = safe
+    return made
 
 
 def _int_text(value: int) -> str:

@@ -150,15 +150,18 @@ def guarded_call(
     Drive it with `drive` from sync code or `adrive` from async code (`agentloop._effects`).
     """
     guard = call_guard(parts, call, scope)
+    record: ToolExecutionRecord  # typed without `cast`, a call each time
     if guard is None:
-        return cast(ToolExecutionRecord, (yield from _run(parts, call, scope, config, None)))
+        record = yield from _run(parts, call, scope, config, None)
+        return record
     settled = yield from guard.decide()
     gone = parts.registry.spec(call["tool_name"]) is None
     if settled is not None:
-        record = _settled(call, settled, scope.emit, gone=gone)
-        return cast(ToolExecutionRecord, parts.safe_value(record))
+        record = parts.safe_value(_settled(call, settled, scope.emit, gone=gone))
+        return record
     if gone:  # never started, and its tool is gone: the runner fails it, naming the tool
-        return cast(ToolExecutionRecord, (yield from _run(parts, call, scope, config, None)))
+        record = yield from _run(parts, call, scope, config, None)
+        return record
     late = _late_writer(parts, guard)  # after `decide`: the key the entry was found under
     run = _run(parts, call, scope, config, late)
     record = cast(ToolExecutionRecord, (yield from guard.record(run)))

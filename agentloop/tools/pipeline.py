@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 
@@ -183,7 +183,7 @@ class ToolRunner:
             The call with its validated `arguments`, and a finished (failed) record when
             it must not run: unknown tool or invalid arguments.
         """
-        call = cast(PreparedCall, dict(call))
+        call = PreparedCall(**call)  # a copy
         if kwargs is not None:
             call["kwargs"] = kwargs
         name, kwargs = call["tool_name"], call["kwargs"]
