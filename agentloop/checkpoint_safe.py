@@ -226,7 +226,14 @@ def _encode(value: Any, depth: int) -> Any:
 
 def decode_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     """Restore what `encode_arguments` wrapped."""
-    return {key: _decode(value) for key, value in arguments.items()}
+    return {
+        key: value if type(value) in _PLAIN_SCALARS else _decode(value)  # most arguments
+        for key, value in arguments.items()
+    }
+
+
+_PLAIN_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""Types `_decode` returns as they are (it only unwraps dicts and walks lists)."""
 
 
 def _decode(value: Any) -> Any:
