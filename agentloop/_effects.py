@@ -31,7 +31,7 @@ import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Generic, TypeAlias, TypeVar, cast
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from agentloop._sync import pause
 
@@ -90,7 +90,8 @@ def drive(core: Core[T]) -> T:
         try:
             effect = core.send(result) if error is None else core.throw(error)
         except StopIteration as stop:
-            return cast(T, stop.value)
+            value: T = stop.value  # typed without `cast`, a call each time
+            return value
         try:
             result, error = effect.run(), None
         except BaseException as failed:
@@ -105,7 +106,8 @@ async def adrive(core: Core[T]) -> T:
         try:
             effect = core.send(result) if error is None else core.throw(error)
         except StopIteration as stop:
-            return cast(T, stop.value)
+            value: T = stop.value  # typed without `cast`, a call each time
+            return value
         try:
             result, error = await effect.arun(), None
         except BaseException as failed:

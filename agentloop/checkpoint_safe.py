@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from enum import Enum
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from langchain_core.messages import BaseMessage
 from langgraph.types import Overwrite
@@ -82,6 +82,7 @@ def checkpoint_safe(
     _depth: int = 0,
     *,
     plain_keys: AbstractSet[str] = frozenset(),
+    plain_values: AbstractSet[str] = frozenset(),
 ) -> Any:
     """Return JSON data every checkpoint serializer accepts (see the module docstring).
 
@@ -90,6 +91,9 @@ def checkpoint_safe(
         text: Applied to every string first (keys included), e.g. a redaction hook.
         plain_keys: Dict keys kept as they are, at any depth: names the loop declared
             (a record's fields), which are safe and hold no secret.
+        plain_values: Keys of `value` itself (a dict; not of the dicts inside it) whose
+            text the loop made from digests and counters (a record's `call_id`,
+            `call_key`): not passed through `text`, which has nothing to find there.
 
     Never raises; plain data comes back unchanged (the same objects when nothing needed
     changing).
@@ -108,7 +112,7 @@ def checkpoint_safe(
     if _depth >= _MAX_DEPTH:
         return "<too deep>"
     if kind is dict:
-        return _safe_dict(value, text, _depth, plain_keys)
+        return _safe_dict(value, text, _depth, plain_keys, plain_values)
     if kind is list:
         items = [checkpoint_safe(item, text, _depth + 1, plain_keys=plain_keys) for item in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
@@ -116,7 +120,11 @@ def checkpoint_safe(
 
 
 def _safe_dict(
-    value: dict[Any, Any], text: TextHook | None, depth: int, plain_keys: AbstractSet[str]
+    value: dict[Any, Any],
+    text: TextHook | None,
+    depth: int,
+    plain_keys: AbstractSet[str],
+    plain_values: AbstractSet[str] = frozenset(),
 ) -> dict[str, Any]:
     changed = False
     safe: dict[str, Any] = {}
@@ -131,7 +139,9 @@ def _safe_dict(
         kind = type(item)
         # the common leaves inline: a record or an event is mostly short text and numbers
         if kind is str:
-            safe_item = text(item) if text is not None and item else item
+            safe_item = (
+                text(item) if text is not None and item and key not in plain_values else item
+            )
             # what `safe_text` changes (an empty string, a record's unset field, needs nothing)
             if safe_item and (not safe_item.isascii() or _NUL in safe_item):
                 safe_item = safe_text(safe_item)
@@ -164,7 +174,7 @@ def safe_update(
     Messages keep their type (their content is made safe) and `Overwrite` keeps wrapping
     its value. `plain_keys`: as for `checkpoint_safe` (not applied to message content).
     """
-    safe: dict[str, Any] = {}
+    safe: Any = {}  # the update's type, without `cast` (a call each time)
     for key, value in update.items():
         if isinstance(value, Overwrite):
             safe[key] = Overwrite(checkpoint_safe(value.value, text, plain_keys=plain_keys))
@@ -172,7 +182,8 @@ def safe_update(
             safe[key] = [_safe_message(message, text) for message in value]
         else:
             safe[key] = checkpoint_safe(value, text, plain_keys=plain_keys)
-    return cast(UpdateT, safe)
+    made: UpdateT = safe
+    return made
 
 
 def _int_text(value: int) -> str:
@@ -215,7 +226,14 @@ def _encode(value: Any, depth: int) -> Any:
 
 def decode_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     """Restore what `encode_arguments` wrapped."""
-    return {key: _decode(value) for key, value in arguments.items()}
+    return {
+        key: value if type(value) in _PLAIN_SCALARS else _decode(value)  # most arguments
+        for key, value in arguments.items()
+    }
+
+
+_PLAIN_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""Types `_decode` returns as they are (it only unwraps dicts and walks lists)."""
 
 
 def _decode(value: Any) -> Any:

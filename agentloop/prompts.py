@@ -67,20 +67,37 @@ class PromptFile:
         if not self.template.is_valid():
             msg = f"prompt {name!r} has an invalid placeholder"
             raise PromptTemplateError(msg)
+        # the text cut once at its placeholders: `render` fills the slots and joins
+        self._pieces: list[str] = []
+        self._slots: list[tuple[int, str]] = []
+        end = 0
+        for match in self.template.pattern.finditer(text):
+            self._pieces.append(text[end : match.start()])
+            variable = match.group("named") or match.group("braced")
+            if variable is None:  # `$$`
+                self._pieces.append(self.template.delimiter)
+            else:
+                self._slots.append((len(self._pieces), variable))
+                self._pieces.append("")
+            end = match.end()
+        self._pieces.append(text[end:])
 
     def render(self, **values: Any) -> str:
-        """Fill every placeholder.
+        """Fill every placeholder (with `str` of its value, as `string.Template` does).
 
         Raises:
             PromptTemplateError: A variable is missing, or one is given that the template
                 does not use.
         """
-        missing = sorted(self.variables - values.keys())
-        unknown = sorted(values.keys() - self.variables)
-        if missing or unknown:
+        if values.keys() != self.variables:
+            missing = sorted(self.variables - values.keys())
+            unknown = sorted(values.keys() - self.variables)
             msg = f"prompt {self.name!r}: missing variables {missing}, unknown {unknown}"
             raise PromptTemplateError(msg)
-        return self.template.substitute({key: str(value) for key, value in values.items()})
+        pieces = self._pieces.copy()
+        for position, variable in self._slots:
+            pieces[position] = str(values[variable])
+        return "".join(pieces)
 
 
 _PROMPT_ESCAPES = str.maketrans(

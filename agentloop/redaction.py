@@ -226,8 +226,9 @@ class Redactor:
             if self.shapes == CREDENTIAL_SHAPES
             else None
         )
+        # read and written without a lock: each dict operation is atomic, and a race can
+        # only clear the memo once more or let it pass its bound by an entry
         self._memo: dict[str, str] = {}
-        self._lock = threading.Lock()
 
     def with_secrets(self, secrets: Iterable[str]) -> Redactor:
         """Return a redactor that also redacts `secrets`."""
@@ -249,10 +250,10 @@ class Redactor:
         except KeyError:
             pass
         found = self._pattern.sub(self._replace, text)
-        with self._lock:
-            if len(self._memo) >= _MEMO_ENTRIES:
-                self._memo.clear()
-            self._memo[text] = found
+        memo = self._memo
+        if len(memo) >= _MEMO_ENTRIES:
+            memo.clear()
+        memo[text] = found
         return found
 
     def _replace(self, match: re.Match[str]) -> str:

@@ -7,7 +7,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, cast
 
-from langchain_core.messages import AnyMessage, BaseMessage, convert_to_messages
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_messages,
+)
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
@@ -162,11 +170,34 @@ def reduce_messages(current: list[AnyMessage] | None, writes: Sequence[Any]) -> 
     messages: list[Any] = list(current or [])
     for write in writes:
         batch = write if isinstance(write, list) else [write]
-        if not all(map(_is_message_type, set(map(type, batch)))):  # else as they are
+        kinds = set(map(type, batch))
+        if not (kinds <= _PLAIN_TYPES or all(map(_is_message_type, kinds))):  # else as they are
             batch = convert_to_messages(batch)
         named: list[Any] = _named(batch, messages)
-        messages = cast(list[Any], add_messages(messages, named))
+        appended = _appended(messages, named)
+        messages = (
+            appended if appended is not None else cast(list[Any], add_messages(messages, named))
+        )
     return messages
+
+
+_PLAIN_TYPES = frozenset({AIMessage, HumanMessage, SystemMessage, ToolMessage})
+"""Message types `add_messages` takes as they are (no chunk to convert, no removal)."""
+
+
+def _appended(messages: list[Any], named: list[Any]) -> list[Any] | None:
+    """What `add_messages` returns when it only appends: every message new, each plain.
+
+    None when a message replaces or removes one, or is of another type (`add_messages`
+    merges it). The transcript grows by new messages nearly every time.
+    """
+    if not (set(map(type, named)) <= _PLAIN_TYPES and set(map(type, messages)) <= _PLAIN_TYPES):
+        return None
+    ids = {message.id for message in messages}
+    new = {message.id for message in named}
+    if None in ids or None in new or len(new) != len(named) or not ids.isdisjoint(new):
+        return None
+    return [*messages, *named]
 
 
 def _is_message_type(kind: type) -> bool:

@@ -38,7 +38,7 @@ from agentloop.events import Emit, ToolCompleted
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord
-from agentloop.tools.cache_scope import run_identity
+from agentloop.tools.cache_scope import run_identities
 from agentloop.tools.call_config import CallInfo, with_call_info
 from agentloop.tools.call_id import CallId, tool_call_id
 from agentloop.tools.outcome import ToolOutcome
@@ -150,15 +150,18 @@ def guarded_call(
     Drive it with `drive` from sync code or `adrive` from async code (`agentloop._effects`).
     """
     guard = call_guard(parts, call, scope)
+    record: ToolExecutionRecord  # typed without `cast`, a call each time
     if guard is None:
-        return cast(ToolExecutionRecord, (yield from _run(parts, call, scope, config, None)))
+        record = yield from _run(parts, call, scope, config, None)
+        return record
     settled = yield from guard.decide()
     gone = parts.registry.spec(call["tool_name"]) is None
     if settled is not None:
-        record = _settled(call, settled, scope.emit, gone=gone)
-        return cast(ToolExecutionRecord, parts.safe_value(record))
+        record = parts.safe_value(_settled(call, settled, scope.emit, gone=gone))
+        return record
     if gone:  # never started, and its tool is gone: the runner fails it, naming the tool
-        return cast(ToolExecutionRecord, (yield from _run(parts, call, scope, config, None)))
+        record = yield from _run(parts, call, scope, config, None)
+        return record
     late = _late_writer(parts, guard)  # after `decide`: the key the entry was found under
     run = _run(parts, call, scope, config, late)
     record = cast(ToolExecutionRecord, (yield from guard.record(run)))
@@ -221,14 +224,15 @@ def tool_config(
     parts: LoopParts, call: PreparedCall, config: RunnableConfig, context: Any
 ) -> RunnableConfig:
     """The config a tool is called with: the node's, naming the call and whom it serves."""
+    identity, owner = run_identities(config, context, known=parts.identities)
     info: CallInfo = {
         "run_id": call["run_id"],
         "call_id": call["call_id"],
         "place": CallId(call["run_id"], call["round_label"], call["index"]).in_run,
         "call_key": call["call_key"],
         "loop": parts.settings.name,
-        "identity": run_identity(config, context, known=parts.identities),
-        "owner": run_identity(config, context, thread=False, known=parts.identities),
+        "identity": identity,
+        "owner": owner,
         "sampler": parts.sampling.key,
     }
     if call.get("position_key"):

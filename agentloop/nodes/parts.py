@@ -44,6 +44,9 @@ DECLARED_FIELDS = (
 )
 """The field names the loop declares for what it writes (records, plan decisions and
 their commands, usage entries): kept as they are when a state update is made safe."""
+LOOP_MADE_FIELDS = frozenset({"call_id", "call_key", "position_key"})
+"""A record's fields whose text the loop made of digests and counters (the run id is a
+digest): no secret can be in them, and they are not redacted."""
 
 
 @dataclass(frozen=True)
@@ -106,8 +109,14 @@ class LoopParts:
         return checkpoint_safe(value, None, plain_keys=DECLARED_FIELDS)
 
     def safe_value(self, value: Any) -> Any:
-        """A value, redacted and checkpoint-safe (a record's field names kept as they are)."""
-        return checkpoint_safe(value, self.redact, plain_keys=RECORD_FIELDS)
+        """A value, redacted and checkpoint-safe (a record's field names kept as they are).
+
+        A record's own `LOOP_MADE_FIELDS` are not redacted (the same keys of the values
+        inside it are).
+        """
+        return checkpoint_safe(
+            value, self.redact, plain_keys=RECORD_FIELDS, plain_values=LOOP_MADE_FIELDS
+        )
 
     @property
     def registry(self) -> ToolRegistry:

@@ -136,7 +136,9 @@ def _normalize_command(item: Any, default_todo: str) -> ToolCommand | None:
     tool_name = _first_text(item, _TOOL_NAME_KEYS)
     if not tool_name:
         return None
-    purpose = _as_text(item.get("purpose")).strip() or default_purpose(tool_name)
+    purpose = item.get("purpose")
+    purpose = (purpose if type(purpose) is str else _as_text(purpose)).strip()
+    purpose = purpose or default_purpose(tool_name)
     todo = _first_text(item, ("todo_suggestion", "next")) or default_todo
     command: ToolCommand = {
         "purpose": purpose,
@@ -176,7 +178,9 @@ def _kwargs_of(item: dict[Any, Any]) -> dict[str, Any]:
         if isinstance(value, str):
             value = _loads_or_none(value)
         if isinstance(value, dict):
-            return {_key_text(name): arg for name, arg in value.items()}
+            return {  # JSON object keys are text already
+                name if type(name) is str else _key_text(name): arg for name, arg in value.items()
+            }
     return {}
 
 
@@ -194,7 +198,7 @@ def _first_text(source: dict[Any, Any], keys: tuple[str, ...]) -> str:
         value = source.get(key)
         if value is None:  # the usual absent key: no conversion
             continue
-        text = _as_text(value).strip()
+        text = (value if type(value) is str else _as_text(value)).strip()  # text mostly
         if text:
             return text
     return ""

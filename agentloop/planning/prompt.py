@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Callable, Sequence
 from functools import cache
@@ -208,11 +209,33 @@ def history_text(
     if not records:
         return "(none yet)"
     omitted = omitted_results(len(records) - last_round, keep)
-    text: list[str] = []
+    if lines is not None:
+        return lines.history(records, omitted)
+    text, _ = _history_lines(records, omitted, None)
+    return "\n".join(text)
+
+
+def _history_lines(
+    records: Sequence[ToolExecutionRecord],
+    omitted: int,
+    lines: HistoryLines | None,
+    start: int = 0,
+    text: list[str] | None = None,
+) -> tuple[list[str], bool]:
+    """`history_text`'s lines of `records[start:]`, after `text` (the lines before them).
+
+    Returns:
+        The lines, and whether any of `records[start:]` was refused for exceeding the
+        per-round cap (else each has a line of its own, in order).
+    """
+    text = [] if text is None else text
     refused: list[ToolExecutionRecord] = []  # over the round's cap: one line per run of them
-    for position, record in enumerate(records):
+    merged = False
+    for position in range(start, len(records)):
+        record = records[position]
         if record.get("error_type") == "too_many_commands":
             refused.append(record)
+            merged = True
             continue
         if refused:
             text.extend(to_prompt_json(item) for item in planner_view(refused, keep_full=0))
@@ -221,8 +244,9 @@ def history_text(
         text.append(
             _render_line(record, shown=shown) if lines is None else lines.line(record, shown=shown)
         )
-    text.extend(to_prompt_json(item) for item in planner_view(refused, keep_full=0))
-    return "\n".join(text)
+    if refused:
+        text.extend(to_prompt_json(item) for item in planner_view(refused, keep_full=0))
+    return text, merged
 
 
 def _entry_size(entry: tuple[ToolExecutionRecord, str]) -> int:
@@ -246,6 +270,10 @@ class HistoryLines:
     about `max_chars` characters at most, the oldest entries dropped first. A lookup is
     one dict read, without a lock: every plan reads each line of the run so far.
 
+    It also keeps each recent run's history so far (`history`): the next round's history
+    starts with it, and only the round's new records are looked up. Those histories
+    hold the same lines (and the run's records), within their own bound of `max_chars`.
+
     Args:
         max_chars: The bound on what it keeps.
     """
@@ -254,6 +282,10 @@ class HistoryLines:
         self._max_chars = max_chars
         self._lines: dict[tuple[str, bool], tuple[ToolExecutionRecord, str, int]] = {}
         self._size = 0
+        # by the call id of a run's first record: how many results it left out, its
+        # records, their lines and its weight
+        self._histories: dict[str, tuple[int, tuple[ToolExecutionRecord, ...], list[str], int]] = {}
+        self._histories_size = 0
         self._lock = threading.Lock()  # writers only: a dict read is atomic
 
     def __len__(self) -> int:
@@ -273,7 +305,13 @@ class HistoryLines:
         else:
             if kept[0] is record or kept[0] == record:
                 return kept[1]
-        line = _render_line(record, shown=shown)
+        line = None
+        if not shown:  # a result `planner_view` never omits: the line with the result shown
+            full = self._lines.get((key[0], True))
+            if full is not None and (full[0] is record or full[0] == record) and not _omits(record):
+                line = full[1]
+        if line is None:
+            line = _render_line(record, shown=shown)
         size = _entry_size((record, line))
         if size > self._max_chars:
             return line
@@ -286,6 +324,49 @@ class HistoryLines:
             self._lines[key] = (record, line, size)
             self._size += size
         return line
+
+    def history(self, records: Sequence[ToolExecutionRecord], omitted: int) -> str:
+        """`history_text` of `records` (not empty), the oldest `omitted` results left out.
+
+        A run's history only grows at its end: the lines of the run's last history are
+        reused for the records it begins with (the very same objects) whose result is
+        shown or left out as before, and only the other records are looked up.
+        """
+        key = records[0].get("call_id")
+        if not key:
+            return "\n".join(_history_lines(records, omitted, self)[0])
+        key = str(key)
+        cut, before = 0, None
+        known = self._histories.get(key)
+        if known is not None:
+            was, kept, text, _ = known
+            cut = min(len(kept), len(records))
+            if was != omitted:  # the results between the two bounds changed sides
+                cut = min(cut, was, omitted)
+            if cut and all(map(operator.is_, kept[:cut], records)):
+                before = text[:cut]
+            else:
+                cut = 0
+        text, merged = _history_lines(records, omitted, self, cut, before)
+        if not merged and cut < len(records):  # one line a record: a history to reuse
+            self._keep_history(key, (omitted, tuple(records), text))
+        return "\n".join(text)
+
+    def _keep_history(
+        self, key: str, entry: tuple[int, tuple[ToolExecutionRecord, ...], list[str]]
+    ) -> None:
+        # its lines; the records (and their results) are the run's state
+        weight = sum(map(len, entry[2])) + 64 * len(entry[2])
+        if weight > self._max_chars:
+            return
+        with self._lock:
+            old = self._histories.pop(key, None)
+            if old is not None:
+                self._histories_size -= old[3]
+            while self._histories and self._histories_size + weight > self._max_chars:
+                self._histories_size -= self._histories.pop(next(iter(self._histories)))[3]
+            self._histories[key] = (*entry, weight)
+            self._histories_size += weight
 
 
 _HISTORY_HEADER = "Calls so far, oldest first:"

@@ -76,9 +76,8 @@ def referenced_numbers(value: Any) -> list[int]:
         value: A command's arguments, or any part of them.
     """
     found: set[int] = set()
-    pending = [value]
-    while pending:
-        item = pending.pop()
+    pending = [*value.values()] if type(value) is dict else [value]
+    for item in pending:  # grows while it is read: each part is visited once
         kind = type(item)
         if kind in _SCALARS:  # most arguments: no reference, no ABC check
             continue
@@ -90,7 +89,7 @@ def referenced_numbers(value: Any) -> list[int]:
             pending.extend(item.values())
         elif isinstance(item, list | tuple):
             pending.extend(item)
-    return sorted(found)
+    return sorted(found) if found else []
 
 
 def command_dependencies(command: ToolCommand) -> list[int]:

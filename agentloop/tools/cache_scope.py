@@ -15,7 +15,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Literal
 
-__all__ = ["CacheScope", "RunIdentities", "run_identity", "scoped_key"]
+__all__ = ["CacheScope", "RunIdentities", "run_identities", "run_identity", "scoped_key"]
 
 CacheScope = Literal["identity", "global"]
 """`identity` (default): entries are kept per thread, context and user configuration;
@@ -78,7 +78,8 @@ _SCALARS = (str, int, float, bool, type(None))
 class RunIdentities:
     """The identities one loop computed from plain values (`LoopParts.identities`).
 
-    The oldest are dropped first beyond `entries`; a lookup (two for every tool call) is
+    Each entry is a run's identity with and without its thread (`run_identities`). The
+    oldest are dropped first beyond `entries`; a lookup (one for every tool call) is
     one dict read, without a lock.
 
     Args:
@@ -87,22 +88,22 @@ class RunIdentities:
 
     def __init__(self, entries: int = 1024) -> None:
         self._entries = entries
-        self._digests: dict[tuple[Any, ...], str] = {}
+        self._digests: dict[tuple[Any, ...], tuple[str, str]] = {}
         self._lock = threading.Lock()  # writers only: a dict read is atomic
 
     def __len__(self) -> int:
         """How many identities it keeps."""
         return len(self._digests)
 
-    def get(self, key: tuple[Any, ...]) -> str | None:
-        """The digest kept for a key."""
+    def get(self, key: tuple[Any, ...]) -> tuple[str, str] | None:
+        """The digests kept for a key."""
         try:
             return self._digests[key]
         except KeyError:
             return None
 
-    def keep(self, key: tuple[Any, ...], digest: str) -> None:
-        """Keep a key's digest."""
+    def keep(self, key: tuple[Any, ...], digest: tuple[str, str]) -> None:
+        """Keep a key's digests."""
         with self._lock:
             self._digests.pop(key, None)
             while self._digests and len(self._digests) >= self._entries:
@@ -110,8 +111,8 @@ class RunIdentities:
             self._digests[key] = digest
 
 
-def _memo_key(configurable: dict[str, Any], context: Any, thread: bool) -> tuple[Any, ...] | None:
-    """A key for the digest of plain values (None: a value could change in place)."""
+def _memo_key(configurable: dict[str, Any], context: Any) -> tuple[Any, ...] | None:
+    """A key for the digests of plain values (None: a value could change in place)."""
     if type(context) not in _SCALARS:
         return None
     for value in configurable.values():
@@ -121,7 +122,40 @@ def _memo_key(configurable: dict[str, Any], context: Any, thread: bool) -> tuple
     items = tuple(
         sorted([(name, type(value).__name__, value) for name, value in configurable.items()])
     )
-    return (thread, type(context).__name__, context, items)
+    return (type(context).__name__, context, items)
+
+
+def _digest(configurable: dict[str, Any], context: Any) -> str:
+    identity = {"configurable": configurable, "context": _plain(context)}
+    try:
+        body = json.dumps(identity, sort_keys=True, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        body = repr(identity)
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def run_identities(
+    config: Mapping[str, Any] | None, context: Any = None, *, known: RunIdentities | None = None
+) -> tuple[str, str]:
+    """Return `run_identity` of a run with its thread counted, and without (the owner's).
+
+    Both come from one reading of the config, and a loop's `known` keeps them together.
+    """
+    configurable = _user_configurable((config or {}).get("configurable") or {})
+    key = None if known is None else _memo_key(configurable, context)
+    if known is not None and key is not None:
+        found = known.get(key)
+        if found is not None:
+            return found
+    identity = _digest(configurable, context)
+    if "thread_id" in configurable:
+        configurable.pop("thread_id")
+        digests = (identity, _digest(configurable, context))
+    else:
+        digests = (identity, identity)
+    if known is not None and key is not None:
+        known.keep(key, digests)
+    return digests
 
 
 def run_identity(
@@ -145,23 +179,12 @@ def run_identity(
     Returns:
         A hex digest; equal for runs of the same thread, context and configuration.
     """
+    if known is not None:
+        return run_identities(config, context, known=known)[0 if thread else 1]
     configurable = _user_configurable((config or {}).get("configurable") or {})
     if not thread:
         configurable.pop("thread_id", None)
-    key = None if known is None else _memo_key(configurable, context, thread)
-    if known is not None and key is not None:
-        found = known.get(key)
-        if found is not None:
-            return found
-    identity = {"configurable": configurable, "context": _plain(context)}
-    try:
-        body = json.dumps(identity, sort_keys=True, default=repr)
-    except (TypeError, ValueError, RecursionError):
-        body = repr(identity)
-    digest = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    if known is not None and key is not None:
-        known.keep(key, digest)
-    return digest
+    return _digest(configurable, context)
 
 
 def scoped_key(key: str, identity: str, scope: CacheScope) -> str:

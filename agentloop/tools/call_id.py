@@ -44,11 +44,11 @@ class CallId:
         `call_<run>_<round>_<position>`: letters, digits and `_` only, as every
         provider accepts a tool call id, should the transcript reach a model.
         """
-        return f"call_{self.run_id}_{self.round_label.replace('.', '_')}_{self.position}"
+        return _transcript_id(self.run_id, self.round_label, self.position)
 
     def __str__(self) -> str:
         """The form records and events show as `call_id`: `<run>:<round>:<position>`."""
-        return f"{self.run_id}:{self.in_run}"
+        return f"{self.run_id}:{self.round_label}:{self.position}"
 
 
 def tool_call_id(call: Mapping[str, Any]) -> str:
@@ -56,4 +56,9 @@ def tool_call_id(call: Mapping[str, Any]) -> str:
     given = call.get("tool_call_id")
     if given:
         return str(given)
-    return CallId(str(call["run_id"]), str(call["round_label"]), int(call["index"])).tool_call_id
+    return _transcript_id(str(call["run_id"]), str(call["round_label"]), int(call["index"]))
+
+
+def _transcript_id(run_id: str, label: str, position: int) -> str:
+    """`CallId.tool_call_id` of a call's parts."""
+    return f"call_{run_id}_{label.replace('.', '_')}_{position}"

@@ -171,7 +171,8 @@ def replay_records(
         if policy is None:
             continue
         arguments = record.get("kwargs")
-        touch = state_touch(policy, arguments if isinstance(arguments, Mapping) else None)
+        plain = type(arguments) is dict or isinstance(arguments, Mapping)  # a dict: no ABC
+        touch = state_touch(policy, arguments if plain else None)
         if policy.writes_state and record.get("error_type") not in NOT_RUN_ERRORS:
             tracker.write(touch, record["tool_name"])
         key = record.get("query_key")

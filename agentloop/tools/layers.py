@@ -1,7 +1,8 @@
 """The loop's own layers around a tool call, inside the app's `wrap_tool_call` middleware.
 
 A call goes: the app's middleware (outermost first) -> `CacheLayer` -> `RateLimitLayer`
--> timeout and retries -> the tool. A layer is an async `(call, proceed) -> ToolOutcome`
+-> timeout and retries -> the tool (the cache and the rate limit only for the calls they
+have work for). A layer is an async `(call, proceed) -> ToolOutcome`
 that awaits nothing but `proceed` and `pause`, so under `invoke` a sync tool's call runs
 through them with no event loop.
 """

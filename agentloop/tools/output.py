@@ -89,6 +89,10 @@ def bounded_json(value: Any, max_chars: int, tool_name: str = "") -> TruncatedRe
         raise ToolCallError("unserializable_result", msg) from error
 
 
+_NOT_LAZY = frozenset({str, dict, list, tuple, int, float, bool, type(None)})
+"""Output types that are no iterator to read: no ABC check for the usual results."""
+
+
 def weigh(value: Any) -> Weight:
     """Tell, looking at no more than `LARGE_RESULT_NODES` members, how heavy a result is.
 
@@ -160,7 +164,7 @@ async def bound_output(
     """
     notes: tuple[str, ...] = ()
     truncated = False
-    if is_async_lazy(output) or is_lazy(output):
+    if type(output) not in _NOT_LAZY and (is_async_lazy(output) or is_lazy(output)):
         read = await _read(output, tool_name, limits, threads, on_abandoned)
         output, truncated, notes = read.items, read.truncated, (read.note,)
     weight = weigh(output)

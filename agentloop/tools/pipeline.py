@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 
@@ -36,6 +36,7 @@ from agentloop.tools.judge import judge_result
 from agentloop.tools.late import LateOutcome, watch_late_outcome
 from agentloop.tools.layers import (
     CacheLayer,
+    Layer,
     Proceed,
     RateLimitLayer,
     ToolInvocation,
@@ -82,8 +83,17 @@ class ToolRunner:
         self._state_keys = state_keys
         self._retried_elsewhere = retried_elsewhere
         self.cache = cache
-        self.layers = (CacheLayer(cache), RateLimitLayer())
+        cached, limited = CacheLayer(cache), RateLimitLayer()
+        self.layers: tuple[Layer, ...] = (cached, limited)
         """The loop's own layers, inside the app's middleware (first outermost)."""
+        # by (the cache, the rate limit) has work to do for a call: a layer with none
+        # only passes the call on, so it is left out of the call's stack
+        self._needed: dict[tuple[bool, bool], tuple[Layer, ...]] = {
+            (True, True): (cached, limited),
+            (True, False): (cached,),
+            (False, True): (limited,),
+            (False, False): (),
+        }
         self._middleware = middleware if middleware and middleware.tool_calls else None
         self.invoker = invoker or ToolInvoker()
         self.whole_results = WholeResults()
@@ -92,9 +102,12 @@ class ToolRunner:
     # -- first half: when the round starts ---------------------------------------------
 
     def unprepared(
-        self, command: ToolCommand, *, call_id: CallId, round_index: int
+        self, command: ToolCommand, *, call_id: CallId, round_index: int, keyed: bool = True
     ) -> PreparedCall:
-        """A command as a call that will not run (nothing resolved or validated)."""
+        """A command as a call that will not run (nothing resolved or validated).
+
+        Without `keyed`, its `query_key` is left empty, for `validate` to write.
+        """
         name = command["tool_name"]
         kwargs = dict(command["tool_kwargs"])
         return {
@@ -110,7 +123,7 @@ class ToolRunner:
             "kwargs": kwargs,
             "arguments": {},
             "todo_suggestion": command["todo_suggestion"],
-            "query_key": canonical_key(name, kwargs),
+            "query_key": canonical_key(name, kwargs) if keyed else "",
             "concurrency_safe": True,
             "notes": [],
             "batch": -1,
@@ -125,8 +138,8 @@ class ToolRunner:
             The prepared call, and a finished (failed) record when the command must not
             run: unknown tool or invalid arguments.
         """
-        call = self.unprepared(command, call_id=call_id, round_index=round_index)
-        return self.validate(call)
+        call = self.unprepared(command, call_id=call_id, round_index=round_index, keyed=False)
+        return self.validate(call)  # which writes its query key
 
     def defer(
         self,
@@ -170,7 +183,7 @@ class ToolRunner:
             The call with its validated `arguments`, and a finished (failed) record when
             it must not run: unknown tool or invalid arguments.
         """
-        call = cast(PreparedCall, dict(call))
+        call = PreparedCall(**call)  # a copy
         if kwargs is not None:
             call["kwargs"] = kwargs
         name, kwargs = call["tool_name"], call["kwargs"]
@@ -380,21 +393,32 @@ class ToolRunner:
         With no event loop running (`run_sync`), the middleware's sync hooks run here and
         the layers are driven with no event loop (the tool is sync: `_needs_loop`).
         """
-        layers = self.layers
+        layers = self._layers_for
         middleware = self._middleware
         if middleware is None:
-            return await run_layers(call, layers, terminal)
+            return await run_layers(call, layers(call), terminal)
         tools, keys = self.tools.registry.tools, self._state_keys
         if has_running_loop():
-            inner: Proceed = lambda current: run_layers(current, layers, terminal)  # noqa: E731
+            inner: Proceed = lambda current: run_layers(current, layers(current), terminal)  # noqa: E731
             return await middleware.acall_tool(call, config, inner, tools=tools, state_keys=keys)
         return middleware.call_tool(
             call,
             config,
-            lambda current: run_without_loop(run_layers(current, layers, terminal)),
+            lambda current: run_without_loop(run_layers(current, layers(current), terminal)),
             tools=tools,
             state_keys=keys,
         )
+
+    def _layers_for(self, call: ToolInvocation) -> tuple[Layer, ...]:
+        """The loop's layers with work to do for a call (the others would only pass it on).
+
+        The cache for a call of an idempotent tool with a cache TTL, the rate limit for a
+        call of a tool with a rate.
+        """
+        policy = call.policy
+        return self._needed[
+            (bool(policy.idempotent and policy.cache_ttl_s), bool(policy.rate_limit_per_s))
+        ]
 
     def _fall_back(self, call: ToolInvocation, failure: ToolOutcome) -> ToolOutcome:
         """The last good result (opt-in, still a failure), the declared stub, or an error.

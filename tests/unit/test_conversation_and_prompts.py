@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import string
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,9 @@ from agentloop import (
     ToolPolicy,
     create_tool_loop,
 )
+from agentloop.errors import PromptTemplateError
 from agentloop.planning.prompt import build_plan_messages
-from agentloop.prompts import PromptSet
+from agentloop.prompts import PromptFile, PromptSet
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 
@@ -598,3 +600,14 @@ def test_the_last_round_asks_for_only_what_is_essential() -> None:
     assert "round_index: 0, max_rounds: 3\n" in native_prompt(0)
     assert "essential" not in native_prompt(1)
     assert "round_index: 2, max_rounds: 3 (the last round" in native_prompt(2)
+
+
+def test_a_prompt_file_fills_its_placeholders_as_string_template_does() -> None:
+    text = "a $x, ${y}z $$ not $$x; $x again ${z}"
+    values = {"x": 1, "y": "<why>", "z": None}
+    assert PromptFile("t", text).render(**values) == string.Template(text).substitute(values)
+    assert PromptFile("t", "no placeholder $$").render() == "no placeholder $"
+    with pytest.raises(PromptTemplateError, match=r"missing variables \['z'\], unknown \[\]"):
+        PromptFile("t", text).render(x=1, y=2)
+    with pytest.raises(PromptTemplateError, match=r"unknown \['w'\]"):
+        PromptFile("t", text).render(w=0, **values)

@@ -141,11 +141,16 @@ def test_run_identity_digests_plain_identities_once(monkeypatch: Any) -> None:
     known = cache_scope.RunIdentities()  # a loop's own (`LoopParts.identities`)
     carol: RunnableConfig = {"configurable": {"thread_id": "t-carol", "user_id": "carol"}}
     first = run_identity(carol, known=known)
+    owner = run_identity(carol, thread=False, known=known)
+    once = len(digests)  # with and without the thread, each once
+    assert once == 2 and owner != first
     for task in range(5):  # every call of a run: its own task id, the same identity
         config: RunnableConfig = {"configurable": {**carol["configurable"], "task_id": task}}
         assert run_identity(config, known=known) == first
-    assert len(digests) == 1
-    assert run_identity(carol) == first and len(digests) == 2  # no loop's: digested again
+        assert run_identity(config, thread=False, known=known) == owner
+    assert len(digests) == once
+    assert run_identity(carol) == first and run_identity(carol, thread=False) == owner
+    assert len(digests) == once + 2  # no loop's: digested again
     # equal as Python keys, different as JSON: not one cached identity
     assert run_identity({"configurable": {"user_id": 1}}, known=known) != run_identity(
         {"configurable": {"user_id": True}}, known=known

@@ -130,3 +130,42 @@ async def test_the_planner_sees_the_last_round_and_one_more_result_by_default(
     shown = [r for r in records if str(r["result"]) in last_prompt]
     assert len(shown) == 3  # the last round's two and the latest one before them
     assert last_prompt.count(prompt.OMITTED) == len(records) - 3
+
+
+def _run_record(run: str, round_index: int, position: int, *, refused: bool) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "call_id": f"{run}:{round_index}:{position}",
+        "round_index": round_index,
+        "purpose": "read an item",
+        "tool_name": "get_item",
+        "kwargs": {"n": position},
+        "success": not refused,
+        "result": "" if refused else f"item {position} " + "x" * (120 * (position % 2)),
+        "error": "over the round's cap" if refused else "",
+    }
+    if refused:
+        record["error_type"] = "too_many_commands"
+    return record
+
+
+@pytest.mark.parametrize("keep", [0, 1, 2, 3])
+def test_a_loops_kept_history_reads_as_one_rendered_afresh(keep: int) -> None:
+    lines = prompt.HistoryLines()
+    runs: dict[str, list[Any]] = {"a": [], "b": []}
+    for round_index in range(9):
+        for run, records in runs.items():
+            size = 1 + (round_index + len(run)) % 4
+            new = [
+                _run_record(
+                    run, round_index, position, refused=position == 3 and round_index % 3 == 1
+                )
+                for position in range(size)
+            ]
+            records.extend(new)
+            kept = prompt.history_text(records, len(new), keep, lines)
+            assert kept == prompt.history_text(records, len(new), keep)
+    # a fork: the same first record, then other records of its own
+    fork = [*runs["a"][:5], _run_record("a", 2, 9, refused=False)]
+    kept = prompt.history_text(fork, 1, 1, lines)
+    assert kept == prompt.history_text(fork, 1, 1)
+    assert '"n": 9' in kept

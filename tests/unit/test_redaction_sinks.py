@@ -223,3 +223,35 @@ def test_an_apps_redact_hook_also_redacts_log_records(caplog: pytest.LogCaptureF
     logging.getLogger("agentloop.nodes").info("visiting plum-orchard-77")
     assert "plum-orchard-77" not in caplog.text and "[PLUM]" in caplog.text
     del options
+
+
+async def test_a_result_holding_the_loops_field_names_is_still_redacted(
+    run_loop: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record's own ids are the loop's; the same keys inside a result are the tool's."""
+    monkeypatch.setenv("BILLING_DB_PASSWORD", SECRET)
+
+    @tool
+    def get_ids(section: str) -> dict[str, str]:
+        """Ids of a section."""
+        return {"call_id": SECRET, "call_key": f"key {SECRET}", "position_key": SECRET}
+
+    graph = create_tool_loop(
+        ScriptedChatModel(
+            [
+                plan_reply("execute", [{"tool_name": "get_ids", "tool_kwargs": {"section": "a"}}]),
+                plan_reply("response"),
+            ]
+        ),
+        [get_ids],
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
+    )
+    out = await run_loop(graph, {"user_input": "read the ids"})
+    (record,) = out["round_state"]["done_plans"]
+    assert record["result"] == {
+        "call_id": REDACTED,
+        "call_key": f"key {REDACTED}",
+        "position_key": REDACTED,
+    }
+    assert record["call_id"] and record["call_key"] and REDACTED not in record["call_id"]
+    assert SECRET not in repr(out)

@@ -6,10 +6,19 @@ import asyncio
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolCall,
+    ToolMessage,
+)
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.graph.message import add_messages
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.cli.answer import is_answer_token
@@ -334,3 +343,33 @@ def test_message_writes_fold_the_same_in_any_batches() -> None:
     ]
     assert len({m.id for m in whole}) == 5
     assert reduce_messages([], writes) == whole  # no random ids
+
+
+def test_message_writes_merge_by_id_as_add_messages_does() -> None:
+    """Appends, a replacement by id, a chunk, a dict and a removal fold as LangGraph's own."""
+    writes: list[Any] = [
+        [HumanMessage("one", id="h1"), AIMessage("draft", id="a1")],
+        [AIMessage("final", id="a1")],  # replaces the draft in place
+        [AIMessageChunk("streamed", id="c1")],  # becomes an AIMessage
+        {"role": "user", "content": "two", "id": "h2"},
+        [
+            ToolMessage("sunny", tool_call_id="t1", id="o1"),
+            ToolMessage("rain", tool_call_id="t2", id="o1"),
+        ],
+        [RemoveMessage(id="h1")],
+    ]
+    folded: list[Any] = []
+    merged: Any = []
+    for write in writes:  # every message has an id: no id of the loop's is made
+        folded = reduce_messages(folded, [write])
+        merged = add_messages(merged, write)
+        assert [(type(m), m.id, m.content) for m in folded] == [
+            (type(m), m.id, m.content) for m in merged
+        ]
+    assert [(type(m).__name__, m.id, m.content) for m in folded] == [
+        ("AIMessage", "a1", "final"),
+        ("AIMessage", "c1", "streamed"),
+        ("HumanMessage", "h2", "two"),
+        ("ToolMessage", "o1", "rain"),
+    ]
+    assert reduce_messages([], writes) == folded

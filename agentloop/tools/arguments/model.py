@@ -76,7 +76,8 @@ def _check(model: type[BaseModel], arguments: dict[str, Any], reported: set[str]
                 arguments, _as_sent(first, still_refused, arguments, repaired), reported
             )
     dumped = validated.model_dump(mode="json", by_alias=True)
-    if model.model_validate(dumped) != validated:  # a lossy dump (a secret, a serializer)
+    # a dump equal to what was sent lost nothing; another may be lossy (a secret, a serializer)
+    if dumped != arguments and model.model_validate(dumped) != validated:
         return ModelCheck(dict(arguments))  # as sent, accepted: the tool fills its defaults
     check = ModelCheck(dumped)
     for name, before in arguments.items():

@@ -62,7 +62,7 @@ class NameIndex:
         Returns:
             A new dict of arguments, and one note per renamed argument.
         """
-        if not isinstance(kwargs, Mapping):
+        if type(kwargs) is not dict and not isinstance(kwargs, Mapping):  # no ABC check for a dict
             return {}, [NOT_AN_OBJECT.format(kind=type(kwargs).__name__)]
         arguments = dict(kwargs)
         notes: list[str] = []

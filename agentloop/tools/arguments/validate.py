@@ -125,7 +125,7 @@ class ArgumentSpec:
 
     def validate(self, kwargs: Mapping[str, Any]) -> ValidatedArguments:
         """Coerce arguments to the declared types, then validate them (see `validate_arguments`)."""
-        if not isinstance(kwargs, Mapping):
+        if type(kwargs) is not dict and not isinstance(kwargs, Mapping):  # no ABC check for a dict
             error = ArgumentError("", NOT_AN_OBJECT.format(kind=type(kwargs).__name__))
             return ValidatedArguments({}, (error,), ())
         context = SchemaContext(self.root)
