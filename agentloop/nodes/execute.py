@@ -229,7 +229,7 @@ def after_round(state: LoopState) -> Literal["plan", "answer", "end"]:
 def state_after(state: LoopState, update: Mapping[str, Any]) -> LoopState:
     """The state as its channels hold it once `update` is written (what the node reads next).
 
-    The round's messages are appended as they are: they carry their ids.
+    Lists (`tool_logs`, and `messages` that carry their ids) are appended as they are.
     """
     view: dict[str, Any] = dict(state)
     for key, value in update.items():
