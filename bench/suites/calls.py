@@ -6,6 +6,9 @@ then the answer), once through `ainvoke` and once through `invoke`, ours against
 (imports, schema caches), then built afresh and counted over one whole run. The count is
 what the interpreter reports (`pstats.Stats.total_calls`: every Python function call,
 primitive or recursive, plus built-in calls), so it moves only when the code path does.
+
+Two information rows say where much of the difference lies: the LangGraph steps
+(supersteps) and tasks of the same run, read from LangGraph's `debug` stream.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from bench.contenders import (
 from bench.harness import Figure, Settings, Target
 from bench.suites.overhead import _rounds
 
-__all__ = ["NAME", "count_calls", "profile_workload", "run"]
+__all__ = ["NAME", "count_calls", "count_steps", "profile_workload", "run"]
 
 NAME = "calls"
 TARGET = Target(1.0)
@@ -121,6 +124,18 @@ async def count_calls(
     return counter.total_calls
 
 
+async def count_steps(graph: Graph, payload: dict[str, Any]) -> tuple[int, int]:
+    """Return the LangGraph steps and tasks of one run (`ainvoke`'s path, streamed as `debug`)."""
+    config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT}
+    steps: set[int] = set()
+    tasks = 0
+    async for event in graph.astream(payload, config, stream_mode="debug"):
+        if event["type"] == "task":
+            tasks += 1
+            steps.add(event["step"])
+    return len(steps), tasks
+
+
 async def run(settings: Settings) -> list[Figure]:
     """Count each side's function calls per run, under `ainvoke` and under `invoke`."""
     del settings  # a count is exact: one run per side is the figure
@@ -139,6 +154,24 @@ async def run(settings: Settings) -> list[Figure]:
                 {"ours": [float(ours)], "contender": [float(agent)]},
                 "a cProfile count of one whole run, in the caller's thread and every "
                 "thread the run starts",
+            )
+        )
+    ours_steps = await count_steps(_ours(), loop_input())
+    agent_steps = await count_steps(_create_agent(), agent_input())
+    for position, what in enumerate(("steps", "tasks")):
+        figures.append(
+            Figure(
+                f"LangGraph {what} per run (20 x 4 calls)",
+                float(ours_steps[position]),
+                float(agent_steps[position]),
+                what,
+                "create_agent",
+                None,
+                {
+                    "ours": [float(ours_steps[position])],
+                    "contender": [float(agent_steps[position])],
+                },
+                "information: LangGraph's own work grows with each step and task",
             )
         )
     return figures
