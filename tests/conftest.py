@@ -279,7 +279,9 @@ def _database_per_worker() -> None:
 def run_loop(request: pytest.FixtureRequest) -> Callable[..., Any]:
     """Run a graph through `invoke` (in a worker thread) or `ainvoke`: tests using it run twice.
 
-    `await run_loop(graph, payload, config, **kwargs)` returns the graph's output.
+    `await run_loop(graph, payload, config, **kwargs)` returns the graph's output;
+    `await run_loop.stream(graph, payload, config, stream_mode=...)` the list of what the
+    run streamed, through `stream` (in a worker thread) or `astream` in the same way.
     """
 
     async def run(graph: Any, payload: Any, config: Any = None, **kwargs: Any) -> Any:
@@ -287,7 +289,13 @@ def run_loop(request: pytest.FixtureRequest) -> Callable[..., Any]:
             return await asyncio.to_thread(graph.invoke, payload, config, **kwargs)
         return await graph.ainvoke(payload, config, **kwargs)
 
+    async def stream(graph: Any, payload: Any, config: Any = None, **kwargs: Any) -> list[Any]:
+        if request.param == "invoke":
+            return await asyncio.to_thread(lambda: list(graph.stream(payload, config, **kwargs)))
+        return [chunk async for chunk in graph.astream(payload, config, **kwargs)]
+
     run.entry = request.param  # type: ignore[attr-defined]
+    run.stream = stream  # type: ignore[attr-defined]
     return run
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from typing import Any
 
@@ -47,9 +46,8 @@ def loop_with(seen: list[CallInfo]) -> Any:
     )
 
 
-@pytest.mark.parametrize("entry", ["invoke", "ainvoke"])
 async def test_a_call_started_early_is_prepared_once_and_adopted_as_prepared(
-    entry: str, monkeypatch: pytest.MonkeyPatch
+    run_loop: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     prepared: list[str] = []
     prepare = ToolRunner.prepare
@@ -61,14 +59,9 @@ async def test_a_call_started_early_is_prepared_once_and_adopted_as_prepared(
     monkeypatch.setattr(ToolRunner, "prepare", counting)
     seen: list[CallInfo] = []
     graph = loop_with(seen)
-    config: RunnableConfig = {"configurable": {"thread_id": f"prepare-once-{entry}"}}
+    config: RunnableConfig = {"configurable": {"thread_id": f"prepare-once-{run_loop.entry}"}}
     payload = {"user_input": "tram news and rain"}
-    if entry == "invoke":
-        events = await asyncio.to_thread(
-            lambda: list(graph.stream(payload, config, stream_mode="custom"))
-        )
-    else:
-        events = [e async for e in graph.astream(payload, config, stream_mode="custom")]
+    events = await run_loop.stream(graph, payload, config, stream_mode="custom")
     state = graph.get_state(config).values
     records = state["tool_logs"]
     run_id = state["run_id"]

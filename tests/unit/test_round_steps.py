@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -35,15 +33,10 @@ def _loop(rounds: list[list[dict[str, Any]]], **options: Any) -> tuple[Any, Scri
     return graph, planner
 
 
-async def _steps(graph: Any, entry: str, config: dict[str, Any] | None = None) -> list[str]:
-    """The nodes of each task the run ran, in order (LangGraph's `debug` stream)."""
+async def _steps(run_loop: Any, graph: Any, config: dict[str, Any] | None = None) -> list[str]:
+    """The nodes of each step the run took, in order (LangGraph's `debug` stream)."""
     payload = {"user_input": "look a and b up"}
-    if entry == "invoke":
-        events = await asyncio.to_thread(
-            lambda: list(graph.stream(payload, config, stream_mode="debug"))
-        )
-    else:
-        events = [event async for event in graph.astream(payload, config, stream_mode="debug")]
+    events = await run_loop.stream(graph, payload, config, stream_mode="debug")
     steps: dict[int, list[str]] = {}
     for event in events:
         if event["type"] == "task":
@@ -51,10 +44,9 @@ async def _steps(graph: Any, entry: str, config: dict[str, Any] | None = None) -
     return ["+".join(sorted(set(names))) for _, names in sorted(steps.items())]
 
 
-@pytest.mark.parametrize("entry", ["invoke", "ainvoke"])
-async def test_two_rounds_take_three_steps_each(entry: str) -> None:
+async def test_two_rounds_take_three_steps_each(run_loop: Any) -> None:
     graph, planner = _loop([[_command("a"), _command("b")], [_command("c")]])
-    steps = await _steps(graph, entry)
+    steps = await _steps(run_loop, graph)
     # create_agent takes two steps a round (model, tools); the loop's third is `execute`,
     # where the round is prepared (and a person may edit the plan before it runs)
     assert steps == [
@@ -71,12 +63,11 @@ async def test_two_rounds_take_three_steps_each(entry: str) -> None:
     assert planner.request_count == 3
 
 
-@pytest.mark.parametrize("entry", ["invoke", "ainvoke"])
-async def test_the_last_round_ends_in_plan_without_a_planner_call(entry: str) -> None:
+async def test_the_last_round_ends_in_plan_without_a_planner_call(run_loop: Any) -> None:
     graph, planner = _loop(
         [[_command("a")], [_command("b")]], max_rounds=1, checkpointer=InMemorySaver()
     )
-    steps = await _steps(graph, entry, {"configurable": {"thread_id": "t"}})
+    steps = await _steps(run_loop, graph, {"configurable": {"thread_id": "t"}})
     assert steps == ["prepare", "plan", "execute", "call_tool", "plan", "answer"]
     assert planner.request_count == 1  # the plan node only ended the round
     out = graph.get_state({"configurable": {"thread_id": "t"}}).values

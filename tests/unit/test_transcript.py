@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from langchain.agents import create_agent
@@ -254,19 +253,11 @@ async def test_a_parent_sharing_messages_reads_the_answer_last(
     assert out["messages"][-1].content == "the answer"
 
 
-async def _messages_stream(graph: Any, entry: str, config: dict[str, Any]) -> list[Any]:
-    payload = {"user_input": "Weather and page?"}
-    if entry == "invoke":
-        return await asyncio.to_thread(
-            lambda: list(graph.stream(payload, config, stream_mode="messages"))
-        )
-    return [item async for item in graph.astream(payload, config, stream_mode="messages")]
-
-
 async def test_only_the_answer_streams_as_answer_tokens(run_loop: Any, plan_mode: str) -> None:
     entry: str = run_loop.entry
     graph = loop(ROUNDS, plan_mode, answers=["The weather is sunny."])
-    items = await _messages_stream(graph, entry, thread(f"stream-{entry}"))
+    payload = {"user_input": "Weather and page?"}
+    items = await run_loop.stream(graph, payload, thread(f"stream-{entry}"), stream_mode="messages")
     answer = "".join(m.text for m, meta in items if is_answer_token(m, meta))
     assert answer == "The weather is sunny."
     # the outcomes and the plan's tool calls reach the stream too, never as answer tokens
