@@ -22,9 +22,9 @@
   The loop's retry (`ModelOptions(retry=...)`, `agentloop.model_calls.ModelRetryLayer`)
   is not added when the list has a `ModelRetryMiddleware` or a `ModelFallbackMiddleware`
   and `retry` is not set, so a failed call is retried once, by the app's middleware, as
-  under `create_agent`; the loop's fallback (`ModelOptions(fallbacks=...)`,
-  `ModelFallbackLayer`) makes a failed call with each fallback model in turn. At the
-  centre, one call of the request's model with its system message and messages and its
+  under `create_agent`; the loop's fallback (`ModelOptions(fallbacks=...)`, LangChain's
+  own `ModelFallbackMiddleware`) makes a failed call with each fallback model in turn.
+  At the centre, one call of the request's model with its system message and messages and its
   `model_settings` bound to the model (provider options such as prompt-cache markers);
   it raises the model's own exception when it failed. A reply cut by its length or
   repeating itself is asked again at the centre (it is no failed call). A middleware

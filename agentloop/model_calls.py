@@ -3,7 +3,8 @@
 - `ModelRetryLayer` retries transient errors (rate limits, timeouts, 5xx, connection
   errors) with exponential backoff and jitter, honouring a provider's `retry-after`;
   authentication and context-overflow errors are not retried.
-- `ModelFallbackLayer` makes a failed call with each fallback model in turn.
+- LangChain's `ModelFallbackMiddleware` makes a failed call with each fallback model in
+  turn (`ModelOptions(fallbacks=...)`).
 - `invoke_answer` asks again for an answer cut by the length limit (budget x1.1 per try,
   bounded) or repeating its own tail: no failed call, so inside the layers.
 
@@ -13,14 +14,13 @@ composes them with the app's (the stack's order is documented there).
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import operator
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from functools import reduce
+from functools import partial, reduce
 from typing import Any
 
 from langchain.agents.middleware import (
@@ -33,10 +33,11 @@ from langchain.agents.middleware import (
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, message_chunk_to_message
 from langchain_core.runnables import Runnable
-from langgraph.errors import GraphBubbleUp
 from langgraph.types import RetryPolicy
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from agentloop._effects import Core
+from agentloop._effects import Core, Effect, drive
+from agentloop._retry import retry_awaitable_lazily, retry_lazily
 from agentloop._sync import WorkerPool
 from agentloop.errors import ConfigurationError, ModelBehaviorError, is_retryable_model_error
 from agentloop.messages import message_text
@@ -44,7 +45,6 @@ from agentloop.model_stream import BoundedRead, ModelLimits
 
 __all__ = [
     "Answer",
-    "ModelFallbackLayer",
     "ModelRetryLayer",
     "ModelRetryPolicy",
     "finish_reason",
@@ -127,90 +127,55 @@ Handler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
 AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
 
 
-class ModelRetryLayer(AgentMiddleware[Any, Any, Any]):
-    """The loop's retry of a failed model call (`ModelOptions(retry=...)`), a model layer.
+def _retrying(policy: ModelRetryPolicy) -> Retrying:
+    """Tenacity's retrier of a failed model call: `policy`'s attempts and backoff."""
 
-    A transient error is retried up to `max_attempts` calls, after the provider's
-    `retry-after` or an exponential backoff; any other error, or the last, is raised.
-    """
-
-    def __init__(self, policy: ModelRetryPolicy) -> None:
-        self.policy = policy
-
-    def wait_s(self, error: Exception, attempt: int) -> float | None:
-        """The wait before the next call, after call `attempt` failed (None: give up)."""
-        policy = self.policy
-        if attempt >= policy.max_attempts or not is_retryable_model_error(error):
-            return None
+    def wait(state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
         asked = retry_after_s(error)
         if asked is not None:
             return min(asked, policy.max_delay_s)
-        delay = policy.initial_delay_s * policy.multiplier ** (attempt - 1)
+        delay = policy.initial_delay_s * policy.multiplier ** (state.attempt_number - 1)
         if policy.jitter:
             delay += random.uniform(0, policy.initial_delay_s)  # jitter only
         return float(min(delay, policy.max_delay_s))
 
-    def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> ModelResponse[Any]:
-        """Call `handler`, again after a wait while the error is transient."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return handler(request)
-            except Exception as error:
-                wait = self.wait_s(error, attempt)
-                if wait is None:
-                    raise
-            time.sleep(wait)
-
-    async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: AsyncHandler
-    ) -> ModelResponse[Any]:
-        """`wrap_model_call`, awaited."""
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                return await handler(request)
-            except Exception as error:
-                wait = self.wait_s(error, attempt)
-                if wait is None:
-                    raise
-            await asyncio.sleep(wait)
+    return Retrying(
+        stop=stop_after_attempt(policy.max_attempts),
+        wait=wait,
+        retry=retry_if_exception(is_retryable_model_error),
+        reraise=True,
+    )
 
 
-class ModelFallbackLayer(AgentMiddleware[Any, Any, Any]):
-    """The loop's fallback models (`ModelOptions(fallbacks=...)`), a model layer.
+def _one_call(handler: Handler, request: ModelRequest[Any]) -> Core[ModelResponse[Any]]:
+    """One call of `handler`, as a core (`retry_lazily` steps it)."""
+    return (yield from Effect.blocking(partial(handler, request)))
 
-    A failed call (any error but an interrupt) is made with each one in turn.
+
+class ModelRetryLayer(AgentMiddleware[Any, Any, Any]):
+    """The loop's retry of a failed model call (`ModelOptions(retry=...)`), a model layer.
+
+    A transient error is retried up to `max_attempts` calls, after the provider's
+    `retry-after` or an exponential backoff (tenacity, built only once a call failed);
+    any other error, or the last, is raised.
     """
 
-    def __init__(self, models: Sequence[BaseChatModel]) -> None:
-        self.models = list(models)
+    def __init__(self, policy: ModelRetryPolicy) -> None:
+        self.policy = policy
+        self._retrying = partial(_retrying, policy)
 
     def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> ModelResponse[Any]:
-        """Call `handler` with the request's model, then with each fallback."""
-        for model in self.models:
-            try:
-                return handler(request)
-            except GraphBubbleUp:
-                raise
-            except Exception:  # the next model may work
-                request = request.override(model=model)
-        return handler(request)
+        """Call `handler`, again after a wait while the error is transient."""
+        attempt = partial(_one_call, handler, request)
+        return drive(retry_lazily(attempt, self._retrying, is_retryable_model_error))
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: AsyncHandler
     ) -> ModelResponse[Any]:
         """`wrap_model_call`, awaited."""
-        for model in self.models:
-            try:
-                return await handler(request)
-            except GraphBubbleUp:
-                raise
-            except Exception:  # the next model may work
-                request = request.override(model=model)
-        return await handler(request)
+        attempt = partial(handler, request)
+        return await retry_awaitable_lazily(attempt, self._retrying, is_retryable_model_error)
 
 
 def model_layers(
@@ -234,8 +199,8 @@ def model_layers(
     layers: list[AgentMiddleware[Any, Any, Any]] = []
     if policy is not None and policy.max_attempts > 1:
         layers.append(ModelRetryLayer(policy))
-    if fallbacks:
-        layers.append(ModelFallbackLayer(fallbacks))
+    if fallbacks:  # LangChain's own: a failed call made with each fallback in turn
+        layers.append(ModelFallbackMiddleware(*fallbacks))
     return layers
 
 
