@@ -261,6 +261,20 @@ def _render_line(record: ToolExecutionRecord, *, shown: bool) -> str:
     return to_prompt_json(planner_view([record], keep_full=int(shown))[0])
 
 
+def _put(entries: dict[Any, Any], key: Any, entry: tuple[Any, ...], held: int, bound: int) -> int:
+    """Put `entry` (its weight last) under `key`; return the weight `entries` now holds.
+
+    The oldest entries are dropped to stay within `bound`; the caller holds its lock.
+    """
+    old = entries.pop(key, None)
+    if old is not None:
+        held -= old[-1]
+    while entries and held + entry[-1] > bound:
+        held -= entries.pop(next(iter(entries)))[-1]
+    entries[key] = entry
+    return held + int(entry[-1])
+
+
 class HistoryLines:
     """The history lines one loop rendered, by call id and whether the result is shown.
 
@@ -316,13 +330,7 @@ class HistoryLines:
         if size > self._max_chars:
             return line
         with self._lock:
-            old = self._lines.pop(key, None)
-            if old is not None:
-                self._size -= old[2]
-            while self._lines and self._size + size > self._max_chars:
-                self._size -= self._lines.pop(next(iter(self._lines)))[2]
-            self._lines[key] = (record, line, size)
-            self._size += size
+            self._size = _put(self._lines, key, (record, line, size), self._size, self._max_chars)
         return line
 
     def history(self, records: Sequence[ToolExecutionRecord], omitted: int) -> str:
@@ -360,13 +368,8 @@ class HistoryLines:
         if weight > self._max_chars:
             return
         with self._lock:
-            old = self._histories.pop(key, None)
-            if old is not None:
-                self._histories_size -= old[3]
-            while self._histories and self._histories_size + weight > self._max_chars:
-                self._histories_size -= self._histories.pop(next(iter(self._histories)))[3]
-            self._histories[key] = (*entry, weight)
-            self._histories_size += weight
+            held, bound = self._histories_size, self._max_chars
+            self._histories_size = _put(self._histories, key, (*entry, weight), held, bound)
 
 
 _HISTORY_HEADER = "Calls so far, oldest first:"
