@@ -309,7 +309,9 @@ def create_tool_loop(
             builder.add_conditional_edges(
                 "plan",
                 Router("route_plan", _jumping(route_plan, model_jumps)),
-                _paths(["execute", "answer", CALL_NODE], model_jumps, ends),
+                # without a checkpointer `plan` prepares its round and sends the first
+                # batch (or ends a round none of whose calls runs); with one, `execute`
+                _paths(["execute", "answer", CALL_NODE, "plan"], model_jumps, ends),
             )
         builder.add_conditional_edges(
             "execute", Router("route_execute", route_execute), [CALL_NODE, "plan"]

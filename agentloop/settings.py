@@ -39,12 +39,17 @@ class LoopSettings(PlanningOptions):
         concurrency: Most tool calls running at once (None: no limit).
         plan_mode: How the planner writes its plan (see `PlanMode`).
         name: The compiled graph's name (events and log lines carry it).
+        reviews_plan: Whether each plan is reviewed before its calls run (an
+            `after_model` hook, an interrupt before `execute` or after `plan`): then the
+            `execute` node prepares the round from the plan as reviewed; otherwise, in a
+            run without a checkpointer, `plan` prepares it as it ends.
     """
 
     max_rounds: int = 5
     concurrency: int | None = None
     plan_mode: PlanMode = "json"
     name: str = "tool_loop"
+    reviews_plan: bool = False
 
     def __post_init__(self) -> None:
         """Reject values that cannot work, with a clear message."""
@@ -66,8 +71,9 @@ class LoopSettings(PlanningOptions):
             planning: The loop's planning options, taken as they are, except:
             model_middleware: Whether the app wraps model calls: a speculative answer
                 would not go through its `wrap_model_call` middleware, so it is off.
-            reviews_plan: Whether the loop interrupts before `execute`: then no call
-                may start while the plan streams, so streaming dispatch is off.
+            reviews_plan: Whether each plan is reviewed before its calls run (an
+                `after_model` hook, an interrupt before `execute`): then no call may
+                start while the plan streams, so streaming dispatch is off.
             knobs: `LoopSettings`' own fields.
 
         Raises:
@@ -76,7 +82,7 @@ class LoopSettings(PlanningOptions):
         values = {item.name: getattr(planning, item.name) for item in fields(PlanningOptions)}
         values["speculative_answer"] = False if model_middleware else planning.speculative_answer
         values["streaming_dispatch"] = planning.streaming_dispatch and not reviews_plan
-        return cls(**values, **knobs)
+        return cls(**values, **knobs, reviews_plan=reviews_plan)
 
     @property
     def plan_call_limit(self) -> int:

@@ -68,7 +68,7 @@ class ExecuteUpdate(TypedDict, total=False):
     """
 
     round_calls: Overwrite
-    call_results: dict[str, ToolExecutionRecord]
+    call_results: Overwrite
     messages: list[AnyMessage]
 
 

@@ -286,87 +286,102 @@ ledger record, when there is one, replaces them (`agentloop.nodes.guarded.ledger
 
 
 def make_execute(parts: LoopParts, accelerator: Accelerator) -> NodeCore:
-    """Build the `execute` node: prepare the round's calls, settle the ones that must not run."""
+    """Build the `execute` node: prepare the round's calls, settle the ones that must not run.
+
+    The node runs when a plan is reviewed before its calls (an `after_model` hook, an
+    interrupt before `execute` or after `plan`), or a hook jumps to the tools; otherwise
+    `plan` prepares its round itself (`prepare_round`), one step less.
+    """
 
     def execute(state: LoopState, runtime: Runtime[LoopContext]) -> Core[ExecuteUpdate]:
-        scope = parts.scope(runtime)
-        decision = state.get("decision") or {"next_action": "response", "execution_commands": []}
-        preparation = PlanPreparation(parts, state, scope.settings)
-        run_id = preparation.run_id
-        started = accelerator.started_calls(run_id)
-        commands = decision["execution_commands"]
-        cap = scope.settings.max_commands_per_round
-        adopted: set[str] = set()
-        messages = state.get("messages") or []
-        planned = read_back(commands, messages, run_id, preparation.round_label)
-        redacted = set(decision.get("redacted") or ())
-        for index, command in enumerate(commands):
-            early = started.get(str(preparation.call_id(index)))
-            if index in planned.answered:  # a hook answered it (rejected, blocked)
-                preparation.settle(index, command, _answered(command, planned.answered[index]))
-                continue
-            if index in planned.dropped:
-                preparation.settle(index, command, _dropped(command))
-                continue
-            if redacted and planned.commands[index] != command:
-                redacted.discard(index)  # a hook's edit: run as the hook wrote it
-            command = planned.commands[index]  # with a hook's edit
-            if index >= cap:
-                preparation.over_cap(index, command, planned=len(commands), cap=cap)
-            elif early is not None and early.command == command:
-                adopted.add(preparation.adopt(early.call)["call_id"])  # prepared while streaming
-            else:
-                preparation.prepare(index, command)
-        calls, settled = preparation.calls, preparation.settled
-        for call in calls if redacted else ():
-            if call["index"] in redacted and call["call_id"] not in settled:
-                call["redacted"] = True  # its tool gets the planner's own arguments
-        known: dict[str, ToolExecutionRecord] = {}
-        for call in calls:
-            refused = settled.get(call["call_id"])
-            if refused is not None and refused.get("error_type") in REFUSALS:
-                record = yield from ledger_record(parts, call, scope)
-                if record is not None:
-                    known[call["call_id"]] = record
-        runnable = [call for call in calls if call["call_id"] not in settled]
-        accelerator.drop_calls(run_id, keep=adopted.__contains__)
-        safe = [c["concurrency_safe"] for c in runnable]
-        position = {call["index"]: p for p, call in enumerate(runnable)}
-        waits_for = [
-            sorted({position[i] for i in (*c.get("depends_on", []), *c.get("follows", []))})
-            for c in runnable
-        ]
-        batches = assign_batches(safe, scope.settings.concurrency, waits_for)
-        for call, batch in zip(runnable, batches, strict=True):
-            call["batch"] = batch
-        for call in calls:
-            scope.emit(
-                ToolQueued(
-                    call_id=call["call_id"],
-                    tool_name=call["tool_name"],
-                    index=call["index"],
-                    batch=call["batch"],
-                    will_run=call["batch"] != NOT_RUN,
-                )
-            )
-        for call_id, record in settled.items():
-            if call_id not in known:  # the ledger's records reported themselves
-                emit_settled(scope.emit, record)
-        # the calls carry the planner's (already safe) arguments, encoded for the checkpoint;
-        # a settled record shows them decoded, so it is made safe again
-        results = {**parts.safe_value(settled), **known}
-        update: ExecuteUpdate = {"round_calls": Overwrite(calls), "call_results": results}
-        plan_id = plan_message_id(run_id, preparation.round_label)
-        # no planner call wrote it (a hook's plan, an older checkpoint): written here
-        written = [] if planned.found else [plan_message(calls, plan_id)]
-        records = [results[call["call_id"]] for call in calls if call["call_id"] in results]
-        # a call a hook answered keeps the hook's message; one it removed gets none
-        outcomes = round_outcomes(records, [*messages, *written], plan_id) if records else []
-        if written or outcomes:
-            update["messages"] = [*written, *outcomes]
-        return update
+        return prepare_round(parts, accelerator, state, parts.scope(runtime))
 
     return execute
+
+
+def prepare_round(
+    parts: LoopParts, accelerator: Accelerator, state: LoopState, scope: RunScope
+) -> Core[ExecuteUpdate]:
+    """Prepare the round `state["decision"]` plans, and settle the calls that must not run.
+
+    The update holds the prepared calls (`round_calls`, each with its batch), the records
+    of the settled ones and the round's `AIMessage` when no planner call wrote it.
+    """
+    decision = state.get("decision") or {"next_action": "response", "execution_commands": []}
+    preparation = PlanPreparation(parts, state, scope.settings)
+    run_id = preparation.run_id
+    started = accelerator.started_calls(run_id)
+    commands = decision["execution_commands"]
+    cap = scope.settings.max_commands_per_round
+    adopted: set[str] = set()
+    messages = state.get("messages") or []
+    planned = read_back(commands, messages, run_id, preparation.round_label)
+    redacted = set(decision.get("redacted") or ())
+    for index, command in enumerate(commands):
+        early = started.get(str(preparation.call_id(index)))
+        if index in planned.answered:  # a hook answered it (rejected, blocked)
+            preparation.settle(index, command, _answered(command, planned.answered[index]))
+            continue
+        if index in planned.dropped:
+            preparation.settle(index, command, _dropped(command))
+            continue
+        if redacted and planned.commands[index] != command:
+            redacted.discard(index)  # a hook's edit: run as the hook wrote it
+        command = planned.commands[index]  # with a hook's edit
+        if index >= cap:
+            preparation.over_cap(index, command, planned=len(commands), cap=cap)
+        elif early is not None and early.command == command:
+            adopted.add(preparation.adopt(early.call)["call_id"])  # prepared while streaming
+        else:
+            preparation.prepare(index, command)
+    calls, settled = preparation.calls, preparation.settled
+    for call in calls if redacted else ():
+        if call["index"] in redacted and call["call_id"] not in settled:
+            call["redacted"] = True  # its tool gets the planner's own arguments
+    known: dict[str, ToolExecutionRecord] = {}
+    for call in calls:
+        refused = settled.get(call["call_id"])
+        if refused is not None and refused.get("error_type") in REFUSALS:
+            record = yield from ledger_record(parts, call, scope)
+            if record is not None:
+                known[call["call_id"]] = record
+    runnable = [call for call in calls if call["call_id"] not in settled]
+    accelerator.drop_calls(run_id, keep=adopted.__contains__)
+    safe = [c["concurrency_safe"] for c in runnable]
+    position = {call["index"]: p for p, call in enumerate(runnable)}
+    waits_for = [
+        sorted({position[i] for i in (*c.get("depends_on", []), *c.get("follows", []))})
+        for c in runnable
+    ]
+    batches = assign_batches(safe, scope.settings.concurrency, waits_for)
+    for call, batch in zip(runnable, batches, strict=True):
+        call["batch"] = batch
+    for call in calls:
+        scope.emit(
+            ToolQueued(
+                call_id=call["call_id"],
+                tool_name=call["tool_name"],
+                index=call["index"],
+                batch=call["batch"],
+                will_run=call["batch"] != NOT_RUN,
+            )
+        )
+    for call_id, record in settled.items():
+        if call_id not in known:  # the ledger's records reported themselves
+            emit_settled(scope.emit, record)
+    # the calls carry the planner's (already safe) arguments, encoded for the checkpoint;
+    # a settled record shows them decoded, so it is made safe again
+    results = {**parts.safe_value(settled), **known}
+    update: ExecuteUpdate = {"round_calls": Overwrite(calls), "call_results": Overwrite(results)}
+    plan_id = plan_message_id(run_id, preparation.round_label)
+    # no planner call wrote it (a hook's plan, an older checkpoint): written here
+    written = [] if planned.found else [plan_message(calls, plan_id)]
+    records = [results[call["call_id"]] for call in calls if call["call_id"] in results]
+    # a call a hook answered keeps the hook's message; one it removed gets none
+    outcomes = round_outcomes(records, [*messages, *written], plan_id) if records else []
+    if written or outcomes:
+        update["messages"] = [*written, *outcomes]
+    return update
 
 
 def _answered(command: ToolCommand, message: ToolMessage) -> ToolOutcome:

@@ -20,15 +20,23 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from agentloop._effects import Core, is_async
+from agentloop.durability import current_checkpointer
 from agentloop.errors import ModelBehaviorError, model_error_message
 from agentloop.events import PlanDecided, PlanReasked, RoundStarted
-from agentloop.hooks import HookRun, waiting_reply
+from agentloop.hooks import JUMP_KEY, HookRun, waiting_reply
 from agentloop.messages import conversation_turns, message_text
 from agentloop.middleware import Render
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.answer import answer_prompt
-from agentloop.nodes.execute import after_round, collect_round, joined, round_waits, state_after
+from agentloop.nodes.execute import (
+    after_round,
+    collect_round,
+    joined,
+    prepare_round,
+    round_waits,
+    state_after,
+)
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.plan_call import call_planner
 from agentloop.nodes.plan_model import PLAN_TAGS, check_native_planners, planner_runnable
@@ -362,17 +370,25 @@ class _Plan:
         batch. Once every call ran, the round ends first (`collect_round`), so the
         planner, the hooks and the speculative answer see it ended; the planner is then
         asked unless the run answers (`max_rounds`) or ends (`return_direct`) instead.
+        A plan to execute that no one reviews before its calls has its round prepared
+        here too (`prepare_round`), and `route_plan` sends its first batch: a round
+        takes two steps, as in `create_agent`.
         """
         if round_waits(state):
             return PlanUpdate()
-        ended = collect_round(self.parts, state, self.parts.scope(runtime))
-        if ended is None:
-            return (yield from self._plan_round(state, runtime))
-        state = state_after(state, ended)
-        if after_round(state) != "plan":
-            return cast(PlanUpdate, ended)
+        scope = self.parts.scope(runtime)
+        ended = collect_round(self.parts, state, scope)
+        if ended is not None:
+            state = state_after(state, ended)
+            if after_round(state) != "plan":
+                return cast(PlanUpdate, ended)
         planned = yield from self._plan_round(state, runtime)
-        return cast(PlanUpdate, joined(ended, planned))
+        if _starts_round(planned, scope):  # no review between the plan and its calls
+            prepared = yield from prepare_round(
+                self.parts, self.accelerator, state_after(state, planned), scope
+            )
+            planned = cast(PlanUpdate, joined(planned, prepared))
+        return planned if ended is None else cast(PlanUpdate, joined(ended, planned))
 
     def _plan_round(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[PlanUpdate]:
         """Ask the planner, again with what was wrong while it may be asked again.
@@ -450,6 +466,28 @@ class _Plan:
             return AIMessage("", id=f"{plan_message_id(run_id, label)}:reply")
         commands = self.parts.safe_value(decision["execution_commands"])
         return planned_message(commands, run_id, label)
+
+
+def _starts_round(update: PlanUpdate, scope: RunScope) -> bool:
+    """Whether the plan node prepares the round of the plan it just wrote.
+
+    It does when nothing can stop the run between the plan and its calls: the run has no
+    checkpointer (so no interrupt, no `update_state` of the plan, no resume) and the
+    loop no `after_model` hook. With one, the round is prepared in `execute`, from the
+    plan as a person or a hook left it, wherever the run was stopped (an interrupt given
+    to `create_tool_loop` or to one run, as LangGraph Studio sets them). Also the plan
+    must say `execute`, no hook jumped away from it and the planner did not fail.
+    """
+    decision = update.get("decision")
+    return (
+        decision is not None
+        and decision["next_action"] == "execute"
+        and bool(decision["execution_commands"])
+        and not scope.settings.reviews_plan
+        and update.get("status", "running") == "running"
+        and update.get(JUMP_KEY) is None
+        and current_checkpointer() is None
+    )
 
 
 def make_plan(parts: LoopParts, accelerator: Accelerator) -> LoopNode:

@@ -18,10 +18,12 @@ def route_start(state: LoopState) -> Literal["plan", "answer"]:
     return "plan" if run_limit(state, "max_rounds") > 0 else "answer"
 
 
-def route_plan(state: LoopState) -> list[Send] | Literal["execute", "answer", "end"]:
+def route_plan(state: LoopState) -> list[Send] | Literal["plan", "execute", "answer", "end"]:
     """After `plan`: the round's next batch, or where the plan leads.
 
-    While calls of the round are still to run, their next batch. Once a round ended, the
+    While calls of the round are still to run, their next batch (the first one too, when
+    `plan` prepared the round); `plan` again when it prepared a round none of whose
+    calls runs (all settled: it ends the round). Once a round ended, the
     answer at `max_rounds`, or the end when its calls were all of `return_direct` tools
     (`after_round`). Otherwise `execute` the plan's commands, or answer when it says
     `response` or has none.
@@ -29,6 +31,8 @@ def route_plan(state: LoopState) -> list[Send] | Literal["execute", "answer", "e
     sends = next_batch(state)
     if sends:
         return sends
+    if state.get("round_calls"):  # prepared, and none of its calls runs: `plan` ends it
+        return "plan"
     then = after_round(state)
     if then != "plan":
         return then

@@ -1,4 +1,10 @@
-"""A round is `plan`, `execute` and its `call_tool` tasks: the next `plan` ends it."""
+"""A round is `plan` and its `call_tool` tasks, as create_agent's: the next `plan` ends it.
+
+In a run with a checkpointer (where an interrupt, set on the loop or on one run, may
+stop it before the calls and `update_state` may edit the plan) and with `after_model`
+hooks, a round takes a third step, `execute`, where it is prepared from the plan as
+left.
+"""
 
 from __future__ import annotations
 
@@ -44,18 +50,15 @@ async def _steps(run_loop: Any, graph: Any, config: dict[str, Any] | None = None
     return ["+".join(sorted(set(names))) for _, names in sorted(steps.items())]
 
 
-async def test_two_rounds_take_three_steps_each(run_loop: Any) -> None:
+async def test_two_rounds_take_two_steps_each(run_loop: Any) -> None:
     graph, planner = _loop([[_command("a"), _command("b")], [_command("c")]])
     steps = await _steps(run_loop, graph)
-    # create_agent takes two steps a round (model, tools); the loop's third is `execute`,
-    # where the round is prepared (and a person may edit the plan before it runs)
+    # as create_agent's (model, tools): `plan` prepares its round and sends the calls
     assert steps == [
         "prepare",
         "plan",
-        "execute",
         "call_tool",
         "plan",  # ends round 1, plans round 2
-        "execute",
         "call_tool",
         "plan",  # ends round 2, says `response`
         "answer",
@@ -63,14 +66,47 @@ async def test_two_rounds_take_three_steps_each(run_loop: Any) -> None:
     assert planner.request_count == 3
 
 
-async def test_the_last_round_ends_in_plan_without_a_planner_call(run_loop: Any) -> None:
-    graph, planner = _loop(
-        [[_command("a")], [_command("b")]], max_rounds=1, checkpointer=InMemorySaver()
-    )
+async def test_with_a_checkpointer_the_round_is_prepared_in_execute(run_loop: Any) -> None:
+    graph, planner = _loop([[_command("a")], [_command("b")]], checkpointer=InMemorySaver())
     steps = await _steps(run_loop, graph, {"configurable": {"thread_id": "t"}})
-    assert steps == ["prepare", "plan", "execute", "call_tool", "plan", "answer"]
+    assert steps == [
+        "prepare",
+        "plan",
+        "execute",
+        "call_tool",
+        "plan",
+        "execute",
+        "call_tool",
+        "plan",
+        "answer",
+    ]
+    assert planner.request_count == 3
+
+
+async def test_an_interrupt_of_one_run_stops_before_execute(run_loop: Any) -> None:
+    # as LangGraph Studio sets a breakpoint: on the run, not on the loop
+    graph, planner = _loop([[_command("a")]], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    payload = {"user_input": "look a up"}
+    await run_loop(graph, payload, config, interrupt_before=["execute"])
+    paused = graph.get_state(config)
+    assert paused.next == ("execute",)
+    assert paused.values["round_calls"] == []  # nothing prepared: the plan may be edited
+    decision = paused.values["decision"]
+    decision["execution_commands"][0]["tool_kwargs"] = {"key": "z"}
+    graph.update_state(config, {"decision": decision})
+    out = await run_loop(graph, None, config)
+    assert [record["result"] for record in out["tool_logs"]] == ["value of z"]
+    assert planner.request_count == 2
+
+
+async def test_the_last_round_ends_in_plan_without_a_planner_call(run_loop: Any) -> None:
+    graph, planner = _loop([[_command("a")], [_command("b")]], max_rounds=1)
+    steps = await _steps(run_loop, graph)
+    assert steps == ["prepare", "plan", "call_tool", "plan", "answer"]
     assert planner.request_count == 1  # the plan node only ended the round
-    out = graph.get_state({"configurable": {"thread_id": "t"}}).values
+    graph, _ = _loop([[_command("a")], [_command("b")]], max_rounds=1)
+    out = await run_loop(graph, {"user_input": "look a and b up"})
     assert out["round_state"]["round_index"] == 1
     assert [record["tool_name"] for record in out["tool_logs"]] == ["lookup"]
 

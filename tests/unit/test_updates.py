@@ -9,6 +9,7 @@ from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
 import pytest
 from langchain_core.tools import tool
 from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Overwrite
 
 from agentloop import ModelOptions, create_tool_loop
@@ -82,7 +83,8 @@ def lookup(key: str) -> str:
 
 
 @pytest.mark.parametrize("entry", ["stream", "astream"])
-async def test_each_node_returns_only_the_keys_of_its_update(entry: str) -> None:
+@pytest.mark.parametrize("reviewed", [False, True], ids=["plan-prepares", "execute-prepares"])
+async def test_each_node_returns_only_the_keys_of_its_update(entry: str, reviewed: bool) -> None:
     planner = ScriptedChatModel(
         [
             plan_reply(
@@ -91,16 +93,25 @@ async def test_each_node_returns_only_the_keys_of_its_update(entry: str) -> None
             plan_reply("response"),
         ]
     )
-    loop = create_tool_loop(
-        planner, [lookup], models=ModelOptions(answer_model=ScriptedChatModel(["done"]))
+    # an interrupt before `execute` has the round prepared there, not in `plan`
+    review: dict[str, Any] = (
+        {"checkpointer": InMemorySaver(), "interrupt_before": ["execute"]} if reviewed else {}
     )
-    payload = {"user_input": "what is a?"}
-    if entry == "stream":
-        chunks = list(loop.stream(payload, stream_mode="updates"))
-    else:
-        chunks = [chunk async for chunk in loop.astream(payload, stream_mode="updates")]
+    loop = create_tool_loop(
+        planner, [lookup], models=ModelOptions(answer_model=ScriptedChatModel(["done"])), **review
+    )
+    config = {"configurable": {"thread_id": entry}}
+    chunks: list[Any] = []
+    for payload in [{"user_input": "what is a?"}, None][: 1 + reviewed]:  # resumed once
+        if entry == "stream":
+            chunks += list(loop.stream(payload, config, stream_mode="updates"))
+        else:
+            streamed = loop.astream(payload, config, stream_mode="updates")
+            chunks += [chunk async for chunk in streamed]
     nodes = [node for chunk in chunks for node in chunk]
-    assert {"prepare", "plan", "execute", "call_tool", "answer"} <= set(nodes)
+    expected = {"prepare", "plan", "call_tool", "answer"} | ({"execute"} if reviewed else set())
+    assert expected <= set(nodes)
     for chunk in chunks:
         for node, update in chunk.items():
-            assert set(update or {}) <= set(get_type_hints(NODE_UPDATES[node])), node
+            if node != "__interrupt__":
+                assert set(update or {}) <= set(get_type_hints(NODE_UPDATES[node])), node
