@@ -1,20 +1,23 @@
 """The execute path: start a round, run its calls batch by batch, end the round.
 
-- `execute` prepares the round's commands (`agentloop.nodes.preparation`: resolve,
+- `prepare_round` prepares the round's commands (`agentloop.nodes.preparation`: resolve,
   repair, validate, find duplicates, name each call; a call streaming dispatch already
-  started is adopted as it was prepared then) and splits the runnable ones into
-  batches: concurrency-safe calls share a parallel batch (at most `concurrency`
-  calls), an unsafe call forms a batch of its own. A command whose arguments refer to
-  earlier commands' results (`"$N"`, `"${N}"`, see `agentloop.planning.references`)
-  is validated only once they are known: it runs in a batch after theirs, and fails
-  without running when one of them failed or did not run (`reference_failed`). A call
-  refused this way that an earlier execution of the run started (before a deploy made
-  its tool unknown or its arguments invalid) takes that execution's record from the
-  side-effect ledger instead: replayed, or `unknown_outcome`. The commands are read back
-  from the round's `AIMessage` when the plan node wrote one for `after_model` hooks
-  (`agentloop.transcript.read_back`): a call a hook removed or answered with its own
-  `ToolMessage` is settled without running (`refused`), an edited one is prepared with
-  the message's arguments; otherwise `execute` writes that message.
+  started is adopted as it was prepared then), in the `execute` node when the run has a
+  checkpointer or the loop `after_model` hooks (a person or a hook may change the plan
+  after `plan` wrote it), otherwise as `plan` ends, one step less. It splits the
+  runnable ones into batches: concurrency-safe calls share a parallel batch (at most
+  `concurrency` calls), an unsafe call forms a batch of its own. A command whose
+  arguments refer to earlier commands' results (`"$N"`, `"${N}"`, see
+  `agentloop.planning.references`) is validated only once they are known: it runs in a
+  batch after theirs, and fails without running when one of them failed or did not run
+  (`reference_failed`). A call refused this way that an earlier execution of the run
+  started (before a deploy made its tool unknown or its arguments invalid) takes that
+  execution's record from the side-effect ledger instead: replayed, or
+  `unknown_outcome`. The commands are read back from the round's `AIMessage` when the
+  plan node wrote one for `after_model` hooks (`agentloop.transcript.read_back`): a call
+  a hook removed or answered with its own `ToolMessage` is settled without running
+  (`refused`), an edited one is prepared with the message's arguments; otherwise the
+  preparation writes that message.
 - Each batch is one super-step of `call_tool` tasks sent with `Send`, one per call
   (see `agentloop.nodes.call_tool`); a referring call carries the outcomes it needs.
 - After each batch the run goes back to `plan`: while calls of the round are still to
@@ -22,8 +25,8 @@
   the round (`collect_round`: orders the records by command, judges the round, a
   rollback when every call was flagged, and updates `round_state`), then plans again,
   or the run answers at `max_rounds` or ends (`after_round`). As in `create_agent`,
-  whose model node reads the round's tool messages, the round takes two steps
-  (`execute` and its calls) besides the planner's.
+  whose model node reads the round's tool messages, the round's calls take one step
+  besides the planner's (and `execute`'s, when it runs).
 """
 
 from __future__ import annotations
