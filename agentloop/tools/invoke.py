@@ -22,7 +22,7 @@ from tenacity import (
     wait_random,
 )
 
-from agentloop._retry import retry_awaitable_lazily
+from agentloop._retry import retry_awaitable_after
 from agentloop._sync import has_running_loop
 from agentloop.errors import ToolCallError, classify_tool_error
 from agentloop.events import Emit, ToolAbandoned, ToolRetrying, ToolThreadAbandoned
@@ -282,9 +282,9 @@ class ToolInvoker:
             The outcome, with the number of attempts made.
         """
         policy = call.policy
-        attempts = 0
+        attempts = 1
 
-        async def attempt() -> tuple[Any, Any]:
+        async def attempt() -> tuple[Any, Any]:  # a retry's
             nonlocal attempts
             attempts += 1
             return await self.invoke_once(call, emit, config, prefer_sync=prefer_sync)
@@ -292,13 +292,20 @@ class ToolInvoker:
         value: Any
         artifact: Any
         try:
+            failed: Exception | None = None
             retry = policy.retry
-            if policy.retryable and retry is not None:
-                value, artifact = await retry_awaitable_lazily(
-                    attempt, lambda: _retrying(retry, call, emit), _retryable(retry)
+            try:  # the first attempt, directly: a retrier is made only after a failure
+                value, artifact = await self.invoke_once(
+                    call, emit, config, prefer_sync=prefer_sync
                 )
-            else:
-                value, artifact = await attempt()
+            except Exception as error:
+                if retry is None or not policy.retryable or not _retryable(retry)(error):
+                    raise
+                failed = error
+            if failed is not None and retry is not None:
+                value, artifact = await retry_awaitable_after(
+                    failed, attempt, lambda: _retrying(retry, call, emit)
+                )
         except BaseException as error:
             if propagates(error):
                 raise
