@@ -313,7 +313,13 @@ class ToolRunner:
         if writes:  # what earlier reads of this state said may change from now on
             self.cache.invalidate(tool_call.touch)
         try:
-            outcome = await self._through_stack(tool_call, config, terminal)
+            middleware = self._middleware
+            if middleware is None:  # the loop's layers alone (often none: then the tool)
+                layers = self._layers_for(tool_call)
+                running = run_layers(tool_call, layers, terminal) if layers else terminal(tool_call)
+                outcome = await running
+            else:
+                outcome = await self._through_stack(middleware, tool_call, config, terminal)
         except BaseException as error:
             if propagates(error):
                 raise
@@ -386,7 +392,11 @@ class ToolRunner:
         return record
 
     async def _through_stack(
-        self, call: ToolInvocation, config: RunnableConfig | None, terminal: Proceed
+        self,
+        middleware: LoopMiddleware,
+        call: ToolInvocation,
+        config: RunnableConfig | None,
+        terminal: Proceed,
     ) -> ToolOutcome:
         """A call through the app's middleware, then the loop's own layers, to `terminal`.
 
@@ -394,9 +404,6 @@ class ToolRunner:
         the layers are driven with no event loop (the tool is sync: `_needs_loop`).
         """
         layers = self._layers_for
-        middleware = self._middleware
-        if middleware is None:
-            return await run_layers(call, layers(call), terminal)
         tools, keys = self.tools.registry.tools, self._state_keys
         if has_running_loop():
             inner: Proceed = lambda current: run_layers(current, layers(current), terminal)  # noqa: E731
