@@ -307,6 +307,8 @@ class ToolRunner:
             outcome = await self.invoker.call_with_policy(
                 current, emit, config, prefer_sync=prefer_sync
             )
+            if type(outcome.value) is str:  # text, the usual result, is no `Command`
+                return outcome
             return command_outcome(outcome, name, current.transcript_id, self._state_keys)
 
         writes = policy.writes_state
@@ -345,7 +347,8 @@ class ToolRunner:
             outcome = self._fall_back(tool_call, failed)
             truncated = bounded_json(outcome.value, policy.max_result_chars, name)
         whole = outcome.whole if outcome.truncated else truncated.whole
-        outcome = outcome.with_changes(value=truncated.value, whole=None)
+        if truncated.value is not outcome.value or outcome.whole is not None:
+            outcome = outcome.with_changes(value=truncated.value, whole=None)
         fresh = outcome.success and not (outcome.fallback or outcome.from_cache)
         if fresh and policy.idempotent and policy.stale_fallback_s:
             self.cache.remember(
