@@ -6,6 +6,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -35,6 +36,7 @@ from agentloop.tools.results import ReadLimits
 from agentloop.tools.threads import ToolThreads
 
 __all__ = [
+    "ToolFacts",
     "ToolInvoker",
     "crash_proof",
     "crashed",
@@ -181,6 +183,24 @@ def _retrying(retry: ToolRetry, call: ToolInvocation, emit: Emit) -> Retrying:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ToolFacts:
+    """What calling a tool depends on that never changes for the tool object."""
+
+    is_async: bool
+    """It has a native async implementation (`is_async_tool`)."""
+    has_sync: bool
+    """It can run without an event loop (`has_sync_implementation`)."""
+    subagent: bool
+    """It is a sub-agent (`is_subagent`)."""
+    own_processes: bool
+    """The processes an async call starts are its own to end at its timeout."""
+
+
+_MAX_KNOWN_TOOLS = 512
+"""Tool objects whose facts an invoker keeps (all of them are forgotten past it)."""
+
+
 class ToolInvoker:
     """Calls tools for one loop: timeouts, retries by policy, sync tools in `ToolThreads`.
 
@@ -190,6 +210,23 @@ class ToolInvoker:
 
     def __init__(self, threads: ToolThreads | None = None) -> None:
         self.threads = threads or ToolThreads()
+        self._facts: dict[int, tuple[BaseTool, ToolFacts]] = {}
+
+    def facts(self, tool: BaseTool) -> ToolFacts:
+        """A tool's `ToolFacts`, worked out on its first call and kept for the tool object."""
+        known = self._facts.get(id(tool))
+        if known is not None and known[0] is tool:
+            return known[1]
+        facts = ToolFacts(
+            is_async=is_async_tool(tool),
+            has_sync=has_sync_implementation(tool),
+            subagent=is_subagent(tool),
+            own_processes=_starts_own_processes(tool),
+        )
+        if len(self._facts) >= _MAX_KNOWN_TOOLS:  # tools replaced many times over (MCP)
+            self._facts.clear()
+        self._facts[id(tool)] = (tool, facts)
+        return facts
 
     async def invoke_once(
         self,
@@ -228,12 +265,13 @@ class ToolInvoker:
             emit(ToolAbandoned(call_id=call.call_id, tool_name=tool_name, hung=hung, cap=cap))
 
         deadline = time.monotonic() + timeout_s  # the event loop's clock
+        facts = self.facts(tool)
         try:
-            if is_async_tool(tool) and not (prefer_sync and has_sync_implementation(tool)):
+            if facts.is_async and not (prefer_sync and facts.has_sync):
                 output = await self.threads.run_task(
                     tool.name, tool.ainvoke(payload, config), timeout_s, abandoned_task,
-                    cancel=not (is_subagent(tool) and not call.policy.idempotent),
-                    end_children=_starts_own_processes(tool),
+                    cancel=not (facts.subagent and not call.policy.idempotent),
+                    end_children=facts.own_processes,
                 )  # fmt: skip
             else:
                 output = await self.threads.run(

@@ -31,7 +31,7 @@ from agentloop.tools.call_config import call_info
 from agentloop.tools.call_id import CallId, tool_call_id
 from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.injected import command_outcome, run_context
-from agentloop.tools.invoke import ToolInvoker, has_sync_implementation, propagates
+from agentloop.tools.invoke import ToolInvoker, propagates
 from agentloop.tools.judge import judge_result
 from agentloop.tools.late import LateOutcome, watch_late_outcome
 from agentloop.tools.layers import (
@@ -234,7 +234,7 @@ class ToolRunner:
     def _needs_loop(self, call: PreparedCall) -> bool:
         spec = self.tools.registry.spec(call["tool_name"])
         loop_free = self._middleware is None or self._middleware.sync_tool_calls
-        sync_tool = spec is None or has_sync_implementation(spec.runnable)  # None: settled
+        sync_tool = spec is None or self.invoker.facts(spec.runnable).has_sync  # None: settled
         return not (loop_free and sync_tool) or has_running_loop()
 
     async def run(
