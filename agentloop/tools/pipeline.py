@@ -26,11 +26,9 @@ from agentloop.events import Emit, ToolCompleted, ToolFailed, ToolStarted, null_
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT, ATTACHMENTS_ARTIFACT
 from agentloop.tools.cache import ResultCache, canonical_key
-from agentloop.tools.cache_scope import run_identity
-from agentloop.tools.call_config import call_info
 from agentloop.tools.call_id import CallId, tool_call_id
 from agentloop.tools.catalog import ToolCatalog
-from agentloop.tools.injected import command_outcome, run_context
+from agentloop.tools.injected import command_outcome
 from agentloop.tools.invoke import ToolInvoker, propagates
 from agentloop.tools.judge import judge_result
 from agentloop.tools.late import LateOutcome, watch_late_outcome
@@ -282,8 +280,7 @@ class ToolRunner:
             purpose=call["purpose"],
             round_index=call["round_index"],
             index=call["index"],
-            identity=_identity(config),
-            context=run_context(config),
+            config=config,
         )
         listening = emit is not null_emit  # else the events are not made at all
         if listening:
@@ -459,14 +456,6 @@ class ToolRunner:
             )
         error_type = failure.error_type or "internal_error"
         return failure.with_changes(value=graceful_error(error_type, call.tool_name, failure.error))
-
-
-def _identity(config: RunnableConfig | None) -> str:
-    """Who the call serves: as the loop named it in the tool config, else from the config."""
-    info = call_info(config)
-    if info is not None and "identity" in info:
-        return info["identity"]
-    return run_identity(config)
 
 
 def _query_key(
