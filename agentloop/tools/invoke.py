@@ -30,7 +30,7 @@ from agentloop.events import Emit, ToolAbandoned, ToolRetrying, ToolThreadAbando
 from agentloop.tools.artifacts import unpack_output
 from agentloop.tools.layers import ToolInvocation
 from agentloop.tools.outcome import ToolOutcome, timed_out
-from agentloop.tools.output import BoundedOutput, bound_output
+from agentloop.tools.output import LARGE_RESULT_CHARS, BoundedOutput, bound_output
 from agentloop.tools.policy import ToolRetry, is_subagent
 from agentloop.tools.results import ReadLimits
 from agentloop.tools.threads import ToolThreads
@@ -281,13 +281,14 @@ class ToolInvoker:
             artifact = None
             if payload is not call.arguments:
                 output, artifact = unpack_output(output)
-            limits = ReadLimits(
-                call.policy.max_result_items, call.policy.max_result_chars, deadline
-            )
-            output = await bound_output(
-                output, tool_name=tool.name, limits=limits, threads=self.threads,
-                on_abandoned=abandoned,
-            )  # fmt: skip
+            if type(output) is not str or len(output) > LARGE_RESULT_CHARS:  # else small text
+                limits = ReadLimits(
+                    call.policy.max_result_items, call.policy.max_result_chars, deadline
+                )
+                output = await bound_output(
+                    output, tool_name=tool.name, limits=limits, threads=self.threads,
+                    on_abandoned=abandoned,
+                )  # fmt: skip
         except TimeoutError as error:
             raise timed_out(tool, call.policy, timeout_s, error) from error
         except BaseException as error:
