@@ -18,7 +18,7 @@ from tenacity import DoAttempt, DoSleep, RetryCallState, Retrying
 
 from agentloop._effects import Core, Effect, adrive, sleep
 
-__all__ = ["retry_awaitable_lazily", "retry_lazily"]
+__all__ = ["retry_awaitable_after", "retry_awaitable_lazily", "retry_lazily"]
 
 T = TypeVar("T")
 
@@ -34,10 +34,18 @@ def retry_lazily(
     except Exception as error:
         if not retryable(error):
             raise
-        failed: BaseException | None = error
+        failed: BaseException = error
+    return (yield from _retry_after(failed, attempt, retrying))
+
+
+def _retry_after(
+    failed: BaseException, attempt: Callable[[], Core[T]], retrying: Callable[[], Retrying]
+) -> Core[T]:
+    """Go on from a first attempt that failed with `failed`, as `retrying()` says."""
     retrier = retrying()
     retrier.begin()
     state = RetryCallState(retrier, fn=None, args=(), kwargs={})
+    first: BaseException | None = failed
     while True:
         action = retrier.iter(state)
         if isinstance(action, DoSleep):
@@ -45,9 +53,9 @@ def retry_lazily(
             yield from sleep(float(action))
         elif not isinstance(action, DoAttempt):
             return action  # type: ignore[no-any-return]
-        elif failed is not None:  # the first attempt, already made
-            state.set_exception((type(failed), failed, failed.__traceback__))
-            failed = None
+        elif first is not None:  # the first attempt, already made
+            state.set_exception((type(first), first, first.__traceback__))
+            first = None
         else:
             try:
                 result = yield from attempt()
@@ -67,6 +75,28 @@ async def retry_awaitable_lazily(
     retrying: Callable[[], Retrying],
     retryable: Callable[[BaseException], bool],
 ) -> T:
-    """`retry_lazily` of an attempt that exists only as a coroutine."""
+    """`retry_lazily` of an attempt that exists only as a coroutine.
+
+    The first attempt is awaited directly: no core is driven unless it fails.
+    """
+    try:
+        return await attempt()
+    except Exception as error:
+        if not retryable(error):
+            raise
+        failed: BaseException = error
+    return await retry_awaitable_after(failed, attempt, retrying)
+
+
+async def retry_awaitable_after(
+    failed: BaseException,
+    attempt: Callable[[], Awaitable[T]],
+    retrying: Callable[[], Retrying],
+) -> T:
+    """Retry a coroutine attempt whose first try failed with the retryable `failed`.
+
+    For a caller that made the first attempt itself (no frame of ours around it on the
+    path that succeeds); `retrying()` then sees `failed` as its first attempt.
+    """
     awaited = Effect(_awaited_only, attempt)
-    return await adrive(retry_lazily(awaited.__iter__, retrying, retryable))
+    return await adrive(_retry_after(failed, awaited.__iter__, retrying))

@@ -201,7 +201,18 @@ def _float_text(value: float) -> str:
 
 def encode_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     """Make validated arguments checkpoint-safe, reversibly for big integers and NUL."""
-    return {safe_text(key): _encode(value, 0) for key, value in arguments.items()}
+    encoded: dict[str, Any] = {}
+    for key, value in arguments.items():  # a loop, and the usual values inline: no calls
+        kind = type(value)
+        if not (
+            (kind is str and value.isascii() and _NUL not in value)
+            or value is None
+            or kind is bool
+            or (kind is int and _INT64_MIN <= value <= _INT64_MAX)
+        ):
+            value = _encode(value, 0)
+        encoded[key if key.isascii() and _NUL not in key else safe_text(key)] = value
+    return encoded
 
 
 def _encode(value: Any, depth: int) -> Any:
@@ -226,10 +237,10 @@ def _encode(value: Any, depth: int) -> Any:
 
 def decode_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     """Restore what `encode_arguments` wrapped."""
-    return {
-        key: value if type(value) in _PLAIN_SCALARS else _decode(value)  # most arguments
-        for key, value in arguments.items()
-    }
+    decoded: dict[str, Any] = {}
+    for key, value in arguments.items():  # a loop, not a comprehension: a call less
+        decoded[key] = value if type(value) in _PLAIN_SCALARS else _decode(value)
+    return decoded
 
 
 _PLAIN_SCALARS = frozenset({str, int, float, bool, type(None)})

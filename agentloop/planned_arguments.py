@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from cachetools import TTLCache
@@ -101,14 +101,30 @@ class PlannedArguments:
             return self._kept.pop(call["call_id"], None)
 
 
-@contextlib.contextmanager
-def planned(arguments: Planned | None) -> Iterator[None]:
+class _Planned:
+    """The block of `planned`: `arguments` are the context's for its length."""
+
+    __slots__ = ("_arguments", "_token")
+
+    def __init__(self, arguments: Planned | None) -> None:
+        self._arguments = arguments
+
+    def __enter__(self) -> None:
+        self._token = _PLANNED.set(self._arguments)
+
+    def __exit__(self, *_: object) -> None:
+        _PLANNED.reset(self._token)
+
+
+_NONE_PLANNED = contextlib.nullcontext()
+"""The block of `planned(None)` where no arguments are set already: nothing to change."""
+
+
+def planned(arguments: Planned | None) -> contextlib.AbstractContextManager[None]:
     """Within this block, a tool's function gets `arguments` where redaction changed them."""
-    token = _PLANNED.set(arguments)
-    try:
-        yield
-    finally:
-        _PLANNED.reset(token)
+    if arguments is None and _PLANNED.get() is None:  # the usual call: nothing redacted
+        return _NONE_PLANNED
+    return _Planned(arguments)
 
 
 def restored(kwargs: dict[str, Any]) -> dict[str, Any]:

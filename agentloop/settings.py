@@ -211,7 +211,7 @@ class RunScope:
             config = None
         loop = loop_context(runtime.context, config)
         return cls(
-            settings=settings.with_context(loop),
+            settings=settings if loop is None else settings.with_context(loop),
             emit=make_emitter(runtime.stream_writer, loop_name=settings.name, redact=redact),
             context=runtime.context,
             execution=runtime.execution_info,

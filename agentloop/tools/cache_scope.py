@@ -111,17 +111,44 @@ class RunIdentities:
             self._digests[key] = digest
 
 
+def _keyed_configurable(
+    configurable: Mapping[str, Any], context: Any
+) -> tuple[dict[str, Any], tuple[Any, ...] | None]:
+    """`_user_configurable`, and a key for the digests of plain values (in one pass).
+
+    The key is None when a value could change in place (not a scalar). It holds each
+    value's type (1, 1.0 and True are equal keys but different JSON) in the config's
+    order: the same values in another order only make another entry.
+    """
+    if "langgraph_auth_user_id" in configurable:  # the server's user: its object left out
+        named = _user_configurable(configurable)
+        return named, _memo_key(named, context)
+    users: dict[str, Any] = {}
+    plain = type(context) in _SCALARS
+    items: tuple[Any, ...] = ()
+    for name, value in configurable.items():  # no call for each key: one runs per tool call
+        if name[:2] == "__" or name in _RUN_KEYS:
+            continue
+        users[name] = value
+        if plain:
+            kind = type(value)
+            if kind in _SCALARS:
+                items += ((name, kind.__name__, value),)
+            else:
+                plain = False
+    return users, ((type(context).__name__, context, items) if plain else None)
+
+
 def _memo_key(configurable: dict[str, Any], context: Any) -> tuple[Any, ...] | None:
     """A key for the digests of plain values (None: a value could change in place)."""
     if type(context) not in _SCALARS:
         return None
-    for value in configurable.values():
-        if type(value) not in _SCALARS:
+    items: tuple[Any, ...] = ()
+    for name, value in configurable.items():
+        kind = type(value)
+        if kind not in _SCALARS:
             return None
-    # the types too: 1, 1.0 and True are equal keys but different JSON
-    items = tuple(
-        sorted([(name, type(value).__name__, value) for name, value in configurable.items()])
-    )
+        items += ((name, kind.__name__, value),)
     return (type(context).__name__, context, items)
 
 
@@ -141,8 +168,11 @@ def run_identities(
 
     Both come from one reading of the config, and a loop's `known` keeps them together.
     """
-    configurable = _user_configurable((config or {}).get("configurable") or {})
-    key = None if known is None else _memo_key(configurable, context)
+    raw = (config or {}).get("configurable") or {}
+    if known is None:
+        configurable, key = _user_configurable(raw), None
+    else:
+        configurable, key = _keyed_configurable(raw, context)
     if known is not None and key is not None:
         found = known.get(key)
         if found is not None:

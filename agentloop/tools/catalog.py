@@ -140,12 +140,14 @@ class ToolCatalog:
     @property
     def registry(self) -> ToolRegistry:
         """The registry now."""
-        return self._current().registry
+        # fixed tools only (the snapshot never changes): read without a call, several
+        # times for every tool call
+        return (self._current() if self._sources else self._snapshot).registry
 
     @property
     def tool_list(self) -> str:
         """The tools as the planner sees them now (prompt JSON, redacted)."""
-        return self._current().tool_list
+        return (self._current() if self._sources else self._snapshot).tool_list
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -22,19 +23,20 @@ from tenacity import (
     wait_random,
 )
 
-from agentloop._retry import retry_awaitable_lazily
+from agentloop._retry import retry_awaitable_after
 from agentloop._sync import has_running_loop
 from agentloop.errors import ToolCallError, classify_tool_error
 from agentloop.events import Emit, ToolAbandoned, ToolRetrying, ToolThreadAbandoned
 from agentloop.tools.artifacts import unpack_output
 from agentloop.tools.layers import ToolInvocation
 from agentloop.tools.outcome import ToolOutcome, timed_out
-from agentloop.tools.output import BoundedOutput, bound_output
+from agentloop.tools.output import LARGE_RESULT_CHARS, BoundedOutput, bound_output
 from agentloop.tools.policy import ToolRetry, is_subagent
 from agentloop.tools.results import ReadLimits
 from agentloop.tools.threads import ToolThreads
 
 __all__ = [
+    "ToolFacts",
     "ToolInvoker",
     "crash_proof",
     "crashed",
@@ -181,6 +183,24 @@ def _retrying(retry: ToolRetry, call: ToolInvocation, emit: Emit) -> Retrying:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ToolFacts:
+    """What calling a tool depends on that never changes for the tool object."""
+
+    is_async: bool
+    """It has a native async implementation (`is_async_tool`)."""
+    has_sync: bool
+    """It can run without an event loop (`has_sync_implementation`)."""
+    subagent: bool
+    """It is a sub-agent (`is_subagent`)."""
+    own_processes: bool
+    """The processes an async call starts are its own to end at its timeout."""
+
+
+_MAX_KNOWN_TOOLS = 512
+"""Tool objects whose facts an invoker keeps (all of them are forgotten past it)."""
+
+
 class ToolInvoker:
     """Calls tools for one loop: timeouts, retries by policy, sync tools in `ToolThreads`.
 
@@ -190,6 +210,23 @@ class ToolInvoker:
 
     def __init__(self, threads: ToolThreads | None = None) -> None:
         self.threads = threads or ToolThreads()
+        self._facts: dict[int, tuple[BaseTool, ToolFacts]] = {}
+
+    def facts(self, tool: BaseTool) -> ToolFacts:
+        """A tool's `ToolFacts`, worked out on its first call and kept for the tool object."""
+        known = self._facts.get(id(tool))
+        if known is not None and known[0] is tool:
+            return known[1]
+        facts = ToolFacts(
+            is_async=is_async_tool(tool),
+            has_sync=has_sync_implementation(tool),
+            subagent=is_subagent(tool),
+            own_processes=_starts_own_processes(tool),
+        )
+        if len(self._facts) >= _MAX_KNOWN_TOOLS:  # tools replaced many times over (MCP)
+            self._facts.clear()
+        self._facts[id(tool)] = (tool, facts)
+        return facts
 
     async def invoke_once(
         self,
@@ -228,12 +265,13 @@ class ToolInvoker:
             emit(ToolAbandoned(call_id=call.call_id, tool_name=tool_name, hung=hung, cap=cap))
 
         deadline = time.monotonic() + timeout_s  # the event loop's clock
+        facts = self.facts(tool)
         try:
-            if is_async_tool(tool) and not (prefer_sync and has_sync_implementation(tool)):
+            if facts.is_async and not (prefer_sync and facts.has_sync):
                 output = await self.threads.run_task(
                     tool.name, tool.ainvoke(payload, config), timeout_s, abandoned_task,
-                    cancel=not (is_subagent(tool) and not call.policy.idempotent),
-                    end_children=_starts_own_processes(tool),
+                    cancel=not (facts.subagent and not call.policy.idempotent),
+                    end_children=facts.own_processes,
                 )  # fmt: skip
             else:
                 output = await self.threads.run(
@@ -243,13 +281,14 @@ class ToolInvoker:
             artifact = None
             if payload is not call.arguments:
                 output, artifact = unpack_output(output)
-            limits = ReadLimits(
-                call.policy.max_result_items, call.policy.max_result_chars, deadline
-            )
-            output = await bound_output(
-                output, tool_name=tool.name, limits=limits, threads=self.threads,
-                on_abandoned=abandoned,
-            )  # fmt: skip
+            if type(output) is not str or len(output) > LARGE_RESULT_CHARS:  # else small text
+                limits = ReadLimits(
+                    call.policy.max_result_items, call.policy.max_result_chars, deadline
+                )
+                output = await bound_output(
+                    output, tool_name=tool.name, limits=limits, threads=self.threads,
+                    on_abandoned=abandoned,
+                )  # fmt: skip
         except TimeoutError as error:
             raise timed_out(tool, call.policy, timeout_s, error) from error
         except BaseException as error:
@@ -282,9 +321,9 @@ class ToolInvoker:
             The outcome, with the number of attempts made.
         """
         policy = call.policy
-        attempts = 0
+        attempts = 1
 
-        async def attempt() -> tuple[Any, Any]:
+        async def attempt() -> tuple[Any, Any]:  # a retry's
             nonlocal attempts
             attempts += 1
             return await self.invoke_once(call, emit, config, prefer_sync=prefer_sync)
@@ -292,13 +331,20 @@ class ToolInvoker:
         value: Any
         artifact: Any
         try:
+            failed: Exception | None = None
             retry = policy.retry
-            if policy.retryable and retry is not None:
-                value, artifact = await retry_awaitable_lazily(
-                    attempt, lambda: _retrying(retry, call, emit), _retryable(retry)
+            try:  # the first attempt, directly: a retrier is made only after a failure
+                value, artifact = await self.invoke_once(
+                    call, emit, config, prefer_sync=prefer_sync
                 )
-            else:
-                value, artifact = await attempt()
+            except Exception as error:
+                if retry is None or not policy.retryable or not _retryable(retry)(error):
+                    raise
+                failed = error
+            if failed is not None and retry is not None:
+                value, artifact = await retry_awaitable_after(
+                    failed, attempt, lambda: _retrying(retry, call, emit)
+                )
         except BaseException as error:
             if propagates(error):
                 raise

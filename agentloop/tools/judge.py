@@ -14,6 +14,15 @@ ERROR_PREFIXES = ("Unknown tool:", "Error executing tool")
 """A successful result that starts with one of these is an error in disguise."""
 
 
+_NOT_A_PREFIX_START = frozenset(
+    chr(code)
+    for code in range(128)
+    if not chr(code).isspace() and chr(code) not in {prefix[0] for prefix in ERROR_PREFIXES}
+)
+"""ASCII characters a text starting with one of `ERROR_PREFIXES` (after white space) cannot
+start with: neither white space nor a prefix's first letter ("" is not among them)."""
+
+
 def judge_result(outcome: ToolOutcome, check: Callable[[Any], bool | str] | None) -> str:
     """Return why a successful result is useless, or "" when it is fine.
 
@@ -25,7 +34,11 @@ def judge_result(outcome: ToolOutcome, check: Callable[[Any], bool | str] | None
         The reason, or "".
     """
     value = outcome.value
-    if isinstance(value, str) and value.lstrip().startswith(ERROR_PREFIXES):
+    if (
+        isinstance(value, str)
+        and value[:1] not in _NOT_A_PREFIX_START  # most text: no `lstrip` copy to look at
+        and value.lstrip().startswith(ERROR_PREFIXES)
+    ):
         return value.strip()[:500]
     if check is None:
         return ""

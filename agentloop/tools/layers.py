@@ -13,13 +13,16 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
 from agentloop._sync import pause
 from agentloop.tools.cache import ResultCache, canonical_key
-from agentloop.tools.cache_scope import scoped_key
+from agentloop.tools.cache_scope import run_identity, scoped_key
+from agentloop.tools.call_config import call_info
 from agentloop.tools.freshness import StateTouch, state_touch
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.policy import ResolvedPolicy
@@ -50,10 +53,8 @@ class ToolInvocation:
     purpose: str = ""
     round_index: int = 0
     index: int = 0
-    identity: str = ""
-    """Who the call serves (`run_identity`): cached results are kept apart by it."""
-    context: Any = field(default=None, compare=False)
-    """The run's context (`graph.invoke(..., context=...)`: the app's, with `context_schema`)."""
+    config: RunnableConfig | None = field(default=None, compare=False)
+    """The config the tool is invoked with (it names the call and whom it serves)."""
     as_tool_call: bool = False
     """Invoke the tool with a full `ToolCall`, as `ToolNode` does (it takes injected arguments)."""
     trace: list[str] = field(default_factory=list, compare=False)
@@ -67,6 +68,18 @@ class ToolInvocation:
     def override(self, **changes: Any) -> ToolInvocation:
         """Return a copy of the call with some fields changed (the trace is shared)."""
         return replace(self, **changes)
+
+    @cached_property
+    def identity(self) -> str:
+        """Who the call serves (`run_identity`): cached results are kept apart by it.
+
+        As the loop named it in the tool config, else from the config; worked out for the
+        calls that use the cache only.
+        """
+        info = call_info(self.config)
+        if info is not None and "identity" in info:
+            return info["identity"]
+        return run_identity(self.config)
 
     @property
     def cache_key(self) -> str:

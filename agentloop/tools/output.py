@@ -78,6 +78,8 @@ def bounded_json(value: Any, max_chars: int, tool_name: str = "") -> TruncatedRe
     Raises:
         ToolCallError: It cannot be converted (`unserializable_result`).
     """
+    if type(value) is str and len(value) <= max_chars:  # the usual result: kept as it is
+        return TruncatedResult(value, truncated=False, original_chars=len(value))
     try:
         return truncate_result(value, max_chars)
     except Exception as error:

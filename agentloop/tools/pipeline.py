@@ -26,12 +26,10 @@ from agentloop.events import Emit, ToolCompleted, ToolFailed, ToolStarted, null_
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT, ATTACHMENTS_ARTIFACT
 from agentloop.tools.cache import ResultCache, canonical_key
-from agentloop.tools.cache_scope import run_identity
-from agentloop.tools.call_config import call_info
 from agentloop.tools.call_id import CallId, tool_call_id
 from agentloop.tools.catalog import ToolCatalog
-from agentloop.tools.injected import command_outcome, run_context
-from agentloop.tools.invoke import ToolInvoker, has_sync_implementation, propagates
+from agentloop.tools.injected import command_outcome
+from agentloop.tools.invoke import ToolInvoker, propagates
 from agentloop.tools.judge import judge_result
 from agentloop.tools.late import LateOutcome, watch_late_outcome
 from agentloop.tools.layers import (
@@ -234,7 +232,7 @@ class ToolRunner:
     def _needs_loop(self, call: PreparedCall) -> bool:
         spec = self.tools.registry.spec(call["tool_name"])
         loop_free = self._middleware is None or self._middleware.sync_tool_calls
-        sync_tool = spec is None or has_sync_implementation(spec.runnable)  # None: settled
+        sync_tool = spec is None or self.invoker.facts(spec.runnable).has_sync  # None: settled
         return not (loop_free and sync_tool) or has_running_loop()
 
     async def run(
@@ -282,8 +280,7 @@ class ToolRunner:
             purpose=call["purpose"],
             round_index=call["round_index"],
             index=call["index"],
-            identity=_identity(config),
-            context=run_context(config),
+            config=config,
         )
         listening = emit is not null_emit  # else the events are not made at all
         if listening:
@@ -307,13 +304,21 @@ class ToolRunner:
             outcome = await self.invoker.call_with_policy(
                 current, emit, config, prefer_sync=prefer_sync
             )
+            if type(outcome.value) is str:  # text, the usual result, is no `Command`
+                return outcome
             return command_outcome(outcome, name, current.transcript_id, self._state_keys)
 
         writes = policy.writes_state
         if writes:  # what earlier reads of this state said may change from now on
             self.cache.invalidate(tool_call.touch)
         try:
-            outcome = await self._through_stack(tool_call, config, terminal)
+            middleware = self._middleware
+            if middleware is None:  # the loop's layers alone (often none: then the tool)
+                layers = self._layers_for(tool_call)
+                running = run_layers(tool_call, layers, terminal) if layers else terminal(tool_call)
+                outcome = await running
+            else:
+                outcome = await self._through_stack(middleware, tool_call, config, terminal)
         except BaseException as error:
             if propagates(error):
                 raise
@@ -339,7 +344,8 @@ class ToolRunner:
             outcome = self._fall_back(tool_call, failed)
             truncated = bounded_json(outcome.value, policy.max_result_chars, name)
         whole = outcome.whole if outcome.truncated else truncated.whole
-        outcome = outcome.with_changes(value=truncated.value, whole=None)
+        if truncated.value is not outcome.value or outcome.whole is not None:
+            outcome = outcome.with_changes(value=truncated.value, whole=None)
         fresh = outcome.success and not (outcome.fallback or outcome.from_cache)
         if fresh and policy.idempotent and policy.stale_fallback_s:
             self.cache.remember(
@@ -386,7 +392,11 @@ class ToolRunner:
         return record
 
     async def _through_stack(
-        self, call: ToolInvocation, config: RunnableConfig | None, terminal: Proceed
+        self,
+        middleware: LoopMiddleware,
+        call: ToolInvocation,
+        config: RunnableConfig | None,
+        terminal: Proceed,
     ) -> ToolOutcome:
         """A call through the app's middleware, then the loop's own layers, to `terminal`.
 
@@ -394,9 +404,6 @@ class ToolRunner:
         the layers are driven with no event loop (the tool is sync: `_needs_loop`).
         """
         layers = self._layers_for
-        middleware = self._middleware
-        if middleware is None:
-            return await run_layers(call, layers(call), terminal)
         tools, keys = self.tools.registry.tools, self._state_keys
         if has_running_loop():
             inner: Proceed = lambda current: run_layers(current, layers(current), terminal)  # noqa: E731
@@ -449,14 +456,6 @@ class ToolRunner:
             )
         error_type = failure.error_type or "internal_error"
         return failure.with_changes(value=graceful_error(error_type, call.tool_name, failure.error))
-
-
-def _identity(config: RunnableConfig | None) -> str:
-    """Who the call serves: as the loop named it in the tool config, else from the config."""
-    info = call_info(config)
-    if info is not None and "identity" in info:
-        return info["identity"]
-    return run_identity(config)
 
 
 def _query_key(

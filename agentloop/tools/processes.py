@@ -25,8 +25,9 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
@@ -196,12 +197,18 @@ async def end_processes(
     )
 
 
-def _clock() -> float:
-    """Seconds since boot, the clock of a process's start time in /proc."""
+def _boot_clock() -> Callable[[], float]:
+    """The clock of a process's start time in /proc: seconds since boot, read by one call."""
     try:
-        return time.clock_gettime(time.CLOCK_BOOTTIME)
+        boot = time.CLOCK_BOOTTIME
+        time.clock_gettime(boot)
     except (AttributeError, OSError):  # not Linux: nothing is found in /proc anyway
-        return time.monotonic()
+        return time.monotonic
+    return partial(time.clock_gettime, boot)
+
+
+_clock = _boot_clock()
+"""Seconds since boot (chosen once: each window reads it twice, on every call's path)."""
 
 
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01

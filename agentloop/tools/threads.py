@@ -159,7 +159,8 @@ class ToolThreads:
         delay = 0.001
         while True:
             with self._lock:
-                self._refuse_if_hung(tool_name)
+                if self._abandoned:
+                    self._refuse_if_hung(tool_name)
                 if self._running < self.max_running:
                     self._running += 1
                     return
@@ -298,12 +299,15 @@ class ToolThreads:
             AbandonedCall: It took longer and ignored the cancellation.
             ToolCallError: The tool has too many hung calls (`tool_unavailable`).
         """
-        with self._lock:
-            try:
-                self._refuse_if_hung(tool_name)
-            except ToolCallError:
-                coroutine.close()
-                raise
+        # no tool has hung calls, the usual case, is read without the lock: a call that hangs
+        # just after this check is as one that hangs just after the check under the lock
+        if self._abandoned:
+            with self._lock:
+                try:
+                    self._refuse_if_hung(tool_name)
+                except ToolCallError:
+                    coroutine.close()
+                    raise
         window = ChildWindow.open(threading.get_native_id()) if end_children else None
         task = asyncio.get_running_loop().create_task(coroutine)
         try:

@@ -113,6 +113,7 @@ class ArgumentSpec:
         self._patterns = _compile_patterns(patterns) if isinstance(patterns, Mapping) else []
         required = self.root.get("required")
         self.required = [name for name in required or [] if isinstance(name, str)]
+        self._unknown_message = UNKNOWN_ARGUMENT.format(accepted=", ".join(self.declared) or "none")
         self._validator = None if model is not None else validator_for_schema(self.root)
         self.usable = model is not None or self._validator is not None
         """Whether the schema can judge arguments (an invalid one only coerces them)."""
@@ -140,30 +141,33 @@ class ArgumentSpec:
     def _missing_or_unknown(
         self, arguments: Mapping[Any, Any], context: SchemaContext
     ) -> list[ArgumentError]:
-        missing = [
-            ArgumentError(name, MISSING_ARGUMENT) for name in self._missing(arguments, context)
-        ]
-        return missing + self._unknown(arguments)
+        missing = self._missing(arguments, context)
+        errors = [ArgumentError(name, MISSING_ARGUMENT) for name in missing] if missing else []
+        return errors + self._unknown(arguments)
 
     def _validate_with_model(
         self, model: type[BaseModel], arguments: dict[Any, Any], context: SchemaContext
     ) -> ValidatedArguments:
         """Judge with the tool's pydantic model; a null optional argument takes its default."""
         errors = self._missing_or_unknown(arguments, context)
-        reported = {error.argument for error in errors}
+        reported = {error.argument for error in errors} if errors else set()
         sent = dict(arguments)
-        defaulted = [
-            name
-            for name, value in arguments.items()
-            if value is None
-            and name in self.declared
-            and name not in self.required
-            and not allows_null(self.declared[name], context)
-        ]
+        defaulted: list[Any] = []
+        for name, value in arguments.items():  # a loop, not a comprehension: a call less
+            if (
+                value is None
+                and name in self.declared
+                and name not in self.required
+                and not allows_null(self.declared[name], context)
+            ):
+                defaulted.append(name)
         for name in defaulted:
             del arguments[name]
         check = check_with_model(model, arguments, reported)
-        errors += [ArgumentError(name, "; ".join(texts)) for name, texts in check.errors.items()]
+        if check.errors:
+            errors += [
+                ArgumentError(name, "; ".join(texts)) for name, texts in check.errors.items()
+            ]
         notes = [
             f"{name}: None -> {short(check.arguments[name])}"
             for name in defaulted
@@ -186,14 +190,13 @@ class ArgumentSpec:
         return missing
 
     def _unknown(self, arguments: Mapping[Any, Any]) -> list[ArgumentError]:
+        unknown: list[ArgumentError] = []
         if self.additional or not self.usable:
-            return []
-        accepted = ", ".join(self.declared) or "none"
-        return [
-            ArgumentError(str(key), UNKNOWN_ARGUMENT.format(accepted=accepted))
-            for key in arguments
-            if key not in self.declared and not self._matches_pattern(key)
-        ]
+            return unknown
+        for key in arguments:  # a loop, not a comprehension: a call less
+            if key not in self.declared and not self._matches_pattern(key):
+                unknown.append(ArgumentError(str(key), self._unknown_message))
+        return unknown
 
     def _matches_pattern(self, key: Any) -> bool:
         return isinstance(key, str) and any(pattern.search(key) for pattern in self._patterns)
