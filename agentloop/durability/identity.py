@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "IDEMPOTENCY_ARGUMENT",
     "IDEMPOTENCY_KEY_MAX_CHARS",
     "call_key",
     "idempotency_scope",
@@ -42,6 +43,10 @@ __all__ = [
 
 IDEMPOTENCY_KEY_MAX_CHARS = 256
 """The longest idempotency key a run accepts."""
+
+IDEMPOTENCY_ARGUMENT = "idempotency_key"
+"""An argument the loop fills with the call's stable identity (`call_key`) when a tool
+declares it."""
 
 _KEY_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
 """The canonical JSON of arguments in a key (`json.dumps` with these options, whose
