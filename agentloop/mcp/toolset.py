@@ -35,6 +35,7 @@ from langchain_core.tools import BaseTool
 from mcp.types import Completion, Prompt, Tool
 
 from agentloop.durability import resuming
+from agentloop.durability.identity import OWNER_META_KEY
 from agentloop.errors import ConfigurationError, MCPToolError, UnknownOutcomeError
 from agentloop.mcp.auth import MCPAuth, TokenRedactor, build_auth
 from agentloop.mcp.bridge import CallBridge, ElicitationHandler, Suspended, Suspensions
@@ -49,7 +50,6 @@ from agentloop.mcp.session import MCPSessionPool
 from agentloop.mcp.tools import READ_RESOURCE_TOOL, langchain_tool, tool_output
 from agentloop.mcp.toolset_sessions import ToolsetSessions
 from agentloop.redaction import redact_data
-from agentloop.servers import OWNER_META_KEY
 from agentloop.tools.call_config import CallInfo, Samplers, call_info, call_thread
 
 __all__ = ["READ_RESOURCE_TOOL", "MCPToolset", "McpServersConfig"]
