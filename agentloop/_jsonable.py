@@ -24,18 +24,14 @@ build on this module, which imports neither.
 
 from __future__ import annotations
 
-import datetime
 import itertools
 import json
 import math
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from enum import Enum
-from pathlib import PurePath
 from typing import Any
-from uuid import UUID
 
 from langchain_core.messages import BaseMessage
 from pydantic_core import to_jsonable_python
@@ -73,7 +69,6 @@ MAX_REPR_CHARS = 1000
 """Characters of the `repr` kept for an object nothing else can convert."""
 _MAX_DECODED_BYTES = 4096
 _MAX_PLAIN_INT_BITS = 10_000
-_TEXT_TYPES = (datetime.date, datetime.time, datetime.timedelta, UUID, PurePath, Decimal)
 _SEQUENCE_TYPES = (list, tuple, set, frozenset, deque)
 _PLAIN_TYPES = frozenset({str, bool, type(None)})
 
