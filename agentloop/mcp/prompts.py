@@ -11,7 +11,6 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_mcp_adapters.prompts import convert_mcp_prompt_message_to_langchain_message
-from mcp import ClientSession
 from mcp.types import (
     AudioContent,
     Completion,
@@ -26,7 +25,7 @@ from mcp.types import (
     TextResourceContents,
 )
 
-from agentloop.mcp.session import MCPSessionPool
+from agentloop.mcp.session import MCPSessionPool, every_page
 
 __all__ = ["complete", "completion_reference", "get_prompt", "list_prompts", "prompt_messages"]
 
@@ -36,18 +35,9 @@ async def list_prompts(pool: MCPSessionPool, server: str) -> list[Prompt]:
     capabilities = await pool.capabilities(server)
     if capabilities is None or capabilities.prompts is None:
         return []
-
-    async def list_all(session: ClientSession) -> list[Prompt]:
-        found: list[Prompt] = []
-        cursor: str | None = None
-        while True:
-            page = await session.list_prompts(cursor=cursor)
-            found.extend(page.prompts)
-            cursor = page.nextCursor
-            if not cursor:
-                return found
-
-    return await pool.request(server, list_all, what="listing prompts")
+    return await pool.request(
+        server, lambda session: every_page(session.list_prompts, "prompts"), what="listing prompts"
+    )
 
 
 async def get_prompt(
