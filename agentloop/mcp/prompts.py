@@ -13,7 +13,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_mcp_adapters.prompts import convert_mcp_prompt_message_to_langchain_message
 from mcp.types import (
     AudioContent,
-    Completion,
     EmbeddedResource,
     GetPromptResult,
     ImageContent,
@@ -27,7 +26,7 @@ from mcp.types import (
 
 from agentloop.mcp.session import MCPSessionPool, every_page
 
-__all__ = ["complete", "completion_reference", "get_prompt", "list_prompts", "prompt_messages"]
+__all__ = ["completion_reference", "list_prompts", "prompt_messages"]
 
 
 async def list_prompts(pool: MCPSessionPool, server: str) -> list[Prompt]:
@@ -38,34 +37,6 @@ async def list_prompts(pool: MCPSessionPool, server: str) -> list[Prompt]:
     return await pool.request(
         server, lambda session: every_page(session.list_prompts, "prompts"), what="listing prompts"
     )
-
-
-async def get_prompt(
-    pool: MCPSessionPool, server: str, name: str, arguments: dict[str, str] | None
-) -> list[BaseMessage]:
-    """A prompt of a server, filled in with `arguments`, as LangChain messages."""
-    result = await pool.request(
-        server,
-        lambda session: session.get_prompt(name, arguments),
-        what=f"getting prompt {name!r}",
-    )
-    return prompt_messages(result)
-
-
-async def complete(
-    pool: MCPSessionPool,
-    server: str,
-    reference: PromptReference | ResourceTemplateReference,
-    argument: dict[str, str],
-    context: dict[str, str] | None,
-) -> Completion:
-    """Suggestions for one argument of a prompt or resource template."""
-    result = await pool.request(
-        server,
-        lambda session: session.complete(reference, argument, context),
-        what="completing an argument",
-    )
-    return result.completion
 
 
 def completion_reference(

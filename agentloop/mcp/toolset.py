@@ -26,15 +26,16 @@ import dataclasses
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import httpx
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
+from mcp import ClientSession
 from mcp.types import Completion, Prompt, Tool
 
 from agentloop.durability import resuming
@@ -47,7 +48,7 @@ from agentloop.mcp.config import MCPServerSpec, load_mcp_config
 from agentloop.mcp.decode import DecodedResult
 from agentloop.mcp.listing import Listings
 from agentloop.mcp.pools import SessionPools
-from agentloop.mcp.prompts import complete, completion_reference, get_prompt, list_prompts
+from agentloop.mcp.prompts import completion_reference, list_prompts, prompt_messages
 from agentloop.mcp.resources import Resources
 from agentloop.mcp.session import MCPSessionPool
 from agentloop.mcp.tools import READ_RESOURCE_TOOL, langchain_tool, tool_output
@@ -57,6 +58,8 @@ from agentloop.tools.call_config import CallInfo, Samplers, call_info, call_thre
 __all__ = ["READ_RESOURCE_TOOL", "MCPToolset", "McpServersConfig"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 McpServersConfig = str | Mapping[str, Any]
 """A path to a JSON/YAML `mcpServers` file, or the same content as a dict."""
@@ -507,11 +510,10 @@ class MCPToolset:
             MCPToolError: The server refused (an unknown prompt, a missing argument).
             MCPTransportError: The server could not be started or reached.
         """
-
-        async def on_loop() -> list[BaseMessage]:
-            return await get_prompt(self._pool_of(server), server, name, arguments)
-
-        return await self._pools.run(on_loop())
+        result = await self._request(
+            server, lambda session: session.get_prompt(name, arguments), f"getting prompt {name!r}"
+        )
+        return prompt_messages(result)
 
     async def complete(
         self,
@@ -541,8 +543,20 @@ class MCPToolset:
         reference = completion_reference(prompt, resource_template)
         asked = {"name": argument, "value": value}
 
-        async def on_loop() -> Completion:
-            return await complete(self._pool_of(server), server, reference, asked, context)
+        result = await self._request(
+            server,
+            lambda session: session.complete(reference, asked, context),
+            "completing an argument",
+        )
+        return result.completion
+
+    async def _request(
+        self, server: str, send: Callable[[ClientSession], Awaitable[T]], what: str
+    ) -> T:
+        """Send one request to `server` outside a run (on the background loop)."""
+
+        async def on_loop() -> T:
+            return await self._pool_of(server).request(server, send, what=what)
 
         return await self._pools.run(on_loop())
 
