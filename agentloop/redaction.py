@@ -39,7 +39,7 @@ from urllib.parse import quote, quote_plus
 from langchain_core.messages import BaseMessage
 from langgraph.types import Command
 
-from agentloop.tools.results import (
+from agentloop._jsonable import (
     CYCLE_MARKER,
     MAX_DEPTH,
     TOO_DEEP_MARKER,

@@ -24,7 +24,7 @@ from typing import Any, TypeAlias, cast
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, ToolCall
+from langchain_core.messages import AIMessage, BaseMessage, InvalidToolCall, ToolCall
 from langchain_core.messages.tool import invalid_tool_call
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
@@ -43,6 +43,10 @@ Reply: TypeAlias = (
 """One scripted reply: text, a message, an error to raise, or a function of the request."""
 
 _MODEL_NAME = "scripted"
+
+
+def _call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 class ScriptExhaustedError(IndexError):
@@ -305,28 +309,19 @@ class ScriptedChatModel(BaseChatModel):
                 f"got {type(reply).__name__}"
             )
             raise TypeError(msg)
-        tool_calls = [
-            ToolCall(
-                name=call["name"],
-                args=dict(call["args"]),
-                id=call["id"] or f"call_{uuid.uuid4().hex[:24]}",
-                type="tool_call",
-            )
-            for call in reply.tool_calls
-            if isinstance(call["args"], dict)
-        ]
-        # arguments that are not an object (None, a list) are an invalid call, as a
-        # provider reports them, and stream as they are
-        invalid = [
-            invalid_tool_call(
-                name=call["name"],
-                args=json.dumps(call["args"]),
-                id=call["id"] or f"call_{uuid.uuid4().hex[:24]}",
-                error="the arguments are not a JSON object",
-            )
-            for call in reply.tool_calls
-            if not isinstance(call["args"], dict)
-        ]
+        tool_calls: list[ToolCall] = []
+        invalid: list[InvalidToolCall] = []
+        for call in reply.tool_calls:
+            name, args, call_id = call["name"], call["args"], call["id"] or _call_id()
+            if isinstance(args, dict):
+                tool_calls.append(
+                    ToolCall(name=name, args=dict(args), id=call_id, type="tool_call")
+                )
+            else:  # not an object (None, a list): invalid, as a provider reports it; streamed as is
+                error = "the arguments are not a JSON object"
+                invalid.append(
+                    invalid_tool_call(name=name, args=json.dumps(args), id=call_id, error=error)
+                )
         response_metadata = {
             "model_name": _MODEL_NAME,
             **reply.response_metadata,
@@ -381,7 +376,7 @@ def plan_reply(
     }
     if not as_tool_call:
         return json.dumps(args)
-    call = ToolCall(name=tool_name, args=args, id=f"call_{uuid.uuid4().hex[:24]}")
+    call = ToolCall(name=tool_name, args=args, id=_call_id())
     return AIMessage(content="", tool_calls=[call])
 
 

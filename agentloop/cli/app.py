@@ -29,8 +29,7 @@ from agentloop.cli.parser import (
     MODEL_ENV,
     CliError,
 )
-from agentloop.cli.progress import Progress
-from agentloop.cli.screen import Screen
+from agentloop.cli.screen import Progress, Screen
 from agentloop.errors import ConfigurationError
 from agentloop.redaction import install_log_redaction, installed_log_redaction
 

@@ -34,8 +34,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from agentloop.demo.answer import demo_answer_model
-from agentloop.demo.planner import demo_planner
+from agentloop.demo.models import demo_answer_model, demo_planner
 from agentloop.demo.questions import _terms
 from agentloop.graph import create_tool_loop
 from agentloop.mcp import MCPToolset

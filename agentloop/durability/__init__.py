@@ -15,51 +15,54 @@ A ledger writes each operation once, as a core yielding `Effect`s (see
 
 from __future__ import annotations
 
-from agentloop._effects import Core, Effect, adrive, drive
-from agentloop.durability._langgraph import (
-    Durability,
-    current_checkpointer,
-    current_durability,
-    resuming,
-)
-from agentloop.durability.guard import CallGuard, Settled
-from agentloop.durability.identity import (
-    IDEMPOTENCY_KEY_MAX_CHARS,
-    call_key,
-    idempotency_scope,
-    ledger_thread,
-    loop_namespace,
-    position_key,
-    run_identity,
-)
-from agentloop.durability.late import LateLedgerWriter
-from agentloop.durability.ledger import (
-    LedgerEntry,
-    LedgerKey,
-    LedgerOp,
-    MemoryLedger,
-    SideEffectLedger,
-)
-from agentloop.durability.placement import (
-    durability_gap,
-    is_server_checkpointer,
-    ledger_for,
-    run_ledger,
-)
-from agentloop.durability.retry import RunAttempt, run_attempt, settle_run_identity
-from agentloop.durability.server_database import (
-    PostgresUriLedger,
-    SqliteFileLedger,
-    check_server_database,
-    server_database_uri,
-)
-from agentloop.durability.sql import (
-    AsyncPostgresLedger,
-    AsyncSqliteLedger,
-    PostgresLedger,
-    SqliteLedger,
-)
-from agentloop.durability.store import StoreLedger
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentloop._effects import Core, Effect, adrive, drive
+    from agentloop.durability._langgraph import (
+        Durability,
+        current_checkpointer,
+        current_durability,
+        resuming,
+    )
+    from agentloop.durability.guard import CallGuard, Settled
+    from agentloop.durability.identity import (
+        IDEMPOTENCY_KEY_MAX_CHARS,
+        call_key,
+        idempotency_scope,
+        ledger_thread,
+        loop_namespace,
+        position_key,
+        run_identity,
+    )
+    from agentloop.durability.late import LateLedgerWriter
+    from agentloop.durability.ledger import (
+        LedgerEntry,
+        LedgerKey,
+        LedgerOp,
+        MemoryLedger,
+        SideEffectLedger,
+    )
+    from agentloop.durability.placement import (
+        durability_gap,
+        is_server_checkpointer,
+        ledger_for,
+        run_ledger,
+    )
+    from agentloop.durability.retry import RunAttempt, run_attempt, settle_run_identity
+    from agentloop.durability.server_database import (
+        PostgresUriLedger,
+        SqliteFileLedger,
+        check_server_database,
+        server_database_uri,
+    )
+    from agentloop.durability.sql import (
+        AsyncPostgresLedger,
+        AsyncSqliteLedger,
+        PostgresLedger,
+        SqliteLedger,
+    )
+    from agentloop.durability.store import StoreLedger
 
 __all__ = [
     "IDEMPOTENCY_KEY_MAX_CHARS",
@@ -102,3 +105,41 @@ __all__ = [
     "server_database_uri",
     "settle_run_identity",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load the ledgers on the first use of a public name.
+
+    Importing one light submodule (`identity`, which the bundled servers use) runs this
+    package's `__init__` first; the ledgers, LangGraph and the database drivers wait until
+    a name of the package is used.
+    """
+    if name not in __all__:
+        msg = f"module 'agentloop.durability' has no attribute {name!r}"
+        raise AttributeError(msg)
+    from agentloop import _effects
+    from agentloop.durability import (
+        _langgraph,
+        guard,
+        identity,
+        late,
+        ledger,
+        placement,
+        retry,
+        server_database,
+        sql,
+        store,
+    )
+
+    modules = (_effects, _langgraph, guard, identity, late, ledger, placement, retry)
+    for module in (*modules, server_database, sql, store):
+        if name in module.__all__:
+            value = getattr(module, name)
+            globals()[name] = value
+            return value
+    msg = f"agentloop.durability lists {name!r} but no submodule defines it"
+    raise AttributeError(msg)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

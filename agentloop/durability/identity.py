@@ -31,7 +31,9 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "IDEMPOTENCY_ARGUMENT",
     "IDEMPOTENCY_KEY_MAX_CHARS",
+    "OWNER_META_KEY",
     "call_key",
     "idempotency_scope",
     "ledger_thread",
@@ -42,6 +44,15 @@ __all__ = [
 
 IDEMPOTENCY_KEY_MAX_CHARS = 256
 """The longest idempotency key a run accepts."""
+
+IDEMPOTENCY_ARGUMENT = "idempotency_key"
+"""An argument the loop fills with the call's stable identity (`call_key`) when a tool
+declares it."""
+
+OWNER_META_KEY = "agentloop/owner"
+"""The `_meta` key of a tool call that names whom the call serves (a digest of the run's
+user context, the same across that user's threads), sent to servers configured with
+`"send_owner": true`: the notes server keeps each owner's notes apart."""
 
 _KEY_JSON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
 """The canonical JSON of arguments in a key (`json.dumps` with these options, whose

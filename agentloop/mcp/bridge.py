@@ -423,12 +423,3 @@ class Suspensions:
             call.bridge.server,
             self.expire_s,
         )
-
-    def cancel_all(self) -> None:
-        """Give up every paused call (the toolset closes)."""
-        with self._lock:
-            calls = list(self._calls.values())
-            self._calls.clear()
-        for call in calls:
-            call.bridge.cancel_question()
-            call.call.stop()

@@ -137,9 +137,7 @@ class ClientHandlers:
             self.logger.debug("unreadable message from the server: %s", message)
             return
         root = getattr(message, "root", None)
-        if isinstance(
-            root, types.ToolListChangedNotification | types.ResourceListChangedNotification
-        ):
+        if isinstance(root, _LIST_CHANGED):
             self.on_tools_changed(self.spec.name)
 
     async def _roots(self, context: Any) -> types.ListRootsResult:

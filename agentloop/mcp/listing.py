@@ -22,7 +22,7 @@ from mcp.types import Resource, ResourceTemplate, Tool
 from agentloop.errors import ConfigurationError, MCPToolError, MCPTransportError
 from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.pools import SessionPools
-from agentloop.mcp.session import MCPSessionPool
+from agentloop.mcp.session import MCPSessionPool, check_unique_names
 
 __all__ = [
     "MAX_LISTED_RESOURCES",
@@ -137,20 +137,8 @@ class Listings:
                 self._accept(spec.name, result)
         if fatal:
             raise fatal[0]
-        self._check_unique_names()
+        check_unique_names((spec.name, self.server_tools.get(spec.name, [])) for spec in self.specs)
         self.discovered = True
-
-    def _check_unique_names(self) -> None:
-        owners: dict[str, str] = {}
-        for spec in self.specs:
-            for tool in self.server_tools.get(spec.name, []):
-                if tool.name in owners:
-                    msg = (
-                        f"MCP servers {owners[tool.name]!r} and {spec.name!r} both offer a "
-                        f"tool named {tool.name!r}; deny it on one of them"
-                    )
-                    raise ConfigurationError(msg)
-                owners[tool.name] = spec.name
 
     async def _list(self, server: str) -> ServerListing:
         spec = self._specs[server]

@@ -119,15 +119,6 @@ class SessionPools:
                 self._loop, self._thread = loop, thread
             return self._loop
 
-    def submit(self, coroutine: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
-        """Run a coroutine on the background loop; await the returned future anywhere."""
-        try:
-            loop = self.ensure_loop()
-        except RuntimeError:
-            coroutine.close()
-            raise
-        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, loop))
-
     def start(self, coroutine: Coroutine[Any, Any, T]) -> Started[T]:
         """Start a coroutine on the background loop, where it runs until it ends or is stopped.
 
@@ -276,11 +267,9 @@ class SessionPools:
     async def close_started(self) -> None:
         """Close what a failed start opened (shared sessions, background retries).
 
-        The pools stay usable: the next call starts its server again.
+        The pools stay usable: the next call starts its server again. Once `close` has
+        begun, the calls still running are stopped too.
         """
-        await self._close_all()
-
-    async def _close_all(self) -> None:
         for task in [*self._background, *([self._reaper] if self._reaper else [])]:
             task.cancel()
         if self.closed:
@@ -298,7 +287,7 @@ class SessionPools:
         if loop is None or loop.is_closed():
             return
         try:
-            asyncio.run_coroutine_threadsafe(self._close_all(), loop).result(timeout)
+            asyncio.run_coroutine_threadsafe(self.close_started(), loop).result(timeout)
         except Exception as error:  # a server that will not stop must not block the caller
             logger.warning("closing the MCP sessions: %s", error)
         finally:

@@ -11,10 +11,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_mcp_adapters.prompts import convert_mcp_prompt_message_to_langchain_message
-from mcp import ClientSession
 from mcp.types import (
     AudioContent,
-    Completion,
     EmbeddedResource,
     GetPromptResult,
     ImageContent,
@@ -26,9 +24,9 @@ from mcp.types import (
     TextResourceContents,
 )
 
-from agentloop.mcp.session import MCPSessionPool
+from agentloop.mcp.session import MCPSessionPool, every_page
 
-__all__ = ["complete", "completion_reference", "get_prompt", "list_prompts", "prompt_messages"]
+__all__ = ["completion_reference", "list_prompts", "prompt_messages"]
 
 
 async def list_prompts(pool: MCPSessionPool, server: str) -> list[Prompt]:
@@ -36,46 +34,9 @@ async def list_prompts(pool: MCPSessionPool, server: str) -> list[Prompt]:
     capabilities = await pool.capabilities(server)
     if capabilities is None or capabilities.prompts is None:
         return []
-
-    async def list_all(session: ClientSession) -> list[Prompt]:
-        found: list[Prompt] = []
-        cursor: str | None = None
-        while True:
-            page = await session.list_prompts(cursor=cursor)
-            found.extend(page.prompts)
-            cursor = page.nextCursor
-            if not cursor:
-                return found
-
-    return await pool.request(server, list_all, what="listing prompts")
-
-
-async def get_prompt(
-    pool: MCPSessionPool, server: str, name: str, arguments: dict[str, str] | None
-) -> list[BaseMessage]:
-    """A prompt of a server, filled in with `arguments`, as LangChain messages."""
-    result = await pool.request(
-        server,
-        lambda session: session.get_prompt(name, arguments),
-        what=f"getting prompt {name!r}",
+    return await pool.request(
+        server, lambda session: every_page(session.list_prompts, "prompts"), what="listing prompts"
     )
-    return prompt_messages(result)
-
-
-async def complete(
-    pool: MCPSessionPool,
-    server: str,
-    reference: PromptReference | ResourceTemplateReference,
-    argument: dict[str, str],
-    context: dict[str, str] | None,
-) -> Completion:
-    """Suggestions for one argument of a prompt or resource template."""
-    result = await pool.request(
-        server,
-        lambda session: session.complete(reference, argument, context),
-        what="completing an argument",
-    )
-    return result.completion
 
 
 def completion_reference(

@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -35,7 +35,7 @@ from agentloop.mcp.connection import Connection, NotSentError, describe
 from agentloop.mcp.decode import DecodedResult, decode_result
 from agentloop.mcp.tools import langchain_tool, offered_tools
 
-__all__ = ["MCPSessionPool"]
+__all__ = ["MCPSessionPool", "check_unique_names", "every_page"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,36 @@ STARTUP_ATTEMPTS = 2
 """A server process that exits while starting is started once more before giving up."""
 HEALTH_CHECK_IDLE_S = 30.0
 """A session idle this long is pinged before it is used again (restarted if it is dead)."""
+
+
+async def every_page(list_page: Callable[..., Awaitable[Any]], items: str) -> list[Any]:
+    """Every item of a paginated MCP list: `list_page(cursor=...)`'s `items`, page by page."""
+    found: list[Any] = []
+    cursor: str | None = None
+    while True:
+        page = await list_page(cursor=cursor)
+        found.extend(getattr(page, items))
+        cursor = page.nextCursor
+        if not cursor:
+            return found
+
+
+def check_unique_names(offers: Iterable[tuple[str, Iterable[Tool | BaseTool]]]) -> None:
+    """Refuse two servers offering a tool of the same name (servers in config order).
+
+    Raises:
+        ConfigurationError: Two servers offer a tool of the same name.
+    """
+    owners: dict[str, str] = {}
+    for server, tools in offers:
+        for tool in tools:
+            if tool.name in owners:
+                msg = (
+                    f"MCP servers {owners[tool.name]!r} and {server!r} both offer a tool "
+                    f"named {tool.name!r}; deny it on one of them"
+                )
+                raise ConfigurationError(msg)
+            owners[tool.name] = server
 
 
 class MCPSessionPool:
@@ -309,19 +339,9 @@ class MCPSessionPool:
             MCPTransportError: A server could not be started.
         """
         per_server = await asyncio.gather(*(self.list_server_tools(name) for name in self._specs))
-        tools: list[BaseTool] = []
-        owners: dict[str, str] = {}
-        for server, server_tools in zip(self._specs, per_server, strict=True):
-            for tool in server_tools:
-                if tool.name in owners:
-                    msg = (
-                        f"MCP servers {owners[tool.name]!r} and {server!r} both offer a tool "
-                        f"named {tool.name!r}; deny it on one of them"
-                    )
-                    raise ConfigurationError(msg)
-                owners[tool.name] = server
-                tools.append(self._langchain_tool(server, tool))
-        return tools
+        offers = list(zip(self._specs, per_server, strict=True))
+        check_unique_names(offers)
+        return [self._langchain_tool(server, tool) for server, tools in offers for tool in tools]
 
     async def list_server_tools(self, server: str) -> list[Tool]:
         """The tools of one server the loop can use: allowed, not denied, not task-only.
@@ -333,18 +353,9 @@ class MCPSessionPool:
             ConfigurationError: Its `allow` list names a tool the server lacks.
             MCPTransportError: The server could not be started.
         """
-
-        async def list_all(session: ClientSession) -> list[Tool]:
-            found: list[Tool] = []
-            cursor: str | None = None
-            while True:
-                page = await session.list_tools(cursor=cursor)
-                found.extend(page.tools)
-                cursor = page.nextCursor
-                if not cursor:
-                    return found
-
-        mcp_tools = await self.request(server, list_all, what="listing tools")
+        mcp_tools: list[Tool] = await self.request(
+            server, lambda session: every_page(session.list_tools, "tools"), what="listing tools"
+        )
         spec = self._specs[server]
         offered = {t.name for t in mcp_tools}
         names = {name for name in spec.allow or () if not is_pattern(name)}

@@ -21,20 +21,25 @@ their prompts and argument completion are methods of the toolset.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
 
 import httpx
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
+from mcp import ClientSession
 from mcp.types import Completion, Prompt, Tool
 
 from agentloop.durability import resuming
+from agentloop.durability.identity import OWNER_META_KEY
 from agentloop.errors import ConfigurationError, MCPToolError, UnknownOutcomeError
 from agentloop.mcp.auth import MCPAuth, TokenRedactor, build_auth
 from agentloop.mcp.bridge import CallBridge, ElicitationHandler, Suspended, Suspensions
@@ -43,18 +48,18 @@ from agentloop.mcp.config import MCPServerSpec, load_mcp_config
 from agentloop.mcp.decode import DecodedResult
 from agentloop.mcp.listing import Listings
 from agentloop.mcp.pools import SessionPools
-from agentloop.mcp.prompts import complete, completion_reference, get_prompt, list_prompts
+from agentloop.mcp.prompts import completion_reference, list_prompts, prompt_messages
 from agentloop.mcp.resources import Resources
 from agentloop.mcp.session import MCPSessionPool
 from agentloop.mcp.tools import READ_RESOURCE_TOOL, langchain_tool, tool_output
-from agentloop.mcp.toolset_sessions import ToolsetSessions
 from agentloop.redaction import redact_data
-from agentloop.servers import OWNER_META_KEY
 from agentloop.tools.call_config import CallInfo, Samplers, call_info, call_thread
 
 __all__ = ["READ_RESOURCE_TOOL", "MCPToolset", "McpServersConfig"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 McpServersConfig = str | Mapping[str, Any]
 """A path to a JSON/YAML `mcpServers` file, or the same content as a dict."""
@@ -71,7 +76,7 @@ REFRESH_WAIT_S = 5.0
 """How long a loop waits for a tool list a server announced as changed before it plans."""
 
 
-class MCPToolset(ToolsetSessions):
+class MCPToolset:
     """The tools of some MCP servers, on sessions shared by every run.
 
     Use it as `with MCPToolset(config) as toolset:` (or `async with`), or call
@@ -141,7 +146,9 @@ class MCPToolset(ToolsetSessions):
         self.samplers = Samplers()
         """The models of the loops built with this toolset, for their calls' sampling."""
         """Redacts the configured secrets and every token an OAuth flow obtained since."""
-        super().__init__(self.specs, SessionPools(self.specs, self._pool, idle_timeout_s))
+        self._pools = SessionPools(self.specs, self._pool, idle_timeout_s)
+        self._finalizer = weakref.finalize(self, self._pools.close, 10.0)
+        """Closes the sessions of a toolset nobody closed (collected, or at exit)."""
         self._discovery_lock = threading.Lock()
         self._listings = Listings(
             self.specs, self._pools, self._pool, self._routed_tool, retry_interval_s
@@ -197,6 +204,72 @@ class MCPToolset(ToolsetSessions):
         return MCPSessionPool(
             specs, startup_timeout=self.startup_timeout_s, handlers=self._handlers
         )
+
+    # -- sessions ------------------------------------------------------------------------
+
+    def sessions_opened(
+        self, run_id: str | None = None, *, thread_id: str | None = None
+    ) -> dict[str, int]:
+        """How many sessions each server has needed: shared ones, a run's or a thread's."""
+        return self._pools.sessions_opened(run_id, thread_id=thread_id)
+
+    @property
+    def has_run_scope(self) -> bool:
+        """Whether a run may open sessions of its own (`run`; `thread` without a thread)."""
+        return any(spec.scope in ("run", "thread") for spec in self.specs)
+
+    @property
+    def open_runs(self) -> list[str]:
+        """Runs whose own sessions are open."""
+        return self._pools.open_runs
+
+    @property
+    def open_threads(self) -> list[str]:
+        """Threads whose own sessions are open (closed once idle)."""
+        return self._pools.open_threads
+
+    def release(self, run_id: str) -> concurrent.futures.Future[None] | None:
+        """Close a run's own sessions in the background (called when the run answers).
+
+        Returns:
+            Done once their processes exited (None when the run has none open): wait
+            with `.result()` from sync code, `await asyncio.wrap_future(...)` from async.
+        """
+        return self._pools.release(run_id)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Close every session (each server process exits) and stop the background loop.
+
+        Safe to call twice; the toolset cannot be used afterwards.
+        """
+        self._finalizer.detach()
+        self._pools.close(timeout)
+
+    async def aclose(self) -> None:
+        """`close` without blocking the caller's event loop."""
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     # -- tools ---------------------------------------------------------------------------
 
@@ -437,11 +510,10 @@ class MCPToolset(ToolsetSessions):
             MCPToolError: The server refused (an unknown prompt, a missing argument).
             MCPTransportError: The server could not be started or reached.
         """
-
-        async def on_loop() -> list[BaseMessage]:
-            return await get_prompt(self._pool_of(server), server, name, arguments)
-
-        return await self._pools.run(on_loop())
+        result = await self._request(
+            server, lambda session: session.get_prompt(name, arguments), f"getting prompt {name!r}"
+        )
+        return prompt_messages(result)
 
     async def complete(
         self,
@@ -471,8 +543,20 @@ class MCPToolset(ToolsetSessions):
         reference = completion_reference(prompt, resource_template)
         asked = {"name": argument, "value": value}
 
-        async def on_loop() -> Completion:
-            return await complete(self._pool_of(server), server, reference, asked, context)
+        result = await self._request(
+            server,
+            lambda session: session.complete(reference, asked, context),
+            "completing an argument",
+        )
+        return result.completion
+
+    async def _request(
+        self, server: str, send: Callable[[ClientSession], Awaitable[T]], what: str
+    ) -> T:
+        """Send one request to `server` outside a run (on the background loop)."""
+
+        async def on_loop() -> T:
+            return await self._pool_of(server).request(server, send, what=what)
 
         return await self._pools.run(on_loop())
 

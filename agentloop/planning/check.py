@@ -14,10 +14,10 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
+from agentloop.durability.identity import IDEMPOTENCY_ARGUMENT
 from agentloop.planning.references import GENERIC_REFERENCE_EXAMPLE, reference_problem
 from agentloop.prompts import PromptSet, to_prompt_json
 from agentloop.state import PlanDecision, ToolCommand
-from agentloop.tools.spec import IDEMPOTENCY_ARGUMENT
 
 __all__ = [
     "plan_example",

@@ -14,12 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_NOTES_FILE", "NOTES_FILE_ENV", "OWNER_META_KEY", "bundled_servers_config"]
+from agentloop.durability.identity import OWNER_META_KEY
 
-OWNER_META_KEY = "agentloop/owner"
-"""The `_meta` key of a tool call that names whom the call serves (a digest of the run's
-user context, the same across that user's threads), sent to servers configured with
-`"send_owner": true`: the notes server keeps each owner's notes apart."""
+__all__ = ["DEFAULT_NOTES_FILE", "NOTES_FILE_ENV", "OWNER_META_KEY", "bundled_servers_config"]
 
 NOTES_FILE_ENV = "AGENTLOOP_NOTES_FILE"
 """The environment variable that tells the notes server where its file is (its `--file`

@@ -21,6 +21,7 @@ from langchain_core.runnables import RunnableConfig
 
 from agentloop._sync import has_running_loop, run_without_loop
 from agentloop.checkpoint_safe import decode_arguments, encode_arguments
+from agentloop.durability.identity import IDEMPOTENCY_ARGUMENT
 from agentloop.errors import ToolCallError
 from agentloop.events import Emit, ToolCompleted, ToolFailed, ToolStarted, null_emit
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
@@ -43,7 +44,6 @@ from agentloop.tools.layers import (
 from agentloop.tools.outcome import ToolOutcome, graceful_error
 from agentloop.tools.output import bounded_json
 from agentloop.tools.records import emit_settled, make_record
-from agentloop.tools.spec import IDEMPOTENCY_ARGUMENT
 from agentloop.tools.whole_results import WholeResults
 
 if TYPE_CHECKING:

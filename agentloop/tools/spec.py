@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
+from agentloop.durability.identity import IDEMPOTENCY_ARGUMENT
 from agentloop.prompts import compact_schema
 from agentloop.tools.arguments import ArgumentSpec, ValidatedArguments, tool_json_schema
 from agentloop.tools.injected import InjectedArguments
@@ -23,9 +24,6 @@ from agentloop.tools.policy import ResolvedPolicy
 from agentloop.tools.redacted import redacting
 
 __all__ = ["IDEMPOTENCY_ARGUMENT", "ToolSpec"]
-
-IDEMPOTENCY_ARGUMENT = "idempotency_key"
-"""An argument the loop fills with the call's stable identity when a tool declares it."""
 
 
 def _pydantic_model(tool: BaseTool, injected: frozenset[str]) -> type[BaseModel] | None:

@@ -7,20 +7,20 @@ from typing import Any
 
 import pytest
 
-from agentloop.mcp.toolset_sessions import ToolsetSessions
+from agentloop.mcp import MCPToolset
 
 
 @pytest.fixture(autouse=True)
 def _close_toolsets(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A toolset a test left open keeps its sessions until it is collected; not here."""
-    opened: list[ToolsetSessions] = []
-    start = ToolsetSessions.__init__
+    opened: list[MCPToolset] = []
+    start = MCPToolset.__init__
 
-    def recorded(self: ToolsetSessions, *args: Any, **kwargs: Any) -> None:
+    def recorded(self: MCPToolset, *args: Any, **kwargs: Any) -> None:
         start(self, *args, **kwargs)
         opened.append(self)
 
-    monkeypatch.setattr(ToolsetSessions, "__init__", recorded)
+    monkeypatch.setattr(MCPToolset, "__init__", recorded)
     yield
     for toolset in opened:
         toolset.close()

@@ -20,7 +20,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.message import add_messages
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
-from agentloop.cli.answer import is_answer_token
+from agentloop.cli.screen import is_answer_token
 from agentloop.state import reduce_messages
 from agentloop.testing import ScriptedChatModel, plan_reply, tool_call_turns
 

@@ -1,19 +1,13 @@
 """Tool results as plain JSON data (`serialize`), within a size budget (`truncate`, `shrink`).
 
-Iterators a tool returns are read lazily, within the call's bounds (`lazy`).
+Iterators a tool returns are read lazily, within the call's bounds (`lazy`). The
+conversion to JSON data lives in `agentloop._jsonable`, below redaction, and is
+re-exported here.
 """
 
 from __future__ import annotations
 
-from agentloop.tools.results.cut_text import CutText
-from agentloop.tools.results.lazy import (
-    ReadItems,
-    ReadLimits,
-    is_async_lazy,
-    is_lazy,
-    read_items,
-)
-from agentloop.tools.results.serialize import (
+from agentloop._jsonable import (
     ASYNC_ITERATOR_MARKER,
     CYCLE_MARKER,
     MAX_DEPTH,
@@ -21,9 +15,17 @@ from agentloop.tools.results.serialize import (
     MAX_REPR_CHARS,
     TOO_DEEP_MARKER,
     UNREAD_MARKER,
+    CutText,
     Serialized,
     serialize,
     to_jsonable,
+)
+from agentloop.tools.results.lazy import (
+    ReadItems,
+    ReadLimits,
+    is_async_lazy,
+    is_lazy,
+    read_items,
 )
 from agentloop.tools.results.shrink import ITEMS_MARKER, KEYS_MARKER, TRUNCATION_MARKER
 from agentloop.tools.results.truncate import (

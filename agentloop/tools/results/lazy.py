@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any, Literal
 
 from agentloop._effects import END, Core, Effect, is_async
-from agentloop.tools.results.serialize import to_jsonable
+from agentloop._jsonable import to_jsonable
 
 __all__ = [
     "ReadItems",

@@ -12,6 +12,8 @@ import json
 import re
 from typing import Any
 
+from agentloop._jsonable import TrimmedDict, TrimmedList
+
 __all__ = [
     "DROPPED_KEYS_KEY",
     "ITEMS_MARKER",
@@ -74,18 +76,6 @@ def shrink(data: Any, limit: int, size: int) -> Any:
 
 
 # --- before sizing: drop the items no budget could hold ------------------------------
-
-
-class TrimmedList(list):  # type: ignore[type-arg]
-    """A list whose tail was dropped before sizing: `omitted` items are not here."""
-
-    omitted = 0
-
-
-class TrimmedDict(dict):  # type: ignore[type-arg]
-    """A dict whose last keys were dropped before sizing: `omitted` keys are not here."""
-
-    omitted = 0
 
 
 def trim_long_lists(data: Any, max_items: int) -> Any:

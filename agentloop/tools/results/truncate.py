@@ -21,8 +21,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from agentloop.tools.results.cut_text import CutText
-from agentloop.tools.results.serialize import serialize, to_jsonable
+from agentloop._jsonable import CutText, serialize, to_jsonable
 from agentloop.tools.results.shrink import (
     DROPPED_KEYS_KEY,
     cut,

@@ -16,28 +16,25 @@ fails...).
 Whatever stands for something left out (a cut `repr`, bytes shown by their size, nesting
 deeper than `MAX_DEPTH`, an iterator not read to its end) is a `CutText`, and `serialize`
 says whether the result holds one, so a record can say `truncated: true`.
+
+The tool layer (`agentloop.tools.results`, which re-exports these names) and redaction
+(`agentloop.redaction`, which walks values with the same markers and depth limit) both
+build on this module, which imports neither.
 """
 
 from __future__ import annotations
 
-import datetime
 import itertools
 import json
 import math
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from enum import Enum
-from pathlib import PurePath
 from typing import Any
-from uuid import UUID
 
 from langchain_core.messages import BaseMessage
 from pydantic_core import to_jsonable_python
-
-from agentloop.tools.results.cut_text import CutText
-from agentloop.tools.results.shrink import TrimmedDict, TrimmedList
 
 __all__ = [
     "ASYNC_ITERATOR_MARKER",
@@ -47,7 +44,10 @@ __all__ = [
     "MAX_REPR_CHARS",
     "TOO_DEEP_MARKER",
     "UNREAD_MARKER",
+    "CutText",
     "Serialized",
+    "TrimmedDict",
+    "TrimmedList",
     "serialize",
     "to_jsonable",
 ]
@@ -69,9 +69,36 @@ MAX_REPR_CHARS = 1000
 """Characters of the `repr` kept for an object nothing else can convert."""
 _MAX_DECODED_BYTES = 4096
 _MAX_PLAIN_INT_BITS = 10_000
-_TEXT_TYPES = (datetime.date, datetime.time, datetime.timedelta, UUID, PurePath, Decimal)
 _SEQUENCE_TYPES = (list, tuple, set, frozenset, deque)
 _PLAIN_TYPES = frozenset({str, bool, type(None)})
+
+
+class CutText(str):
+    """The first characters of a longer text, which remembers how long the whole was.
+
+    A tool's huge text output is cut to this before it is redacted inside the tool's run
+    (a bounded cost); truncation then reports the whole text's length.
+    """
+
+    original_chars: int
+
+    def __new__(cls, text: str, original_chars: int) -> CutText:
+        """Keep `text`, the start of a text of `original_chars` characters."""
+        cut = super().__new__(cls, text)
+        cut.original_chars = original_chars
+        return cut
+
+
+class TrimmedList(list):  # type: ignore[type-arg]
+    """A list whose tail was dropped before sizing: `omitted` items are not here."""
+
+    omitted = 0
+
+
+class TrimmedDict(dict):  # type: ignore[type-arg]
+    """A dict whose last keys were dropped before sizing: `omitted` keys are not here."""
+
+    omitted = 0
 
 
 @dataclass(frozen=True)
