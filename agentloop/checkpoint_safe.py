@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from langchain_core.messages import BaseMessage
 from langgraph.types import Overwrite
 
-from agentloop.tools.results import to_jsonable
+from agentloop._jsonable import to_jsonable
 
 __all__ = [
     "BIG_INT_TAG",
