@@ -87,15 +87,21 @@ class LoopNode(_Inline):
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run (sync): a short computation is called as it is, without a driver."""
+        runtime = get_runtime(LoopContext)
         if self.func is not None:
-            return self.func(input, get_runtime(LoopContext))
-        return drive(self.steps(input))
+            return self.func(input, runtime)
+        core = self.core  # `steps` inline: a call less per node call
+        assert core is not None  # one of the two is given
+        return drive(core(input, runtime))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """Run (async), inline: a short computation is called as it is, without a driver."""
+        runtime = get_runtime(LoopContext)
         if self.func is not None:
-            return self.func(input, get_runtime(LoopContext))
-        return await adrive(self.steps(input))
+            return self.func(input, runtime)
+        core = self.core  # `steps` inline: a call less per node call
+        assert core is not None  # one of the two is given
+        return await adrive(core(input, runtime))
 
 
 class Router(_Inline, Generic[S]):

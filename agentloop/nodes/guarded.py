@@ -151,8 +151,8 @@ def guarded_call(
     """
     guard = call_guard(parts, call, scope)
     record: ToolExecutionRecord  # typed without `cast`, a call each time
-    if guard is None:
-        record = yield from _run(parts, call, scope, config, None)
+    if guard is None:  # the pipeline's effect yielded here: no generator around it
+        record = parts.safe_value((yield _pipeline(parts, call, scope, config, None)))
         return record
     settled = yield from guard.decide()
     gone = parts.registry.spec(call["tool_name"]) is None
@@ -177,13 +177,24 @@ def _run(
     config: RunnableConfig,
     late: LateLedgerWriter | None,
 ) -> Core[Any]:
-    """Run the call through the pipeline (`run_sync` under `invoke`, `run` under `ainvoke`)."""
+    """Run the call through the pipeline: its safe record."""
+    record = yield _pipeline(parts, call, scope, config, late)
+    return parts.safe_value(record)
+
+
+def _pipeline(
+    parts: LoopParts,
+    call: PreparedCall,
+    scope: RunScope,
+    config: RunnableConfig,
+    late: LateLedgerWriter | None,
+) -> Effect[ToolExecutionRecord]:
+    """The pipeline's run of the call: `run_sync` under `invoke`, `run` under `ainvoke`."""
     runner = parts.runner
-    record = yield from Effect(
+    return Effect(
         partial(runner.run_sync, call, scope.emit, config, on_late=late),
         partial(runner.run, call, scope.emit, config, on_late=late),
     )
-    return parts.safe_value(record)
 
 
 def _late_writer(parts: LoopParts, guard: CallGuard | None) -> LateLedgerWriter | None:
