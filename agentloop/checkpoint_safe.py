@@ -93,7 +93,8 @@ def checkpoint_safe(
             (a record's fields), which are safe and hold no secret.
         plain_values: Keys of `value` itself (a dict; not of the dicts inside it) whose
             text the loop made from digests and counters (a record's `call_id`,
-            `call_key`): not passed through `text`, which has nothing to find there.
+            `call_key`): kept as they are, as ASCII text in which `text` has nothing to
+            find.
 
     Never raises; plain data comes back unchanged (the same objects when nothing needed
     changing).
@@ -139,12 +140,14 @@ def _safe_dict(
         kind = type(item)
         # the common leaves inline: a record or an event is mostly short text and numbers
         if kind is str:
-            safe_item = (
-                text(item) if text is not None and item and key not in plain_values else item
-            )
-            # what `safe_text` changes (an empty string, a record's unset field, needs nothing)
-            if safe_item and (not safe_item.isascii() or _NUL in safe_item):
-                safe_item = safe_text(safe_item)
+            if key in plain_values:  # digests and counters: ASCII, nothing to redact
+                safe_item = item
+            else:
+                safe_item = text(item) if text is not None and item else item
+                # what `safe_text` changes (an empty string, a record's unset field, needs
+                # nothing)
+                if safe_item and (not safe_item.isascii() or _NUL in safe_item):
+                    safe_item = safe_text(safe_item)
         elif (
             item is None
             or kind is bool
