@@ -57,6 +57,7 @@ __all__ = [
     "planned_message",
     "read_back",
     "round_outcomes",
+    "tool_message",
     "tool_messages",
 ]
 
@@ -241,19 +242,28 @@ def outcome_content(record: ToolExecutionRecord) -> str:
 
 def tool_messages(records: Sequence[ToolExecutionRecord]) -> list[ToolMessage]:
     """One `ToolMessage` per record, in the order given (command order)."""
-    messages: list[ToolMessage] = []
-    for record in records:
-        call_id = record.get("call_id") or ""
-        message = ToolMessage(
-            outcome_content(record),
-            tool_call_id=record.get("tool_call_id") or call_id,
-            name=record["tool_name"],
-            status="success" if record["success"] else "error",
-            artifact=record.get("artifact"),
-            id=f"{call_id}:outcome" if call_id else None,
-        )
-        messages.append(message)
-    return messages
+    return [tool_message(record) for record in records]
+
+
+def tool_message(record: ToolExecutionRecord) -> ToolMessage:
+    """The `ToolMessage` of one call's record (its id: the call id, `:outcome`)."""
+    call_id = record.get("call_id") or ""
+    success = record["success"]
+    result = record["result"]
+    # the usual outcome, a text result, inline; any other through `outcome_content`
+    content = (
+        result
+        if success and type(result) is str and not (record.get("flagged") or record.get("stale"))
+        else outcome_content(record)
+    )
+    return ToolMessage(
+        content,
+        tool_call_id=record.get("tool_call_id") or call_id,
+        name=record["tool_name"],
+        status="success" if success else "error",
+        artifact=record.get("artifact"),
+        id=f"{call_id}:outcome" if call_id else None,
+    )
 
 
 def _edits(

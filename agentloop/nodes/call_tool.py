@@ -31,7 +31,7 @@ from agentloop.tools.deferred import complete_call
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled
 from agentloop.tools.records import make_record
-from agentloop.transcript import tool_messages
+from agentloop.transcript import tool_message
 from agentloop.updates import CallToolUpdate
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def _written(record: ToolExecutionRecord, added: list[Any] | None = None) -> Cal
     """A finished call's update: its record, its `ToolMessage` and the messages it added."""
     return {
         "call_results": {record.get("call_id", ""): record},
-        "messages": [*tool_messages([record]), *(added or ())],
+        "messages": [tool_message(record), *added] if added else [tool_message(record)],
     }
 
 
