@@ -26,7 +26,14 @@ from pydantic import BaseModel
 
 from agentloop.call_shapes import PreparedCall, ToolCommand
 
-__all__ = ["KEPT_FOR_S", "PlannedArguments", "planned", "restored", "unavailable_message"]
+__all__ = [
+    "KEPT_FOR_S",
+    "NOTHING_PLANNED",
+    "PlannedArguments",
+    "planned",
+    "restored",
+    "unavailable_message",
+]
 
 KEPT_FOR_S = 900.0
 """How long the planner's own arguments are kept for a call that has not run yet."""
@@ -116,14 +123,15 @@ class _Planned:
         _PLANNED.reset(self._token)
 
 
-_NONE_PLANNED = contextlib.nullcontext()
-"""The block of `planned(None)` where no arguments are set already: nothing to change."""
+NOTHING_PLANNED: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+"""The block of `planned(None)` where no arguments are set already: nothing to change
+(a caller may leave it unentered)."""
 
 
 def planned(arguments: Planned | None) -> contextlib.AbstractContextManager[None]:
     """Within this block, a tool's function gets `arguments` where redaction changed them."""
     if arguments is None and _PLANNED.get() is None:  # the usual call: nothing redacted
-        return _NONE_PLANNED
+        return NOTHING_PLANNED
     return _Planned(arguments)
 
 

@@ -24,7 +24,7 @@ from agentloop._effects import Core
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.guarded import guarded_call, ledger_record, tool_config
 from agentloop.nodes.parts import LoopParts
-from agentloop.planned_arguments import planned, unavailable_message
+from agentloop.planned_arguments import NOTHING_PLANNED, planned, unavailable_message
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord
 from agentloop.tools.deferred import complete_call
@@ -80,8 +80,9 @@ class _CallTool:
     def run(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> Core[CallToolUpdate]:
         """The task, as a core that `LoopNode` drives under `invoke` or `ainvoke`."""
         scope = self.parts.scope(runtime)
-        written = self.parts.planned_arguments.take(call) if call.get("redacted") else None
-        if call.get("redacted") and written is None:  # kept in memory, gone since
+        redacted = call.get("redacted")
+        written = self.parts.planned_arguments.take(call) if redacted else None
+        if redacted and written is None:  # kept in memory, gone since
             message = unavailable_message(call["tool_name"])
             outcome = ToolOutcome.refused("arguments_unavailable", call["tool_name"], message)
             return (yield from self._refused(call, make_record(call, outcome), scope))
@@ -93,8 +94,12 @@ class _CallTool:
             record = yield from early.record()
             return self._done(call, record)  # guarded_call's record: already safe
         config = self._config(call, scope)
-        with planned(written):  # the tool's function gets the planner's own arguments
+        block = planned(written)  # the tool's function gets the planner's own arguments
+        if block is NOTHING_PLANNED:  # the usual call: no block to enter
             record = yield from guarded_call(self.parts, call, scope, config)
+        else:
+            with block:
+                record = yield from guarded_call(self.parts, call, scope, config)
         return self._done(call, record)
 
 

@@ -40,7 +40,7 @@ from agentloop.settings import RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord
 from agentloop.tools.cache_scope import run_identities
 from agentloop.tools.call_config import CallInfo, with_call_info
-from agentloop.tools.call_id import CallId, tool_call_id
+from agentloop.tools.call_id import tool_call_id
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
 
@@ -239,7 +239,7 @@ def tool_config(
     info: CallInfo = {
         "run_id": call["run_id"],
         "call_id": call["call_id"],
-        "place": CallId(call["run_id"], call["round_label"], call["index"]).in_run,
+        "place": f"{call['round_label']}:{call['index']}",  # `CallId.in_run`, formatted
         "call_key": call["call_key"],
         "loop": parts.settings.name,
         "identity": identity,
