@@ -108,16 +108,37 @@ def checkpoint_safe(
         return value if _fits(value) else _int_text(value)
     if kind is float:
         return value if math.isfinite(value) else _float_text(value)
+    # containers before the subclass checks below: no `isinstance` call for them
+    if kind is dict:
+        if _depth >= _MAX_DEPTH:
+            return "<too deep>"
+        return _safe_dict(value, text, _depth, plain_keys, plain_values)
+    if kind is list:
+        if _depth >= _MAX_DEPTH:
+            return "<too deep>"
+        return _safe_list(value, text, _depth, plain_keys)
     if isinstance(value, str) and not isinstance(value, Enum):  # a `CutText` marker...
         return checkpoint_safe(str.__str__(value), text)
     if _depth >= _MAX_DEPTH:
         return "<too deep>"
-    if kind is dict:
-        return _safe_dict(value, text, _depth, plain_keys, plain_values)
-    if kind is list:
-        items = [checkpoint_safe(item, text, _depth + 1, plain_keys=plain_keys) for item in value]
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     return checkpoint_safe(to_jsonable(value), text, _depth + 1, plain_keys=plain_keys)
+
+
+def _safe_list(
+    value: list[Any], text: TextHook | None, depth: int, plain_keys: AbstractSet[str]
+) -> list[Any]:
+    # a dict item (a record, a command) goes to `_safe_dict` directly: a call less each
+    inner = depth + 1
+    items = [
+        _safe_dict(item, text, inner, plain_keys)
+        if type(item) is dict and inner < _MAX_DEPTH
+        else checkpoint_safe(item, text, inner, plain_keys=plain_keys)
+        for item in value
+    ]
+    for safe_item, item in zip(items, value, strict=True):  # a loop: no `all`, no generator
+        if safe_item is not item:
+            return items
+    return value
 
 
 def _safe_dict(
@@ -155,6 +176,8 @@ def _safe_dict(
             or (kind is float and math.isfinite(item))  # usage counts, durations
         ):
             safe_item = item
+        elif kind is dict and depth + 1 < _MAX_DEPTH:  # a nested dict: a call less
+            safe_item = _safe_dict(item, text, depth + 1, plain_keys)
         else:
             safe_item = checkpoint_safe(item, text, depth + 1, plain_keys=plain_keys)
         changed = changed or safe_key != key or safe_item is not item
@@ -179,7 +202,9 @@ def safe_update(
     """
     safe: Any = {}  # the update's type, without `cast` (a call each time)
     for key, value in update.items():
-        if isinstance(value, Overwrite):
+        if type(value) is dict:  # the usual value, without the `isinstance` checks below
+            safe[key] = checkpoint_safe(value, text, plain_keys=plain_keys)
+        elif isinstance(value, Overwrite):
             safe[key] = Overwrite(checkpoint_safe(value.value, text, plain_keys=plain_keys))
         elif isinstance(value, list) and value and isinstance(value[0], BaseMessage):
             safe[key] = [_safe_message(message, text) for message in value]
