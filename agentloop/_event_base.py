@@ -124,8 +124,10 @@ def _writes_nothing(writer: Callable[[Any], None]) -> bool:
     not be made. A writer of any other shape (a method, a `partial`, an object) counts as
     listening.
     """
-    code = getattr(writer, "__code__", None)
-    return code is not None and code.co_code == _EMPTY_BODY
+    try:  # not `getattr`: a call less for each node's scope
+        return writer.__code__.co_code == _EMPTY_BODY
+    except AttributeError:
+        return False
 
 
 def make_emitter(

@@ -69,7 +69,10 @@ class _CallTool:
         The `Command`'s keys are written now, so the next round sees them; its messages
         follow the call's `ToolMessage` (in the order `create_agent` keeps them).
         """
-        state_update = record.get("state_update") if isinstance(record, dict) else None
+        # subscripts, not `get`: no call on the usual path
+        state_update = (
+            record["state_update"] if type(record) is dict and "state_update" in record else None
+        )
         if not state_update:
             return _written(record)
         keys = {key: value for key, value in state_update.items() if key != "messages"}

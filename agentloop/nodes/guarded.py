@@ -149,7 +149,10 @@ def guarded_call(
 
     Drive it with `drive` from sync code or `adrive` from async code (`agentloop._effects`).
     """
-    guard = call_guard(parts, call, scope)
+    execution = scope.execution  # no thread (no checkpointer): no guard, no call for it
+    guard = (
+        None if execution is None or execution.thread_id is None else call_guard(parts, call, scope)
+    )
     record: ToolExecutionRecord  # typed without `cast`, a call each time
     if guard is None:  # the pipeline's effect yielded here: no generator around it
         record = parts.safe_value((yield _pipeline(parts, call, scope, config, None)))
