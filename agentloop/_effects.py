@@ -108,6 +108,9 @@ async def adrive(core: Core[T]) -> T:
         except StopIteration as stop:
             value: T = stop.value  # typed without `cast`, a call each time
             return value
+        if effect is is_async:  # answered here: no coroutine to await
+            result, error = True, None
+            continue
         try:
             result, error = await effect.arun(), None
         except BaseException as failed:

@@ -229,6 +229,9 @@ class Redactor:
         # read and written without a lock: each dict operation is atomic, and a race can
         # only clear the memo once more or let it pass its bound by an entry
         self._memo: dict[str, str] = {}
+        self._memo_stored = 0
+        """Entries stored since the memo was last cleared (no `len` call per store; a race
+        can only miscount by an entry)."""
 
     def with_secrets(self, secrets: Iterable[str]) -> Redactor:
         """Return a redactor that also redacts `secrets`."""
@@ -251,10 +254,11 @@ class Redactor:
         except KeyError:
             pass
         found = self._pattern.sub(self._replace, text)
-        memo = self._memo
-        if len(memo) >= _MEMO_ENTRIES:
-            memo.clear()
-        memo[text] = found
+        if self._memo_stored >= _MEMO_ENTRIES:
+            self._memo.clear()
+            self._memo_stored = 0
+        self._memo[text] = found
+        self._memo_stored += 1
         return found
 
     def _replace(self, match: re.Match[str]) -> str:
