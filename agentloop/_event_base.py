@@ -116,20 +116,6 @@ def _empty(_: Any) -> None:
 _EMPTY_BODY = _empty.__code__.co_code
 
 
-def _writes_nothing(writer: Callable[[Any], None]) -> bool:
-    """Tell whether a stream writer is a function whose body does nothing.
-
-    LangGraph gives a run's nodes such a writer when nothing streams the `custom` mode
-    (and the default `Runtime` has one): events written to it go nowhere, so they need
-    not be made. A writer of any other shape (a method, a `partial`, an object) counts as
-    listening.
-    """
-    try:  # not `getattr`: a call less for each node's scope
-        return writer.__code__.co_code == _EMPTY_BODY
-    except AttributeError:
-        return False
-
-
 def make_emitter(
     writer: Callable[[Any], None] | None,
     *,
@@ -151,7 +137,18 @@ def make_emitter(
     Returns:
         The emitter.
     """
-    if writer is None or _writes_nothing(writer):
+    if writer is None:
+        return null_emit
+    # LangGraph gives a run's nodes a function whose body does nothing when nothing
+    # streams the `custom` mode (the default `Runtime` has one too): events written to it
+    # go nowhere, so they need not be made. A writer of any other shape (a method, a
+    # `partial`, an object) counts as listening. Checked inline, by attribute: no call
+    # for each node's scope.
+    try:
+        silent = writer.__code__.co_code == _EMPTY_BODY
+    except AttributeError:
+        silent = False
+    if silent:
         return null_emit
     safe_name = checkpoint_safe(loop_name, redact)
 

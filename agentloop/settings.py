@@ -163,7 +163,7 @@ def loop_context(context: Any, config: Mapping[str, Any] | None) -> LoopContext 
         ConfigurationError: The config's entry is neither a `LoopContext` nor a mapping of
             its fields.
     """
-    if isinstance(context, LoopContext):
+    if context is not None and isinstance(context, LoopContext):  # None: no call
         return context
     given = ((config or {}).get("configurable") or {}).get(LOOP_CONFIG_KEY)
     if given is None or isinstance(given, LoopContext):
