@@ -13,6 +13,7 @@ from agentloop.events import Emit, make_emitter
 from agentloop.options import PlanningOptions, check_int
 
 if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
     from langgraph.runtime import ExecutionInfo, Runtime
     from langgraph.store.base import BaseStore
 
@@ -191,6 +192,8 @@ class RunScope:
         store: The store LangGraph gives the run (`runtime.store`: the app's, or the
             LangGraph server's), or None.
         loop: The run's `LoopContext` (see `loop_context`), or None.
+        config: The node call's config (`get_config()`, read once for the scope), or
+            None outside a graph run.
     """
 
     settings: LoopSettings
@@ -199,6 +202,7 @@ class RunScope:
     execution: ExecutionInfo | None = None
     store: BaseStore | None = None
     loop: LoopContext | None = None
+    config: RunnableConfig | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(
@@ -206,7 +210,7 @@ class RunScope:
     ) -> RunScope:
         """Build the scope of a node call from the loop's settings and the runtime."""
         try:
-            config: Mapping[str, Any] | None = get_config()
+            config: RunnableConfig | None = get_config()
         except RuntimeError:  # outside a graph run
             config = None
         loop = loop_context(runtime.context, config)
@@ -217,6 +221,7 @@ class RunScope:
             execution=runtime.execution_info,
             store=runtime.store,
             loop=loop,
+            config=config,
         )
 
     @property

@@ -61,7 +61,10 @@ class _CallTool:
         return _written(self.parts.safe_value(refused))
 
     def _config(self, call: PreparedCall, scope: RunScope) -> RunnableConfig:
-        return tool_config(self.parts, call, get_config(), scope.context)
+        config = scope.config  # the node call's, read once when its scope was made
+        return tool_config(
+            self.parts, call, config if config is not None else get_config(), scope.context
+        )
 
     def _done(self, call: PreparedCall, record: Any) -> CallToolUpdate:
         """The call's record and `ToolMessage`, and what its tool's `Command` writes (if any).
