@@ -245,23 +245,35 @@ def tool_messages(records: Sequence[ToolExecutionRecord]) -> list[ToolMessage]:
     return [tool_message(record) for record in records]
 
 
+_MESSAGE_FIELDS: dict[str, Any] = {
+    "call_id": "",
+    "tool_call_id": "",
+    "flagged": False,
+    "stale": False,
+    "artifact": None,
+}
+"""The optional record fields a `ToolMessage` reads, with their defaults: the record is
+merged over them once, so one message per call reads its fields without `get` calls."""
+
+
 def tool_message(record: ToolExecutionRecord) -> ToolMessage:
     """The `ToolMessage` of one call's record (its id: the call id, `:outcome`)."""
-    call_id = record.get("call_id") or ""
-    success = record["success"]
-    result = record["result"]
+    fields: dict[str, Any] = {**_MESSAGE_FIELDS, **record}
+    call_id = fields["call_id"] or ""
+    success = fields["success"]
+    result = fields["result"]
     # the usual outcome, a text result, inline; any other through `outcome_content`
     content = (
         result
-        if success and type(result) is str and not (record.get("flagged") or record.get("stale"))
+        if success and type(result) is str and not (fields["flagged"] or fields["stale"])
         else outcome_content(record)
     )
     return ToolMessage(
         content,
-        tool_call_id=record.get("tool_call_id") or call_id,
-        name=record["tool_name"],
+        tool_call_id=fields["tool_call_id"] or call_id,
+        name=fields["tool_name"],
         status="success" if success else "error",
-        artifact=record.get("artifact"),
+        artifact=fields["artifact"],
         id=f"{call_id}:outcome" if call_id else None,
     )
 
