@@ -885,6 +885,8 @@ class Accelerator:
 
     def started_calls(self, run_id: str) -> dict[str, EarlyCall]:
         """Hook of `execute`: the run's early calls, by call id (`call_tool` takes them)."""
+        if not self._runs:
+            return {}
         with self._lock:
             work = self._runs.get(run_id)
             return dict(work.calls) if work is not None else {}
@@ -900,6 +902,8 @@ class Accelerator:
 
     def take_call(self, call: PreparedCall) -> EarlyCall | None:
         """Hook of `call_tool`: the call as it started early, when it is the same call."""
+        if not self._runs:  # no run holds anything: nothing started early
+            return None
         run_id = call["run_id"]
         with self._lock:
             work = self._runs.get(run_id)

@@ -72,7 +72,7 @@ class PlannedArguments:
 
     def keep(
         self,
-        call_ids: Sequence[str],
+        call_id: Callable[[int], str],
         written: Sequence[ToolCommand],
         kept: Sequence[ToolCommand],
         clean: Callable[[dict[str, Any]], dict[str, Any]],
@@ -80,7 +80,7 @@ class PlannedArguments:
         """Keep the arguments of each command that redaction changed.
 
         Args:
-            call_ids: The call id of each command's position.
+            call_id: The call id of a command's position (asked only for the kept ones).
             written: The commands as the planner wrote them.
             kept: The same commands as the state keeps them (redacted, checkpoint-safe).
             clean: Makes arguments checkpoint-safe without redacting them: what a tool
@@ -99,7 +99,7 @@ class PlannedArguments:
         if changed:
             with self._lock:
                 for position, own in changed:
-                    self._kept[call_ids[position]] = (own, dict(kept[position]["tool_kwargs"]))
+                    self._kept[call_id(position)] = (own, dict(kept[position]["tool_kwargs"]))
         return [position for position, _ in changed]
 
     def take(self, call: PreparedCall) -> Planned | None:

@@ -39,7 +39,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite, Send
 
 from agentloop._effects import Core
-from agentloop.events import QueueDrained, RoundCompleted, ToolQueued, ToolRolledBack
+from agentloop.events import QueueDrained, RoundCompleted, ToolQueued, ToolRolledBack, null_emit
 from agentloop.messages import message_text
 from agentloop.nodes._runnable import NodeCore
 from agentloop.nodes.guarded import ledger_record
@@ -129,19 +129,19 @@ def assign_batches(
     floor = 0  # the first batch a call may join: the one after the last unsafe call
     for position, is_safe in enumerate(safe):
         needed = waits_for[position] if waits_for is not None else ()
-        if any(not 0 <= earlier < position for earlier in needed):
-            msg = f"call {position} may wait only for earlier calls, not {list(needed)}"
-            raise ValueError(msg)
-        earliest = max([floor, *(batches[earlier] + 1 for earlier in needed)])
+        earliest = floor
+        for earlier in needed:
+            if not 0 <= earlier < position:
+                msg = f"call {position} may wait only for earlier calls, not {list(needed)}"
+                raise ValueError(msg)
+            if batches[earlier] >= earliest:
+                earliest = batches[earlier] + 1
         if is_safe:
-            batch = next(
-                (
-                    b
-                    for b in range(earliest, len(sizes))
-                    if concurrency is None or sizes[b] < concurrency
-                ),
-                len(sizes),
-            )
+            batch = len(sizes)  # a new batch, unless an earlier one has room
+            for candidate in range(earliest, len(sizes)):
+                if concurrency is None or sizes[candidate] < concurrency:
+                    batch = candidate
+                    break
         else:
             batch = len(sizes)
             floor = batch + 1
@@ -169,24 +169,30 @@ def next_batch(state: LoopState) -> list[Send]:
     pending = _pending(state)
     if not pending:
         return []
-    batch = min(call["batch"] for call in pending)
-    results = state.get("call_results") or {}
-    ids = {call["index"]: call["call_id"] for call in state.get("round_calls") or []}
-    return [
-        Send(CALL_NODE, _with_references(call, ids, results))
-        for call in pending
-        if call["batch"] == batch
-    ]
+    batch = pending[0]["batch"]
+    for call in pending:
+        if call["batch"] < batch:
+            batch = call["batch"]
+    sends: list[Send] = []
+    ids: dict[int, str] | None = None
+    for call in pending:
+        if call["batch"] != batch:
+            continue
+        if call.get("depends_on"):
+            if ids is None:
+                ids = {c["index"]: c["call_id"] for c in state.get("round_calls") or []}
+            call = _with_references(call, ids, state.get("call_results") or {})
+        sends.append(Send(CALL_NODE, call))
+    return sends
 
 
 def _with_references(
     call: PreparedCall, ids: dict[int, str], results: dict[str, ToolExecutionRecord]
 ) -> PreparedCall:
-    depends_on = call.get("depends_on")
-    if not depends_on:
-        return call
+    """The call with the outcomes of the commands its arguments refer to."""
     referenced = [
-        referenced_outcome(index, results.get(ids.get(index, ""))) for index in depends_on
+        referenced_outcome(index, results.get(ids.get(index, "")))
+        for index in call.get("depends_on") or ()
     ]
     return {**call, "referenced": referenced}
 
@@ -321,7 +327,7 @@ def prepare_round(
     planned = read_back(commands, messages, run_id, preparation.round_label)
     redacted = set(decision.get("redacted") or ())
     for index, command in enumerate(commands):
-        early = started.get(str(preparation.call_id(index)))
+        early = started.get(str(preparation.call_id(index))) if started else None
         if index in planned.answered:  # a hook answered it (rejected, blocked)
             preparation.settle(index, command, _answered(command, planned.answered[index]))
             continue
@@ -354,12 +360,14 @@ def prepare_round(
     position = {call["index"]: p for p, call in enumerate(runnable)}
     waits_for = [
         sorted({position[i] for i in (*c.get("depends_on", []), *c.get("follows", []))})
+        if c.get("depends_on") or c.get("follows")
+        else []
         for c in runnable
     ]
     batches = assign_batches(safe, scope.settings.concurrency, waits_for)
     for call, batch in zip(runnable, batches, strict=True):
         call["batch"] = batch
-    for call in calls:
+    for call in calls if scope.emit is not null_emit else ():
         scope.emit(
             ToolQueued(
                 call_id=call["call_id"],
@@ -447,14 +455,16 @@ def collect_round(parts: LoopParts, state: LoopState, scope: RunScope) -> Collec
             ],
         }
     stored = [compact_record(r) if r.get("flagged") else r for r in records]
-    emit(
-        RoundCompleted(
-            round_index=round_state["round_index"],
-            calls=len(records),
-            succeeded=sum(1 for r in stored if r["success"]),
-            failed=sum(1 for r in stored if not r["success"]),
+    if emit is not null_emit:  # something streams `custom`
+        succeeded = sum(1 for r in stored if r["success"])
+        emit(
+            RoundCompleted(
+                round_index=round_state["round_index"],
+                calls=len(records),
+                succeeded=succeeded,
+                failed=len(stored) - succeeded,
+            )
         )
-    )
     recorded: CollectUpdate = {
         **update,
         "round_state": new_round(stored, round_state["round_index"] + 1),

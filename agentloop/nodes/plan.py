@@ -330,9 +330,11 @@ class _Plan:
         round_state = state.get("round_state") or empty_round_state()
         label = round_label(round_state["round_index"], state.get("consecutive_rollbacks", 0))
         run_id = state.get("run_id", "run")
-        call_ids = [str(CallId(run_id, label, position)) for position in range(len(commands))]
         changed = self.parts.planned_arguments.keep(
-            call_ids, commands, kept["execution_commands"], self.parts.unredacted
+            lambda position: str(CallId(run_id, label, position)),
+            commands,
+            kept["execution_commands"],
+            self.parts.unredacted,
         )
         if changed:
             kept["redacted"] = changed
