@@ -21,7 +21,6 @@ writes into an argument is U+FFFD before it becomes a call.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from enum import Enum
@@ -57,9 +56,6 @@ NUL (its parts between the NULs)."""
 _NUL = "\x00"
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
-_FLOAT_MAX = sys.float_info.max
-"""A float is finite when `-_FLOAT_MAX <= x <= _FLOAT_MAX` (NaN compares False): checked
-without a `math.isfinite` call."""
 _MAX_DEPTH = 64
 
 
@@ -111,7 +107,7 @@ def checkpoint_safe(
     if kind is int:
         return value if _fits(value) else _int_text(value)
     if kind is float:
-        return value if -_FLOAT_MAX <= value <= _FLOAT_MAX else _float_text(value)
+        return value if math.isfinite(value) else _float_text(value)
     # containers before the subclass checks below: no `isinstance` call for them
     if kind is dict:
         if _depth >= _MAX_DEPTH:
@@ -177,7 +173,7 @@ def _safe_dict(
             item is None
             or kind is bool
             or (kind is int and _INT64_MIN <= item <= _INT64_MAX)
-            or (kind is float and -_FLOAT_MAX <= item <= _FLOAT_MAX)  # usage, durations
+            or (kind is float and math.isfinite(item))  # usage counts, durations
         ):
             safe_item = item
         elif kind is dict and depth + 1 < _MAX_DEPTH:  # a nested dict: a call less
