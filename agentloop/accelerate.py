@@ -217,8 +217,10 @@ def plan_point(state: LoopState, words: frozenset[str], *, tools: bool) -> Point
         return "after_failure"
     if not round_state["round_index"]:
         return "tool_request" if names_a_tool(state.get("user_input", ""), words) else "chat"
-    records = round_state["last_round_records"]
-    return "after_success" if all(record["success"] for record in records) else "after_failure"
+    for record in round_state["last_round_records"]:
+        if not record["success"]:
+            return "after_failure"
+    return "after_success"
 
 
 def replies_in_order(model: object) -> bool:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
@@ -60,12 +59,6 @@ class _CallTool:
         emit_settled(scope.emit, refused)
         return _written(self.parts.safe_value(refused))
 
-    def _config(self, call: PreparedCall, scope: RunScope) -> RunnableConfig:
-        config = scope.config  # the node call's, read once when its scope was made
-        return tool_config(
-            self.parts, call, config if config is not None else get_config(), scope.context
-        )
-
     def _done(self, call: PreparedCall, record: Any) -> CallToolUpdate:
         """The call's record and `ToolMessage`, and what its tool's `Command` writes (if any).
 
@@ -92,14 +85,18 @@ class _CallTool:
             message = unavailable_message(call["tool_name"])
             outcome = ToolOutcome.refused("arguments_unavailable", call["tool_name"], message)
             return (yield from self._refused(call, make_record(call, outcome), scope))
-        call, refused = complete_call(self.parts.runner, call)
-        if refused is not None:  # a reference failed, or the resolved arguments are invalid
-            return (yield from self._refused(call, refused, scope))
+        if call.get("depends_on"):  # its arguments take other commands' results
+            call, refused = complete_call(self.parts.runner, call)
+            if refused is not None:  # a reference failed, or the resolved arguments are invalid
+                return (yield from self._refused(call, refused, scope))
         early = self.accelerator.take_call(call)  # started while its plan streamed
         if early is not None:
             record = yield from early.record()
             return self._done(call, record)  # guarded_call's record: already safe
-        config = self._config(call, scope)
+        config = scope.config  # the node call's, read once when its scope was made
+        config = tool_config(
+            self.parts, call, config if config is not None else get_config(), scope.context
+        )
         block = planned(written)  # the tool's function gets the planner's own arguments
         if block is NOTHING_PLANNED:  # the usual call: no block to enter
             record = yield from guarded_call(self.parts, call, scope, config)

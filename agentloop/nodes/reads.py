@@ -146,7 +146,9 @@ def note_call(parts: LoopParts, reads: ReadTracker, call: PreparedCall) -> list[
     if spec is None:
         return []
     policy = spec.policy
-    touch = state_touch(policy, None if call.get("depends_on") else _state_arguments(call, policy))
+    # without state keys (most tools) a call touches its whole scope, whatever its arguments
+    waits = not policy.state_keys or call.get("depends_on")
+    touch = state_touch(policy, None if waits else _state_arguments(call, policy))
     follows = reads.place(call["index"], touch, writes=policy.writes_state)
     if policy.writes_state:
         reads.write(touch, call["tool_name"])
