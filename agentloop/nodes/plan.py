@@ -372,9 +372,10 @@ class _Plan:
         batch. Once every call ran, the round ends first (`collect_round`), so the
         planner, the hooks and the speculative answer see it ended; the planner is then
         asked unless the run answers (`max_rounds`) or ends (`return_direct`) instead.
-        A plan to execute that no one reviews before its calls has its round prepared
-        here too (`prepare_round`), and `route_plan` sends its first batch: a round
-        takes two steps, as in `create_agent`.
+        In a run without a checkpointer and a loop without `after_model` hooks (nothing
+        can stop the run between a plan and its calls), a plan to execute has its round
+        prepared here too (`prepare_round`), and `route_plan` sends its first batch: a
+        round takes two steps, as in `create_agent`.
         """
         if round_waits(state):
             return PlanUpdate()
