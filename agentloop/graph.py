@@ -39,6 +39,7 @@ from agentloop.nodes import (
     make_execute,
     make_plan,
     make_prepare,
+    route_entry,
     route_execute,
     route_plan,
     route_start,
@@ -275,9 +276,12 @@ def create_tool_loop(
         )
         for toolset in toolsets:  # its servers' sampling requests, during this loop's calls
             toolset.samplers.add(parts.sampling)
-        builder.add_node("prepare", LoopNode("prepare", core=make_prepare(parts)))
+        prepare = make_prepare(parts)
+        builder.add_node("prepare", LoopNode("prepare", core=prepare))
         accelerator = Accelerator(parts)  # what the plan node starts ahead, for later nodes
-        builder.add_node("plan", make_plan(parts, accelerator))
+        # with no `before_agent` hook, a run without a checkpointer starts in `plan`
+        folds = hooks is None or not hooks.before_agent
+        builder.add_node("plan", make_plan(parts, accelerator, prepare if folds else None))
         builder.add_node("execute", LoopNode("execute", core=make_execute(parts, accelerator)))
         builder.add_node(CALL_NODE, make_call_tool(parts, accelerator))
         builder.add_node("answer", make_answer(parts, accelerator))
@@ -285,7 +289,10 @@ def create_tool_loop(
         after_run = "release_sessions" if scoped else END
         entry, exit_node = _add_agent_hooks(builder, hooks, after_run)
         model_jumps = _jumps(hooks.model_jumps if hooks else (), exit_node)
-        builder.add_edge(START, entry)
+        if folds:
+            builder.add_conditional_edges(START, route_entry, ["prepare", "plan"])
+        else:
+            builder.add_edge(START, entry)
         builder.add_conditional_edges(
             "prepare", Router("route_start", route_start), ["plan", "answer"]
         )

@@ -98,13 +98,36 @@ class CollectUpdate(TypedDict, total=False):
     status: RunStatus
 
 
-class PlanUpdate(CollectUpdate, total=False):
+class PlanUpdate(TypedDict, total=False):
     """`plan`: the end of the last round, then the decision and the planner's calls.
 
     Also the planner's tokens and the records of calls it dropped; with `after_model`
-    hooks, the round's `AIMessage` (`agentloop.transcript`).
+    hooks, the round's `AIMessage` (`agentloop.transcript`). In a run without a
+    checkpointer, the first `plan` starts the run too (`PrepareUpdate`'s keys).
     """
 
+    # the run's start, in a run without a checkpointer (as `PrepareUpdate`)
+    user_input: str
+    user_extra_requirement: str
+    action_results: dict[str, Any]
+    run_id: str
+    idempotency_key: str | None
+    idempotency_scope: str
+    run_count: int
+    limits: RunLimits
+    answered_message_id: str
+    # the end of the last round (as `CollectUpdate`)
+    round_calls: Overwrite
+    call_results: Overwrite
+    tool_logs: list[ToolExecutionRecord] | Overwrite
+    usage: dict[str, dict[str, Any]] | Overwrite
+    round_state: NewRound | Overwrite
+    rollbacks: list[dict[str, Any]]
+    consecutive_rollbacks: int
+    rollback_note: str
+    answer: str
+    status: RunStatus
+    # the plan
     decision: PlanDecision
     plan_calls: int
     status_reason: str

@@ -9,7 +9,7 @@ from agentloop.nodes.execute import CALL_NODE, make_execute
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.plan import make_plan
 from agentloop.nodes.prepare import make_prepare
-from agentloop.nodes.routes import route_execute, route_plan, route_start
+from agentloop.nodes.routes import route_entry, route_execute, route_plan, route_start
 
 __all__ = [
     "CALL_NODE",
@@ -23,6 +23,7 @@ __all__ = [
     "make_prepare",
     "route_execute",
     "route_plan",
+    "route_entry",
     "route_start",
     "to_action_results",
 ]

@@ -259,12 +259,14 @@ def joined(first: Mapping[str, Any], then: Mapping[str, Any]) -> dict[str, Any]:
     """Two updates of one node as one.
 
     Lists of `messages` and `tool_logs` end to end, usage added, any other key as `then`
-    writes it.
+    writes it (a list or usage added to one `first` overwrites stays an overwrite).
     """
     update = dict(first)
     for key, value in then.items():
         before = update.get(key)
-        if key in ("messages", "tool_logs") and isinstance(before, list):
+        if isinstance(before, Overwrite) and not isinstance(value, Overwrite):
+            update[key] = Overwrite(joined({key: before.value}, {key: value})[key])
+        elif key in ("messages", "tool_logs") and isinstance(before, list):
             update[key] = [*before, *value] if isinstance(value, list) else value
         elif key == "usage" and before is not None and not isinstance(value, Overwrite):
             update[key] = add_usage(before, value)

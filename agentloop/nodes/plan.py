@@ -27,7 +27,7 @@ from agentloop.hooks import JUMP_KEY, HookRun, waiting_reply
 from agentloop.messages import conversation_turns, message_text
 from agentloop.middleware import Render
 from agentloop.model_stream import BoundedRead
-from agentloop.nodes._runnable import LoopNode
+from agentloop.nodes._runnable import LoopNode, NodeCore
 from agentloop.nodes.answer import answer_prompt
 from agentloop.nodes.execute import (
     after_round,
@@ -40,6 +40,7 @@ from agentloop.nodes.execute import (
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.plan_call import call_planner
 from agentloop.nodes.plan_model import PLAN_TAGS, check_native_planners, planner_runnable
+from agentloop.nodes.routes import route_start
 from agentloop.planning.check import (
     plan_example,
     plan_problem,
@@ -121,9 +122,12 @@ class _Attempts:
 class _Plan:
     """The plan node of one loop: one core, driven by `invoke` and `ainvoke`."""
 
-    def __init__(self, parts: LoopParts, accelerator: Accelerator) -> None:
+    def __init__(
+        self, parts: LoopParts, accelerator: Accelerator, prepare: NodeCore | None = None
+    ) -> None:
         self.parts = parts
         self.accelerator = accelerator
+        self.prepare = prepare
         # the tool list the examples were written for, the plan and the reference example
         self._examples: tuple[str, str, str] = ("", "", "")
 
@@ -375,9 +379,16 @@ class _Plan:
         In a run without a checkpointer and a loop without `after_model` hooks (nothing
         can stop the run between a plan and its calls), a plan to execute has its round
         prepared here too (`prepare_round`), and `route_plan` sends its first batch: a
-        round takes two steps, as in `create_agent`.
+        round takes two steps, as in `create_agent`. Such a run also starts here (no
+        `before_agent` hook): its first `plan` makes `prepare`'s update first.
         """
-        if round_waits(state):
+        started: Mapping[str, Any] | None = None
+        if self.prepare is not None and starts_run(runtime):  # no `prepare` step ran
+            started = yield from self.prepare(state, runtime)
+            state = state_after(state, started)
+            if route_start(state) == "answer":
+                return cast(PlanUpdate, started)
+        elif round_waits(state):
             return PlanUpdate()
         scope = self.parts.scope(runtime)
         ended = collect_round(self.parts, state, scope)
@@ -391,7 +402,9 @@ class _Plan:
                 self.parts, self.accelerator, state_after(state, planned), scope
             )
             planned = cast(PlanUpdate, joined(planned, prepared))
-        return planned if ended is None else cast(PlanUpdate, joined(ended, planned))
+        if ended is not None:
+            planned = cast(PlanUpdate, joined(ended, planned))
+        return planned if started is None else cast(PlanUpdate, joined(started, planned))
 
     def _plan_round(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[PlanUpdate]:
         """Ask the planner, again with what was wrong while it may be asked again.
@@ -493,8 +506,28 @@ def _starts_round(update: PlanUpdate, scope: RunScope) -> bool:
     )
 
 
-def make_plan(parts: LoopParts, accelerator: Accelerator) -> LoopNode:
+FIRST_NODE_STEP = 1
+"""The step of a run's first node when the run starts from an empty checkpoint."""
+
+
+def starts_run(runtime: Runtime[LoopContext]) -> bool:
+    """Whether this `plan` task is the run's first step (`route_entry` sent the run here).
+
+    Only a run without a checkpointer starts in `plan`. Such a run starts from an empty
+    checkpoint, so its first node runs at step 1 (step 0 is LangGraph's `__start__`).
+    """
+    if current_checkpointer() is not None:
+        return False
+    return get_config()["metadata"].get("langgraph_step") == FIRST_NODE_STEP
+
+
+def make_plan(
+    parts: LoopParts, accelerator: Accelerator, prepare: NodeCore | None = None
+) -> LoopNode:
     """Build the `plan` node of a loop (`accelerator`: what it starts ahead).
+
+    With `prepare` (the `prepare` node's core), a run without a checkpointer starts in
+    `plan`, which makes `prepare`'s update first: one step less (`route_entry`).
 
     Raises:
         ConfigurationError: `plan_mode="native"` with a planner model (or a fallback)
@@ -504,7 +537,7 @@ def make_plan(parts: LoopParts, accelerator: Accelerator) -> LoopNode:
         check_native_planners(
             [parts.models.model, *parts.models.fallbacks], parts.tools.tool_schemas
         )
-    node = _Plan(parts, accelerator)
+    node = _Plan(parts, accelerator, prepare)
     return LoopNode("plan", core=node.run)
 
 

@@ -1,4 +1,8 @@
-"""The `prepare` node: decide what this run answers, name the run, reset per-run state."""
+"""The `prepare` node: decide what this run answers, name the run, reset per-run state.
+
+A run without a checkpointer (and without `before_agent` hooks) starts in `plan`
+instead, which makes this node's update first (`agentloop.nodes.routes.route_entry`).
+"""
 
 from __future__ import annotations
 

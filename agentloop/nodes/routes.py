@@ -5,12 +5,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import Send
 
+from agentloop.durability import current_checkpointer
 from agentloop.nodes.execute import after_round, next_batch, route_execute
 from agentloop.state import LoopState, run_limit
 
-__all__ = ["route_execute", "route_plan", "route_start"]
+__all__ = ["route_entry", "route_execute", "route_plan", "route_start"]
+
+
+def route_entry(state: LoopState, config: RunnableConfig) -> Literal["prepare", "plan"]:
+    """Where a run starts: `prepare`, or `plan` in a run without a checkpointer.
+
+    With a checkpointer the run's per-run state is reset in a step of its own, which a
+    person can stop before (an interrupt given to one run, as LangGraph Studio sets
+    them) and which a resume finds done. Without one nothing can stop the run there, so
+    `plan` makes the same update first and the run takes one step less, as
+    `create_agent`'s starts in its model node.
+    """
+    return "prepare" if current_checkpointer(config) is not None else "plan"
 
 
 def route_start(state: LoopState) -> Literal["plan", "answer"]:

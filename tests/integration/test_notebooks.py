@@ -534,9 +534,9 @@ def test_create_agent(executed: Callable[[str], Executed]) -> None:
     assert run.field("nb06-07", "planner's system message starts") == app_prompt
     assert run.field("nb06-07", "answer's system message starts") == app_prompt
 
-    # the messages stream: the request, the round's tool calls (from `plan`: the run has no
-    # checkpointer), their results and the answer, no plan JSON
+    # the messages stream: the request and the round's tool calls (from `plan`, where a
+    # run without a checkpointer starts), their results and the answer, no plan JSON
     assert run.field("nb06-09", "nodes on the messages stream") == (
-        "['answer', 'call_tool', 'plan', 'prepare']"
+        "['answer', 'call_tool', 'plan']"
     )
     assert run.field("nb06-09", "streamed answer") == "Your last order was 3 boxes of sencha."

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langchain_core.tools import tool
 
 from agentloop import ModelOptions, PlanningOptions, create_tool_loop
@@ -45,11 +45,13 @@ async def test_messages_stream_has_the_answer_and_no_plan_json(entry: str) -> No
     text = "".join(chunk.content for chunk, _ in items if isinstance(chunk, AIMessageChunk))
     assert "next_action" not in text
     assert "The sum is 5." in text
-    # the request as a human message, the plan's tool calls (no planner token: the plan
-    # node writes the round's AIMessage, as create_agent's model node), their outcomes,
-    # the answer
-    assert nodes == {"prepare", "plan", "call_tool", "answer"}
-    planned = [m for m, meta in items if meta["langgraph_node"] == "plan"]
+    # the request as a human message and the plan's tool calls (no planner token: the
+    # plan node, where a run without a checkpointer starts, writes the round's
+    # AIMessage, as create_agent's model node), their outcomes, the answer
+    assert nodes == {"plan", "call_tool", "answer"}
+    from_plan = [m for m, meta in items if meta["langgraph_node"] == "plan"]
+    assert isinstance(from_plan[0], HumanMessage)  # the run's start: the request
+    planned = from_plan[1:]
     assert planned
     assert all(isinstance(m, AIMessage) and m.tool_calls and not m.content for m in planned)
 

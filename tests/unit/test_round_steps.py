@@ -3,13 +3,15 @@
 In a run with a checkpointer (where an interrupt, set on the loop or on one run, may
 stop it before the calls and `update_state` may edit the plan) and with `after_model`
 hooks, a round takes a third step, `execute`, where it is prepared from the plan as
-left.
+left; and the run starts with a `prepare` step. Without one, the run starts in `plan`,
+as create_agent's starts in its model node.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -55,8 +57,7 @@ async def test_two_rounds_take_two_steps_each(run_loop: Any) -> None:
     steps = await _steps(run_loop, graph)
     # as create_agent's (model, tools): `plan` prepares its round and sends the calls
     assert steps == [
-        "prepare",
-        "plan",
+        "plan",  # prepares the run, plans round 1
         "call_tool",
         "plan",  # ends round 1, plans round 2
         "call_tool",
@@ -103,7 +104,7 @@ async def test_an_interrupt_of_one_run_stops_before_execute(run_loop: Any) -> No
 async def test_the_last_round_ends_in_plan_without_a_planner_call(run_loop: Any) -> None:
     graph, planner = _loop([[_command("a")], [_command("b")]], max_rounds=1)
     steps = await _steps(run_loop, graph)
-    assert steps == ["prepare", "plan", "call_tool", "plan", "answer"]
+    assert steps == ["plan", "call_tool", "plan", "answer"]
     assert planner.request_count == 1  # the plan node only ended the round
     graph, _ = _loop([[_command("a")], [_command("b")]], max_rounds=1)
     out = await run_loop(graph, {"user_input": "look a and b up"})
@@ -125,3 +126,39 @@ async def test_each_call_writes_its_tool_message_as_it_ends(run_loop: Any) -> No
     assert [m.content for m in outcomes] == ["value of a", "value of b"]  # command order
     assert after_calls.values["round_state"]["round_index"] == 0  # the round is not ended
     assert after_calls.values.get("tool_logs") == []
+
+
+async def test_a_run_without_a_checkpointer_starts_in_plan_as_prepare_would(
+    run_loop: Any,
+) -> None:
+    graph, _ = _loop([[_command("a")]])
+    first = await run_loop(graph, {"user_input": "look a up"})
+    assert [m.type for m in first["messages"]] == ["human", "ai", "tool", "ai"]
+    # the last output given back as input: a new run, with the per-run state reset
+    graph, planner = _loop([[_command("b")]])
+    second = await run_loop(graph, {**first, "user_input": "look b up"})
+    assert [record["result"] for record in second["tool_logs"]] == ["value of b"]
+    assert second["round_state"]["round_index"] == 1
+    assert second["answer"] == "done"
+    assert planner.request_count == 2
+
+
+async def test_a_run_allowed_no_round_answers_at_once(run_loop: Any) -> None:
+    graph, planner = _loop([[_command("a")]], max_rounds=0)
+    steps = await _steps(run_loop, graph)
+    assert steps == ["plan", "answer"]  # `plan` prepared the run and asked no planner
+    assert planner.request_count == 0
+    graph, planner = _loop([[_command("a")]], max_rounds=0, checkpointer=InMemorySaver())
+    steps = await _steps(run_loop, graph, {"configurable": {"thread_id": "t"}})
+    assert steps == ["prepare", "answer"]
+    assert planner.request_count == 0
+
+
+async def test_a_before_agent_hook_runs_before_prepare(run_loop: Any) -> None:
+    class Greeter(AgentMiddleware):
+        def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            return None
+
+    graph, _ = _loop([[_command("a")]], middleware=[Greeter()])
+    steps = await _steps(run_loop, graph)
+    assert steps[:3] == ["Greeter.before_agent", "prepare", "plan"]
