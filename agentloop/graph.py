@@ -279,8 +279,9 @@ def create_tool_loop(
         prepare = make_prepare(parts)
         builder.add_node("prepare", LoopNode("prepare", core=prepare))
         accelerator = Accelerator(parts)  # what the plan node starts ahead, for later nodes
-        # with no `before_agent` hook, a run without a checkpointer starts in `plan`
-        folds = hooks is None or not hooks.before_agent
+        # with no `before_agent` hook and no interrupt before `prepare`, a run without a
+        # checkpointer starts in `plan`
+        folds = (hooks is None or not hooks.before_agent) and not _stops_at(stop_before, "prepare")
         builder.add_node("plan", make_plan(parts, accelerator, prepare if folds else None))
         builder.add_node("execute", LoopNode("execute", core=make_execute(parts, accelerator)))
         builder.add_node(CALL_NODE, make_call_tool(parts, accelerator))
@@ -531,12 +532,17 @@ def _check_interrupts(
         raise ConfigurationError(msg)
 
 
+def _stops_at(nodes: All | list[str] | None, node: str) -> bool:
+    """Whether an interrupt list given to `create_tool_loop` names `node` (or is `"*"`)."""
+    return nodes == "*" or node in (nodes or ())
+
+
 def _reviews_plan(before: All | list[str] | None, after: All | list[str] | None) -> bool:
     """Whether the loop stops between a plan and its calls, so a person sees it first.
 
     Then no call starts while the plan streams.
     """
-    return before == "*" or after == "*" or "execute" in (before or ()) or "plan" in (after or ())
+    return _stops_at(before, "execute") or _stops_at(after, "plan")
 
 
 def _default_redactor(toolsets: Sequence[MCPToolset]) -> Redactor:

@@ -162,3 +162,11 @@ async def test_a_before_agent_hook_runs_before_prepare(run_loop: Any) -> None:
     graph, _ = _loop([[_command("a")]], middleware=[Greeter()])
     steps = await _steps(run_loop, graph)
     assert steps[:3] == ["Greeter.before_agent", "prepare", "plan"]
+
+
+async def test_an_interrupt_before_prepare_keeps_the_prepare_step(run_loop: Any) -> None:
+    # without a checkpointer the run stops there and cannot resume, as in LangGraph
+    graph, planner = _loop([[_command("a")]], interrupt_before=["prepare"])
+    out = await run_loop(graph, {"user_input": "look a up"})
+    assert not out.get("answer") and not out.get("messages")  # nothing ran yet
+    assert not out.get("round_state") and planner.request_count == 0
