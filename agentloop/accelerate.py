@@ -8,9 +8,11 @@ They make a run faster and change nothing of what it does; each can be switched 
   says `execute`, its tool is read-only, concurrency-safe and idempotent, its arguments
   are valid and name no other command's result, and every command before it may start
   too (a call with side effects keeps its place). It is the call `execute` would prepare
-  (`agentloop.nodes.preparation`: same call id, same identity) and it runs on the route
-  of every call (`agentloop.nodes.guarded`: the ledger guard, the governance pipeline,
-  the events). A call whose plan is rejected is settled: a finished one keeps its record,
+  (`agentloop.nodes.preparation`: same call id, same identity, made from the command as
+  the state keeps it, redacted; its tool gets the planner's own arguments, as every
+  call's does: `agentloop.planned_arguments`) and it runs on the route of every call
+  (`agentloop.nodes.guarded`: the ledger guard, the governance pipeline, the events).
+  A call whose plan is rejected is settled: a finished one keeps its record,
   a running one is cancelled and recorded as `cancelled`; the plan node reports both in
   `tool_logs`. Early starts count toward `max_commands_per_round`, re-asks included.
 - **The speculative answer.** With `speculative_answer=True` (or `"auto"`, when the plan
@@ -84,6 +86,7 @@ from agentloop.nodes.answer_call import Configure
 from agentloop.nodes.guarded import guarded_call, tool_config
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.preparation import PlanPreparation
+from agentloop.planned_arguments import own_arguments, planned
 from agentloop.planning.native import adopts_planner_reply
 from agentloop.planning.normalize import normalize_plan_decision
 from agentloop.planning.prompt import omits_results
@@ -562,8 +565,8 @@ class EarlyCall:
     """A tool call started while its plan was streaming.
 
     Attributes:
-        command: The command as the plan wrote it (execute adopts the call only for the
-            same command at the same position).
+        command: The command as the plan's state keeps it, redacted (execute adopts the
+            call only for the same command at the same position).
         call: The call as it was prepared: execute adopts it as is.
         handle: The running call, whose result is the call's record.
     """
@@ -679,7 +682,10 @@ class PlanAcceleration:
         ).get("execution_commands")
         if not commands:
             return False
-        command, registry = commands[0], self.parts.registry
+        # prepared from the command as the plan's state will keep it (redacted), as execute
+        # prepares it; its tool gets the planner's own arguments, as in `call_tool`
+        written, registry = commands[0], self.parts.registry
+        command = self.parts.kept_command(written)
         if registry.get(command["tool_name"]) is not None:
             policy = registry.policy(command["tool_name"])
             if not (policy.read_only and policy.concurrency_safe and policy.idempotent):
@@ -697,7 +703,9 @@ class PlanAcceleration:
         config = tool_config(parts, call, self.config, scope.context)
         workers = parts.runner.invoker.threads.workers
         core = guarded_call(parts, call, scope, config)
-        handle = _start(core, workers, asynchronous=self.asynchronous, empty=False)
+        own = own_arguments(written, command, parts.unredacted)
+        with planned(None if own is None else (own, dict(command["tool_kwargs"]))):
+            handle = _start(core, workers, asynchronous=self.asynchronous, empty=False)
         self.accelerator.hold_call(self.run_id, EarlyCall(command, call, handle))
         self.started += 1
         self.started_in_round += 1

@@ -6,7 +6,9 @@ arguments the planner wrote, as under `create_agent`: the `plan` node keeps the 
 own arguments of each command the hook changed here, in the memory of the compiled
 loop, and the tool's function gets them at the last moment (`restored`), inside the
 tool's redacted run, so callbacks, records, events and the ledger still see the
-redacted ones.
+redacted ones. A call streaming dispatch starts before the plan ends is prepared from
+the command as the state will keep it, and gets the planner's own arguments the same
+way (`own_arguments`), so `execute` adopts it as the call it prepares.
 
 Memory is not durable: when the run resumes in another process, or the call waits
 longer than `KEPT_FOR_S` (an interrupt before it), the planner's own arguments are gone
@@ -30,6 +32,7 @@ __all__ = [
     "KEPT_FOR_S",
     "NOTHING_PLANNED",
     "PlannedArguments",
+    "own_arguments",
     "planned",
     "restored",
     "unavailable_message",
@@ -91,10 +94,8 @@ class PlannedArguments:
         """
         changed: list[tuple[int, dict[str, Any]]] = []
         for position, (mine, safe) in enumerate(zip(written, kept, strict=False)):
-            if mine["tool_kwargs"] == safe["tool_kwargs"]:
-                continue
-            own = clean(mine["tool_kwargs"])
-            if own != safe["tool_kwargs"]:
+            own = own_arguments(mine, safe, clean)
+            if own is not None:
                 changed.append((position, own))
         if changed:
             with self._lock:
@@ -106,6 +107,26 @@ class PlannedArguments:
         """The planner's own arguments of a call, and the kept ones (None: gone)."""
         with self._lock:
             return self._kept.pop(call["call_id"], None)
+
+
+def own_arguments(
+    written: ToolCommand, kept: ToolCommand, clean: Callable[[dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The planner's own arguments of a command, when redaction changed them.
+
+    Args:
+        written: The command as the planner wrote it.
+        kept: The same command as the state keeps it (redacted, checkpoint-safe).
+        clean: Makes arguments checkpoint-safe without redacting them.
+
+    Returns:
+        The arguments the tool gets (`written`'s, made checkpoint-safe), or None when
+        they are the kept ones: only `clean` changed them, or nothing did.
+    """
+    if written["tool_kwargs"] == kept["tool_kwargs"]:
+        return None
+    own = clean(written["tool_kwargs"])
+    return own if own != kept["tool_kwargs"] else None
 
 
 class _Planned:

@@ -108,6 +108,11 @@ class LoopParts:
         """A value made checkpoint-safe, not redacted (the planner's own arguments)."""
         return checkpoint_safe(value, None, plain_keys=DECLARED_FIELDS)
 
+    def kept_command(self, command: ToolCommand) -> ToolCommand:
+        """A plan's command as `safe` writes it to state (redacted, checkpoint-safe)."""
+        kept: ToolCommand = checkpoint_safe(command, self.redact, plain_keys=DECLARED_FIELDS)
+        return kept
+
     def safe_value(self, value: Any) -> Any:
         """A value, redacted and checkpoint-safe (a record's field names kept as they are).
 

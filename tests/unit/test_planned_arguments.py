@@ -215,3 +215,57 @@ async def test_async_and_subclassed_tools_get_them_too(run_loop: Any) -> None:
         out = await run_loop(graph, {"user_input": "mail Bob"})
         assert received == [ADDRESS]
         assert ADDRESS not in str(out)
+
+
+@pytest.mark.parametrize("checkpointer", [InMemorySaver, None], ids=["saver", "no_saver"])
+async def test_a_redacted_call_started_while_the_plan_streams_runs_once(
+    run_loop: Any, plan_mode: str, checkpointer: Any
+) -> None:
+    found: list[str] = []
+
+    @tool
+    async def find_contact(email: str) -> str:
+        """Find a contact by mail address (read-only)."""
+        found.append(email)
+        return f"{email} is Bob"
+
+    other = "Ann Smith"  # nothing to redact
+    commands = [
+        {"tool_name": "find_contact", "tool_kwargs": {"email": ADDRESS}},
+        {"tool_name": "find_contact", "tool_kwargs": {"email": other}},
+    ]
+    planner = ScriptedChatModel(
+        [str(plan_reply("execute", commands)), str(plan_reply("response"))],
+        chunk_size=4,
+        chunk_delay_s=0.002,
+    )
+    graph = create_tool_loop(
+        planner,
+        [find_contact],
+        models=ModelOptions(answer_model=ScriptedChatModel(["done"], repeat_last=True)),
+        governance=GovernanceOptions(redact=hide_mail),
+        checkpointer=checkpointer() if checkpointer else None,
+        plan_mode=plan_mode,  # type: ignore[arg-type]
+    )
+    callbacks = ToolInputs()
+    config: Any = {
+        "configurable": {"thread_id": f"early-{run_loop.entry}"},
+        "callbacks": [callbacks],
+    }
+    modes = ["custom", "values"]
+    chunks = await run_loop.stream(graph, {"user_input": "who is Bob"}, config, stream_mode=modes)
+    events = [event for mode, event in chunks if mode == "custom"]
+    dispatched = [event for event in events if event["type"] == "tool_dispatched"]
+    out = [state for mode, state in chunks if mode == "values"][-1]
+    assert [event["index"] for event in dispatched][:1] == [0]  # started while it streamed
+    # each call ran once, with the planner's own arguments
+    assert sorted(found) == sorted([ADDRESS, other])
+    records = out["tool_logs"]
+    assert [record["success"] for record in records] == [True, True]
+    assert records[0]["kwargs"] == {"email": "[REDACTED_EMAIL]"}
+    assert records[0]["result"] == "[REDACTED_EMAIL] is Bob"
+    messages = [m for m in out["messages"] if m.type == "tool"]
+    assert [m.content for m in messages] == ["[REDACTED_EMAIL] is Bob", f"{other} is Bob"]
+    assert ADDRESS not in str(out) and ADDRESS not in str(chunks)
+    # the tool's callbacks saw the redacted arguments, as for a call execute starts
+    assert len(callbacks.inputs) == 2 and all(ADDRESS not in text for text in callbacks.inputs)
