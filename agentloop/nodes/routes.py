@@ -1,4 +1,7 @@
-"""The loop's routers: pure functions of the state (the stop rules live here)."""
+"""The loop's routers: pure functions of the state (the stop rules live here).
+
+`route_entry` also reads whether the run has a checkpointer (where the run starts).
+"""
 
 from __future__ import annotations
 
