@@ -39,7 +39,14 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite, Send
 
 from agentloop._effects import Core
-from agentloop.events import QueueDrained, RoundCompleted, ToolQueued, ToolRolledBack, null_emit
+from agentloop.events import (
+    Emit,
+    QueueDrained,
+    RoundCompleted,
+    ToolQueued,
+    ToolRolledBack,
+    null_emit,
+)
 from agentloop.messages import message_text
 from agentloop.nodes._runnable import NodeCore
 from agentloop.nodes.guarded import ledger_record
@@ -410,17 +417,21 @@ def _dropped(command: ToolCommand) -> ToolOutcome:
     return ToolOutcome.refused("refused", command["tool_name"], DROPPED_NOTE)
 
 
-def collect_round(parts: LoopParts, state: LoopState, scope: RunScope) -> CollectUpdate | None:
+def collect_round(
+    parts: LoopParts, state: LoopState, scope: RunScope, emit: Emit | None = None
+) -> CollectUpdate | None:
     """The update that ends a round once every call ran (None: no round to end).
 
     It orders the records by command, judges the round (a rollback when every call was
     flagged) and updates `round_state` (each call wrote its `ToolMessage` when it ended).
     The `plan` node makes it first, so the planner and its hooks see the round as ended.
+    Its events go to `emit` (default: the run's stream).
     """
     calls = state.get("round_calls") or []
     if not calls:
         return None
-    emit = scope.emit
+    if emit is None:
+        emit = scope.emit
     records = round_records(calls, state.get("call_results") or {})
     round_state = state.get("round_state") or empty_round_state()
     rollbacks = state.get("consecutive_rollbacks", 0)

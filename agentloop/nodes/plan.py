@@ -22,7 +22,7 @@ from langgraph.runtime import Runtime
 from agentloop._effects import Core, is_async
 from agentloop.durability import current_checkpointer
 from agentloop.errors import ModelBehaviorError, model_error_message
-from agentloop.events import PlanDecided, PlanReasked, RoundStarted
+from agentloop.events import Emit, LoopEvent, PlanDecided, PlanReasked, RoundStarted, null_emit
 from agentloop.hooks import JUMP_KEY, HookRun, waiting_reply
 from agentloop.messages import conversation_turns, message_text
 from agentloop.middleware import Render
@@ -119,6 +119,20 @@ class _Attempts:
         self.model = read.model
 
 
+class _HeldEvents(list[LoopEvent]):
+    """Events held back until `release` sends them, in order, to `emit` (once)."""
+
+    def __init__(self, emit: Emit) -> None:
+        super().__init__()
+        self.emit = emit
+
+    def release(self) -> None:
+        """Send the held events and forget them."""
+        for event in self:
+            self.emit(event)
+        self.clear()
+
+
 class _Plan:
     """The plan node of one loop: one core, driven by `invoke` and `ainvoke`."""
 
@@ -184,17 +198,24 @@ class _Plan:
         )
 
     def _request(
-        self, state: LoopState, runtime: Runtime[LoopContext], *, asynchronous: bool
+        self,
+        state: LoopState,
+        runtime: Runtime[LoopContext],
+        *,
+        asynchronous: bool,
+        held: _HeldEvents | None = None,
     ) -> _Attempts:
         scope = self.parts.scope(runtime)
         round_state = state.get("round_state") or empty_round_state()
         example = self._plan_examples()[0]
         messages = self._prompt(state, scope)
-        scope.emit(
-            RoundStarted(
-                round_index=round_state["round_index"], replan=bool(state.get("rollback_note"))
-            )
+        started = RoundStarted(
+            round_index=round_state["round_index"], replan=bool(state.get("rollback_note"))
         )
+        if held is None:
+            scope.emit(started)
+        else:
+            held.append(started)  # said with the last round's end, after the hooks
 
         def answer() -> tuple[BaseChatModel, list[BaseMessage]]:
             prompt = answer_prompt(self.parts, state, scope)
@@ -391,12 +412,18 @@ class _Plan:
         elif round_waits(state):
             return PlanUpdate()
         scope = self.parts.scope(runtime)
-        ended = collect_round(self.parts, state, scope)
+        # a `before_model` hook may interrupt before the planner call, and the node runs
+        # again on resume: the last round's end and the next round's start are said once
+        # the hooks let the call go ahead
+        held = _HeldEvents(scope.emit) if self._hooks_before_planner(scope) else None
+        ended = collect_round(self.parts, state, scope, None if held is None else held.append)
         if ended is not None:
             state = state_after(state, ended)
             if after_round(state) != "plan":
+                if held:
+                    held.release()
                 return cast(PlanUpdate, ended)
-        planned = yield from self._plan_round(state, runtime)
+        planned = yield from self._plan_round(state, runtime, held)
         if _starts_round(planned, scope):  # no review between the plan and its calls
             prepared = yield from prepare_round(
                 self.parts, self.accelerator, state_after(state, planned), scope
@@ -406,7 +433,17 @@ class _Plan:
             planned = cast(PlanUpdate, joined(ended, planned))
         return planned if started is None else cast(PlanUpdate, joined(started, planned))
 
-    def _plan_round(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[PlanUpdate]:
+    def _hooks_before_planner(self, scope: RunScope) -> bool:
+        """Whether `before_model` hooks run before the planner call, and events are streamed."""
+        hooks = self.parts.hooks
+        return hooks is not None and bool(hooks.before_model) and scope.emit is not null_emit
+
+    def _plan_round(
+        self,
+        state: LoopState,
+        runtime: Runtime[LoopContext],
+        held: _HeldEvents | None = None,
+    ) -> Core[PlanUpdate]:
         """Ask the planner, again with what was wrong while it may be asked again.
 
         With `after_model` hooks, the last reply's hooks do not run here: the reply is
@@ -416,7 +453,7 @@ class _Plan:
         has its hooks run here: it plans no round.
         """
         asynchronous = yield from is_async
-        attempts = self._request(state, runtime, asynchronous=asynchronous)
+        attempts = self._request(state, runtime, asynchronous=asynchronous, held=held)
         attempt = partial(self._attempt, attempts)
         hooks = HookRun(self.parts.hooks, "plan", state, runtime)
         deferred = reviews_after(self.parts)
@@ -424,7 +461,10 @@ class _Plan:
         shown: AIMessage | None = None
         pending = False
         while self._calls_left(state, attempts) > 0:
-            if (yield from hooks.before()) is not None:
+            jump = yield from hooks.before()
+            if held:
+                held.release()  # the hooks let the run go on: the round's end and start
+            if jump is not None:
                 break  # the planner is not called
             if hooks.changed(_PROMPT_KEYS):  # built from the state as the hooks left it
                 prompt = self._prompt(hooks.state, attempts.scope)
@@ -450,6 +490,8 @@ class _Plan:
             if not may_reask:
                 break
             self._reask(attempts, read, problem)
+        if held:
+            held.release()  # no planner call was left to make
         if hooks.jump is not None and hooks.jump != "tools":  # this plan will not run
             attempts.ahead.stop_calls()
         if read is None and hooks.jump is not None:
