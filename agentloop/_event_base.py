@@ -16,6 +16,7 @@ from agentloop.checkpoint_safe import checkpoint_safe
 
 __all__ = [
     "Emit",
+    "HeldEvents",
     "LoopEvent",
     "check_declared",
     "declared_events",
@@ -101,6 +102,24 @@ class Emit(Protocol):
 
     def __call__(self, event: LoopEvent, /) -> None:
         """Send one event."""
+
+
+class HeldEvents(list[LoopEvent]):
+    """Events held back until `release` sends them, in order, to `emit`.
+
+    A node that may run again from its start (a hook's `interrupt()`, answered on
+    resume) holds what it says before that point, so a resumed run does not say it twice.
+    """
+
+    def __init__(self, emit: Emit) -> None:
+        super().__init__()
+        self.emit = emit
+
+    def release(self) -> None:
+        """Send the held events and forget them."""
+        for event in self:
+            self.emit(event)
+        self.clear()
 
 
 def null_emit(event: LoopEvent, /) -> None:

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal
 
-from agentloop._event_base import Emit, LoopEvent, declared_events, make_emitter, null_emit
+from agentloop._event_base import (
+    Emit,
+    HeldEvents,
+    LoopEvent,
+    declared_events,
+    make_emitter,
+    null_emit,
+)
 from agentloop._event_base import optional as _optional
 
 __all__ = [
@@ -29,6 +36,7 @@ __all__ = [
     "AnswerStarted",
     "DurabilityWarning",
     "Emit",
+    "HeldEvents",
     "LoopEvent",
     "McpLog",
     "McpServerUnavailable",

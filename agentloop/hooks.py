@@ -53,6 +53,7 @@ from typing_extensions import TypedDict
 from agentloop._effects import Core, Effect
 from agentloop._sync import LoopRunner
 from agentloop.errors import ConfigurationError
+from agentloop.events import Emit, HeldEvents, null_emit
 from agentloop.messages import message_text
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "agent_hook_node",
     "can_jump_to",
     "defines",
+    "held_events",
     "resolve_schemas",
     "waiting_reply",
 ]
@@ -408,6 +410,19 @@ def _ended(writes: Sequence[Mapping[str, Any]], by: str) -> dict[str, Any]:
     }
 
 
+def held_events(hooks: LoopHooks | None, emit: Emit) -> HeldEvents | None:
+    """A holder for what a model-calling node says before its `before_model` hooks.
+
+    A hook may `interrupt()`, and the node then runs again from its start on resume:
+    what it said before the hooks would be said twice. `HookRun.before` sends the held
+    events once the hooks ran. None (say them at once) when no such hook runs or
+    nothing streams `custom`.
+    """
+    if hooks is None or not hooks.before_model or emit is null_emit:
+        return None
+    return HeldEvents(emit)
+
+
 class HookRun:
     """The `before_model` / `after_model` hooks of one `plan` or `answer` node run.
 
@@ -416,6 +431,8 @@ class HookRun:
         node: The node: a jump to `"end"` after the answer is the normal end.
         state: The node's state.
         runtime: The node's runtime.
+        held: What the node said before its hooks (`held_events`): sent once the
+            `before_model` hooks ran without an interrupt.
     """
 
     def __init__(
@@ -424,8 +441,10 @@ class HookRun:
         node: Literal["plan", "answer"],
         state: Mapping[str, Any],
         runtime: Runtime[Any],
+        held: HeldEvents | None = None,
     ) -> None:
         self.hooks = hooks
+        self.held = held
         self.node = node
         self.input = state
         """The node's state, before any hook."""
@@ -447,6 +466,8 @@ class HookRun:
         if self.hooks is None or not self.hooks.before_model:
             return None
         jump = yield from self._run("before_model", self.hooks.before_model, self._before)
+        if self.held:
+            self.held.release()  # no hook interrupted: the node goes on, said once
         self._follow_request()
         return jump
 

@@ -14,8 +14,8 @@ from langgraph.runtime import Runtime
 
 from agentloop._effects import Core
 from agentloop.errors import ModelBehaviorError
-from agentloop.events import AnswerCompleted, AnswerStarted
-from agentloop.hooks import HookRun, waiting_reply
+from agentloop.events import AnswerCompleted, AnswerStarted, HeldEvents
+from agentloop.hooks import HookRun, held_events, waiting_reply
 from agentloop.messages import conversation_turns, message_text
 from agentloop.middleware import Render
 from agentloop.model_calls import Answer
@@ -238,6 +238,8 @@ class _AnswerCall:
     """The answer the plan node started, when it is the one this request asks for."""
     wasted: list[dict[str, float]] = field(default_factory=list)
     """Usage of speculative answers that were not used."""
+    held: HeldEvents | None = None
+    """What the request said, held until the model call's `before_model` hooks ran."""
 
 
 class _Answer:
@@ -264,14 +266,18 @@ class _Answer:
                 "I give no answer."
             )
         adopted = None if unplanned else self.accelerator.adopted_reply(state, scope)
+        # a model is asked, after its `before_model` hooks: said once they let it go ahead
+        held = None if unplanned or adopted else held_events(self.parts.hooks, scope.emit)
         if not unplanned:  # no plan, no answer to start: the reply says why
-            scope.emit(
-                AnswerStarted(
-                    tool_results=len(prompt.action_results),
-                    media=prompt.media,
-                    planner_reply=adopted is not None,
-                )
+            started = AnswerStarted(
+                tool_results=len(prompt.action_results),
+                media=prompt.media,
+                planner_reply=adopted is not None,
             )
+            if held is None:
+                scope.emit(started)
+            else:
+                held.append(started)
         arguments = (
             prompt.answerer,
             prompt.messages,
@@ -283,6 +289,7 @@ class _Answer:
         speculative = self.accelerator.take_answer(state.get("run_id", ""))
         call = _AnswerCall(scope, prompt.action_results, arguments, time.perf_counter(), unplanned)
         call.adopted = adopted
+        call.held = held
         if speculative is not None:
             if adopted is not None:
                 self._drop(call, speculative, "cancelled")
@@ -358,7 +365,7 @@ class _Answer:
     def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[AnswerUpdate]:
         """Answer; then, with a `response_format`, ask for the typed result."""
         call = self._request(state, runtime)
-        hooks = HookRun(self.parts.hooks, "answer", state, runtime)
+        hooks = HookRun(self.parts.hooks, "answer", state, runtime, call.held)
         asks = not call.unplanned and call.adopted is None  # a model call, with its hooks
         if asks and (yield from hooks.before()) is not None:
             return hooks.merged(AnswerUpdate(action_results=call.action_results))  # no call

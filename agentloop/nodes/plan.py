@@ -22,8 +22,8 @@ from langgraph.runtime import Runtime
 from agentloop._effects import Core, is_async
 from agentloop.durability import current_checkpointer
 from agentloop.errors import ModelBehaviorError, model_error_message
-from agentloop.events import Emit, LoopEvent, PlanDecided, PlanReasked, RoundStarted, null_emit
-from agentloop.hooks import JUMP_KEY, HookRun, waiting_reply
+from agentloop.events import HeldEvents, PlanDecided, PlanReasked, RoundStarted
+from agentloop.hooks import JUMP_KEY, HookRun, held_events, waiting_reply
 from agentloop.messages import conversation_turns, message_text
 from agentloop.middleware import Render
 from agentloop.model_stream import BoundedRead
@@ -119,20 +119,6 @@ class _Attempts:
         self.model = read.model
 
 
-class _HeldEvents(list[LoopEvent]):
-    """Events held back until `release` sends them, in order, to `emit` (once)."""
-
-    def __init__(self, emit: Emit) -> None:
-        super().__init__()
-        self.emit = emit
-
-    def release(self) -> None:
-        """Send the held events and forget them."""
-        for event in self:
-            self.emit(event)
-        self.clear()
-
-
 class _Plan:
     """The plan node of one loop: one core, driven by `invoke` and `ainvoke`."""
 
@@ -203,7 +189,7 @@ class _Plan:
         runtime: Runtime[LoopContext],
         *,
         asynchronous: bool,
-        held: _HeldEvents | None = None,
+        held: HeldEvents | None = None,
     ) -> _Attempts:
         scope = self.parts.scope(runtime)
         round_state = state.get("round_state") or empty_round_state()
@@ -415,7 +401,7 @@ class _Plan:
         # a `before_model` hook may interrupt before the planner call, and the node runs
         # again on resume: the last round's end and the next round's start are said once
         # the hooks let the call go ahead
-        held = _HeldEvents(scope.emit) if self._hooks_before_planner(scope) else None
+        held = held_events(self.parts.hooks, scope.emit)
         ended = collect_round(self.parts, state, scope, None if held is None else held.append)
         if ended is not None:
             state = state_after(state, ended)
@@ -433,16 +419,11 @@ class _Plan:
             planned = cast(PlanUpdate, joined(ended, planned))
         return planned if started is None else cast(PlanUpdate, joined(started, planned))
 
-    def _hooks_before_planner(self, scope: RunScope) -> bool:
-        """Whether `before_model` hooks run before the planner call, and events are streamed."""
-        hooks = self.parts.hooks
-        return hooks is not None and bool(hooks.before_model) and scope.emit is not null_emit
-
     def _plan_round(
         self,
         state: LoopState,
         runtime: Runtime[LoopContext],
-        held: _HeldEvents | None = None,
+        held: HeldEvents | None = None,
     ) -> Core[PlanUpdate]:
         """Ask the planner, again with what was wrong while it may be asked again.
 
@@ -455,16 +436,13 @@ class _Plan:
         asynchronous = yield from is_async
         attempts = self._request(state, runtime, asynchronous=asynchronous, held=held)
         attempt = partial(self._attempt, attempts)
-        hooks = HookRun(self.parts.hooks, "plan", state, runtime)
+        hooks = HookRun(self.parts.hooks, "plan", state, runtime, held)
         deferred = reviews_after(self.parts)
         read: PlanRead | None = None
         shown: AIMessage | None = None
         pending = False
         while self._calls_left(state, attempts) > 0:
-            jump = yield from hooks.before()
-            if held:
-                held.release()  # the hooks let the run go on: the round's end and start
-            if jump is not None:
+            if (yield from hooks.before()) is not None:
                 break  # the planner is not called
             if hooks.changed(_PROMPT_KEYS):  # built from the state as the hooks left it
                 prompt = self._prompt(hooks.state, attempts.scope)

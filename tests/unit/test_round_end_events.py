@@ -1,8 +1,9 @@
-"""A round's end is said once, also when a `before_model` hook interrupts the next plan.
+"""What a node says before its model call is said once, also when a hook interrupts there.
 
-The `plan` node ends the round before it asks the planner, and runs again from its
-start when a hook's `interrupt()` is answered: the round's end events wait until the
-hooks let the planner call go ahead, so the resumed run does not say them again.
+The `plan` node ends the round and starts the next before it asks the planner, the
+`answer` node says `answer_started` before it asks its model, and each runs again from
+its start when a `before_model` hook's `interrupt()` is answered: those events wait
+until the hooks let the call go ahead, so the resumed run does not say them again.
 """
 
 from __future__ import annotations
@@ -87,3 +88,26 @@ async def test_without_an_interrupt_the_round_end_comes_before_the_next_plan(
     decided = [i for i, kind in enumerate(kinds) if kind == "plan_decided"]
     assert decided[0] < kinds.index("queue_drained") < kinds.index("round_completed") < decided[1]
     assert kinds.index("round_completed") < len(kinds) - 1 - kinds[::-1].index("round_started")
+
+
+async def test_the_answer_start_is_said_once_when_a_hook_interrupts_the_answer(
+    run_loop: Any,
+) -> None:
+    asked: list[Any] = []
+
+    @before_model
+    def confirm(state: Any, runtime: Any) -> dict[str, Any] | None:
+        answering = (state.get("decision") or {}).get("next_action") == "response"
+        if answering and state.get("round_state", {}).get("round_index") and not asked:
+            asked.append(interrupt("answer now?"))
+        return None
+
+    graph, _ = _loop(confirm)
+    config = {"configurable": {"thread_id": "t"}}
+    first = await run_loop.stream(graph, {"user_input": "look a up"}, config, stream_mode="custom")
+    assert graph.get_state(config).next == ("answer",)  # stopped by the hook
+    second = await run_loop.stream(graph, Command(resume="yes"), config, stream_mode="custom")
+    started = [event for event in [*first, *second] if event["type"] == "answer_started"]
+    assert len(started) == 1 and started[0] in second
+    assert [event["type"] for event in second][-1] == "answer_completed"
+    assert graph.get_state(config).values["answer"] == "done"
