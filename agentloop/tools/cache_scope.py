@@ -49,17 +49,6 @@ the LangGraph server's tracing headers). Every other key counts: one that does n
 user only makes runs miss each other's entries."""
 
 
-def _user_configurable(configurable: Mapping[str, Any]) -> dict[str, Any]:
-    keys = {
-        key: value
-        for key, value in configurable.items()
-        if key[:2] != "__" and key not in _RUN_KEYS  # LangGraph's own keys start with `__`
-    }
-    if "langgraph_auth_user_id" in keys:  # the server's user object: its id says who
-        keys.pop("langgraph_auth_user", None)
-    return keys
-
-
 def _plain(value: Any) -> Any:
     try:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -111,23 +100,25 @@ class RunIdentities:
             self._digests[key] = digest
 
 
-def _keyed_configurable(
-    configurable: Mapping[str, Any], context: Any
+def _user_configurable(
+    configurable: Mapping[str, Any], context: Any = None
 ) -> tuple[dict[str, Any], tuple[Any, ...] | None]:
-    """`_user_configurable`, and a key for the digests of plain values (in one pass).
+    """The user's own configuration, and a key for the digests of plain values (one pass).
 
-    The key is None when a value could change in place (not a scalar). It holds each
-    value's type (1, 1.0 and True are equal keys but different JSON) in the config's
-    order: the same values in another order only make another entry.
+    LangGraph's own keys (they start with `__`) and the run's are left out, and so is the
+    server's user object when its id says who (`langgraph_auth_user_id`). The key is None
+    when a value could change in place (not a scalar). It holds each value's type (1,
+    1.0 and True are equal keys but different JSON) in the config's order: the same
+    values in another order only make another entry.
     """
-    if "langgraph_auth_user_id" in configurable:  # the server's user: its object left out
-        named = _user_configurable(configurable)
-        return named, _memo_key(named, context)
+    server_user = "langgraph_auth_user_id" in configurable
     users: dict[str, Any] = {}
     plain = type(context) in _SCALARS
     items: tuple[Any, ...] = ()
     for name, value in configurable.items():  # no call for each key: one runs per tool call
         if name[:2] == "__" or name in _RUN_KEYS:
+            continue
+        if server_user and name == "langgraph_auth_user":
             continue
         users[name] = value
         if plain:
@@ -137,19 +128,6 @@ def _keyed_configurable(
             else:
                 plain = False
     return users, ((type(context).__name__, context, items) if plain else None)
-
-
-def _memo_key(configurable: dict[str, Any], context: Any) -> tuple[Any, ...] | None:
-    """A key for the digests of plain values (None: a value could change in place)."""
-    if type(context) not in _SCALARS:
-        return None
-    items: tuple[Any, ...] = ()
-    for name, value in configurable.items():
-        kind = type(value)
-        if kind not in _SCALARS:
-            return None
-        items += ((name, kind.__name__, value),)
-    return (type(context).__name__, context, items)
 
 
 def _digest(configurable: dict[str, Any], context: Any) -> str:
@@ -168,11 +146,7 @@ def run_identities(
 
     Both come from one reading of the config, and a loop's `known` keeps them together.
     """
-    raw = (config or {}).get("configurable") or {}
-    if known is None:
-        configurable, key = _user_configurable(raw), None
-    else:
-        configurable, key = _keyed_configurable(raw, context)
+    configurable, key = _user_configurable((config or {}).get("configurable") or {}, context)
     if known is not None and key is not None:
         found = known.get(key)
         if found is not None:
@@ -211,7 +185,7 @@ def run_identity(
     """
     if known is not None:
         return run_identities(config, context, known=known)[0 if thread else 1]
-    configurable = _user_configurable((config or {}).get("configurable") or {})
+    configurable, _ = _user_configurable((config or {}).get("configurable") or {})
     if not thread:
         configurable.pop("thread_id", None)
     return _digest(configurable, context)

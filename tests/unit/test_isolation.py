@@ -160,3 +160,27 @@ def test_run_identity_digests_plain_identities_once(monkeypatch: Any) -> None:
     before = run_identity(carol, context, known=known)
     context["tenant"] = "b"
     assert run_identity(carol, context, known=known) != before
+
+
+def test_the_server_user_counts_by_its_id_and_keeps_plain_identities_memoized() -> None:
+    import agentloop.tools.cache_scope as cache_scope
+
+    class User:  # the server's user object: a new one for every request
+        def __init__(self, identity: str) -> None:
+            self.identity = identity
+
+    def served(user_id: str) -> RunnableConfig:
+        return {
+            "configurable": {
+                "thread_id": "t-1",
+                "langgraph_auth_user_id": user_id,
+                "langgraph_auth_user": User(user_id),
+            }
+        }
+
+    assert run_identity(served("alice")) == run_identity(served("alice"))
+    assert run_identity(served("alice")) != run_identity(served("bob"))
+    known = cache_scope.RunIdentities()
+    first = run_identity(served("alice"), known=known)
+    assert run_identity(served("alice"), known=known) == first
+    assert run_identity(served("alice")) == first  # the same with and without the memo
