@@ -1,11 +1,12 @@
 """Running a coroutine from sync code, and blocking calls off it, with no per-call cost.
 
-The loop's async code is written once; sync code drives it two ways:
+The loop is one async core: its nodes, ledgers and model calls are coroutines, awaited
+under `ainvoke`. Sync code runs them two ways:
 
-- `run_without_loop` drives a coroutine to its end in this thread with no event loop
-  at all. That works for coroutines that never suspend: everything they wait for
-  blocks instead (`pause` sleeps, a tool's thread is joined), which the pipeline does
-  whenever no event loop runs in its thread (`has_running_loop`).
+- `run_blocking` (`run_without_loop`) runs a coroutine to its end in this thread with no
+  event loop at all. That works for coroutines that never suspend: everything they
+  wait for blocks instead, as each step decides by `has_running_loop` (`by_mode`;
+  `pause` sleeps, a tool's thread is joined, a sync model stream is read).
 - `LoopRunner.run` runs any coroutine on the one event loop of its runner (a daemon
   thread, started on first use), for what needs one: async-only tools, the app's
   async `wrap_tool_call` middleware. A compiled loop owns one runner, so a sync run
@@ -27,7 +28,7 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any, TypeVar
 
@@ -36,9 +37,12 @@ __all__ = [
     "Job",
     "LoopRunner",
     "WorkerPool",
+    "blocked_loop",
     "detach_task",
     "has_running_loop",
     "pause",
+    "by_mode",
+    "run_blocking",
     "run_coroutine_sync",
     "run_without_loop",
 ]
@@ -172,17 +176,22 @@ def run_coroutine_sync(coroutine: Coroutine[Any, Any, T]) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         return _run(coroutine)
+    return _in_helper_thread(partial(_run, coroutine), "agentloop-sync-bridge")
+
+
+def _in_helper_thread(function: Callable[[], T], name: str) -> T:
+    """Call `function` in a new thread (which runs no event loop) with this context's variables."""
     context = contextvars.copy_context()
     result: list[T] = []
     failure: list[BaseException] = []
 
     def target() -> None:
         try:
-            result.append(context.run(_run, coroutine))
+            result.append(context.run(function))
         except BaseException as error:
             failure.append(error)
 
-    thread = threading.Thread(target=target, name="agentloop-sync-bridge")
+    thread = threading.Thread(target=target, name=name)
     thread.start()
     thread.join()
     if failure:
@@ -486,3 +495,45 @@ def run_without_loop(coroutine: Coroutine[Any, Any, T]) -> T:
     name = getattr(coroutine, "__qualname__", "a coroutine")
     msg = f"{name} waited for an event loop while run without one"
     raise RuntimeError(msg)
+
+
+async def by_mode(blocking: Callable[[], T], awaited: Callable[[], Awaitable[T]]) -> T:
+    """One step in this code's form: `awaited()` with an event loop here, else `blocking()`.
+
+    So a coroutine that takes its steps through `by_mode` never suspends under
+    `run_blocking`, and awaits its steps under `await`.
+    """
+    if has_running_loop():
+        return await awaited()
+    return blocking()
+
+
+def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run from sync code a coroutine that blocks when no event loop runs (`by_mode`).
+
+    With no loop in this thread it runs here (`run_without_loop`). A thread that runs
+    one (a notebook's) runs it in a helper thread without one, the caller's context
+    variables (LangGraph's runtime, LangChain's callbacks) carried over.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return run_without_loop(coroutine)
+    token = _BLOCKED_LOOP.set(loop)
+    try:
+        return _in_helper_thread(partial(run_without_loop, coroutine), "agentloop-blocking")
+    finally:
+        _BLOCKED_LOOP.reset(token)
+
+
+_BLOCKED_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "agentloop_blocked_loop", default=None
+)
+
+
+def blocked_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop `run_blocking` holds up while this code runs in its helper thread.
+
+    Work sent to that loop and waited for would never run (a deadlock): None elsewhere.
+    """
+    return _BLOCKED_LOOP.get()

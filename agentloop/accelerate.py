@@ -35,7 +35,7 @@ checkpoint: a run resumed, replayed, forked or picked up by another process find
 nothing there, so each call takes its ordinary route and the side-effect ledger decides
 whether it runs. Only read-only, idempotent calls start early, so losing one costs time,
 not effects. Work nobody adopted (a run that died between two nodes) is dropped after
-`STALE_AFTER_S`. Under `invoke` the work is driven as the rest of a sync run is, on a
+`STALE_AFTER_S`. Under `invoke` the work runs as the rest of a sync run does (blocking), on a
 thread of the loop's `WorkerPool`: no thread is started per call.
 """
 
@@ -48,7 +48,15 @@ import operator
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any, Literal, Protocol, cast
@@ -65,17 +73,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import RunnableConfig
 from pydantic import PrivateAttr
 
-from agentloop._effects import (
-    END,
-    Core,
-    Effect,
-    adrive,
-    close_iterator,
-    drive,
-    is_async,
-    next_item,
-)
-from agentloop._sync import WorkerPool
+from agentloop._sync import WorkerPool, has_running_loop, run_without_loop
 from agentloop.events import AnswerSpeculated, Emit, ToolDispatched
 from agentloop.messages import message_text
 from agentloop.model_calls import Answer, needs_another_try
@@ -137,8 +135,10 @@ Handle = asyncio.Task[Any] | concurrent.futures.Future[Any]
 """Work started ahead: a task of the running loop (`ainvoke`), or a future (`invoke`)."""
 
 
-def _start(core: Core[Any], workers: WorkerPool, *, asynchronous: bool, empty: bool) -> Handle:
-    """Start a core: a task of the running event loop, or driven on a thread of `workers`.
+def _start(
+    work: Coroutine[Any, Any, Any], workers: WorkerPool, *, asynchronous: bool, empty: bool
+) -> Handle:
+    """Start work: a task of the running event loop, or run on a thread of `workers`.
 
     On a pool thread it mostly waits (for its tool's own pool thread, a model's stream),
     so it gives its place in the pool up: it never keeps a call it waits for from a
@@ -146,13 +146,13 @@ def _start(core: Core[Any], workers: WorkerPool, *, asynchronous: bool, empty: b
     """
     context = contextvars.Context() if empty else contextvars.copy_context()
     if asynchronous:
-        return asyncio.get_running_loop().create_task(adrive(core), context=context)
+        return asyncio.get_running_loop().create_task(work, context=context)
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
     def run() -> None:
         if future.set_running_or_notify_cancel():
             try:
-                future.set_result(drive(core))
+                future.set_result(run_without_loop(work))
             except BaseException as error:  # handed to the adopter
                 future.set_exception(error)
 
@@ -329,7 +329,7 @@ class SpeculativeAnswer:
         self._handle = _start(self._produce(), workers, asynchronous=asynchronous, empty=True)
         return self
 
-    def _produce(self) -> Core[None]:
+    async def _produce(self) -> None:
         """Stream the answer into `chunks`."""
         limits = self.parts.model_limits
         workers = self.parts.runner.invoker.threads.workers
@@ -346,7 +346,7 @@ class SpeculativeAnswer:
             return False
 
         try:
-            yield from read.consume(self.model, self.messages, take)
+            await read.consume(self.model, self.messages, take)
             self._finish(cut=read.cut)
         except (Exception, asyncio.CancelledError) as error:  # the answer node asks again
             self._finish(error=error)
@@ -447,26 +447,22 @@ class SpeculativeAnswer:
         )
         return model_name(self.model), tokens_in, tokens_out
 
-    def adopt(self, configure: Configure, emit: Emit) -> Core[Answer | None]:
+    async def adopt(self, configure: Configure, emit: Emit) -> Answer | None:
         """Relay the answer from the answer node; None when it cannot be used as is.
 
         The relay streams through the node's callbacks, so `stream_mode="messages"` shows
         its tokens as if the answer node had asked the model.
         """
         relay = configure(_Relay(source=self))
-        chunks: Any
-        if (yield from is_async):
-            chunks = relay.astream(self.messages)
-        else:
-            chunks = relay.stream(self.messages)
         taken: list[Any] = []
         try:
-            while (chunk := (yield from next_item(chunks))) is not END:
-                taken.append(chunk)
+            if has_running_loop():
+                async for chunk in relay.astream(self.messages):
+                    taken.append(chunk)
+            else:
+                taken.extend(relay.stream(self.messages))
         except Exception:  # the producer failed: the answer node asks normally
             return None
-        finally:
-            yield from close_iterator(chunks)
         if not taken or self.error is not None:
             return None
         reply = message_chunk_to_message(reduce(operator.add, taken))
@@ -586,17 +582,14 @@ class EarlyCall:
             return None
         return handle.result()
 
-    def record(self) -> Effect[Any]:
+    async def record(self) -> Any:
         """Wait for the call's record."""
         handle = self.handle
         if isinstance(handle, asyncio.Task):
-            return Effect(_awaited_only, lambda: handle)
-        return Effect(handle.result, lambda: asyncio.wrap_future(handle))
-
-
-def _awaited_only() -> Any:
-    msg = "a call started under ainvoke cannot be awaited synchronously"
-    raise RuntimeError(msg)
+            return await handle
+        if has_running_loop():
+            return await asyncio.wrap_future(handle)
+        return handle.result()
 
 
 class PlanAcceleration:
@@ -702,10 +695,10 @@ class PlanAcceleration:
         parts, scope = self.parts, self.scope
         config = tool_config(parts, call, self.config, scope.context)
         workers = parts.runner.invoker.threads.workers
-        core = guarded_call(parts, call, scope, config)
+        work = guarded_call(parts, call, scope, config)
         own = own_arguments(written, command, parts.unredacted)
         with planned(None if own is None else (own, dict(command["tool_kwargs"]))):
-            handle = _start(core, workers, asynchronous=self.asynchronous, empty=False)
+            handle = _start(work, workers, asynchronous=self.asynchronous, empty=False)
         self.accelerator.hold_call(self.run_id, EarlyCall(command, call, handle))
         self.started += 1
         self.started_in_round += 1

@@ -277,13 +277,13 @@ def create_tool_loop(
         for toolset in toolsets:  # its servers' sampling requests, during this loop's calls
             toolset.samplers.add(parts.sampling)
         prepare = make_prepare(parts)
-        builder.add_node("prepare", LoopNode("prepare", core=prepare))
+        builder.add_node("prepare", LoopNode("prepare", coroutine=prepare))
         accelerator = Accelerator(parts)  # what the plan node starts ahead, for later nodes
         # with no `before_agent` hook and no interrupt before `prepare`, a run without a
         # checkpointer starts in `plan`
         folds = (hooks is None or not hooks.before_agent) and not _stops_at(stop_before, "prepare")
         builder.add_node("plan", make_plan(parts, accelerator, prepare if folds else None))
-        builder.add_node("execute", LoopNode("execute", core=make_execute(parts, accelerator)))
+        builder.add_node("execute", LoopNode("execute", coroutine=make_execute(parts, accelerator)))
         builder.add_node(CALL_NODE, make_call_tool(parts, accelerator))
         builder.add_node("answer", make_answer(parts, accelerator))
         scoped = [toolset for toolset in toolsets if toolset.has_run_scope]
@@ -453,8 +453,8 @@ def _add_agent_hooks(
     for hook, chain, last in chains:
         following = [name for _, name in chain[1:]] + [last]
         for (item, name), default in zip(chain, following, strict=False):
-            core = agent_hook_node(item, hook, hooks)  # type: ignore[arg-type]
-            builder.add_node(name, LoopNode(name, core=core))
+            hook_node = agent_hook_node(item, hook, hooks)  # type: ignore[arg-type]
+            builder.add_node(name, LoopNode(name, coroutine=hook_node))
             declared = can_jump_to(item, hook)
             if hook == "before_agent":
                 jumps = {"end": exit_node} if "end" in declared else {}

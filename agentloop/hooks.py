@@ -25,7 +25,7 @@ run again on resume.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import (
     Annotated,
     Any,
@@ -50,8 +50,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, Overwrite
 from typing_extensions import TypedDict
 
-from agentloop._effects import Core, Effect
-from agentloop._sync import LoopRunner
+from agentloop._sync import LoopRunner, has_running_loop
 from agentloop.errors import ConfigurationError
 from agentloop.events import Emit, HeldEvents, null_emit
 from agentloop.messages import message_text
@@ -115,34 +114,26 @@ def can_jump_to(middleware: AgentMiddleware[Any, Any, Any], hook: str) -> list[J
     return []
 
 
-def _hook_effect(
+async def _call_hook(
     middleware: AgentMiddleware[Any, Any, Any],
     hook: Hook,
     state: Mapping[str, Any],
     runtime: Runtime[Any],
     runner: LoopRunner,
-) -> Effect[Any]:
+) -> Any:
     """Call a hook: its sync form under `invoke`, its async form under `ainvoke`.
 
     A hook with only the sync form runs in a worker thread under `ainvoke` (as
     `create_agent` runs it); one with only the async form is run to its end under
     `invoke`, on the loop's own event loop (`runner`).
     """
-    sync = getattr(middleware, hook)
-    asynchronous = getattr(middleware, f"a{hook}")
-    has_sync, has_async = _overrides(middleware, hook), _overrides(middleware, f"a{hook}")
-
-    def blocking() -> Any:
-        if has_sync:
-            return sync(state, runtime)
-        return runner.run(asynchronous(state, runtime))
-
-    async def awaited() -> Any:
-        if has_async:
-            return await asynchronous(state, runtime)
-        return await asyncio.to_thread(sync, state, runtime)
-
-    return Effect(blocking, awaited)
+    if has_running_loop():
+        if _overrides(middleware, f"a{hook}"):
+            return await getattr(middleware, f"a{hook}")(state, runtime)
+        return await asyncio.to_thread(getattr(middleware, hook), state, runtime)
+    if _overrides(middleware, hook):
+        return getattr(middleware, hook)(state, runtime)
+    return runner.run(getattr(middleware, f"a{hook}")(state, runtime))
 
 
 def _update_of(
@@ -457,7 +448,7 @@ class HookRun:
         self._after: list[dict[str, Any]] = []
         self._ended_by = ""
 
-    def before(self) -> Core[Jump | None]:
+    async def before(self) -> Jump | None:
         """Run every `before_model` hook, in list order, before a model call.
 
         Returns:
@@ -465,7 +456,7 @@ class HookRun:
         """
         if self.hooks is None or not self.hooks.before_model:
             return None
-        jump = yield from self._run("before_model", self.hooks.before_model, self._before)
+        jump = await self._run("before_model", self.hooks.before_model, self._before)
         if self.held:
             self.held.release()  # no hook interrupted: the node goes on, said once
         self._follow_request()
@@ -499,7 +490,7 @@ class HookRun:
         writes.append(update)
         self.state = self.hooks.apply(self.state, update)
 
-    def after(self, update: Mapping[str, Any] | None = None) -> Core[Jump | None]:
+    async def after(self, update: Mapping[str, Any] | None = None) -> Jump | None:
         """Run every `after_model` hook, in reverse list order, after a model call.
 
         Args:
@@ -513,19 +504,17 @@ class HookRun:
         if update:
             self.state = self.hooks.apply(self.state, update)
         middleware = list(reversed(self.hooks.after_model))
-        return (yield from self._run("after_model", middleware, self._after))
+        return await self._run("after_model", middleware, self._after)
 
-    def _run(
+    async def _run(
         self,
         hook: Hook,
         middleware: Sequence[AgentMiddleware[Any, Any, Any]],
         writes: list[dict[str, Any]],
-    ) -> Generator[Effect[Any], Any, Jump | None]:
+    ) -> Jump | None:
         assert self.hooks is not None
         for item in middleware:
-            result = yield from _hook_effect(
-                item, hook, self.state, self.runtime, self.hooks.runner
-            )
+            result = await _call_hook(item, hook, self.state, self.runtime, self.hooks.runner)
             update, jump = _update_of(result, item, hook)
             if update:
                 self._write(update, writes)
@@ -574,8 +563,8 @@ def _last_human(messages: Sequence[Any]) -> HumanMessage | None:
 
 def agent_hook_node(
     middleware: AgentMiddleware[Any, Any, Any], hook: Hook, hooks: LoopHooks
-) -> Callable[[Mapping[str, Any], Runtime[Any]], Core[Mapping[str, Any]]]:
-    """The core of a `before_agent` / `after_agent` node (`LoopNode(core=...)`).
+) -> Callable[[Mapping[str, Any], Runtime[Any]], Coroutine[Any, Any, Mapping[str, Any]]]:
+    """The coroutine of a `before_agent` / `after_agent` node (`LoopNode(coroutine=...)`).
 
     Args:
         middleware: The middleware whose hook the node runs.
@@ -585,8 +574,8 @@ def agent_hook_node(
             event loop for an async-only hook under `invoke`.
     """
 
-    def run(state: Mapping[str, Any], runtime: Runtime[Any]) -> Core[Mapping[str, Any]]:
-        result = yield from _hook_effect(middleware, hook, state, runtime, hooks.runner)
+    async def run(state: Mapping[str, Any], runtime: Runtime[Any]) -> Mapping[str, Any]:
+        result = await _call_hook(middleware, hook, state, runtime, hooks.runner)
         update, jump = _update_of(result, middleware, hook)
         if jump == "end" and hook == "before_agent":
             update.update(_ended([update], f"{middleware.name}.{hook}"))

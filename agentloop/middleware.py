@@ -119,7 +119,7 @@ one with only the async hook under `invoke`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from functools import partial
 from typing import Any, Literal, TypeVar
 
@@ -140,8 +140,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from agentloop._effects import Core, Effect, adrive, drive
-from agentloop._sync import LoopRunner
+from agentloop._sync import LoopRunner, has_running_loop, run_blocking
 from agentloop.errors import (
     ConfigurationError,
     ModelBehaviorError,
@@ -296,12 +295,12 @@ class LoopMiddleware:
             return with_app_instructions([rules, *body], system)
         return [system, *body] if system is not None else list(body)
 
-    def call_model(
+    async def call_model(
         self,
         which: ModelCall,
         model: BaseChatModel,
         messages: Sequence[BaseMessage],
-        call: Callable[[BaseChatModel, list[BaseMessage], dict[str, Any], list[Any]], Core[T]],
+        call: Callable[[BaseChatModel, list[BaseMessage], dict[str, Any], list[Any]], Awaitable[T]],
         reply_of: Callable[[T], AIMessage],
         result_of: Callable[[AIMessage, BaseChatModel], T],
         *,
@@ -310,14 +309,14 @@ class LoopMiddleware:
         tools: Sequence[Any] = (),
         transcript: Sequence[BaseMessage] | None = None,
         render: Render | None = None,
-    ) -> Core[T]:
+    ) -> T:
         """Make a model call through every layer's `wrap_model_call` (or `awrap_model_call`).
 
         Args:
             which: The planner's call or the answer's.
             model: The model (the loop's fallback layer may change it).
             messages: The request, system message first.
-            call: The loop's call (a core: one call, not retried) of a model with messages,
+            call: The loop's call (one call, not retried) of a model with messages,
                 the request's `model_settings` (bound to the model: provider options such
                 as prompt-cache markers) and the request's `tools` (the planner is offered
                 only those).
@@ -347,10 +346,10 @@ class LoopMiddleware:
             kept = prompt if rendered is None else _without_system(rendered)
             return [*kept, *given[len(shown) :]]
 
-        def innermost(request: ModelRequest[Any]) -> Core[ModelResponse[Any]]:
+        async def innermost(request: ModelRequest[Any]) -> ModelResponse[Any]:
             sent = self._sent(request.system_message, rules, body(request))
             options = dict(request.model_settings)
-            result = yield from call(request.model, sent, options, list(request.tools))
+            result = await call(request.model, sent, options, list(request.tools))
             reply = reply_of(result)
             produced[id(reply)] = result
             return ModelResponse(result=[reply])
@@ -361,29 +360,28 @@ class LoopMiddleware:
         shown = request.messages if transcript is not None else None
         stack = self.stack if which == "plan" else self.toolless_stack
         try:
-            reply = _reply((yield from self._wrapped(request, innermost, stack)))
+            reply = _reply(await self._wrapped(request, innermost, stack))
         except Exception as error:
             raise _failed(error) from error
         return produced[id(reply)] if id(reply) in produced else result_of(reply, model)
 
-    def _wrapped(
+    async def _wrapped(
         self,
         request: ModelRequest[Any],
-        innermost: Callable[[ModelRequest[Any]], Core[ModelResponse[Any]]],
+        innermost: Callable[[ModelRequest[Any]], Coroutine[Any, Any, ModelResponse[Any]]],
         stack: Sequence[AgentMiddleware[Any, Any, Any]],
-    ) -> Effect[ModelResponse[Any]]:
+    ) -> ModelResponse[Any]:
         """The request through every layer of `stack`, `innermost` at the centre.
 
         `invoke` calls each one's `wrap_model_call`, `ainvoke` its `awrap_model_call`
         (bridged when it has only the other one).
         """
-        # at the centre: the innermost core, driven with blocking calls or awaited
-        centre: Handler = lambda inner: drive(innermost(inner))  # noqa: E731
-        acentre: AsyncHandler = lambda inner: adrive(innermost(inner))  # noqa: E731
-        return Effect(
-            lambda: self._chain(stack, centre, self._model_layer)(request),
-            lambda: self._chain(stack, acentre, self._amodel_layer)(request),
-        )
+        if has_running_loop():
+            acentre: AsyncHandler = innermost
+            return await self._chain(stack, acentre, self._amodel_layer)(request)
+        # at the centre: the innermost coroutine, run with blocking calls
+        centre: Handler = lambda inner: run_blocking(innermost(inner))  # noqa: E731
+        return self._chain(stack, centre, self._model_layer)(request)
 
     @staticmethod
     def _chain(

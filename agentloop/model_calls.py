@@ -36,9 +36,8 @@ from langchain_core.runnables import Runnable
 from langgraph.types import RetryPolicy
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
-from agentloop._effects import Core, Effect, drive
-from agentloop._retry import retry_awaitable_lazily, retry_lazily
-from agentloop._sync import WorkerPool
+from agentloop._retry import retry_lazily
+from agentloop._sync import WorkerPool, run_blocking
 from agentloop.errors import ConfigurationError, ModelBehaviorError, is_retryable_model_error
 from agentloop.messages import message_text
 from agentloop.model_stream import BoundedRead, ModelLimits
@@ -148,9 +147,9 @@ def _retrying(policy: ModelRetryPolicy) -> Retrying:
     )
 
 
-def _one_call(handler: Handler, request: ModelRequest[Any]) -> Core[ModelResponse[Any]]:
-    """One call of `handler`, as a core (`retry_lazily` steps it)."""
-    return (yield from Effect.blocking(partial(handler, request)))
+async def _one_call(handler: Handler, request: ModelRequest[Any]) -> ModelResponse[Any]:
+    """One call of the sync `handler`, as an attempt `retry_lazily` awaits."""
+    return handler(request)
 
 
 class ModelRetryLayer(AgentMiddleware[Any, Any, Any]):
@@ -168,14 +167,14 @@ class ModelRetryLayer(AgentMiddleware[Any, Any, Any]):
     def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> ModelResponse[Any]:
         """Call `handler`, again after a wait while the error is transient."""
         attempt = partial(_one_call, handler, request)
-        return drive(retry_lazily(attempt, self._retrying, is_retryable_model_error))
+        return run_blocking(retry_lazily(attempt, self._retrying, is_retryable_model_error))
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: AsyncHandler
     ) -> ModelResponse[Any]:
         """`wrap_model_call`, awaited."""
         attempt = partial(handler, request)
-        return await retry_awaitable_lazily(attempt, self._retrying, is_retryable_model_error)
+        return await retry_lazily(attempt, self._retrying, is_retryable_model_error)
 
 
 def model_layers(
@@ -269,7 +268,7 @@ def _joined(chunks: list[Any]) -> BaseMessage:
     return message_chunk_to_message(reduce(operator.add, chunks))
 
 
-def invoke_answer(
+async def invoke_answer(
     model: BaseChatModel,
     messages: list[BaseMessage],
     retry: ModelRetryPolicy,
@@ -278,7 +277,7 @@ def invoke_answer(
     configure: Callable[[Runnable[Any, BaseMessage]], Runnable[Any, BaseMessage]],
     *,
     workers: WorkerPool,
-) -> Core[Answer]:
+) -> Answer:
     """Stream one model's answer within the limits, asked again when cut or looping.
 
     A reply cut by the length limit is asked again with a larger budget, one that
@@ -292,7 +291,7 @@ def invoke_answer(
         runnable = configure(check.runnable(model, grown))
         read = _answer_read(limits, workers)
         chunks: list[Any] = []
-        yield from read.consume(runnable, messages, chunks.append)
+        await read.consume(runnable, messages, chunks.append)
         reply = _joined(chunks)
         if read.cut:
             return Answer(reply, read.cut)

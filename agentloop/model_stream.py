@@ -24,8 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from langchain_core.runnables import Runnable
 
-from agentloop._effects import END, Core, close_iterator, is_async, next_item
-from agentloop._sync import WorkerPool
+from agentloop._sync import WorkerPool, has_running_loop
 from agentloop.errors import ConfigurationError, ModelCallTimeout
 
 __all__ = ["BoundedRead", "ModelLimits"]
@@ -100,26 +99,31 @@ class BoundedRead(Generic[C]):
         if self.chars >= self.max_chars:
             self.cut = f"the {self.what} exceeded {self.max_chars} characters"
 
-    def consume(
+    async def consume(
         self, runnable: Runnable[Any, Any], request: Any, on_chunk: Callable[[C], object]
-    ) -> Core[None]:
+    ) -> None:
         """Stream `runnable` on `request` within the limits, handing each chunk to `on_chunk`.
 
         Reading stops when the reply ends, at the output cap, or once `on_chunk` returns a
-        true value (the stream is then closed). A core: `stream` under `drive`,
-        `astream` under `adrive`.
+        true value (the stream is then closed). It reads `astream` on an event loop,
+        `stream` without one (under `run_blocking`).
         """
-        chunks: Any
-        if (yield from is_async):
-            chunks = self.aiterate(runnable.astream(request))
-        else:
+        if not has_running_loop():
             chunks = self.iterate(partial(runnable.stream, request))
+            try:
+                for chunk in chunks:
+                    if on_chunk(chunk):
+                        break
+            finally:
+                chunks.close()
+            return
+        achunks = self.aiterate(runnable.astream(request))
         try:
-            while (chunk := (yield from next_item(chunks))) is not END:
+            async for chunk in achunks:
                 if on_chunk(chunk):
                     break
         finally:
-            yield from close_iterator(chunks)
+            await achunks.aclose()
 
     async def aiterate(self, stream: AsyncIterator[C]) -> AsyncGenerator[C, None]:
         """Yield the chunks of an async stream within the limits (closing it at the end)."""

@@ -31,7 +31,7 @@ from langchain_core.runnables import Runnable
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
 
-from agentloop._effects import Core, Effect
+from agentloop._sync import by_mode
 from agentloop.errors import ConfigurationError, ModelBehaviorError
 
 if TYPE_CHECKING:
@@ -171,13 +171,13 @@ class StructuredOutput:
             return [reply, *answers]
         return [reply, HumanMessage(text)]
 
-    def ask(
+    async def ask(
         self,
         model: BaseChatModel,
         messages: Sequence[BaseMessage],
         answer: str,
         through: Wrapped,
-    ) -> Core[StructuredResult]:
+    ) -> StructuredResult:
         """Ask for the result after the text answer (re-asked once with the error).
 
         Args:
@@ -190,20 +190,20 @@ class StructuredOutput:
         result, request = StructuredResult(), self._request(messages, answer)
         middleware, state, runtime = through
 
-        def call(
+        async def call(
             model: BaseChatModel,
             sent: list[BaseMessage],
             options: dict[str, Any],
             tools: Sequence[Any] = (),
-        ) -> Core[tuple[Strategy, Any]]:
+        ) -> tuple[Strategy, Any]:
             strategy = self.strategy(model)
             bound = self._bound(model, strategy, options)
-            reply = yield from Effect(partial(bound.invoke, sent), partial(bound.ainvoke, sent))
+            reply = await by_mode(partial(bound.invoke, sent), partial(bound.ainvoke, sent))
             return strategy, reply
 
         for _ in range(2):
             try:
-                strategy, reply = yield from middleware.call_model(
+                strategy, reply = await middleware.call_model(
                     "structured_response",
                     model,
                     request,

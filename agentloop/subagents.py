@@ -22,7 +22,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.config import get_stream_writer
 from pydantic import BaseModel, Field
 
-from agentloop._effects import END, Core, adrive, drive, is_async, next_item
+from agentloop._sync import has_running_loop, run_blocking
 from agentloop.errors import ConfigurationError
 from agentloop.events import AgentCompleted, AgentProgress, AgentStarted
 from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT
@@ -131,23 +131,25 @@ def as_tool(
         msg = f"as_tool needs a compiled graph, got {type(graph).__name__}"
         raise ConfigurationError(msg)
 
-    def running(user_input: str, user_extra_requirement: str = "") -> Core[_Result]:
-        """The sub-agent's run, nested in the parent's call, as a core (`stream` or `astream`)."""
+    async def running(user_input: str, user_extra_requirement: str = "") -> _Result:
+        """The sub-agent's run, nested in the parent's call (`astream`, or `stream` off a loop)."""
         child: dict[str, Any] = {"run_name": name}
         if recursion_limit is not None:
             child["recursion_limit"] = recursion_limit
         payload = {"user_input": user_input, "user_extra_requirement": user_extra_requirement}
-        stream = graph.astream if (yield from is_async) else graph.stream
-        chunks = stream(payload, child, stream_mode=_STREAM_MODES)
         with _Progress(name, user_input) as progress:  # the parent's checkpointer applies
-            while (item := (yield from next_item(chunks))) is not END:
-                progress.take(*item)
+            if has_running_loop():
+                async for item in graph.astream(payload, child, stream_mode=_STREAM_MODES):
+                    progress.take(*item)
+            else:
+                for item in graph.stream(payload, child, stream_mode=_STREAM_MODES):
+                    progress.take(*item)
         return progress.result()
 
     return StructuredTool.from_function(
-        # the tool's two entry points drive the one core
-        func=lambda **arguments: drive(running(**arguments)),
-        coroutine=lambda **arguments: adrive(running(**arguments)),
+        # the tool's two entry points run the one coroutine
+        func=lambda **arguments: run_blocking(running(**arguments)),
+        coroutine=running,
         name=name,
         description=description,
         args_schema=SubAgentInput,

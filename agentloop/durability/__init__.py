@@ -9,8 +9,9 @@ under the LangGraph server (in an SQLite file beside `langgraph dev`'s state whe
 none), in memory for `InMemorySaver`. A run the server retries keeps the identity its
 first attempt recorded (see `retry`).
 
-A ledger writes each operation once, as a core yielding `Effect`s (see
-`agentloop._effects`): `drive` runs it from sync code, `adrive` from async code.
+A ledger writes each operation once, as a coroutine whose I/O blocks when no event loop
+runs (`by_mode`): `await ledger.operation(op)` from async code, `ledger.perform(op)` or
+`run_blocking(...)` from sync code.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentloop._effects import Core, Effect, adrive, drive
+    from agentloop._sync import by_mode, run_blocking
     from agentloop.durability._langgraph import (
         Durability,
         current_checkpointer,
@@ -69,9 +70,7 @@ __all__ = [
     "AsyncPostgresLedger",
     "AsyncSqliteLedger",
     "CallGuard",
-    "Core",
     "Durability",
-    "Effect",
     "LateLedgerWriter",
     "LedgerEntry",
     "LedgerKey",
@@ -85,12 +84,11 @@ __all__ = [
     "SqliteLedger",
     "Settled",
     "StoreLedger",
-    "adrive",
+    "by_mode",
     "call_key",
     "check_server_database",
     "current_checkpointer",
     "current_durability",
-    "drive",
     "durability_gap",
     "idempotency_scope",
     "is_server_checkpointer",
@@ -100,6 +98,7 @@ __all__ = [
     "position_key",
     "resuming",
     "run_attempt",
+    "run_blocking",
     "run_identity",
     "run_ledger",
     "server_database_uri",
@@ -117,7 +116,7 @@ def __getattr__(name: str) -> Any:
     if name not in __all__:
         msg = f"module 'agentloop.durability' has no attribute {name!r}"
         raise AttributeError(msg)
-    from agentloop import _effects
+    from agentloop import _sync
     from agentloop.durability import (
         _langgraph,
         guard,
@@ -131,7 +130,7 @@ def __getattr__(name: str) -> Any:
         store,
     )
 
-    modules = (_effects, _langgraph, guard, identity, late, ledger, placement, retry)
+    modules = (_sync, _langgraph, guard, identity, late, ledger, placement, retry)
     for module in (*modules, server_database, sql, store):
         if name in module.__all__:
             value = getattr(module, name)

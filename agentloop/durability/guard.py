@@ -17,12 +17,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from langgraph.errors import GraphBubbleUp
 
-from agentloop._effects import Core
 from agentloop.durability.ledger import (
     OWNER,
     LedgerEntry,
@@ -111,33 +111,33 @@ class CallGuard:
         gone = owner_is_gone(self.ledger, self.key, entry.owner)
         return Settled("unknown_outcome", reason=STARTED_BEFORE_STOP if gone else STARTED_ELSEWHERE)
 
-    # -- the rules, as cores (see `agentloop._effects`) ------------------------------------
+    # -- the rules, as coroutines that block under `run_blocking` (`agentloop._sync`) ------
 
-    def _ledger(self, name: OpName, outcome: Record | None = None) -> Core[Any]:
+    def _ledger(self, name: OpName, outcome: Record | None = None) -> Coroutine[Any, Any, Any]:
         return self.ledger.operation(LedgerOp(name, self.key, OWNER, outcome))
 
-    def find(self) -> Core[LedgerEntry | None]:
+    async def find(self) -> LedgerEntry | None:
         """The call's entry: under its key, else under the first alias that holds one.
 
         The guard then works on the key the entry was found under.
         """
-        entry: LedgerEntry | None = yield from self._ledger("get")
+        entry: LedgerEntry | None = await self._ledger("get")
         for alias in self.aliases:
             if entry is not None:
                 break
-            entry = yield from self.ledger.operation(LedgerOp("get", alias, OWNER))
+            entry = await self.ledger.operation(LedgerOp("get", alias, OWNER))
             if entry is not None:
                 self.key = alias
         return entry
 
-    def decide(self) -> Core[Settled | None]:
+    async def decide(self) -> Settled | None:
         """Decide before running: a settled call, or None to run it (claimed if needed).
 
-        Written once for every driver: it yields the ledger's effects (and sleeps while
-        another worker holds the claim); `drive(guard.decide())` performs them from sync
-        code, `await adrive(guard.decide())` from async code (`agentloop._effects`).
+        Written once for both entry points: awaited from async code, run with
+        `run_blocking(guard.decide())` from sync code (the ledger's I/O and the waits
+        while another worker holds the claim then block).
         """
-        entry = yield from self.find()
+        entry = await self.find()
         settled = self._recorded(entry)
         if settled is not None:
             return settled
@@ -145,11 +145,11 @@ class CallGuard:
         if not (self.side_effects or claimed_before):
             return None
         if entry is not None and self.reexecute:
-            yield from self._ledger("take_over")
+            await self._ledger("take_over")
             self._mark_running()
             self.claimed = True
             return None
-        lost = yield from self._claim()
+        lost = await self._claim()
         attempt = 0
         while lost is not None:
             step = self._step(lost, self._deadline(lost))
@@ -158,12 +158,12 @@ class CallGuard:
             if step == "unknown":
                 return self._unknown(lost)
             if step == "take_over":
-                yield from self._ledger("take_over")
+                await self._ledger("take_over")
                 self._mark_running()
                 break
-            yield from pause_a_little(attempt)
+            await pause_a_little(attempt)
             attempt += 1
-            lost = (yield from self._ledger("get")) or lost
+            lost = (await self._ledger("get")) or lost
         self.claimed = True
         return None
 
@@ -177,7 +177,7 @@ class CallGuard:
             unmark_running(self.ledger, self.key)
             self.running = False
 
-    def _claim(self) -> Core[LedgerEntry | None]:
+    async def _claim(self) -> LedgerEntry | None:
         """Claim the call, marked as running here from before the claim.
 
         Another worker of this process that finds the claim then sees its claimant alive
@@ -185,7 +185,7 @@ class CallGuard:
         """
         self._mark_running()
         try:
-            lost: LedgerEntry | None = yield from self._ledger("claim")
+            lost: LedgerEntry | None = await self._ledger("claim")
         except BaseException:
             self._unmark_running()
             raise
@@ -193,27 +193,27 @@ class CallGuard:
             self._unmark_running()
         return lost
 
-    def record(self, run: Core[Record]) -> Core[Record]:
+    async def record(self, run: Awaitable[Record]) -> Record:
         """Run a call that `decide` let through, and record its outcome.
 
         The call counts as running in this process until its outcome is recorded, so a
         worker waiting on its claim sees an outcome or a live claimant, never a gap.
 
         Args:
-            run: The core that runs the call; its result is the call's record. An
+            run: The coroutine that runs the call; its result is the call's record. An
                 interrupt it raises removes the claim (the tool asks first, then acts
                 on resume) and propagates.
         """
         self._mark_running()
         try:
             try:
-                record = yield from run
+                record = await run
             except GraphBubbleUp:
                 if self.claimed:
-                    yield from self._ledger("release")
+                    await self._ledger("release")
                     self.claimed = False
                 raise
-            yield from self._ledger("finish", record)
+            await self._ledger("finish", record)
         finally:
             self._unmark_running()
         return record

@@ -15,7 +15,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from agentloop._effects import adrive
 from agentloop.durability.ledger import OWNER, LedgerKey, LedgerOp, SideEffectLedger
 
 __all__ = ["LateLedgerWriter"]
@@ -74,7 +73,7 @@ class LateLedgerWriter:
                 self.ledger.finish(self.key, OWNER, outcome)
                 return
             finish = LedgerOp("finish", self.key, OWNER, outcome)
-            task = loop.create_task(adrive(self.ledger.operation(finish)))
+            task = loop.create_task(self.ledger.operation(finish))
         except Exception:
             logger.exception("the late outcome of %s could not be recorded", self.key.call_key)
             return

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from agentloop._effects import Core, Effect, drive, sleep
+from agentloop._sync import pause, run_blocking
 
 __all__ = [
     "OWNER",
@@ -118,12 +118,12 @@ class LedgerOp:
 class SideEffectLedger(ABC):
     """Where calls are claimed and their outcomes kept.
 
-    A backend writes each operation once, as a core (`operation`, see
-    `agentloop._effects`) that yields the I/O it needs as effects (a statement, a store
-    read), each in its blocking and its awaitable form; `drive(ledger.operation(op))`
-    performs it from sync code, `await adrive(...)` from async code. The sync methods
-    (`get`, `claim`, `finish`, `release`, `take_over`, `forget_thread`) are shorthands
-    for `perform`, which drives an operation from sync code.
+    A backend writes each operation once, as a coroutine (`operation`) that takes each
+    step of I/O (a statement, a store read) in the form the caller runs in
+    (`agentloop._sync.by_mode`): awaited with an event loop in the thread, blocking
+    without one. `await ledger.operation(op)` performs it from async code, `perform(op)`
+    from sync code. The sync methods (`get`, `claim`, `finish`, `release`, `take_over`,
+    `forget_thread`) are shorthands for `perform`.
 
     `claim` is atomic: of several workers claiming one key, exactly one gets None back
     and runs the call; the others get the winner's entry. `cross_process` tells whether
@@ -143,12 +143,12 @@ class SideEffectLedger(ABC):
         return id(self)
 
     @abstractmethod
-    def operation(self, op: LedgerOp) -> Core[Any]:
-        """Do one operation: a core yielding the backend's I/O as effects."""
+    async def operation(self, op: LedgerOp) -> Any:
+        """Do one operation; it must not suspend when no event loop runs (`by_mode`)."""
 
     def perform(self, op: LedgerOp) -> Any:
         """Do one operation from sync code."""
-        return drive(self.operation(op))
+        return run_blocking(self.operation(op))
 
     def get(self, key: LedgerKey) -> LedgerEntry | None:
         """Return the entry of a call, or None."""
@@ -193,9 +193,8 @@ class MemoryLedger(SideEffectLedger):
         with self._lock:
             return len(self._entries)
 
-    def operation(self, op: LedgerOp) -> Core[Any]:
-        """Do one operation in memory, in the core itself: it needs no effect."""
-        yield from ()  # makes this a generator (a core) that yields nothing
+    async def operation(self, op: LedgerOp) -> Any:
+        """Do one operation in memory (it never suspends)."""
         with self._lock:
             return self._apply(op)
 
@@ -291,6 +290,6 @@ def owner_is_gone(ledger: SideEffectLedger, key: LedgerKey, owner: str) -> bool 
     return False
 
 
-def pause_a_little(attempt: int) -> Effect[None]:
+async def pause_a_little(attempt: int) -> None:
     """Back off between two looks at a claimed call (50 ms growing to 500 ms)."""
-    return sleep(min(0.05 * (2**attempt), 0.5))
+    await pause(min(0.05 * (2**attempt), 0.5))

@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentloop._effects import Core
 from agentloop.durability.ledger import OWNER, LedgerKey, LedgerOp, SideEffectLedger
 
 __all__ = ["RETRY_WITHOUT_RECORD", "RunAttempt", "run_attempt", "settle_run_identity"]
@@ -56,9 +55,9 @@ def run_attempt(config: Mapping[str, Any]) -> RunAttempt | None:
     return RunAttempt(str(run_id), attempt if isinstance(attempt, int) else 1)
 
 
-def settle_run_identity(
+async def settle_run_identity(
     ledger: SideEffectLedger, thread_id: str, namespace: str, run: RunAttempt, identity: str
-) -> Core[tuple[str, str | None]]:
+) -> tuple[str, str | None]:
     """Return the identity of a server run: the one its first attempt recorded, else `identity`.
 
     The first attempt to get here records `identity` (committed before the run's first
@@ -75,11 +74,11 @@ def settle_run_identity(
         The identity, and a warning when a retried attempt found no record of the first.
     """
     key = LedgerKey(thread_id, namespace, f"{RUN_KEY_PREFIX}{run.run_id}")
-    entry = yield from ledger.operation(LedgerOp("get", key, OWNER))
+    entry = await ledger.operation(LedgerOp("get", key, OWNER))
     recorded = entry.outcome.get("run_id") if entry is not None and entry.outcome else None
     if isinstance(recorded, str) and recorded:
         return recorded, None
-    yield from ledger.operation(LedgerOp("finish", key, OWNER, {"run_id": identity}))
+    await ledger.operation(LedgerOp("finish", key, OWNER, {"run_id": identity}))
     if run.attempt <= 1:
         return identity, None
     name = type(ledger).__name__

@@ -29,7 +29,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from agentloop._effects import Effect
+from agentloop._sync import by_mode
 from agentloop.durability.sql import _CREATE, PostgresLedger, _arun_postgres, _SqlLedger
 from agentloop.errors import ConfigurationError
 
@@ -125,10 +125,10 @@ class SqliteFileLedger(_SqlLedger):
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
 
-    def statement(self, name: str, params: tuple[Any, ...]) -> Effect[tuple[int, Any]]:
+    async def statement(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
         """Run one statement: blocking, or in a worker thread when awaited."""
         run = partial(self.execute, name, params)
-        return Effect(run, partial(asyncio.to_thread, run))
+        return await by_mode(run, partial(asyncio.to_thread, run))
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -178,9 +178,11 @@ class PostgresUriLedger(PostgresLedger):
         with psycopg.connect(self.uri, autocommit=True) as conn:
             yield conn
 
-    def statement(self, name: str, params: tuple[Any, ...]) -> Effect[tuple[int, Any]]:
+    async def statement(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
         """Run one statement on a connection of its own, blocking or awaited."""
-        return Effect(partial(self.execute, name, params), partial(self.aexecute, name, params))
+        return await by_mode(
+            partial(self.execute, name, params), partial(self.aexecute, name, params)
+        )
 
     async def aexecute(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
         """Run one statement on an async connection of its own."""

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from typing import Any
 
-from agentloop._effects import Core, Effect
+from agentloop._sync import blocked_loop, by_mode
 from agentloop.durability.ledger import LedgerEntry, LedgerKey, LedgerOp, SideEffectLedger
 
 __all__ = ["AsyncPostgresLedger", "AsyncSqliteLedger", "PostgresLedger", "SqliteLedger"]
@@ -96,31 +96,31 @@ class _SqlLedger(SideEffectLedger):
         self.sql = _statements(self.placeholder)
         self._ready = False
 
-    def statement(self, name: str, params: tuple[Any, ...]) -> Effect[tuple[int, Any]]:
-        """Run one statement: `(rows affected, first row)`, blocking or awaited."""
-        return Effect.blocking(partial(self.execute, name, params))
+    async def statement(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
+        """Run one statement: `(rows affected, first row)` (a sync saver's blocks either way)."""
+        return self.execute(name, params)
 
     def execute(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
         """Run one statement with blocking calls (sync savers)."""
         raise NotImplementedError
 
-    def operation(self, op: LedgerOp) -> Core[Any]:
+    async def operation(self, op: LedgerOp) -> Any:
         """Do one operation as statements."""
         if op.name == "forget_thread":
-            yield from self.statement("forget", (op.thread_id,))
+            await self.statement("forget", (op.thread_id,))
             return None
         key = _key(op.entry_key)
         if op.name == "get":
-            return _entry((yield from self.statement("get", key))[1])
+            return _entry((await self.statement("get", key))[1])
         if op.name == "claim":
-            claimed, _ = yield from self.statement("claim", (*key, op.owner, _now()))
-            return None if claimed == 1 else _entry((yield from self.statement("get", key))[1])
+            claimed, _ = await self.statement("claim", (*key, op.owner, _now()))
+            return None if claimed == 1 else _entry((await self.statement("get", key))[1])
         if op.name == "finish":
-            yield from self.statement("finish", (*key, op.owner, _now(), _dump(op.outcome or {})))
+            await self.statement("finish", (*key, op.owner, _now(), _dump(op.outcome or {})))
         elif op.name == "release":
-            yield from self.statement("release", (*key, op.owner))
+            await self.statement("release", (*key, op.owner))
         else:
-            yield from self.statement("take_over", (*key, op.owner, _now()))
+            await self.statement("take_over", (*key, op.owner, _now()))
         return None
 
 
@@ -135,7 +135,7 @@ def _on_saver_loop(saver: Any, coroutine: Any) -> Any:
         running = asyncio.get_running_loop()
     except RuntimeError:
         running = None
-    if running is loop:
+    if running is loop or blocked_loop() is loop:  # it would wait for itself
         coroutine.close()
         msg = (
             f"{type(saver).__name__} is async: run the loop with ainvoke/astream, "
@@ -148,9 +148,9 @@ def _on_saver_loop(saver: Any, coroutine: Any) -> Any:
 class _AsyncSaverLedger(_SqlLedger):
     """A ledger on an async saver's connection: sync callers run each statement on its loop."""
 
-    def statement(self, name: str, params: tuple[Any, ...]) -> Effect[tuple[int, Any]]:
+    async def statement(self, name: str, params: tuple[Any, ...]) -> tuple[int, Any]:
         """Run one statement: awaited natively, or on the saver's loop from sync code."""
-        return Effect(
+        return await by_mode(
             lambda: _on_saver_loop(self.saver, self.aexecute(name, params)),
             partial(self.aexecute, name, params),
         )

@@ -31,7 +31,7 @@ from typing import Any
 from langgraph.config import get_store
 from langgraph.store.base import BaseStore, Item
 
-from agentloop._effects import Core, Effect
+from agentloop._sync import by_mode
 from agentloop.durability.ledger import LedgerEntry, LedgerKey, LedgerOp, SideEffectLedger
 
 __all__ = ["LEDGER_NAMESPACE", "StoreLedger", "is_memory_only"]
@@ -106,18 +106,18 @@ class StoreLedger(SideEffectLedger):
         """The store entries are kept in."""
         return self._store if self._store is not None else _running_store(required=True)
 
-    def operation(self, op: LedgerOp) -> Core[Any]:
+    async def operation(self, op: LedgerOp) -> Any:
         """Do one operation as calls of the store (`_call`)."""
         if op.name == "forget_thread":
             namespace = (LEDGER_NAMESPACE, _thread_label(op.thread_id))
-            while items := (yield from self._call("search", namespace, limit=100)):
+            while items := (await self._call("search", namespace, limit=100)):
                 for item in items:
-                    yield from self._call("delete", namespace, item.key)
+                    await self._call("delete", namespace, item.key)
             return None
         where = _where(op.entry_key)
         existing = None
         if op.name != "take_over":
-            existing = _entry((yield from self._call("get", *where)))
+            existing = _entry(await self._call("get", *where))
         if op.name == "get":
             return existing
         if op.name == "claim":
@@ -131,27 +131,27 @@ class StoreLedger(SideEffectLedger):
                 return LedgerEntry(op.owner, time.time())
             try:
                 value = _value(op.owner, time.time(), None)
-                yield from self._call("put", *where, value, index=False)
-                confirmed = _entry((yield from self._call("get", *where)))
+                await self._call("put", *where, value, index=False)
+                confirmed = _entry(await self._call("get", *where))
             finally:
                 with _claiming_lock:
                     _claiming.discard(claiming)
             return None if _won(confirmed, op.owner) else confirmed
         if op.name == "release":
             if _won(existing, op.owner):
-                yield from self._call("delete", *where)
+                await self._call("delete", *where)
             return None
         started = existing.started_at if existing is not None else time.time()
         outcome = op.outcome if op.name == "finish" else None
-        yield from self._call("put", *where, _value(op.owner, started, outcome), index=False)
+        await self._call("put", *where, _value(op.owner, started, outcome), index=False)
         return None
 
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Effect[Any]:
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """Call `BaseStore.<method>` (`get`, `put`, `delete`, `search`) or await its `a<method>`.
 
-        The store is looked up when the effect runs (`store` may read the running graph's).
+        The store is looked up when the step runs (`store` may read the running graph's).
         """
-        return Effect(
+        return await by_mode(
             lambda: getattr(self.store, method)(*args, **kwargs),
             lambda: getattr(self.store, f"a{method}")(*args, **kwargs),
         )

@@ -12,7 +12,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
-from agentloop._effects import Core
 from agentloop.errors import ModelBehaviorError
 from agentloop.events import AnswerCompleted, AnswerStarted, HeldEvents
 from agentloop.hooks import HookRun, held_events, waiting_reply
@@ -362,25 +361,25 @@ class _Answer:
             update["usage"] = sum_usage({scope.settings.name: entry} for entry in entries)
         return self.parts.safe(update)
 
-    def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[AnswerUpdate]:
+    async def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> AnswerUpdate:
         """Answer; then, with a `response_format`, ask for the typed result."""
         call = self._request(state, runtime)
         hooks = HookRun(self.parts.hooks, "answer", state, runtime, call.held)
         asks = not call.unplanned and call.adopted is None  # a model call, with its hooks
-        if asks and (yield from hooks.before()) is not None:
+        if asks and (await hooks.before()) is not None:
             return hooks.merged(AnswerUpdate(action_results=call.action_results))  # no call
         if hooks.changed(_PROMPT_KEYS):  # the prompt is built from the state the hooks left
             prompt = answer_prompt(self.parts, hooks.state, call.scope)
             call.arguments = (call.arguments[0], prompt.messages, *call.arguments[2:])
         state = hooks.state
-        update = yield from self._answered(state, call, runtime)
+        update = await self._answered(state, call, runtime)
         # with after_model hooks the answer is checkpointed first, and they run in
         # `answer.after_model` (after the typed result, as create_agent makes it in
         # its model call): an interrupt in one resumes without another answer call
         hooks_after = self.parts.hooks is not None and self.parts.hooks.after_any_model
         deferred = asks and hooks_after
         if asks and not deferred:
-            yield from hooks.after(update)
+            await hooks.after(update)
         structured = self.parts.structured
         if structured is None:
             return hooks.merged(update, deferred=deferred)
@@ -389,25 +388,25 @@ class _Answer:
             return hooks.merged(update, deferred=deferred)
         model, messages = call.arguments[:2]
         through = (self.parts.middleware, state, runtime)
-        result = yield from structured.ask(model, messages, update["answer"], through)
+        result = await structured.ask(model, messages, update["answer"], through)
         return hooks.merged(self._structured(update, result), deferred=deferred)
 
-    def _answered(
+    async def _answered(
         self, state: LoopState, call: _AnswerCall, runtime: Runtime[Any]
-    ) -> Core[AnswerUpdate]:
+    ) -> AnswerUpdate:
         if call.unplanned:
             return self._update(state, call, None)
         if call.adopted is not None:
             return self._update(state, call, Answer(call.adopted))
         speculative = call.speculative
         if speculative is not None:
-            relayed = yield from speculative.adopt(_configure, call.scope.emit)
+            relayed = await speculative.adopt(_configure, call.scope.emit)
             adopted = self._adopted(call, relayed)
             if adopted is not None:
                 return self._update(state, call, adopted)
         try:
             render = self._render(state, call) if self.parts.middleware.models else None
-            answer = yield from call_answerer(self.parts, state, runtime, call.arguments, render)
+            answer = await call_answerer(self.parts, state, runtime, call.arguments, render)
         except ModelBehaviorError as error:
             return self._update(state, call, None, error)
         return self._update(state, call, answer)
@@ -468,7 +467,7 @@ def _structurable(update: AnswerUpdate) -> bool:
 def make_answer(parts: LoopParts, accelerator: Accelerator) -> LoopNode:
     """Build the `answer` node of a loop (`accelerator`: what the plan node started ahead)."""
     node = _Answer(parts, accelerator)
-    return LoopNode("answer", core=node.run)
+    return LoopNode("answer", coroutine=node.run)
 
 
 def make_answer_after_model(parts: LoopParts) -> LoopNode:
@@ -480,10 +479,10 @@ def make_answer_after_model(parts: LoopParts) -> LoopNode:
     has such a hook.
     """
 
-    def after_answer(state: LoopState, runtime: Runtime[LoopContext]) -> Core[AnswerUpdate]:
+    async def after_answer(state: LoopState, runtime: Runtime[LoopContext]) -> AnswerUpdate:
         hooks = HookRun(parts.hooks, "answer", state, runtime)
         if waiting_reply(state) == "answer":
-            yield from hooks.after()
+            await hooks.after()
         return hooks.merged(AnswerUpdate())
 
-    return LoopNode(AFTER_ANSWER_NODE, core=after_answer)
+    return LoopNode(AFTER_ANSWER_NODE, coroutine=after_answer)

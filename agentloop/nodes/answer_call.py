@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
@@ -10,7 +10,6 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
-from agentloop._effects import Core
 from agentloop.middleware import Render
 from agentloop.model_calls import Answer, invoke_answer
 from agentloop.nodes.parts import LoopParts
@@ -37,13 +36,13 @@ def _answer_of(message: AIMessage, model: BaseChatModel) -> Answer:
     return Answer(message)
 
 
-def call_answerer(
+async def call_answerer(
     parts: LoopParts,
     state: LoopState,
     runtime: Runtime[Any],
     arguments: Sequence[Any],
     render: Render | None = None,
-) -> Core[Answer]:
+) -> Answer:
     """Ask the answer model through the model-call stack (the app's middleware, retry, fallback).
 
     Args:
@@ -63,21 +62,19 @@ def call_answerer(
 
     def call(
         model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any], tools: list[Any]
-    ) -> Core[Answer]:
+    ) -> Coroutine[Any, Any, Answer]:
         configured = _with(configure, options)
         return invoke_answer(model, sent, retry, limits, text_of, configured, workers=workers)
 
-    return (
-        yield from parts.middleware.call_model(
-            "answer",
-            model,
-            messages,
-            call,
-            _reply_of,
-            _answer_of,
-            state=state,
-            runtime=runtime,
-            transcript=state.get("messages") or [],
-            render=render,
-        )
+    return await parts.middleware.call_model(
+        "answer",
+        model,
+        messages,
+        call,
+        _reply_of,
+        _answer_of,
+        state=state,
+        runtime=runtime,
+        transcript=state.get("messages") or [],
+        render=render,
     )

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, cast
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from agentloop._effects import Core
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.guarded import guarded_call, ledger_record, tool_config
 from agentloop.nodes.parts import LoopParts
@@ -44,16 +43,16 @@ class _CallTool:
         self.parts = parts
         self.accelerator = accelerator
 
-    def _refused(
+    async def _refused(
         self, call: PreparedCall, refused: ToolExecutionRecord, scope: RunScope
-    ) -> Core[CallToolUpdate]:
+    ) -> CallToolUpdate:
         """The update of a call refused before running: the ledger's record if it has one.
 
         Code deployed since an earlier execution started the call may refuse it (its
         tool gone, its arguments now invalid); that execution's outcome, or
         `unknown_outcome`, is then the call's record.
         """
-        known = yield from ledger_record(self.parts, call, scope)
+        known = await ledger_record(self.parts, call, scope)
         if known is not None:
             return self._done(call, known)
         emit_settled(scope.emit, refused)
@@ -76,22 +75,22 @@ class _CallTool:
         written = _written(record, list(state_update.get("messages") or ()))
         return cast(CallToolUpdate, {**keys, **written})
 
-    def run(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> Core[CallToolUpdate]:
-        """The task, as a core that `LoopNode` drives under `invoke` or `ainvoke`."""
+    async def run(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> CallToolUpdate:
+        """The task: a coroutine `LoopNode` awaits under `ainvoke`, runs blocking under `invoke`."""
         scope = self.parts.scope(runtime)
         redacted = call.get("redacted")
         written = self.parts.planned_arguments.take(call) if redacted else None
         if redacted and written is None:  # kept in memory, gone since
             message = unavailable_message(call["tool_name"])
             outcome = ToolOutcome.refused("arguments_unavailable", call["tool_name"], message)
-            return (yield from self._refused(call, make_record(call, outcome), scope))
+            return await self._refused(call, make_record(call, outcome), scope)
         if call.get("depends_on"):  # its arguments take other commands' results
             call, refused = complete_call(self.parts.runner, call)
             if refused is not None:  # a reference failed, or the resolved arguments are invalid
-                return (yield from self._refused(call, refused, scope))
+                return await self._refused(call, refused, scope)
         early = self.accelerator.take_call(call)  # started while its plan streamed
         if early is not None:
-            record = yield from early.record()
+            record = await early.record()
             return self._done(call, record)  # guarded_call's record: already safe
         config = scope.config  # the node call's, read once when its scope was made
         config = tool_config(
@@ -99,10 +98,10 @@ class _CallTool:
         )
         block = planned(written)  # the tool's function gets the planner's own arguments
         if block is NOTHING_PLANNED:  # the usual call: no block to enter
-            record = yield from guarded_call(self.parts, call, scope, config)
+            record = await guarded_call(self.parts, call, scope, config)
         else:
             with block:
-                record = yield from guarded_call(self.parts, call, scope, config)
+                record = await guarded_call(self.parts, call, scope, config)
         return self._done(call, record)
 
 
@@ -116,4 +115,4 @@ def _written(record: ToolExecutionRecord, added: list[Any] | None = None) -> Cal
 
 def make_call_tool(parts: LoopParts, accelerator: Accelerator) -> LoopNode:
     """Build the `call_tool` task node of a loop."""
-    return LoopNode("call_tool", core=_CallTool(parts, accelerator).run)
+    return LoopNode("call_tool", coroutine=_CallTool(parts, accelerator).run)

@@ -31,14 +31,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from langchain_core.messages import ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite, Send
 
-from agentloop._effects import Core
 from agentloop.events import (
     Emit,
     QueueDrained,
@@ -48,7 +47,7 @@ from agentloop.events import (
     null_emit,
 )
 from agentloop.messages import message_text
-from agentloop.nodes._runnable import NodeCore
+from agentloop.nodes._runnable import NodeCoroutine
 from agentloop.nodes.guarded import ledger_record
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.preparation import PlanPreparation
@@ -303,7 +302,7 @@ REFUSALS = ("tool_not_found", "invalid_arguments", "reference_failed")
 ledger record, when there is one, replaces them (`agentloop.nodes.guarded.ledger_record`)."""
 
 
-def make_execute(parts: LoopParts, accelerator: Accelerator) -> NodeCore:
+def make_execute(parts: LoopParts, accelerator: Accelerator) -> NodeCoroutine:
     """Build the `execute` node: prepare the round's calls, settle the ones that must not run.
 
     The node runs when a plan is reviewed before its calls (an `after_model` hook, an
@@ -311,15 +310,17 @@ def make_execute(parts: LoopParts, accelerator: Accelerator) -> NodeCore:
     `plan` prepares its round itself (`prepare_round`), one step less.
     """
 
-    def execute(state: LoopState, runtime: Runtime[LoopContext]) -> Core[ExecuteUpdate]:
+    def execute(
+        state: LoopState, runtime: Runtime[LoopContext]
+    ) -> Coroutine[Any, Any, ExecuteUpdate]:
         return prepare_round(parts, accelerator, state, parts.scope(runtime))
 
     return execute
 
 
-def prepare_round(
+async def prepare_round(
     parts: LoopParts, accelerator: Accelerator, state: LoopState, scope: RunScope
-) -> Core[ExecuteUpdate]:
+) -> ExecuteUpdate:
     """Prepare the round `state["decision"]` plans, and settle the calls that must not run.
 
     The update holds the prepared calls (`round_calls`, each with its batch), the records
@@ -360,7 +361,7 @@ def prepare_round(
     for call in calls:
         refused = settled.get(call["call_id"])
         if refused is not None and refused.get("error_type") in REFUSALS:
-            record = yield from ledger_record(parts, call, scope)
+            record = await ledger_record(parts, call, scope)
             if record is not None:
                 known[call["call_id"]] = record
     runnable = [call for call in calls if call["call_id"] not in settled]

@@ -18,12 +18,11 @@ is looked up too (`ledger_record`).
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
-from agentloop._effects import Core, Effect
+from agentloop._sync import has_running_loop
 from agentloop.durability import (
     CallGuard,
     LateLedgerWriter,
@@ -142,62 +141,60 @@ def _settled(
     return record
 
 
-def guarded_call(
+async def guarded_call(
     parts: LoopParts, call: PreparedCall, scope: RunScope, config: RunnableConfig
-) -> Core[ToolExecutionRecord]:
-    """A prepared call through the ledger guard and the pipeline: a core making its safe record.
+) -> ToolExecutionRecord:
+    """A prepared call through the ledger guard and the pipeline: its safe record.
 
-    Drive it with `drive` from sync code or `adrive` from async code (`agentloop._effects`).
+    Awaited from async code; run with `run_blocking` from sync code (`agentloop._sync`).
     """
     execution = scope.execution  # no thread (no checkpointer): no guard, no call for it
     guard = (
         None if execution is None or execution.thread_id is None else call_guard(parts, call, scope)
     )
     record: ToolExecutionRecord  # typed without `cast`, a call each time
-    if guard is None:  # the pipeline's effect yielded here: no generator around it
-        record = parts.safe_value((yield _pipeline(parts, call, scope, config, None)))
+    if guard is None:
+        record = parts.safe_value(await _pipeline(parts, call, scope, config, None))
         return record
-    settled = yield from guard.decide()
+    settled = await guard.decide()
     gone = parts.registry.spec(call["tool_name"]) is None
     if settled is not None:
         record = parts.safe_value(_settled(call, settled, scope.emit, gone=gone))
         return record
     if gone:  # never started, and its tool is gone: the runner fails it, naming the tool
-        record = yield from _run(parts, call, scope, config, None)
+        record = await _run(parts, call, scope, config, None)
         return record
     late = _late_writer(parts, guard)  # after `decide`: the key the entry was found under
     run = _run(parts, call, scope, config, late)
-    record = cast(ToolExecutionRecord, (yield from guard.record(run)))
+    record = cast(ToolExecutionRecord, await guard.record(run))
     if late is not None:  # the call's own record is in the ledger: a late one may replace it
         late.ready()
     return record
 
 
-def _run(
+async def _run(
     parts: LoopParts,
     call: PreparedCall,
     scope: RunScope,
     config: RunnableConfig,
     late: LateLedgerWriter | None,
-) -> Core[Any]:
+) -> Any:
     """Run the call through the pipeline: its safe record."""
-    record = yield _pipeline(parts, call, scope, config, late)
-    return parts.safe_value(record)
+    return parts.safe_value(await _pipeline(parts, call, scope, config, late))
 
 
-def _pipeline(
+async def _pipeline(
     parts: LoopParts,
     call: PreparedCall,
     scope: RunScope,
     config: RunnableConfig,
     late: LateLedgerWriter | None,
-) -> Effect[ToolExecutionRecord]:
-    """The pipeline's run of the call: `run_sync` under `invoke`, `run` under `ainvoke`."""
+) -> ToolExecutionRecord:
+    """The pipeline's run of the call: `run` on an event loop, `run_sync` without one."""
     runner = parts.runner
-    return Effect(
-        partial(runner.run_sync, call, scope.emit, config, on_late=late),
-        partial(runner.run, call, scope.emit, config, on_late=late),
-    )
+    if has_running_loop():
+        return await runner.run(call, scope.emit, config, on_late=late)
+    return runner.run_sync(call, scope.emit, config, on_late=late)
 
 
 def _late_writer(parts: LoopParts, guard: CallGuard | None) -> LateLedgerWriter | None:
@@ -207,9 +204,9 @@ def _late_writer(parts: LoopParts, guard: CallGuard | None) -> LateLedgerWriter 
     return LateLedgerWriter(guard.ledger, guard.key, parts.safe_value)
 
 
-def ledger_record(
+async def ledger_record(
     parts: LoopParts, call: PreparedCall, scope: RunScope
-) -> Core[ToolExecutionRecord | None]:
+) -> ToolExecutionRecord | None:
     """The ledger's record of a call refused before it could run, if the ledger has one.
 
     Code deployed since the call started may refuse it (its tool renamed or removed, an
@@ -220,7 +217,7 @@ def ledger_record(
     guard = call_guard(parts, call, scope)
     if guard is None:
         return None
-    entry = yield from guard.find()
+    entry = await guard.find()
     if entry is None:
         return None
     if entry.outcome is not None:

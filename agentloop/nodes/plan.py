@@ -19,7 +19,7 @@ from langchain_core.messages import (
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from agentloop._effects import Core, is_async
+from agentloop._sync import has_running_loop
 from agentloop.durability import current_checkpointer
 from agentloop.errors import ModelBehaviorError, model_error_message
 from agentloop.events import HeldEvents, PlanDecided, PlanReasked, RoundStarted
@@ -27,7 +27,7 @@ from agentloop.hooks import JUMP_KEY, HookRun, held_events, waiting_reply
 from agentloop.messages import conversation_turns, message_text
 from agentloop.middleware import Render
 from agentloop.model_stream import BoundedRead
-from agentloop.nodes._runnable import LoopNode, NodeCore
+from agentloop.nodes._runnable import LoopNode, NodeCoroutine
 from agentloop.nodes.answer import answer_prompt
 from agentloop.nodes.execute import (
     after_round,
@@ -120,10 +120,10 @@ class _Attempts:
 
 
 class _Plan:
-    """The plan node of one loop: one core, driven by `invoke` and `ainvoke`."""
+    """The plan node of one loop: one coroutine, run by `invoke` and `ainvoke`."""
 
     def __init__(
-        self, parts: LoopParts, accelerator: Accelerator, prepare: NodeCore | None = None
+        self, parts: LoopParts, accelerator: Accelerator, prepare: NodeCoroutine | None = None
     ) -> None:
         self.parts = parts
         self.accelerator = accelerator
@@ -350,14 +350,14 @@ class _Plan:
         if changed:
             kept["redacted"] = changed
 
-    def _attempt(
+    async def _attempt(
         self,
         attempts: _Attempts,
         model: BaseChatModel,
         request: list[BaseMessage],
         options: dict[str, Any],
         schemas: list[dict[str, Any]] | None,
-    ) -> Core[PlanRead]:
+    ) -> PlanRead:
         """One streamed planner call, read as it streams and closed early on `response`."""
         settings = attempts.scope.settings
         read = PlanRead.start(model, settings.plan_mode, whole=attempts.whole_reply)
@@ -372,11 +372,11 @@ class _Plan:
             attempts.ahead.follow(read.reader.parser)
             return False
 
-        yield from bounded.consume(runnable, request, on_chunk)
+        await bounded.consume(runnable, request, on_chunk)
         read.cut = bounded.cut
         return read
 
-    def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> Core[PlanUpdate]:
+    async def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> PlanUpdate:
         """End the round whose calls ran, then plan the next one.
 
         While calls of the round are still to run, nothing: `route_plan` sends their
@@ -391,7 +391,7 @@ class _Plan:
         """
         started: Mapping[str, Any] | None = None
         if self.prepare is not None and starts_run(runtime):  # no `prepare` step ran
-            started = yield from self.prepare(state, runtime)
+            started = await self.prepare(state, runtime)
             state = state_after(state, started)
             if route_start(state) == "answer":
                 return cast(PlanUpdate, started)
@@ -409,9 +409,9 @@ class _Plan:
                 if held:
                     held.release()
                 return cast(PlanUpdate, ended)
-        planned = yield from self._plan_round(state, runtime, held)
+        planned = await self._plan_round(state, runtime, held)
         if _starts_round(planned, scope):  # no review between the plan and its calls
-            prepared = yield from prepare_round(
+            prepared = await prepare_round(
                 self.parts, self.accelerator, state_after(state, planned), scope
             )
             planned = cast(PlanUpdate, joined(planned, prepared))
@@ -419,12 +419,12 @@ class _Plan:
             planned = cast(PlanUpdate, joined(ended, planned))
         return planned if started is None else cast(PlanUpdate, joined(started, planned))
 
-    def _plan_round(
+    async def _plan_round(
         self,
         state: LoopState,
         runtime: Runtime[LoopContext],
         held: HeldEvents | None = None,
-    ) -> Core[PlanUpdate]:
+    ) -> PlanUpdate:
         """Ask the planner, again with what was wrong while it may be asked again.
 
         With `after_model` hooks, the last reply's hooks do not run here: the reply is
@@ -433,7 +433,7 @@ class _Plan:
         resumes there and the planner is not asked again. A reply that is asked again
         has its hooks run here: it plans no round.
         """
-        asynchronous = yield from is_async
+        asynchronous = has_running_loop()
         attempts = self._request(state, runtime, asynchronous=asynchronous, held=held)
         attempt = partial(self._attempt, attempts)
         hooks = HookRun(self.parts.hooks, "plan", state, runtime, held)
@@ -442,7 +442,7 @@ class _Plan:
         shown: AIMessage | None = None
         pending = False
         while self._calls_left(state, attempts) > 0:
-            if (yield from hooks.before()) is not None:
+            if (await hooks.before()) is not None:
                 break  # the planner is not called
             if hooks.changed(_PROMPT_KEYS):  # built from the state as the hooks left it
                 prompt = self._prompt(hooks.state, attempts.scope)
@@ -450,7 +450,7 @@ class _Plan:
             wrapped = bool(self.parts.middleware.models)
             render = self._render(hooks.state, attempts) if wrapped else None
             try:
-                read = yield from call_planner(
+                read = await call_planner(
                     self.parts, hooks.state, runtime, attempts.messages, attempt, render
                 )
             except ModelBehaviorError as error:
@@ -463,7 +463,7 @@ class _Plan:
             if deferred and not may_reask:
                 pending = True  # its hooks run in `plan.after_model`
                 break
-            if (yield from hooks.after({"messages": [shown]} if shown else None)) is not None:
+            if (await hooks.after({"messages": [shown]} if shown else None)) is not None:
                 break
             if not may_reask:
                 break
@@ -542,11 +542,11 @@ def starts_run(runtime: Runtime[LoopContext]) -> bool:
 
 
 def make_plan(
-    parts: LoopParts, accelerator: Accelerator, prepare: NodeCore | None = None
+    parts: LoopParts, accelerator: Accelerator, prepare: NodeCoroutine | None = None
 ) -> LoopNode:
     """Build the `plan` node of a loop (`accelerator`: what it starts ahead).
 
-    With `prepare` (the `prepare` node's core), a run without a checkpointer starts in
+    With `prepare` (the `prepare` node's coroutine), a run without a checkpointer starts in
     `plan`, which makes `prepare`'s update first: one step less (`route_entry`).
 
     Raises:
@@ -558,7 +558,7 @@ def make_plan(
             [parts.models.model, *parts.models.fallbacks], parts.tools.tool_schemas
         )
     node = _Plan(parts, accelerator, prepare)
-    return LoopNode("plan", core=node.run)
+    return LoopNode("plan", coroutine=node.run)
 
 
 def reviews_after(parts: LoopParts) -> bool:
@@ -594,16 +594,16 @@ def make_plan_after_model(parts: LoopParts) -> LoopNode:
     (`jump_to="model"`), leaves the transcript (unless a hook wrote it anew).
     """
 
-    def after_plan(state: LoopState, runtime: Runtime[LoopContext]) -> Core[PlanUpdate]:
+    async def after_plan(state: LoopState, runtime: Runtime[LoopContext]) -> PlanUpdate:
         reply = shown_reply(state) if waiting_reply(state) == "plan" else None
         hooks = HookRun(parts.hooks, "plan", state, runtime)
         if reply is None:
             return hooks.merged(PlanUpdate())
-        yield from hooks.after()
+        await hooks.after()
         update = PlanUpdate()
         if not reply.tool_calls or hooks.jump == "model":
             assert reply.id is not None
             update["messages"] = [cast(AnyMessage, RemoveMessage(id=reply.id))]
         return hooks.merged(update)
 
-    return LoopNode(AFTER_PLAN_NODE, core=after_plan)
+    return LoopNode(AFTER_PLAN_NODE, coroutine=after_plan)

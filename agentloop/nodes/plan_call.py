@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -10,7 +10,6 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.runtime import Runtime
 
-from agentloop._effects import Core
 from agentloop.middleware import Render
 from agentloop.nodes.parts import LoopParts
 from agentloop.planning.reader import PlanRead
@@ -22,20 +21,20 @@ __all__ = ["call_planner"]
 
 Attempt = Callable[
     [BaseChatModel, list[BaseMessage], dict[str, Any], list[dict[str, Any]] | None],
-    Core[PlanRead],
+    Awaitable[PlanRead],
 ]
 """One streamed call of a model with a request, model settings and the tool schemas to
 bind in `plan_mode="native"` (None: the loop's)."""
 
 
-def call_planner(
+async def call_planner(
     parts: LoopParts,
     state: LoopState,
     runtime: Runtime[Any],
     messages: list[BaseMessage],
     attempt: Attempt,
     render: Render | None = None,
-) -> Core[PlanRead]:
+) -> PlanRead:
     """Ask the planner through the model-call stack (the app's middleware, retry, fallback).
 
     Args:
@@ -54,31 +53,29 @@ def call_planner(
     scope = parts.scope(runtime)
     plan_mode = scope.settings.plan_mode
 
-    def call(
+    async def call(
         model: BaseChatModel,
         sent: list[BaseMessage],
         options: dict[str, Any],
         tools: list[Any] | None = None,
-    ) -> Core[PlanRead]:
+    ) -> PlanRead:
         sent, schemas, offered = _offer(parts, plan_mode, sent, tools)
-        read = yield from attempt(model, sent, options, schemas)
+        read = await attempt(model, sent, options, schemas)
         read.offered = offered
         return read
 
-    return (
-        yield from parts.middleware.call_model(
-            "plan",
-            parts.models.planner(scope.loop),
-            messages,
-            call,
-            PlanRead.as_message,
-            partial(_read_of, plan_mode=plan_mode),
-            state=state,
-            runtime=runtime,
-            tools=parts.tools.offered,  # the loop's, in every plan mode
-            transcript=state.get("messages") or [],
-            render=render,
-        )
+    return await parts.middleware.call_model(
+        "plan",
+        parts.models.planner(scope.loop),
+        messages,
+        call,
+        PlanRead.as_message,
+        partial(_read_of, plan_mode=plan_mode),
+        state=state,
+        runtime=runtime,
+        tools=parts.tools.offered,  # the loop's, in every plan mode
+        transcript=state.get("messages") or [],
+        render=render,
     )
 
 

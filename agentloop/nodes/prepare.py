@@ -15,7 +15,6 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from agentloop._effects import Core
 from agentloop.durability import (
     current_checkpointer,
     current_durability,
@@ -95,9 +94,9 @@ def _ledger_warning(parts: LoopParts, runtime: Runtime[LoopContext]) -> tuple[st
     return None if gap is None or ledger is None else (type(ledger).__name__, gap)
 
 
-def _retry_safe_identity(
+async def _retry_safe_identity(
     parts: LoopParts, runtime: Runtime[LoopContext], scope: RunScope, namespace: str, run_id: str
-) -> Core[tuple[str, str | None]]:
+) -> tuple[str, str | None]:
     """The run's identity as the server's first attempt of it recorded (see `settle_run_identity`).
 
     Only for a top-level run the LangGraph server names; a sub-agent is named by the
@@ -112,26 +111,24 @@ def _retry_safe_identity(
     ledger = run_ledger(parts.ledger, runtime.store)
     if ledger is None:
         return run_id, None
-    named: tuple[str, str | None] = yield from settle_run_identity(
+    named: tuple[str, str | None] = await settle_run_identity(
         ledger, thread_id, namespace, attempt, run_id
     )
     return named
 
 
 def make_prepare(parts: LoopParts) -> Any:
-    """Build the `prepare` node of a loop (a core: it may read the ledger)."""
+    """Build the `prepare` node of a loop (a coroutine: it may read the ledger)."""
     warned_exit = False
     warned_ledger = False
 
-    def prepare(state: LoopState, runtime: Runtime[LoopContext]) -> Core[PrepareUpdate]:
+    async def prepare(state: LoopState, runtime: Runtime[LoopContext]) -> PrepareUpdate:
         nonlocal warned_exit, warned_ledger
         scope = parts.scope(runtime)
         request, human = resolve_request(state)
         namespace = loop_namespace(scope.execution.checkpoint_ns if scope.execution else "")
         run_id = run_identity(scope.thread_id, namespace, run_anchor(state, request, human, scope))
-        run_id, retry_warning = yield from _retry_safe_identity(
-            parts, runtime, scope, namespace, run_id
-        )
+        run_id, retry_warning = await _retry_safe_identity(parts, runtime, scope, namespace, run_id)
         key = run_idempotency_key(state)
         exit_only = current_durability() == "exit" and current_checkpointer() is not None
         if exit_only and parts.registry.has_side_effects:

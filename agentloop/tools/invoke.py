@@ -23,7 +23,7 @@ from tenacity import (
     wait_random,
 )
 
-from agentloop._retry import retry_awaitable_after
+from agentloop._retry import retry_after
 from agentloop._sync import has_running_loop
 from agentloop.errors import ToolCallError, classify_tool_error
 from agentloop.events import Emit, ToolAbandoned, ToolRetrying, ToolThreadAbandoned
@@ -342,7 +342,7 @@ class ToolInvoker:
                     raise
                 failed = error
             if failed is not None and retry is not None:
-                value, artifact = await retry_awaitable_after(
+                value, artifact = await retry_after(
                     failed, attempt, lambda: _retrying(retry, call, emit)
                 )
         except BaseException as error:

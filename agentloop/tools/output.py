@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
-from agentloop._effects import adrive, drive
-from agentloop._sync import has_running_loop
+from agentloop._sync import has_running_loop, run_without_loop
 from agentloop.errors import ToolCallError
 from agentloop.tools.results import (
     ReadItems,
@@ -193,11 +192,11 @@ async def _read(
     on_abandoned: OnAbandoned | None,
 ) -> ReadItems:
     if is_async_lazy(output):
-        reading = adrive(read_items(output, limits))
+        reading = read_items(output, limits)
         return await reading if has_running_loop() else threads.run_coroutine(reading)
     read: ReadItems = await threads.run(
         tool_name,
-        lambda: drive(read_items(output, limits)),
+        lambda: run_without_loop(read_items(output, limits)),
         _time_left(limits) + _READ_SLACK_S,
         on_abandoned,
     )

@@ -13,7 +13,6 @@ from langchain_core.tools import tool
 from postgres import postgres_dsn
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
-from agentloop._effects import adrive
 from agentloop.durability import LedgerKey, LedgerOp, ledger_for
 from agentloop.testing import ScriptedChatModel, plan_reply
 from agentloop.tools.late import LATE_NOTE
@@ -89,7 +88,7 @@ def test_late_outcome_on_postgres_async() -> None:
             release.set()
             late = None
             for _ in range(400):
-                entry = await adrive(ledger_for(saver).operation(LedgerOp("get", key)))
+                entry = await ledger_for(saver).operation(LedgerOp("get", key))
                 late = _late_outcome(entry)
                 if late is not None:
                     break

@@ -20,7 +20,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
-from agentloop._effects import drive
+from agentloop._sync import run_blocking
 from agentloop.durability import CallGuard, LedgerKey, MemoryLedger, Settled, position_key
 from agentloop.durability.ledger import OWNER
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -175,7 +175,7 @@ def test_an_entry_under_a_calls_second_name_is_the_calls() -> None:
     ledger = MemoryLedger()
     ledger.finish(CONTENT, OWNER, {"success": True, "result": "sent"})
     guard = CallGuard(ledger, PLACE, side_effects=True, aliases=(CONTENT,))
-    assert drive(guard.decide()) == Settled("replayed", {"success": True, "result": "sent"})
+    assert run_blocking(guard.decide()) == Settled("replayed", {"success": True, "result": "sent"})
     assert guard.key == CONTENT and ledger.get(PLACE) is None
 
 
@@ -183,7 +183,7 @@ def test_a_claim_found_guards_a_call_whatever_its_policy_says_now() -> None:
     ledger = MemoryLedger()
     assert ledger.claim(PLACE, OWNER) is None  # claimed by code that knew it writes
     now_read_only = CallGuard(ledger, PLACE, side_effects=False, timeout_s=0.1)
-    settled = drive(now_read_only.decide())
+    settled = run_blocking(now_read_only.decide())
     assert settled is not None and settled.kind == "unknown_outcome"
     nothing_there = CallGuard(MemoryLedger(), PLACE, side_effects=False)
-    assert drive(nothing_there.decide()) is None  # a read with no entry just runs
+    assert run_blocking(nothing_there.decide()) is None  # a read with no entry just runs

@@ -15,7 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphInterrupt
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, as_tool, create_tool_loop
-from agentloop._effects import Effect, adrive, drive
+from agentloop._sync import run_blocking
 from agentloop.durability import (
     CallGuard,
     LedgerKey,
@@ -108,17 +108,21 @@ def guard(ledger: MemoryLedger, **options: Any) -> CallGuard:
 
 def before(checked: CallGuard) -> Settled | None:
     """Decide before running, from sync code."""
-    return drive(checked.decide())
+    return run_blocking(checked.decide())
 
 
 async def abefore(checked: CallGuard) -> Settled | None:
     """Decide before running, from async code."""
-    return await adrive(checked.decide())
+    return await checked.decide()
 
 
 def run_call(checked: CallGuard, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run a call the guard let through, from sync code (a memory ledger needs no I/O)."""
-    return drive(checked.record(iter(Effect.blocking(call))))
+    return run_blocking(checked.record(_called(call)))
+
+
+async def _called(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    return call()
 
 
 def test_a_claimant_counts_as_running_from_its_claim_to_its_outcome() -> None:
@@ -211,7 +215,7 @@ async def test_an_interrupt_releases_the_claim() -> None:
         raise GraphInterrupt(())
 
     with pytest.raises(GraphInterrupt):
-        await adrive(checked.record(iter(Effect.blocking(ask_first))))
+        await checked.record(_called(ask_first))
     assert ledger.get(KEY) is None  # on resume the tool asks again, then acts
 
 

@@ -30,7 +30,6 @@ from agentloop import (
     ToolPolicy,
     create_tool_loop,
 )
-from agentloop._effects import adrive
 from agentloop.durability import (
     AsyncSqliteLedger,
     CallGuard,
@@ -233,14 +232,14 @@ def test_store_ledger_claims_finishes_and_forgets(sqlite_store: SqliteStore) -> 
 async def test_store_ledger_async_claims_and_an_unknown_outcome() -> None:
     store = InMemoryStore()
     ledger = StoreLedger(store)
-    assert await adrive(ledger.operation(LedgerOp("claim", KEY, DEAD_OWNER))) is None
-    settled = await adrive(CallGuard(ledger, KEY, side_effects=True, timeout_s=1.0).decide())
+    assert await ledger.operation(LedgerOp("claim", KEY, DEAD_OWNER)) is None
+    settled = await CallGuard(ledger, KEY, side_effects=True, timeout_s=1.0).decide()
     assert settled is not None and settled.kind == "unknown_outcome"
-    await adrive(ledger.operation(LedgerOp("finish", KEY, DEAD_OWNER, {"result": "paid"})))
-    settled = await adrive(CallGuard(ledger, KEY, side_effects=True).decide())
+    await ledger.operation(LedgerOp("finish", KEY, DEAD_OWNER, {"result": "paid"}))
+    settled = await CallGuard(ledger, KEY, side_effects=True).decide()
     assert settled is not None and settled.kind == "replayed"
-    await adrive(ledger.operation(LedgerOp("forget_thread", thread_id=KEY.thread_id)))
-    assert await adrive(ledger.operation(LedgerOp("get", KEY))) is None
+    await ledger.operation(LedgerOp("forget_thread", thread_id=KEY.thread_id))
+    assert await ledger.operation(LedgerOp("get", KEY)) is None
 
 
 async def test_an_async_sqlite_ledger_awaits_the_savers_own_connection(tmp_path: Path) -> None:
@@ -248,8 +247,8 @@ async def test_an_async_sqlite_ledger_awaits_the_savers_own_connection(tmp_path:
 
     async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.sqlite")) as saver:
         ledger = AsyncSqliteLedger(saver)
-        assert await adrive(ledger.operation(LedgerOp("claim", KEY, DEAD_OWNER))) is None
-        entry = await adrive(ledger.operation(LedgerOp("get", KEY)))
+        assert await ledger.operation(LedgerOp("claim", KEY, DEAD_OWNER)) is None
+        entry = await ledger.operation(LedgerOp("get", KEY))
         assert entry is not None and entry.owner == DEAD_OWNER
         with pytest.raises(RuntimeError, match="is async: run the loop with ainvoke"):
             ledger.get(KEY)  # blocking on the saver's own loop would deadlock: refused

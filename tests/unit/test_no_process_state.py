@@ -50,7 +50,7 @@ def _loop_parts(graph: Any) -> LoopParts:
     found: dict[int, LoopParts] = {}
     for node in graph.nodes.values():
         bound = node.bound
-        for function in (getattr(bound, "func", None), getattr(bound, "core", None)):
+        for function in (getattr(bound, "func", None), getattr(bound, "coroutine", None)):
             owner = getattr(function, "__self__", None)
             candidates = [getattr(owner, "parts", None)]
             candidates += [
@@ -64,7 +64,7 @@ def _loop_parts(graph: Any) -> LoopParts:
 def _accelerator(graph: Any) -> Accelerator:
     """The one `Accelerator` a compiled loop's nodes share (the plan, call_tool, answer)."""
     owners = [
-        getattr(getattr(node.bound, "core", None), "__self__", None)
+        getattr(getattr(node.bound, "coroutine", None), "__self__", None)
         for node in graph.nodes.values()
     ]
     found = {

@@ -14,11 +14,10 @@ import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Literal
 
-from agentloop._effects import END, Core, Effect, is_async
 from agentloop._jsonable import to_jsonable
+from agentloop._sync import has_running_loop
 
 __all__ = [
     "ReadItems",
@@ -119,19 +118,25 @@ class _Reader:
         return ""
 
 
-def read_items(iterator: Any, limits: ReadLimits) -> Core[ReadItems]:
-    """Read an iterator up to `limits`, then close it: a core.
+async def read_items(iterator: Any, limits: ReadLimits) -> ReadItems:
+    """Read an iterator up to `limits`, then close it.
 
-    Drive it with `drive` for a sync iterator (off the event loop: reading may block) and
-    with `adrive` for an async one, whose reading also stops at the deadline. One item
-    past `max_items` is asked for, to tell an iterator that ended from one that was cut.
+    Await it on an event loop for an async iterator, whose reading also stops at the
+    deadline; run it with `run_blocking` for a sync one (off the event loop: reading may
+    block). One item past `max_items` is asked for, to tell an iterator that ended from
+    one that was cut.
     """
     reader = _Reader(limits)
-    source = iterator if (yield from is_async) else iter(iterator)
+    asynchronous = has_running_loop()
+    source = iterator if asynchronous else iter(iterator)
     try:
         while not (bound := reader.full()):
-            item = yield from _next_by(source, limits.deadline)
-            if item is END:
+            if asynchronous:
+                async with asyncio.timeout_at(limits.deadline):
+                    item = await anext(source, _END)
+            else:
+                item = next(source, _END)
+            if item is _END:
                 break
             if bound := reader.add(item):
                 break
@@ -139,17 +144,14 @@ def read_items(iterator: Any, limits: ReadLimits) -> Core[ReadItems]:
     except TimeoutError:
         return ReadItems(reader.items, "time")
     finally:
-        yield from Effect(partial(_close, source), partial(_aclose, source))
+        if asynchronous:
+            await _aclose(source)
+        else:
+            _close(source)
 
 
-def _next_by(iterator: Any, deadline: float | None) -> Effect[Any]:
-    """The next item (`END` after the last); an async iterator's, before the deadline."""
-
-    async def anext_by() -> Any:
-        async with asyncio.timeout_at(deadline):
-            return await anext(iterator, END)
-
-    return Effect(partial(next, iterator, END), anext_by)
+_END: Any = object()
+"""What `next`/`anext` return once the iterator is exhausted."""
 
 
 def _close(iterator: Any) -> None:
