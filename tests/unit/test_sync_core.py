@@ -76,6 +76,7 @@ def _graph(
     threads: ToolThreads | None = None,
     middleware: bool = True,
     hooks: AsyncHooks | None = None,
+    checkpointer: Any = None,
 ) -> Any:
     """A loop whose planner calls `tool_name` once per city, in one round, `rounds` times.
 
@@ -93,6 +94,7 @@ def _graph(
             *([audited, AsyncModelWatch()] if middleware else []),
             *([hooks] if hooks is not None else []),
         ],
+        checkpointer=checkpointer,
     )
 
 
@@ -239,6 +241,31 @@ def test_invoke_and_ainvoke_give_the_same_records(tool_name: str) -> None:
     assert _results(runs["invoke"]) == _results(runs["ainvoke"])
     assert len(_results(runs["invoke"])) == len(CITIES)
     assert runs["invoke"]["answer"] == runs["ainvoke"]["answer"] == "done"
+
+
+@pytest.mark.parametrize("tool_name", ["weather", "population"])
+async def test_invoke_from_a_thread_that_runs_an_event_loop_works_as_in_a_notebook(
+    tool_name: str,
+) -> None:
+    """A notebook runs its cells on an event loop: `invoke` there blocks it, and must work.
+
+    With a checkpointer and the app's middleware (a sync tool one, an async-only model
+    one), as a notebook's loop would have; the records equal those of `ainvoke`.
+    """
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    graph = _graph(tool_name, rounds=2, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "notebook"}}
+    out = graph.invoke({"user_input": "four cities"}, config)  # this thread runs a loop
+    expected = (
+        [("weather", f"{city}: sunny", True) for city in CITIES]
+        if tool_name == "weather"
+        else [("population", f"{city}: {len(city)} million", True) for city in CITIES]
+    )
+    assert _results(out) == expected
+    assert out["answer"] == "done"
+    again = await _graph(tool_name, rounds=2).ainvoke({"user_input": "four cities"})
+    assert _results(again) == expected
 
 
 @wrap_tool_call
