@@ -16,6 +16,7 @@ most (`max_rounds`, `concurrency`, `plan_mode`) are keyword parameters of
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -77,6 +78,13 @@ class GovernanceOptions:
             raise ConfigurationError(msg)
         if self.default_retry is not None:
             object.__setattr__(self, "default_retry", ToolRetry.of(self.default_retry))
+        operation = getattr(type(self.ledger), "operation", None)
+        if self.ledger is not None and not inspect.iscoroutinefunction(operation):
+            msg = (
+                f"{type(self.ledger).__name__}.operation must be an `async def` (a ledger "
+                "takes each step of I/O with `await by_mode(blocking, awaited)`)"
+            )
+            raise ConfigurationError(msg)
 
 
 @dataclass(frozen=True)

@@ -429,3 +429,43 @@ async def test_a_sub_agent_runs_with_the_parents_checkpointer(
     namespaces = {ns for ns in saver.storage["t"] if ns}
     assert any(ns.startswith("call_tool:") for ns in namespaces), namespaces
     assert effects.done == ["balance:bob", "invoice:bob"]
+
+
+def test_a_ledger_of_the_apps_own_runs_its_operation_both_ways_and_a_generator_is_refused() -> None:
+    """A ledger of one's own: `async def operation` taking its I/O through `by_mode`."""
+    from agentloop.durability import LedgerEntry, LedgerOp, SideEffectLedger, by_mode
+    from agentloop.errors import ConfigurationError
+
+    class DictLedger(SideEffectLedger):
+        def __init__(self) -> None:
+            self.entries: dict[Any, LedgerEntry] = {}
+            self.forms: list[str] = []
+
+        def _get(self, key: Any) -> LedgerEntry | None:
+            self.forms.append("blocking")
+            return self.entries.get(key)
+
+        async def _aget(self, key: Any) -> LedgerEntry | None:
+            self.forms.append("awaited")
+            return self.entries.get(key)
+
+        async def operation(self, op: LedgerOp) -> Any:
+            if op.name == "finish":
+                self.entries[op.entry_key] = LedgerEntry(op.owner, 0.0, op.outcome)
+                return None
+            return await by_mode(lambda: self._get(op.entry_key), lambda: self._aget(op.entry_key))
+
+    ledger = DictLedger()
+    GovernanceOptions(ledger=ledger)  # accepted
+    ledger.finish(KEY, OWNER, {"result": "paid"})
+    assert ledger.get(KEY) == LedgerEntry(OWNER, 0.0, {"result": "paid"})  # from sync code
+    entry = asyncio.run(ledger.operation(LedgerOp("get", KEY)))  # from async code
+    assert entry is not None and entry.outcome == {"result": "paid"}
+    assert ledger.forms == ["blocking", "awaited"]
+
+    class GeneratorLedger(DictLedger):
+        def operation(self, op: LedgerOp) -> Any:  # type: ignore[override]
+            yield op  # the old generator form
+
+    with pytest.raises(ConfigurationError, match="must be an `async def`"):
+        GovernanceOptions(ledger=GeneratorLedger())
