@@ -96,6 +96,7 @@ from agentloop.state import (
     ToolCommand,
     ToolExecutionRecord,
     empty_round_state,
+    run_book,
 )
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
@@ -216,7 +217,7 @@ def plan_point(state: LoopState, words: frozenset[str], *, tools: bool) -> Point
     if not tools:
         return "no_tools"
     round_state = state.get("round_state") or empty_round_state()
-    if state.get("rollback_note"):
+    if run_book(state).get("rollback_note"):
         return "after_failure"
     if not round_state["round_index"]:
         return "tool_request" if names_a_tool(state.get("user_input", ""), words) else "chat"
@@ -619,7 +620,7 @@ class PlanAcceleration:
         self.wasted: list[tuple[str, int, int]] = []
         """Cancelled speculative answers: (model, input tokens, output tokens)."""
         self.dispatching = scope.settings.streaming_dispatch
-        self.run_id = state.get("run_id", "run")
+        self.run_id = run_book(state).get("run_id", "run")
         self.started_in_round = 0
         """Calls started for every reply of this round (the per-round cap counts them)."""
         self.calls: dict[str, PreparedCall] = {}
@@ -750,7 +751,9 @@ class PlanAcceleration:
             if failed or action != "response":
                 self._drop_answer("cancelled")
             else:
-                self.accelerator.hold_answer(self.state.get("run_id", ""), self.speculative)
+                self.accelerator.hold_answer(
+                    run_book(self.state).get("run_id", ""), self.speculative
+                )
 
     def _drop_answer(self, outcome: str) -> None:
         speculative, self.speculative = self.speculative, None

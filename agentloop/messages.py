@@ -66,8 +66,9 @@ def resolve_request(state: Mapping[str, Any]) -> tuple[str, HumanMessage | None]
     """
     user_input = (state.get("user_input") or "").strip()
     human = last_human(state.get("messages") or [])
-    fresh_message = human is not None and (human.id or "") != state.get("answered_message_id", "")
-    stale_input = not user_input or user_input == state.get("answered_input")
+    book = state.get("run_book") or {}  # the run's bookkeeping (`agentloop.state.RunBook`)
+    fresh_message = human is not None and (human.id or "") != book.get("answered_message_id", "")
+    stale_input = not user_input or user_input == book.get("answered_input")
     if human is not None and (not user_input or (fresh_message and stale_input)):
         request, source = message_text(human).strip(), human
     else:

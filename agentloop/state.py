@@ -42,6 +42,7 @@ __all__ = [
     "PreparedCall",
     "ReferencedOutcome",
     "RoundState",
+    "RunBook",
     "RunLimits",
     "RunStatus",
     "ToolCommand",
@@ -54,7 +55,9 @@ __all__ = [
     "reduce_round_state",
     "reduce_call_results",
     "reduce_messages",
+    "reduce_run_book",
     "reduce_usage",
+    "run_book",
     "run_limit",
     "valid_idempotency_key",
 ]
@@ -103,6 +106,48 @@ class RoundState(TypedDict):
     """How many rounds were executed and accepted."""
 
 
+class RunBook(TypedDict, total=False):
+    """The loop's bookkeeping of a run, in one private channel (`LoopState.run_book`).
+
+    `prepare` writes it when a run starts; a node writes only the keys it changes (the
+    reducer merges them). `answered_input` and `answered_message_id` outlive the run.
+    """
+
+    run_id: str
+    """Identifies this run (stable across resume, replay and fork); prefixes call ids."""
+    idempotency_scope: str
+    """The run's idempotency key as its calls know it (`idempotency_scope`), "" without one:
+    it names the calls in place of `run_id`, and the ledger keeps them under it."""
+    run_count: int
+    """How many runs this thread started (the turn number that names a run)."""
+    limits: RunLimits
+    """The run's limits, for the routers."""
+    consecutive_rollbacks: int
+    """How many rounds in a row were rolled back."""
+    plan_calls: int
+    """How many planner calls this run made (rounds, re-asks and rollbacks together)."""
+    rollback_note: str
+    """Told to the planner after a rollback."""
+    answered_input: str
+    """The request the last run answered (to tell a new message from an old input)."""
+    answered_message_id: str
+    """Id of the human message the last run answered, if it came from `messages`."""
+
+
+_NO_BOOK: RunBook = {}
+
+
+def run_book(state: Mapping[str, Any]) -> RunBook:
+    """The run's bookkeeping (empty before a run wrote it); read it, never change it."""
+    book: RunBook = state.get("run_book") or _NO_BOOK
+    return book
+
+
+def reduce_run_book(current: RunBook | None, update: RunBook | None) -> RunBook:
+    """Merge the keys a node wrote into the run's bookkeeping (a new dict)."""
+    return {**(current or {}), **(update or {})}
+
+
 def run_limit(state: Mapping[str, Any], name: str) -> int:
     """Return one of the run's limits (0 before the run set them).
 
@@ -110,7 +155,7 @@ def run_limit(state: Mapping[str, Any], name: str) -> int:
     `LoopContext` overrides), so a run resumed without its context keeps them, and the
     planner's prompt and the routers read the same value.
     """
-    limits: Mapping[str, Any] = state.get("limits") or {}
+    limits: Mapping[str, Any] = run_book(state).get("limits") or {}
     return int(limits.get(name, 0))
 
 
@@ -377,25 +422,8 @@ class LoopState(OutputState, total=False):
     own: `update_state` on it is refused; edit `decision` instead)."""
     call_results: Annotated[dict[str, ToolExecutionRecord], reduce_call_results]
     """Finished calls of the current round, keyed by call id (one writer per call task)."""
-    run_id: str
-    """Identifies this run (stable across resume, replay and fork); prefixes call ids."""
     idempotency_key: Annotated[str, reduce_idempotency_key]
     """The idempotency key submitted with the run's input, until `prepare` consumes it
     (`""`: none)."""
-    idempotency_scope: str
-    """The run's idempotency key as its calls know it (`idempotency_scope`), "" without one:
-    it names the calls in place of `run_id`, and the ledger keeps them under it."""
-    run_count: int
-    """How many runs this thread started (the turn number that names a run)."""
-    limits: RunLimits
-    """The run's limits, for the routers."""
-    consecutive_rollbacks: int
-    """How many rounds in a row were rolled back."""
-    plan_calls: int
-    """How many planner calls this run made (rounds, re-asks and rollbacks together)."""
-    rollback_note: str
-    """Told to the planner after a rollback."""
-    answered_input: str
-    """The request the last run answered (to tell a new message from an old input)."""
-    answered_message_id: str
-    """Id of the human message the last run answered, if it came from `messages`."""
+    run_book: Annotated[RunBook, reduce_run_book]
+    """The run's bookkeeping (`RunBook`: its id, limits, counters), one channel."""

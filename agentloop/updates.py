@@ -17,7 +17,7 @@ from typing_extensions import TypedDict
 from agentloop.state import (
     NewRound,
     PlanDecision,
-    RunLimits,
+    RunBook,
     RunStatus,
     ToolExecutionRecord,
 )
@@ -50,15 +50,8 @@ class PrepareUpdate(TypedDict, total=False):
     status_reason: str
     round_calls: Overwrite
     call_results: Overwrite
-    run_id: str
     idempotency_key: str | None
-    idempotency_scope: str
-    run_count: int
-    limits: RunLimits
-    consecutive_rollbacks: int
-    plan_calls: int
-    rollback_note: str
-    answered_message_id: str
+    run_book: RunBook
 
 
 class ExecuteUpdate(TypedDict, total=False):
@@ -91,8 +84,7 @@ class CollectUpdate(TypedDict, total=False):
     usage: dict[str, dict[str, Any]]
     round_state: NewRound
     rollbacks: list[dict[str, Any]]
-    consecutive_rollbacks: int
-    rollback_note: str
+    run_book: RunBook
     answer: str
     """Set when the round's calls were all of `return_direct` tools: the run ends with it."""
     status: RunStatus
@@ -110,12 +102,9 @@ class PlanUpdate(TypedDict, total=False):
     user_input: str
     user_extra_requirement: str
     action_results: dict[str, Any]
-    run_id: str
     idempotency_key: str | None
-    idempotency_scope: str
-    run_count: int
-    limits: RunLimits
-    answered_message_id: str
+    # the run's bookkeeping: at its start, the end of a round, the plan
+    run_book: RunBook
     # the end of the last round (as `CollectUpdate`)
     round_calls: Overwrite
     call_results: Overwrite
@@ -123,13 +112,10 @@ class PlanUpdate(TypedDict, total=False):
     usage: dict[str, dict[str, Any]] | Overwrite
     round_state: NewRound | Overwrite
     rollbacks: list[dict[str, Any]]
-    consecutive_rollbacks: int
-    rollback_note: str
     answer: str
     status: RunStatus
     # the plan
     decision: PlanDecision
-    plan_calls: int
     status_reason: str
     messages: list[AnyMessage]
 
@@ -140,7 +126,7 @@ class AnswerUpdate(TypedDict, total=False):
     answer: str
     action_results: dict[str, Any]
     messages: list[AnyMessage]
-    answered_input: str
+    run_book: RunBook
     status: RunStatus
     status_reason: str
     usage: dict[str, dict[str, Any]]

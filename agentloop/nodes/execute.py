@@ -61,6 +61,8 @@ from agentloop.state import (
     empty_round_state,
     new_round,
     reduce_round_state,
+    reduce_run_book,
+    run_book,
     run_limit,
 )
 from agentloop.tools.deferred import referenced_outcome
@@ -256,6 +258,8 @@ def state_after(state: LoopState, update: Mapping[str, Any]) -> LoopState:
             view[key] = reduce_round_state(state.get("round_state"), [value])
         elif key == "usage":
             view[key] = add_usage(state.get("usage"), value)
+        elif key == "run_book":
+            view[key] = reduce_run_book(state.get("run_book"), value)
         else:
             view[key] = value
     return cast(LoopState, view)
@@ -264,8 +268,9 @@ def state_after(state: LoopState, update: Mapping[str, Any]) -> LoopState:
 def joined(first: Mapping[str, Any], then: Mapping[str, Any]) -> dict[str, Any]:
     """Two updates of one node as one.
 
-    Lists of `messages` and `tool_logs` end to end, usage added, any other key as `then`
-    writes it (a list or usage added to one `first` overwrites stays an overwrite).
+    Lists of `messages` and `tool_logs` end to end, usage added, the `run_book` keys
+    merged, any other key as `then` writes it (a list or usage added to one `first`
+    overwrites stays an overwrite).
     """
     update = dict(first)
     for key, value in then.items():
@@ -276,6 +281,8 @@ def joined(first: Mapping[str, Any], then: Mapping[str, Any]) -> dict[str, Any]:
             update[key] = [*before, *value] if isinstance(value, list) else value
         elif key == "usage" and before is not None and not isinstance(value, Overwrite):
             update[key] = add_usage(before, value)
+        elif key == "run_book" and before is not None and not isinstance(value, Overwrite):
+            update[key] = reduce_run_book(before, value)
         else:
             update[key] = value
     return update
@@ -435,7 +442,7 @@ def collect_round(
         emit = scope.emit
     records = round_records(calls, state.get("call_results") or {})
     round_state = state.get("round_state") or empty_round_state()
-    rollbacks = state.get("consecutive_rollbacks", 0)
+    rollbacks = run_book(state).get("consecutive_rollbacks", 0)
     emit(QueueDrained(round_index=round_state["round_index"], calls=len(records)))
     update: CollectUpdate = {
         "round_calls": Overwrite([]),
@@ -457,8 +464,10 @@ def collect_round(
         )
         return {
             **update,
-            "consecutive_rollbacks": rollbacks + 1,
-            "rollback_note": parts.prompts.render("rollback_note", reasons="\n".join(reasons)),
+            "run_book": {
+                "consecutive_rollbacks": rollbacks + 1,
+                "rollback_note": parts.prompts.render("rollback_note", reasons="\n".join(reasons)),
+            },
             "rollbacks": [
                 *(state.get("rollbacks") or []),
                 {
@@ -482,8 +491,9 @@ def collect_round(
     recorded: CollectUpdate = {
         **update,
         "round_state": new_round(stored, round_state["round_index"] + 1),
-        "consecutive_rollbacks": rollbacks if all_flagged else 0,
     }
+    if rollbacks and not all_flagged:  # the rollbacks in a row end
+        recorded["run_book"] = {"consecutive_rollbacks": 0}
     if returns_directly(parts, records):  # the last outcome is the answer, as it is
         recorded["answer"] = tool_messages(records[-1:])[0].text
         recorded["status"] = "ok"

@@ -52,7 +52,7 @@ from agentloop.planning.normalize import unparseable_decision
 from agentloop.planning.prompt import build_plan_messages
 from agentloop.planning.reader import PlanRead
 from agentloop.settings import LoopContext, RunScope
-from agentloop.state import LoopState, PlanDecision, empty_round_state, run_limit
+from agentloop.state import LoopState, PlanDecision, empty_round_state, run_book, run_limit
 from agentloop.system_prompt import with_app_instructions
 from agentloop.tools.call_id import CallId, round_label
 from agentloop.transcript import edited_prompt, plan_message_id, planned_message
@@ -80,8 +80,7 @@ _PROMPT_KEYS = (
     "user_input",
     "user_extra_requirement",
     "round_state",
-    "rollback_note",
-    "limits",
+    "run_book",
 )
 """The state keys the planner's prompt is built from."""
 
@@ -163,7 +162,7 @@ class _Plan:
             round_state=round_state,
             max_rounds=run_limit(state, "max_rounds"),  # the run's, as the routers read it
             keep_tool_results=settings.keep_tool_results,
-            rollback_note=state.get("rollback_note", ""),
+            rollback_note=run_book(state).get("rollback_note", ""),
             conversation=conversation_turns(
                 state.get("messages") or [],
                 max_turns=settings.history_turns,
@@ -196,7 +195,8 @@ class _Plan:
         example = self._plan_examples()[0]
         messages = self._prompt(state, scope)
         started = RoundStarted(
-            round_index=round_state["round_index"], replan=bool(state.get("rollback_note"))
+            round_index=round_state["round_index"],
+            replan=bool(run_book(state).get("rollback_note")),
         )
         if held is None:
             scope.emit(started)
@@ -217,7 +217,7 @@ class _Plan:
 
     def _calls_left(self, state: LoopState, attempts: _Attempts) -> int:
         limit = attempts.scope.settings.plan_call_limit
-        return limit - (state.get("plan_calls") or 0) - attempts.calls
+        return limit - (run_book(state).get("plan_calls") or 0) - attempts.calls
 
     def _judge(self, read: PlanRead) -> tuple[PlanDecision, str]:
         """The decision a reply gives, and why it cannot be used ("" when it can)."""
@@ -306,8 +306,10 @@ class _Plan:
         )
         update: PlanUpdate = {
             "decision": decision,
-            "rollback_note": "",
-            "plan_calls": (state.get("plan_calls") or 0) + attempts.calls,
+            "run_book": {
+                "rollback_note": "",
+                "plan_calls": (run_book(state).get("plan_calls") or 0) + attempts.calls,
+            },
         }
         if failure:
             update.update({"status": "planner_failed", "status_reason": failure})
@@ -339,8 +341,9 @@ class _Plan:
         if self.parts.redact is None or not commands or written is kept:
             return
         round_state = state.get("round_state") or empty_round_state()
-        label = round_label(round_state["round_index"], state.get("consecutive_rollbacks", 0))
-        run_id = state.get("run_id", "run")
+        book = run_book(state)
+        label = round_label(round_state["round_index"], book.get("consecutive_rollbacks", 0))
+        run_id = book.get("run_id", "run")
         changed = self.parts.planned_arguments.keep(
             lambda position: str(CallId(run_id, label, position)),
             commands,
@@ -496,8 +499,9 @@ class _Plan:
             return None
         decision, problem = judged
         round_state = state.get("round_state") or empty_round_state()
-        run_id = state.get("run_id", "run")
-        label = round_label(round_state["round_index"], state.get("consecutive_rollbacks", 0))
+        book = run_book(state)
+        run_id = book.get("run_id", "run")
+        label = round_label(round_state["round_index"], book.get("consecutive_rollbacks", 0))
         if problem or decision["next_action"] != "execute":
             return AIMessage("", id=f"{plan_message_id(run_id, label)}:reply")
         commands = self.parts.safe_value(decision["execution_commands"])
@@ -579,8 +583,9 @@ def shown_reply(state: Mapping[str, Any]) -> AIMessage | None:
     if not isinstance(last, AIMessage) or last.id is None:
         return None
     round_state = state.get("round_state") or empty_round_state()
-    label = round_label(round_state["round_index"], state.get("consecutive_rollbacks", 0))
-    plan_id = plan_message_id(state.get("run_id", "run"), label)
+    book = run_book(state)
+    label = round_label(round_state["round_index"], book.get("consecutive_rollbacks", 0))
+    plan_id = plan_message_id(book.get("run_id", "run"), label)
     return last if last.id in (plan_id, f"{plan_id}:reply") else None
 
 

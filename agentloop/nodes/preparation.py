@@ -30,6 +30,7 @@ from agentloop.state import (
     ToolCommand,
     ToolExecutionRecord,
     empty_round_state,
+    run_book,
 )
 from agentloop.tools.call_id import CallId, round_label
 from agentloop.tools.deferred import reference_failed_record, referenced_outcome
@@ -54,10 +55,11 @@ class PlanPreparation:
 
     def __init__(self, parts: LoopParts, state: LoopState, settings: LoopSettings) -> None:
         round_state = state.get("round_state") or empty_round_state()
-        rollbacks = state.get("consecutive_rollbacks", 0)
+        book = run_book(state)
+        rollbacks = book.get("consecutive_rollbacks", 0)
         self.parts = parts
-        self.run_id = state.get("run_id", "run")
-        self.scope = state.get("idempotency_scope") or ""
+        self.run_id = book.get("run_id", "run")
+        self.scope = book.get("idempotency_scope") or ""
         self.named_by = self.scope or self.run_id
         """What names the calls: the run, or its idempotency key (the same for every
         submission of the key, so they find each other's calls in the ledger)."""

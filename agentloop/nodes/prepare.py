@@ -30,7 +30,7 @@ from agentloop.events import DurabilityWarning, McpServerUnavailable
 from agentloop.messages import resolve_request
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import LoopContext, RunScope
-from agentloop.state import LoopState, empty_round_state, valid_idempotency_key
+from agentloop.state import LoopState, RunBook, empty_round_state, run_book, valid_idempotency_key
 from agentloop.tools.call_config import call_info
 from agentloop.updates import PrepareUpdate
 
@@ -60,7 +60,7 @@ def run_anchor(state: LoopState, request: str, human: HumanMessage | None, scope
     task_ns = scope.execution.checkpoint_ns if scope.execution else ""
     parent_ns = task_ns.rsplit("|", 1)[0] if "|" in task_ns else ""
     digest = hashlib.sha256(request.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"turn:{parent_ns}:{state.get('run_count', 0)}:{digest}"
+    return f"turn:{parent_ns}:{run_book(state).get('run_count', 0)}:{digest}"
 
 
 def run_idempotency_key(state: LoopState) -> str | None:
@@ -148,6 +148,17 @@ def make_prepare(parts: LoopParts) -> Any:
             scope.emit(DurabilityWarning(message=retry_warning))
         for server, reason in parts.tools.unavailable.items():
             scope.emit(McpServerUnavailable(server=server, reason=reason))
+        book: RunBook = {
+            "run_id": run_id,
+            "idempotency_scope": "" if key is None else idempotency_scope(namespace, key),
+            "run_count": run_book(state).get("run_count", 0) + 1,
+            "limits": {"max_rounds": scope.settings.max_rounds},
+            "consecutive_rollbacks": 0,
+            "plan_calls": 0,
+            "rollback_note": "",
+        }
+        if human is not None:
+            book["answered_message_id"] = human.id or ""
         update: PrepareUpdate = {
             "user_input": request,
             "user_extra_requirement": state.get("user_extra_requirement") or "",
@@ -157,23 +168,15 @@ def make_prepare(parts: LoopParts) -> Any:
             "action_results": {},
             "tool_logs": Overwrite([]),
             "rollbacks": [],
-            "consecutive_rollbacks": 0,
-            "plan_calls": 0,
-            "rollback_note": "",
             "round_calls": Overwrite([]),
             "call_results": Overwrite({}),
             "usage": Overwrite({}),
-            "run_id": run_id,
             "idempotency_key": None,  # consumed: a key names the run it came with
-            "idempotency_scope": "" if key is None else idempotency_scope(namespace, key),
+            "run_book": book,
             "status": "running",
             "status_reason": "",
-            "run_count": state.get("run_count", 0) + 1,
-            "limits": {"max_rounds": scope.settings.max_rounds},
         }
-        if human is not None:
-            update["answered_message_id"] = human.id or ""
-        elif request:
+        if human is None and request:
             update["messages"] = [HumanMessage(request)]
         return parts.safe(update)
 

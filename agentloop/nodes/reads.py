@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentloop.checkpoint_safe import decode_arguments
-from agentloop.state import LoopState, PreparedCall, ToolExecutionRecord, empty_round_state
+from agentloop.state import (
+    LoopState,
+    PreparedCall,
+    ToolExecutionRecord,
+    empty_round_state,
+    run_book,
+)
 from agentloop.tools.freshness import ReadTracker, replay_records, state_touch
 from agentloop.tools.policy import ResolvedPolicy
 from agentloop.tools.registry import ToolRegistry
@@ -118,7 +124,7 @@ def run_reads(parts: LoopParts, state: LoopState) -> ReadTracker:
     history = run_history(state)
     keys = [tuple(map(record.get, _REPLAYED_FIELDS)) for record in history]
     registry = parts.registry
-    run_id = state.get("run_id", "run")
+    run_id = run_book(state).get("run_id", "run")
     last = parts.replays.get(run_id)
     done = 0
     if last is not None and last.registry is registry and keys[: len(last.keys)] == last.keys:

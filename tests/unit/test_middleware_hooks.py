@@ -261,8 +261,8 @@ class WritesThePlan(AgentMiddleware):
 
     @hook_config(can_jump_to=["tools"])
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        if state.get("plan_calls") or (state.get("round_state") or {}).get("round_index"):
-            return None
+        if (state.get("round_state") or {}).get("round_index"):
+            return None  # the round it wrote ran: the planner plans from here
         command = {**_read("b.txt"), "purpose": "read b", "todo_suggestion": "", "next": ""}
         decision = {"next_action": "execute", "execution_commands": [command]}
         return {"decision": decision, "jump_to": "tools"}

@@ -64,7 +64,7 @@ async def test_a_call_started_early_is_prepared_once_and_adopted_as_prepared(
     events = await run_loop.stream(graph, payload, config, stream_mode="custom")
     state = graph.get_state(config).values
     records = state["tool_logs"]
-    run_id = state["run_id"]
+    run_id = state["run_book"]["run_id"]
     dispatched = [e for e in events if e["type"] == "tool_dispatched"]
     assert dispatched and dispatched[0]["index"] == 0  # started while the plan streamed
     ids = [f"{run_id}:0:{index}" for index in (0, 1)]

@@ -89,7 +89,7 @@ def _record(tool_name: str, n: int, round_index: int) -> ToolExecutionRecord:
 def _state(run_id: str, records: list[ToolExecutionRecord]) -> LoopState:
     round_index = max((r["round_index"] for r in records), default=0)
     round_state = {"done_plans": records, "last_round_records": [], "round_index": round_index}
-    return {"run_id": run_id, "round_state": round_state}  # type: ignore[typeddict-item]
+    return {"run_book": {"run_id": run_id}, "round_state": round_state}  # type: ignore[typeddict-item]
 
 
 def _fresh(tracker: ReadTracker, records: list[ToolExecutionRecord]) -> dict[str, Any]:

@@ -65,7 +65,7 @@ def test_each_plan_is_placed_from_the_state() -> None:
     assert plan_point(state("x", record(True), record(False)), WORDS, tools=True) == (
         "after_failure"
     )
-    rolled_back = state("Tell me a joke", rollback_note="every call was flagged")
+    rolled_back = state("Tell me a joke", run_book={"rollback_note": "every call was flagged"})
     assert plan_point(rolled_back, WORDS, tools=True) == "after_failure"
 
 
