@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -30,6 +32,7 @@ __all__ = [
     "agent_responder",
     "agent_script",
     "build_create_agent",
+    "build_create_agent_answering",
     "build_loop",
     "build_react_agent",
     "loop_input",
@@ -149,6 +152,37 @@ def build_create_agent(
     """Build `langchain.agents.create_agent` on a scripted model (a script or a responder)."""
     model = _scripted(replies)
     return create_agent(model, list(tools), checkpointer=checkpointer)
+
+
+class _AnswerStep(AgentMiddleware[Any, Any, Any]):
+    """An `after_agent` hook that asks an answer model once more over the transcript.
+
+    It gives `create_agent` the shape of our loop's run: its model's last reply is
+    followed by one more step and one more model call that writes the answer.
+    """
+
+    def __init__(self, answerer: BaseChatModel) -> None:
+        super().__init__()
+        self.answerer = answerer
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any]:
+        reply = await self.answerer.ainvoke(state["messages"])
+        return {"messages": [reply]}
+
+
+def build_create_agent_answering(
+    replies: Sequence[str | AIMessage] | Callable[[list[BaseMessage]], str | AIMessage],
+    tools: Sequence[BaseTool],
+    answer: str = ANSWER,
+) -> Graph:
+    """`create_agent` plus an answer step (an `after_agent` hook with a model call).
+
+    The mission's shape in `create_agent`'s terms: a run of one call takes 4 steps and 3
+    model calls, as ours does (plan, call, plan, answer), against create_agent's 3 and 2.
+    The bound any plan / execute / answer loop on LangGraph starts from.
+    """
+    answerer = BenchChatModel([], responder=lambda _: answer, chunk_size=ONE_CHUNK)
+    return create_agent(_scripted(replies), list(tools), middleware=[_AnswerStep(answerer)])
 
 
 def build_react_agent(

@@ -21,6 +21,7 @@ from bench.contenders import (
     agent_input,
     agent_responder,
     build_create_agent,
+    build_create_agent_answering,
     loop_input,
     loop_responder,
     sleeping_tool,
@@ -51,6 +52,10 @@ def _agent() -> Graph:
     return build_create_agent(agent_responder(COMMAND), [sleeping_tool("get_item", 0)])
 
 
+def _agent_answering() -> Graph:
+    return build_create_agent_answering(agent_responder(COMMAND), [sleeping_tool("get_item", 0)])
+
+
 async def _runs_per_second(graph: Graph, payload: dict[str, Any], runs: int) -> tuple[float, float]:
     """Run `runs` runs at once; return runs per wall second and per CPU second."""
     timing = await timed(lambda: asyncio.gather(*(graph.ainvoke(payload) for _ in range(runs))))
@@ -76,11 +81,13 @@ def _check(outputs: list[dict[str, Any]]) -> None:
 async def run(settings: Settings) -> list[Figure]:
     """Measure runs per second of each side (interleaved, median of repeats)."""
     runs = QUICK_RUNS if settings.quick else RUNS
-    ours_graph, agent_graph = _ours(), _agent()
+    ours_graph, agent_graph, answering_graph = _ours(), _agent(), _agent_answering()
     await _runs_per_second(ours_graph, loop_input(), 10)  # warm-up
     await _runs_per_second(agent_graph, agent_input(), 10)
+    await _runs_per_second(answering_graph, agent_input(), 10)
     ours: list[float] = []
     agent: list[float] = []
+    answering: list[float] = []
     ours_cpu: list[float] = []
     agent_cpu: list[float] = []
     for _ in range(settings.repeats):
@@ -90,6 +97,7 @@ async def run(settings: Settings) -> list[Figure]:
         wall, cpu = await _runs_per_second(agent_graph, agent_input(), runs)
         agent.append(wall)
         agent_cpu.append(cpu)
+        answering.append((await _runs_per_second(answering_graph, agent_input(), runs))[0])
     return [
         Figure(
             f"Throughput, {runs} concurrent runs (1 call + answer)",
@@ -109,6 +117,16 @@ async def run(settings: Settings) -> list[Figure]:
             None,
             {"ours": ours_cpu, "contender": agent_cpu},
             "information: runs per second of process CPU time",
+        ),
+        Figure(
+            f"Throughput, {runs} concurrent runs, against create_agent plus an answer step",
+            median(ours),
+            median(answering),
+            "runs/s",
+            "create_agent + after_agent answer call",
+            None,
+            {"ours": ours, "contender": answering},
+            "information: the same run shape as ours (4 steps, 3 model calls)",
         ),
     ]
 
