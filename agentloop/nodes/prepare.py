@@ -34,7 +34,7 @@ from agentloop.state import LoopState, RunBook, empty_round_state, run_book, val
 from agentloop.tools.call_config import call_info
 from agentloop.updates import PrepareUpdate
 
-__all__ = ["make_prepare", "run_anchor", "run_idempotency_key"]
+__all__ = ["make_prepare", "run_anchor", "run_idempotency_key", "runs_before"]
 
 logger = logging.getLogger("agentloop")
 
@@ -60,7 +60,21 @@ def run_anchor(state: LoopState, request: str, human: HumanMessage | None, scope
     task_ns = scope.execution.checkpoint_ns if scope.execution else ""
     parent_ns = task_ns.rsplit("|", 1)[0] if "|" in task_ns else ""
     digest = hashlib.sha256(request.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"turn:{parent_ns}:{run_book(state).get('run_count', 0)}:{digest}"
+    return f"turn:{parent_ns}:{runs_before(state)}:{digest}"
+
+
+def runs_before(state: LoopState) -> int:
+    """How many runs the thread started before this one.
+
+    `run_book` counts them. A thread checkpointed by a version that kept no `run_book`
+    has lost that count: its earlier requests in `messages` count instead, so a request
+    repeated there still names a new run (never the earlier run, whose calls the ledger
+    would replay).
+    """
+    count = run_book(state).get("run_count")
+    if count is not None:
+        return count
+    return sum(isinstance(message, HumanMessage) for message in state.get("messages") or ())
 
 
 def run_idempotency_key(state: LoopState) -> str | None:
@@ -151,7 +165,7 @@ def make_prepare(parts: LoopParts) -> Any:
         book: RunBook = {
             "run_id": run_id,
             "idempotency_scope": "" if key is None else idempotency_scope(namespace, key),
-            "run_count": run_book(state).get("run_count", 0) + 1,
+            "run_count": runs_before(state) + 1,
             "limits": {"max_rounds": scope.settings.max_rounds},
             "consecutive_rollbacks": 0,
             "plan_calls": 0,

@@ -187,3 +187,28 @@ def test_a_claim_found_guards_a_call_whatever_its_policy_says_now() -> None:
     assert settled is not None and settled.kind == "unknown_outcome"
     nothing_there = CallGuard(MemoryLedger(), PLACE, side_effects=False)
     assert run_blocking(nothing_there.decide()) is None  # a read with no entry just runs
+
+
+@pytest.mark.parametrize("entry", ["invoke", "ainvoke"])
+async def test_a_repeated_request_on_a_thread_without_its_run_book_is_a_new_run(
+    entry: str,
+) -> None:
+    """A thread checkpointed by a version that kept no `run_book` lost its run count.
+
+    The same request at the same turn number would then name the earlier run, and the
+    ledger would replay that run's invoice instead of sending the new one. The thread's
+    earlier requests in `messages` count instead.
+    """
+    from langgraph.types import Overwrite
+
+    app = App()
+    config: Any = {"configurable": {"thread_id": "billing"}}
+    graph = app.loop("v1")
+    first = await run(graph, {"user_input": "invoice acme"}, config, entry)
+    assert invoice_of(first)["success"] and app.effects["invoice:INV-7"] == 1
+    graph.update_state(config, {"run_book": Overwrite({})})  # as an older version left it
+    second = await run(graph, {"user_input": "invoice acme"}, config, entry)
+    invoice = invoice_of(second)
+    assert invoice["success"] and not invoice.get("replayed"), invoice
+    assert app.effects["invoice:INV-7"] == 2  # asked again: sent again
+    assert graph.get_state(config).values["run_book"]["run_count"] == 2
