@@ -60,11 +60,11 @@ def run_anchor(state: LoopState, request: str, human: HumanMessage | None, scope
     task_ns = scope.execution.checkpoint_ns if scope.execution else ""
     parent_ns = task_ns.rsplit("|", 1)[0] if "|" in task_ns else ""
     digest = hashlib.sha256(request.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"turn:{parent_ns}:{runs_before(state)}:{digest}"
+    return f"turn:{parent_ns}:{runs_before(state, human)}:{digest}"
 
 
-def runs_before(state: LoopState) -> int:
-    """How many runs the thread started before this one.
+def runs_before(state: LoopState, human: HumanMessage | None = None) -> int:
+    """How many runs the thread started before this one (which answers `human`, if given).
 
     `run_book` counts them. A thread checkpointed by a version that kept no `run_book`
     has lost that count: its earlier requests in `messages` count instead, so a request
@@ -74,7 +74,8 @@ def runs_before(state: LoopState) -> int:
     count = run_book(state).get("run_count")
     if count is not None:
         return count
-    return sum(isinstance(message, HumanMessage) for message in state.get("messages") or ())
+    messages = state.get("messages") or ()
+    return sum(isinstance(message, HumanMessage) and message is not human for message in messages)
 
 
 def run_idempotency_key(state: LoopState) -> str | None:
@@ -165,7 +166,7 @@ def make_prepare(parts: LoopParts) -> Any:
         book: RunBook = {
             "run_id": run_id,
             "idempotency_scope": "" if key is None else idempotency_scope(namespace, key),
-            "run_count": runs_before(state) + 1,
+            "run_count": runs_before(state, human) + 1,
             "limits": {"max_rounds": scope.settings.max_rounds},
             "consecutive_rollbacks": 0,
             "plan_calls": 0,

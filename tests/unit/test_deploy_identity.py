@@ -212,3 +212,17 @@ async def test_a_repeated_request_on_a_thread_without_its_run_book_is_a_new_run(
     assert invoice["success"] and not invoice.get("replayed"), invoice
     assert app.effects["invoice:INV-7"] == 2  # asked again: sent again
     assert graph.get_state(config).values["run_book"]["run_count"] == 2
+
+
+def test_a_threads_first_run_is_its_first_whether_asked_in_user_input_or_messages() -> None:
+    from langchain_core.messages import HumanMessage
+
+    from agentloop.nodes.prepare import runs_before
+
+    asked = HumanMessage("invoice acme", id="h-1")
+    assert runs_before({}) == 0  # type: ignore[typeddict-item]
+    assert runs_before({"messages": [asked]}, asked) == 0  # type: ignore[typeddict-item]
+    earlier = [HumanMessage("hi", id="h-0"), asked]
+    assert runs_before({"messages": earlier}, asked) == 1  # type: ignore[typeddict-item]
+    counted = {"messages": earlier, "run_book": {"run_count": 5}}
+    assert runs_before(counted, asked) == 5  # type: ignore[arg-type]
