@@ -213,9 +213,11 @@ class Redactor:
         alternatives = [
             *(f"(?i:{re.escape(form)})" if fold else re.escape(form) for form, fold in literals),
             *(f"(?:{shape})" for shape in self.shapes),
+            re.escape(REDACTED),
         ]
         # One pass: a parameter's value, else a literal secret in one of its forms (longest
-        # first) or a shape.
+        # first) or a shape, else the marker itself, kept whole (a secret that matches
+        # inside it in another case, `rEDACTED`, would mark it again at every pass).
         self._pattern = re.compile(f"{PARAMETER}|" + "|".join(alternatives))
         # a secret inside a parameter's name (`SIGNATURE=`) goes with the whole match
         self._in_names = tuple(

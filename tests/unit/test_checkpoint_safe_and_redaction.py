@@ -123,6 +123,15 @@ def test_planted_secrets_never_survive(
     assert redactor(redacted) == redacted  # idempotent
 
 
+def test_a_secret_matching_the_marker_in_another_case_leaves_the_marker_alone() -> None:
+    """Secrets match in any case: `rEDACTED` also matches inside `[REDACTED]` itself."""
+    redactor = Redactor(["rEDACTED"], environ={})
+    assert redactor("a rEDACTED b") == "a [REDACTED] b"
+    assert redactor("a [REDACTED] b") == "a [REDACTED] b"  # not `[[REDACTED]]`
+    around = Redactor(["[REDACTED]abc"], environ={})  # a secret that holds the marker
+    assert around("x [REDACTED]abc y") == "x [REDACTED] y"
+
+
 @given(PLAIN)
 def test_text_without_secrets_is_unchanged(text: str) -> None:
     assert Redactor(["correct-horse-battery"], environ={})(text) == text
