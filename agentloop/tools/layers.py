@@ -1,10 +1,13 @@
-"""The loop's own layers around a tool call, inside the app's `wrap_tool_call` middleware.
+"""The loop's own layers around a tool call, outside and inside the app's middleware.
 
-A call goes: the app's middleware (outermost first) -> `CacheLayer` -> `RateLimitLayer`
--> timeout and retries -> the tool (the cache and the rate limit only for the calls they
-have work for). A layer is an async `(call, proceed) -> ToolOutcome`
-that awaits nothing but `proceed` and `pause`, so under `invoke` a sync tool's call runs
-through them with no event loop.
+A call goes, outermost first: `JudgeLayer` -> `FallbackLayer` -> `BoundLayer` -> the
+app's `wrap_tool_call` middleware (in list order) -> `CacheLayer` -> `RateLimitLayer` ->
+timeout and retries -> the tool (the cache and the rate limit only for the calls they
+have work for). So the app's middleware sees what the tool did, and what it returns is
+fallen back, bounded and judged as a tool's own outcome.
+
+A layer is an async `(call, proceed) -> ToolOutcome` that awaits nothing but `proceed`
+and `pause`, so under `invoke` a sync tool's call runs through them with no event loop.
 """
 
 from __future__ import annotations
@@ -13,23 +16,29 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
-from typing import Any
+from functools import cached_property, partial
+from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
 from agentloop._sync import pause
+from agentloop.errors import ToolCallError
 from agentloop.tools.cache import ResultCache, canonical_key
 from agentloop.tools.cache_scope import run_identity, scoped_key
 from agentloop.tools.call_config import call_info
 from agentloop.tools.freshness import StateTouch, state_touch
-from agentloop.tools.outcome import ToolOutcome
+from agentloop.tools.judge import judge_result
+from agentloop.tools.outcome import ToolOutcome, graceful_error
+from agentloop.tools.output import bounded_json
 from agentloop.tools.policy import ResolvedPolicy
 from agentloop.tools.results import to_jsonable, truncate_result
 
 __all__ = [
+    "BoundLayer",
     "CacheLayer",
+    "FallbackLayer",
+    "JudgeLayer",
     "Layer",
     "Proceed",
     "RateLimitLayer",
@@ -94,17 +103,24 @@ class ToolInvocation:
 
 
 Proceed = Callable[[ToolInvocation], Awaitable[ToolOutcome]]
-Layer = Callable[[ToolInvocation, Proceed], Awaitable[ToolOutcome]]
+
+
+class Layer(Protocol):
+    """One of the loop's layers: runs a call, passing it on through `proceed` (or not)."""
+
+    async def __call__(self, call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
+        """Run `call`: its outcome, from `proceed(call)` or of the layer's own making."""
+        ...
 
 
 async def run_layers(
     call: ToolInvocation, layers: Sequence[Layer], terminal: Proceed
 ) -> ToolOutcome:
     """Run `call` through `layers` (the first is outermost), ending in `terminal`."""
-    if not layers:
-        return await terminal(call)
-    first, rest = layers[0], layers[1:]
-    return await first(call, lambda current: run_layers(current, rest, terminal))
+    proceed = terminal
+    for layer in reversed(layers):  # each layer's `proceed` is the next one, bound
+        proceed = partial(layer, proceed=proceed)
+    return await proceed(call)
 
 
 class CacheLayer:
@@ -164,3 +180,114 @@ class RateLimitLayer:
                 call.trace.append(f"rate limited {delay * 1000:.0f}ms")
                 await pause(delay)
         return await proceed(call)
+
+
+class JudgeLayer:
+    """Flag a successful result that did not help.
+
+    An error in disguise (a text starting with "Error executing tool"...) or a result
+    the tool's `check_result` rejects: the call then fails as `useless_result`, its
+    result kept for the record.
+    """
+
+    async def __call__(self, call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
+        """Run the call and judge what it returned."""
+        outcome = await proceed(call)
+        useless = judge_result(outcome, call.policy.check_result) if outcome.success else ""
+        if not useless:
+            return outcome
+        return outcome.with_changes(success=False, error=useless, error_type="useless_result")
+
+
+class FallbackLayer:
+    """Give a failed call a result: the last good one, its stub, or a graceful error.
+
+    The last good result is opt-in and the call still fails; the declared stub makes it
+    succeed; the graceful error tells the model what to do next. A call whose outcome is
+    unknown gets only the error: it may have taken effect. The last good result of an
+    idempotent tool with `stale_fallback_s` is kept here, bounded.
+
+    Args:
+        cache: The cache of the compiled loop (it keeps the last good results).
+    """
+
+    def __init__(self, cache: ResultCache) -> None:
+        self.cache = cache
+
+    async def __call__(self, call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
+        """Run the call; remember a fresh success, or fall back from a failure."""
+        outcome = await proceed(call)
+        policy = call.policy
+        if not outcome.success:
+            return self.fall_back(call, outcome)
+        if (
+            policy.stale_fallback_s
+            and policy.idempotent
+            and not (outcome.fallback or outcome.from_cache)
+        ):
+            self.cache.remember(call.cache_key, outcome.value, policy.stale_fallback_s, call.touch)
+        return outcome
+
+    def fall_back(self, call: ToolInvocation, failure: ToolOutcome) -> ToolOutcome:
+        """The last good result, the declared stub, or a graceful error; bounded as a result."""
+        policy, name = call.policy, call.tool_name
+        reason = f"{failure.error_type}: {failure.error}"
+        if failure.error_type != "unknown_outcome":
+            stale = (
+                self.cache.last_good(call.cache_key)
+                if policy.idempotent and policy.stale_fallback_s
+                else None
+            )
+            if stale is not None:  # kept bounded
+                return failure.with_changes(
+                    value=stale.value,
+                    fallback="stale_cache",
+                    stale_age_s=stale.age_s,
+                    notes=(f"stale result ({stale.age_s:.0f}s old) after {reason}",),
+                )
+            if policy.has_stub:
+                try:
+                    stub = bounded_json(policy.stub_result, policy.max_result_chars, name)
+                except ToolCallError as error:
+                    failure = failure.with_changes(error=f"{failure.error}; stub: {error.message}")
+                else:
+                    return failure.with_changes(
+                        value=stub.value,
+                        success=True,
+                        error="",
+                        fallback="stub",
+                        truncated=stub.truncated,
+                        notes=(f"declared stub result after {reason}",),
+                    )
+        graceful = graceful_error(failure.error_type or "internal_error", name, failure.error)
+        bounded = bounded_json(graceful, policy.max_result_chars, name)  # text and short keys
+        return failure.with_changes(
+            value=bounded.value, truncated=failure.truncated or bounded.truncated
+        )
+
+
+class BoundLayer:
+    """Make a successful call's result JSON data within the tool's `max_result_chars`.
+
+    A cut result keeps its whole value in the outcome (`whole`), for the references of
+    later commands; a result that cannot be made JSON data fails the call
+    (`unserializable_result`).
+    """
+
+    async def __call__(self, call: ToolInvocation, proceed: Proceed) -> ToolOutcome:
+        """Run the call and bound what it returned."""
+        outcome = await proceed(call)
+        if not outcome.success:  # `FallbackLayer` gives it a result, bounded
+            return outcome
+        try:
+            bounded = bounded_json(outcome.value, call.policy.max_result_chars, call.tool_name)
+        except ToolCallError as error:
+            failed = ToolOutcome.failure(error.error_type, error.message, attempts=outcome.attempts)
+            return failed.with_changes(artifact=outcome.artifact)
+        if bounded.value is outcome.value and not (bounded.truncated or outcome.whole is not None):
+            return outcome
+        if outcome.truncated:  # cut while it was read: `whole` is what was at hand, if any
+            return outcome.with_changes(value=bounded.value)
+        return outcome.with_changes(
+            value=bounded.value, truncated=bounded.truncated, whole=bounded.whole
+        )

@@ -1,8 +1,8 @@
 """The governance pipeline of one command.
 
-resolve -> repair argument names -> validate and coerce -> the app's `wrap_tool_call`
-middleware -> result cache -> rate limit -> timeout and retries -> fallback (stale cache,
-stub, graceful error) -> truncate -> judge -> record.
+resolve -> repair argument names -> validate and coerce -> the layers (judge -> fallback
+-> bound -> the app's `wrap_tool_call` middleware -> result cache -> rate limit, in
+`agentloop.tools.layers`) -> timeout and retries -> the tool; then the record.
 
 `prepare` does the pure first half when a round starts (so duplicates are found on
 validated arguments and bad calls never reach a tool); `run` does the rest in a call task.
@@ -22,7 +22,6 @@ from langchain_core.runnables import RunnableConfig
 from agentloop._sync import has_running_loop, run_without_loop
 from agentloop.checkpoint_safe import decode_arguments, encode_arguments
 from agentloop.durability.identity import IDEMPOTENCY_ARGUMENT
-from agentloop.errors import ToolCallError
 from agentloop.events import Emit, ToolCompleted, ToolFailed, ToolStarted, null_emit
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT, ATTACHMENTS_ARTIFACT
@@ -31,18 +30,19 @@ from agentloop.tools.call_id import CallId, tool_call_id
 from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.injected import command_outcome
 from agentloop.tools.invoke import ToolInvoker, propagates
-from agentloop.tools.judge import judge_result
 from agentloop.tools.late import LateOutcome, watch_late_outcome
 from agentloop.tools.layers import (
+    BoundLayer,
     CacheLayer,
+    FallbackLayer,
+    JudgeLayer,
     Layer,
     Proceed,
     RateLimitLayer,
     ToolInvocation,
     run_layers,
 )
-from agentloop.tools.outcome import ToolOutcome, graceful_error
-from agentloop.tools.output import bounded_json
+from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.records import emit_settled, make_record
 from agentloop.tools.whole_results import WholeResults
 
@@ -82,8 +82,10 @@ class ToolRunner:
         self._retried_elsewhere = retried_elsewhere
         self.cache = cache
         cached, limited = CacheLayer(cache), RateLimitLayer()
+        self.outer_layers: tuple[Layer, ...] = (JudgeLayer(), FallbackLayer(cache), BoundLayer())
+        """The loop's own layers outside the app's middleware (first outermost)."""
         self.layers: tuple[Layer, ...] = (cached, limited)
-        """The loop's own layers, inside the app's middleware (first outermost)."""
+        """The loop's own layers inside the app's middleware (first outermost)."""
         # by (the cache, the rate limit) has work to do for a call: a layer with none
         # only passes the call on, so it is left out of the call's stack
         self._needed: dict[tuple[bool, bool], tuple[Layer, ...]] = {
@@ -308,25 +310,27 @@ class ToolRunner:
                 return outcome
             return command_outcome(outcome, name, current.transcript_id, self._state_keys)
 
-        writes = policy.writes_state
-        if writes:  # what earlier reads of this state said may change from now on
-            self.cache.invalidate(tool_call.touch)
-        try:
-            middleware = self._middleware
-            if middleware is None:  # the loop's layers alone (often none: then the tool)
-                layers = self._layers_for(tool_call)
-                running = run_layers(tool_call, layers, terminal) if layers else terminal(tool_call)
-                outcome = await running
-            else:
-                outcome = await self._through_stack(middleware, tool_call, config, terminal)
-        except BaseException as error:
-            if propagates(error):
-                raise
-            outcome = ToolOutcome.failure("internal_error", f"middleware failed: {error!r}")
-        finally:
-            if writes:  # reads cached while it ran may hold what it changed
-                self.cache.invalidate(tool_call.touch)
-        artifact = outcome.artifact
+        async def governed(current: ToolInvocation) -> ToolOutcome:
+            # the app's middleware and the layers inside it; what they raise is a failure
+            writes = current.policy.writes_state
+            if writes:  # what earlier reads of this state said may change from now on
+                self.cache.invalidate(current.touch)
+            try:
+                middleware = self._middleware
+                if middleware is None:  # the loop's layers alone (often none: then the tool)
+                    layers = self._layers_for(current)
+                    running = run_layers(current, layers, terminal) if layers else terminal(current)
+                    return await running
+                return await self._through_stack(middleware, current, config, terminal)
+            except BaseException as error:
+                if propagates(error):
+                    raise
+                return ToolOutcome.failure("internal_error", f"middleware failed: {error!r}")
+            finally:
+                if writes:  # reads cached while it ran may hold what it changed
+                    self.cache.invalidate(current.touch)
+
+        outcome = await run_layers(tool_call, self.outer_layers, governed)
         duration_ms = (time.perf_counter() - started) * 1000
         if outcome.pending is not None and on_late is not None:
             late = on_late
@@ -335,38 +339,19 @@ class ToolRunner:
                 late(make_record(call, late_outcome, truncated=truncated))
 
             watch_late_outcome(outcome.pending, name, policy.max_result_chars, deliver)
-        if not outcome.success:
-            outcome = self._fall_back(tool_call, outcome)
-        try:
-            truncated = bounded_json(outcome.value, policy.max_result_chars, name)
-        except ToolCallError as error:
-            failed = ToolOutcome.failure(error.error_type, error.message, attempts=outcome.attempts)
-            outcome = self._fall_back(tool_call, failed)
-            truncated = bounded_json(outcome.value, policy.max_result_chars, name)
-        whole = outcome.whole if outcome.truncated else truncated.whole
-        if truncated.value is not outcome.value or outcome.whole is not None:
-            outcome = outcome.with_changes(value=truncated.value, whole=None)
-        fresh = outcome.success and not (outcome.fallback or outcome.from_cache)
-        if fresh and policy.idempotent and policy.stale_fallback_s:
-            self.cache.remember(
-                tool_call.cache_key, outcome.value, policy.stale_fallback_s, tool_call.touch
-            )
-        useless = judge_result(outcome, policy.check_result) if outcome.success else ""
-        if useless:
-            outcome = outcome.with_changes(
-                success=False, error=useless, error_type="useless_result"
-            )
         if tool_call.trace:
             outcome = outcome.with_changes(notes=(*outcome.notes, *tool_call.trace))
         record = make_record(
             call,
             outcome,
             duration_ms=duration_ms,
-            truncated=truncated.truncated or outcome.truncated,
-            flagged=bool(useless),
+            truncated=outcome.truncated,
+            flagged=outcome.error_type == "useless_result",
         )
+        whole = outcome.whole
         if whole is not None and record["success"] and record["truncated"] and not outcome.fallback:
             self.whole_results.keep(call["call_id"], whole)
+        artifact = outcome.artifact
         if artifact is not None:
             record["artifact"] = artifact
         if isinstance(artifact, dict):
@@ -426,36 +411,6 @@ class ToolRunner:
         return self._needed[
             (bool(policy.idempotent and policy.cache_ttl_s), bool(policy.rate_limit_per_s))
         ]
-
-    def _fall_back(self, call: ToolInvocation, failure: ToolOutcome) -> ToolOutcome:
-        """The last good result (opt-in, still a failure), the declared stub, or an error.
-
-        A call whose outcome is unknown gets no fallback: it may have taken effect.
-        """
-        reason = f"{failure.error_type}: {failure.error}"
-        if failure.error_type == "unknown_outcome":
-            return failure.with_changes(
-                value=graceful_error("unknown_outcome", call.tool_name, failure.error)
-            )
-        if call.policy.idempotent and call.policy.stale_fallback_s:
-            stale = self.cache.last_good(call.cache_key)
-            if stale is not None:
-                return failure.with_changes(
-                    value=stale.value,
-                    fallback="stale_cache",
-                    stale_age_s=stale.age_s,
-                    notes=(f"stale result ({stale.age_s:.0f}s old) after {reason}",),
-                )
-        if call.policy.has_stub:
-            return failure.with_changes(
-                value=call.policy.stub_result,
-                success=True,
-                error="",
-                fallback="stub",
-                notes=(f"declared stub result after {reason}",),
-            )
-        error_type = failure.error_type or "internal_error"
-        return failure.with_changes(value=graceful_error(error_type, call.tool_name, failure.error))
 
 
 def _query_key(

@@ -398,6 +398,73 @@ async def test_rate_limit_spaces_calls(run_loop: Any, build: Builder) -> None:
 # -- fallbacks ------------------------------------------------------------------------------
 
 
+async def test_app_middleware_sees_the_tool_before_the_fallback_and_the_bound(
+    run_loop: Any, build: Builder
+) -> None:
+    seen: list[str] = []
+
+    @tool
+    def get_report(name: str) -> str:
+        """A long report."""
+        if name == "down":
+            raise ConnectionError("report service down")
+        return "r" * 5_000
+
+    @wrap_tool_call
+    def watch(request: Any, handler: Any) -> Any:
+        try:
+            message = handler(request)
+        except ConnectionError as error:
+            seen.append(f"raised {error}")
+            raise
+        seen.append(f"{len(message.content)} characters")
+        return message
+
+    policy = ToolPolicy(
+        max_result_chars=1_000, stub_result="no report today", retry=ToolRetry(max_attempts=1)
+    )
+    graph, _ = build(
+        one_round(cmd("get_report", name="up"), cmd("get_report", name="down")),
+        [get_report],
+        middleware=[watch],
+        governance=GovernanceOptions(policies={"get_report": policy}),
+    )
+    out = await run_loop(graph, {"user_input": "go"})
+    assert seen == ["5000 characters", "raised report service down"]
+    whole, stub = out["tool_logs"]
+    assert whole["success"] and whole["truncated"] and len(whole["result"]) <= 1_000
+    assert stub["success"] and stub["fallback"] == "stub" and stub["result"] == "no report today"
+
+
+async def test_a_stub_that_cannot_be_converted_leaves_a_bounded_graceful_error(
+    run_loop: Any, build: Builder
+) -> None:
+    class Unreadable(dict):  # type: ignore[type-arg]
+        def items(self) -> Any:
+            raise RuntimeError("unreadable stub")
+
+    @tool
+    def get_quote(symbol: str) -> str:
+        """A quote."""
+        raise RuntimeError("quote feed failed: " + "x" * 50_000)
+
+    policy = ToolPolicy(
+        stub_result=Unreadable(price=0), max_result_chars=600, retry=ToolRetry(max_attempts=1)
+    )
+    graph, _ = build(
+        one_round(cmd("get_quote", symbol="ACME")),
+        [get_quote],
+        governance=GovernanceOptions(policies={"get_quote": policy}),
+    )
+    out = await run_loop(graph, {"user_input": "go"})
+    [quote] = out["tool_logs"]
+    assert not quote["success"] and quote["fallback"] == "" and quote["truncated"]
+    assert quote["error_type"] == "internal_error" and "unreadable stub" in quote["error"]
+    assert quote["result"]["error"] == "internal_error"
+    assert len(json.dumps(quote["result"])) <= 600
+    assert out["answer"] == "ok"
+
+
 async def test_stale_cache_then_stub_then_graceful_error(
     run_loop: Any, planning_for: Callable[..., dict[str, Any]]
 ) -> None:
