@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from agentloop.redaction import LogRedaction, Redactor, install_log_redaction
     from agentloop.settings import LoopContext
     from agentloop.state import (
+        CallStatus,
         InputState,
         LoopState,
         OutputState,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
         RunStatus,
         ToolCommand,
         ToolExecutionRecord,
+        call_status,
     )
     from agentloop.subagents import as_tool
     from agentloop.tools.cache import ResultCache
@@ -75,6 +77,7 @@ __all__ = [
     "ToolRetry",
     "ToolThreads",
     # state, records and events
+    "CallStatus",
     "EVENT_TYPES",
     "ErrorType",
     "InputState",
@@ -85,6 +88,7 @@ __all__ = [
     "RunStatus",
     "ToolCommand",
     "ToolExecutionRecord",
+    "call_status",
     # showing a loop and a run
     "report",
     "show_graph",
@@ -137,6 +141,8 @@ _EXPORTS: dict[str, str] = {
     "RunStatus": "agentloop.state",
     "ToolCommand": "agentloop.state",
     "ToolExecutionRecord": "agentloop.state",
+    "CallStatus": "agentloop.state",
+    "call_status": "agentloop.state",
     "normalize_plan_decision": "agentloop.planning",
     "to_action_results": "agentloop.nodes.answer",
     "AgentLoopError": "agentloop.errors",

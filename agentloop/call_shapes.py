@@ -6,6 +6,7 @@ outcome a `ToolExecutionRecord`; `agentloop.state` re-exports them beside the gr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
@@ -13,13 +14,17 @@ from typing_extensions import TypedDict
 from agentloop.errors import ErrorType
 
 __all__ = [
+    "SKIPPED_ERRORS",
     "Attachment",
+    "CallStatus",
     "NextAction",
     "PlanDecision",
     "PreparedCall",
     "ReferencedOutcome",
     "ToolCommand",
     "ToolExecutionRecord",
+    "call_status",
+    "status_of",
 ]
 
 NextAction = Literal["execute", "response"]
@@ -87,6 +92,65 @@ class Attachment(TypedDict):
     """The resource it came from, for an embedded resource."""
 
 
+CallStatus = Literal["succeeded", "cached", "stub", "stale", "failed", "unknown", "skipped"]
+"""How a call ended, in one word (a record's `status`):
+
+- `succeeded`: it ran (or a middleware answered for it) and its result stands;
+- `cached`: the loop's result cache answered it, without running the tool;
+- `stub`: it failed and its declared stub result stands in (`success` is True);
+- `stale`: it failed and its last good result stands in (`success` is False);
+- `failed`: it ran, or tried to, and failed (its `error_type` says why);
+- `unknown`: a call with side effects may or may not have taken effect; not repeated;
+- `skipped`: the loop did not run it (a bad call, a duplicate, beyond the round's cap, a
+  failed reference, refused by a middleware) or stopped it because its plan was rejected.
+
+A replayed record keeps the status its call ended with (`replayed` says it was not run again).
+"""
+
+SKIPPED_ERRORS = frozenset(
+    {
+        "invalid_arguments",
+        "tool_not_found",
+        "tool_unavailable",
+        "duplicate",
+        "too_many_commands",
+        "reference_failed",
+        "reference_unavailable",
+        "arguments_unavailable",
+        "cancelled",
+        "refused",
+    }
+)
+"""The error types of calls the loop did not run, or stopped early (status `skipped`)."""
+
+
+def call_status(record: Mapping[str, Any]) -> CallStatus:
+    """How a call ended (`CallStatus`), worked out from the rest of its record.
+
+    From `success`, `error_type`, `from_cache` and `fallback`: every record the loop
+    writes has it as `status`; this serves records written before they had one.
+    """
+    return status_of(
+        bool(record.get("success")),
+        record.get("error_type") or "",
+        bool(record.get("from_cache")),
+        "stale_cache" if record.get("stale") else record.get("fallback") or "",
+    )
+
+
+def status_of(success: bool, error_type: str, from_cache: bool, fallback: str) -> CallStatus:
+    """How a call ended (`CallStatus`), from what its outcome says."""
+    if success:
+        if fallback == "stub":
+            return "stub"
+        return "cached" if from_cache else "succeeded"
+    if fallback == "stale_cache":
+        return "stale"
+    if error_type == "unknown_outcome":
+        return "unknown"
+    return "skipped" if error_type in SKIPPED_ERRORS else "failed"
+
+
 class ToolExecutionRecord(TypedDict):
     """What happened to one command. Extra keys are added by the governance pipeline."""
 
@@ -98,6 +162,10 @@ class ToolExecutionRecord(TypedDict):
     success: bool
     result: Any
     error: str
+    status: NotRequired[CallStatus]
+    """How the call ended, in one word (`CallStatus`); `success`, `error_type`,
+    `from_cache` and `fallback` say more. Absent from a record checkpointed by an earlier
+    version: `call_status(record)` works it out."""
     call_id: NotRequired[str]
     """Position of the call: `<run>:<round>:<index>`."""
     tool_call_id: NotRequired[str]

@@ -30,6 +30,7 @@ from rich.markdown import Markdown
 from rich.table import Table
 from rich.text import Text
 
+from agentloop.call_shapes import call_status
 from agentloop.diagram import MermaidDiagram, show_graph
 
 __all__ = ["MermaidDiagram", "RunReport", "compact_json", "report", "shorten", "show_graph"]
@@ -126,9 +127,9 @@ class RunReport:
         """Return one dict per call, in execution order.
 
         Keys: `round` (1-based), `index` (1-based position in its round), `call_id`, `tool`,
-        `purpose`, `arguments`, `success`, `duration_ms`, `attempts`, `flags` (a list of
-        `from_cache`, `fallback:<kind>`, `duplicate`, `truncated`, `flagged`,
-        `rolled_back`), `error`, `error_type`, `result`.
+        `purpose`, `arguments`, `success`, `status` (`CallStatus`), `duration_ms`,
+        `attempts`, `flags` (a list of `from_cache`, `fallback:<kind>`, `duplicate`,
+        `truncated`, `flagged`, `rolled_back`), `error`, `error_type`, `result`.
         """
         rolled_back = {
             str(record.get("call_id"))
@@ -145,6 +146,7 @@ class RunReport:
                 "purpose": str(record.get("purpose", "")),
                 "arguments": record.get("kwargs") or {},
                 "success": bool(record.get("success")),
+                "status": record.get("status") or call_status(record),
                 "duration_ms": float(record.get("duration_ms") or 0.0),
                 "attempts": int(record.get("attempts", 0) or 0),
                 "flags": _flags(record, str(record.get("call_id", "")) in rolled_back),

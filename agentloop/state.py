@@ -22,11 +22,13 @@ from typing_extensions import TypedDict
 
 from agentloop.call_shapes import (
     Attachment,
+    CallStatus,
     PlanDecision,
     PreparedCall,
     ReferencedOutcome,
     ToolCommand,
     ToolExecutionRecord,
+    call_status,
 )
 from agentloop.checkpoint_safe import safe_text
 from agentloop.durability.identity import IDEMPOTENCY_KEY_MAX_CHARS
@@ -35,6 +37,7 @@ from agentloop.usage import add_usage
 
 __all__ = [
     "Attachment",
+    "CallStatus",
     "InputState",
     "LoopState",
     "OutputState",
@@ -47,6 +50,7 @@ __all__ = [
     "RunStatus",
     "ToolCommand",
     "ToolExecutionRecord",
+    "call_status",
     "empty_round_state",
     "NewRound",
     "RoundUpdate",

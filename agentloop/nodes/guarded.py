@@ -36,7 +36,7 @@ from agentloop.durability.ledger import owner_is_gone
 from agentloop.events import Emit, ToolCompleted
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import RunScope
-from agentloop.state import PreparedCall, ToolExecutionRecord
+from agentloop.state import PreparedCall, ToolExecutionRecord, call_status
 from agentloop.tools.cache_scope import run_identities
 from agentloop.tools.call_config import CallInfo, with_call_info
 from agentloop.tools.call_id import tool_call_id
@@ -106,6 +106,8 @@ def settled_record(
         record["tool_call_id"] = tool_call_id(call)  # this run's transcript names it
         record["todo_suggestion"] = record["next"] = call["todo_suggestion"]
         record["replayed"] = True
+        if "status" not in record:  # recorded by an earlier version
+            record["status"] = call_status(record)
         record["notes"] = [*(record.get("notes") or []), REPLAYED_NOTE]
         return record
     name = call["tool_name"]

@@ -44,9 +44,10 @@ DECLARED_FIELDS = (
 )
 """The field names the loop declares for what it writes (records, plan decisions and
 their commands, usage entries): kept as they are when a state update is made safe."""
-LOOP_MADE_FIELDS = frozenset({"call_id", "call_key", "position_key"})
+LOOP_MADE_FIELDS = frozenset({"call_id", "call_key", "position_key", "status"})
 """A record's fields whose text the loop made of digests and counters (the run id is a
-digest): no secret can be in them, and they are not redacted."""
+digest) or of its own words (`CallStatus`): no secret can be in them, and they are not
+redacted."""
 
 
 @dataclass(frozen=True)

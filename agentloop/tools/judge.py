@@ -85,6 +85,7 @@ def compact_record(record: Mapping[str, Any]) -> ToolExecutionRecord:
             "round_index",
             "index",
             "error_type",
+            "status",
             "duplicate",
             "query_key",
             "after_write",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentloop.call_shapes import status_of
 from agentloop.checkpoint_safe import decode_arguments
 from agentloop.events import Emit, ToolFailed
 from agentloop.state import PreparedCall, ToolExecutionRecord
@@ -65,6 +66,9 @@ def make_record(
     if outcome.stale_age_s is not None:
         record["stale"] = True
         record["stale_age_s"] = round(outcome.stale_age_s, 3)
+    record["status"] = status_of(
+        outcome.success, outcome.error_type, outcome.from_cache, outcome.fallback
+    )
     return record
 
 

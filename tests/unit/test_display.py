@@ -108,6 +108,8 @@ def test_rows_describe_every_call(state: dict[str, Any]) -> None:
     assert failed["error_type"]
     assert {"duplicate", "flagged", "rolled_back"} <= set(repeated["flags"])
     assert "truncated" in long["flags"]
+    statuses = [row["status"] for row in rows]
+    assert statuses == ["succeeded", "succeeded", "failed", "skipped", "succeeded"]
     assert all(isinstance(r["duration_ms"], float) for r in rows)
     assert all(r["call_id"] for r in rows)
 
@@ -195,6 +197,7 @@ def test_cache_hits_are_flagged() -> None:
     second = RunReport(run(graph, "rate again?")).rows()
     assert first[0]["flags"] == []
     assert second[0]["flags"] == ["from_cache"]
+    assert [first[0]["status"], second[0]["status"]] == ["succeeded", "cached"]
     assert second[0]["result"] == 1.1
 
 

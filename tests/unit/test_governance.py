@@ -21,6 +21,7 @@ from agentloop import (
     ResultCache,
     ToolPolicy,
     ToolRetry,
+    call_status,
     create_tool_loop,
 )
 from agentloop.errors import is_transient_error
@@ -95,7 +96,7 @@ async def test_non_idempotent_timeout_runs_exactly_once(run_loop: Any, build: Bu
     assert calls == 1
     assert record["success"] is False
     # cancelled at its timeout, it may have taken effect: never a plain timeout
-    assert record["error_type"] == "unknown_outcome"
+    assert record["error_type"] == "unknown_outcome" and record["status"] == "unknown"
     assert record["attempts"] == 1
     assert record["result"]["error"] == "unknown_outcome"
     assert record["result"]["suggestion"]
@@ -309,7 +310,9 @@ async def test_cache_hit_skips_the_tool_across_runs(
     second = await run_loop(graph, {"user_input": "user two"})
     assert calls == 1
     assert first["tool_logs"][0]["from_cache"] is False
+    assert first["tool_logs"][0]["status"] == "succeeded"
     assert second["tool_logs"][0]["from_cache"] is True
+    assert second["tool_logs"][0]["status"] == "cached"
     assert second["tool_logs"][0]["result"] == "docs about tides"
 
 
@@ -523,6 +526,7 @@ async def test_stale_cache_then_stub_then_graceful_error(
     assert 0 <= rate["stale_age_s"] < 60
     assert forecast["fallback"] == "stub" and forecast["result"] == "forecast unavailable"
     assert news["success"] is False and news["fallback"] == ""
+    assert [rate["status"], forecast["status"], news["status"]] == ["stale", "stub", "failed"]
     assert news["result"] == {
         "error": "internal_error",
         "tool": "get_news",
@@ -695,6 +699,7 @@ async def test_duplicate_in_mixed_round_is_compact_and_round_advances(
     out = await run_loop(graph, {"user_input": "go"})
     duplicate, fresh = out["round_state"]["last_round_records"]
     assert duplicate["duplicate"] is True and duplicate["flagged"] is True
+    assert duplicate["status"] == "skipped"
     assert duplicate["result"] is None
     assert "round 0" in duplicate["error"]
     assert fresh["success"] is True
@@ -864,3 +869,24 @@ def test_result_cache_entries_live_their_own_time_and_leave_least_recently_used_
     assert [cache.get(key) is not None for key in "abc"] == [True, True, False]
     with pytest.raises(ValueError, match="bounds must be >= 0"):
         ResultCache(max_bytes=-1)
+
+
+@pytest.mark.parametrize(
+    ("record", "status"),
+    [
+        ({"success": True, "error_type": ""}, "succeeded"),
+        ({"success": True, "from_cache": True}, "cached"),
+        ({"success": True, "fallback": "stub", "error_type": "timeout"}, "stub"),
+        ({"success": False, "fallback": "stale_cache", "error_type": "timeout"}, "stale"),
+        ({"success": False, "stale": True, "error_type": "network_error"}, "stale"),
+        ({"success": False, "error_type": "useless_result", "flagged": True}, "failed"),
+        ({"success": False, "error_type": "unknown_outcome"}, "unknown"),
+        ({"success": False, "error_type": "duplicate", "duplicate": True}, "skipped"),
+        ({"success": False, "error_type": "invalid_arguments"}, "skipped"),
+        ({"success": False, "error_type": ""}, "failed"),
+    ],
+)
+def test_call_status_reads_a_record_written_without_one(
+    record: dict[str, Any], status: str
+) -> None:
+    assert call_status(record) == status

@@ -110,6 +110,7 @@ async def test_the_same_key_twice_in_sequence_pays_once(
     [replayed] = payment_records(second)
     assert paid["success"] and not paid.get("replayed")
     assert replayed["success"] and replayed["replayed"] is True
+    assert paid["status"] == replayed["status"] == "succeeded"  # how the call ended, once
     assert replayed["result"] == paid["result"] == "paid 10 to bob"
     assert any("replayed" in note for note in replayed["notes"])
     assert second["answer"] == "paid" and second["status"] == "ok"
