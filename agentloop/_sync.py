@@ -191,7 +191,9 @@ def _in_helper_thread(function: Callable[[], T], name: str) -> T:
         except BaseException as error:
             failure.append(error)
 
-    thread = threading.Thread(target=target, name=name)
+    # a daemon: the caller waits for it, and once the caller is interrupted (Ctrl-C in a
+    # notebook) nothing waits for it, so it must not hold up the interpreter's exit
+    thread = threading.Thread(target=target, name=name, daemon=True)
     thread.start()
     thread.join()
     if failure:

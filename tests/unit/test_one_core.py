@@ -98,11 +98,13 @@ async def test_run_blocking_in_a_thread_that_runs_an_event_loop_blocks_in_a_help
         raise AssertionError
 
     def probe() -> str:
-        where.append(has_running_loop())
+        helper = threading.current_thread()
+        # a daemon: an interrupted cell leaves nothing that holds up the interpreter's exit
+        where.extend([has_running_loop(), helper is threading.main_thread(), helper.daemon])
         return MARKER.get()
 
     assert run_blocking(by_mode(probe, unused)) == "carried"  # context variables carried
-    assert where == [False]
+    assert where == [False, False, True]
 
 
 def test_a_coroutine_that_waits_for_an_event_loop_is_refused_clearly() -> None:
