@@ -97,6 +97,7 @@ from agentloop.state import (
     ToolExecutionRecord,
     empty_round_state,
     run_book,
+    run_id_of,
 )
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
@@ -620,7 +621,7 @@ class PlanAcceleration:
         self.wasted: list[tuple[str, int, int]] = []
         """Cancelled speculative answers: (model, input tokens, output tokens)."""
         self.dispatching = scope.settings.streaming_dispatch
-        self.run_id = run_book(state).get("run_id", "run")
+        self.run_id = run_id_of(state)
         self.started_in_round = 0
         """Calls started for every reply of this round (the per-round cap counts them)."""
         self.calls: dict[str, PreparedCall] = {}
@@ -751,9 +752,7 @@ class PlanAcceleration:
             if failed or action != "response":
                 self._drop_answer("cancelled")
             else:
-                self.accelerator.hold_answer(
-                    run_book(self.state).get("run_id", ""), self.speculative
-                )
+                self.accelerator.hold_answer(run_id_of(self.state), self.speculative)
 
     def _drop_answer(self, outcome: str) -> None:
         speculative, self.speculative = self.speculative, None

@@ -50,7 +50,7 @@ from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions
 from agentloop.prompts import PromptSet
 from agentloop.redaction import Redactor
 from agentloop.settings import LoopContext, LoopSettings, PlanMode
-from agentloop.state import InputState, LoopState, OutputState, run_book
+from agentloop.state import InputState, LoopState, OutputState, run_id_of
 from agentloop.structured import StructuredOutput
 from agentloop.system_prompt import app_instructions
 from agentloop.tools.cache import ResultCache
@@ -553,7 +553,7 @@ def _releaser(toolsets: Sequence[MCPToolset]) -> Any:
     def release_sessions(state: LoopState, runtime: Any) -> ReleaseSessionsUpdate:
         """Close the run's own MCP sessions (`"scope": "run"`) once no tool will run anymore."""
         for toolset in toolsets:
-            toolset.release(run_book(state).get("run_id", ""))
+            toolset.release(run_id_of(state))
         return {}
 
     return release_sessions

@@ -62,6 +62,8 @@ __all__ = [
     "reduce_run_book",
     "reduce_usage",
     "run_book",
+    "run_id_of",
+    "DEFAULT_RUN_ID",
     "run_limit",
     "valid_idempotency_key",
 ]
@@ -145,6 +147,19 @@ def run_book(state: Mapping[str, Any]) -> RunBook:
     """The run's bookkeeping (empty before a run wrote it); read it, never change it."""
     book: RunBook = state.get("run_book") or _NO_BOOK
     return book
+
+
+DEFAULT_RUN_ID = "run"
+"""The run id of a state whose bookkeeping has none (a thread from an earlier version)."""
+
+
+def run_id_of(state: Mapping[str, Any]) -> str:
+    """The id of the state's run (`DEFAULT_RUN_ID` when its bookkeeping has none).
+
+    Every part of the loop that names the run (calls, held work, sessions) reads it here,
+    so they all name it the same way.
+    """
+    return run_book(state).get("run_id") or DEFAULT_RUN_ID
 
 
 def reduce_run_book(current: RunBook | None, update: RunBook | None) -> RunBook:

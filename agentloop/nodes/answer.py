@@ -30,7 +30,7 @@ from agentloop.prompts import (
     to_prompt_json,
 )
 from agentloop.settings import LoopContext, RunScope
-from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state, run_book
+from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state, run_id_of
 from agentloop.structured import StructuredResult
 from agentloop.system_prompt import with_app_instructions
 from agentloop.transcript import edited_prompt
@@ -285,7 +285,7 @@ class _Answer:
             message_text,
             _configure,
         )
-        speculative = self.accelerator.take_answer(run_book(state).get("run_id", ""))
+        speculative = self.accelerator.take_answer(run_id_of(state))
         call = _AnswerCall(scope, prompt.action_results, arguments, time.perf_counter(), unplanned)
         call.adopted = adopted
         call.held = held

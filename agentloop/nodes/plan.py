@@ -52,7 +52,14 @@ from agentloop.planning.normalize import unparseable_decision
 from agentloop.planning.prompt import build_plan_messages
 from agentloop.planning.reader import PlanRead
 from agentloop.settings import LoopContext, RunScope
-from agentloop.state import LoopState, PlanDecision, empty_round_state, run_book, run_limit
+from agentloop.state import (
+    LoopState,
+    PlanDecision,
+    empty_round_state,
+    run_book,
+    run_id_of,
+    run_limit,
+)
 from agentloop.system_prompt import with_app_instructions
 from agentloop.tools.call_id import CallId, round_label
 from agentloop.transcript import edited_prompt, plan_message_id, planned_message
@@ -343,7 +350,7 @@ class _Plan:
         round_state = state.get("round_state") or empty_round_state()
         book = run_book(state)
         label = round_label(round_state["round_index"], book.get("consecutive_rollbacks", 0))
-        run_id = book.get("run_id", "run")
+        run_id = run_id_of(state)
         changed = self.parts.planned_arguments.keep(
             lambda position: str(CallId(run_id, label, position)),
             commands,
@@ -500,7 +507,7 @@ class _Plan:
         decision, problem = judged
         round_state = state.get("round_state") or empty_round_state()
         book = run_book(state)
-        run_id = book.get("run_id", "run")
+        run_id = run_id_of(state)
         label = round_label(round_state["round_index"], book.get("consecutive_rollbacks", 0))
         if problem or decision["next_action"] != "execute":
             return AIMessage("", id=f"{plan_message_id(run_id, label)}:reply")
@@ -585,7 +592,7 @@ def shown_reply(state: Mapping[str, Any]) -> AIMessage | None:
     round_state = state.get("round_state") or empty_round_state()
     book = run_book(state)
     label = round_label(round_state["round_index"], book.get("consecutive_rollbacks", 0))
-    plan_id = plan_message_id(book.get("run_id", "run"), label)
+    plan_id = plan_message_id(run_id_of(state), label)
     return last if last.id in (plan_id, f"{plan_id}:reply") else None
 
 

@@ -31,6 +31,7 @@ from agentloop.state import (
     ToolExecutionRecord,
     empty_round_state,
     run_book,
+    run_id_of,
 )
 from agentloop.tools.call_id import CallId, round_label
 from agentloop.tools.deferred import reference_failed_record, referenced_outcome
@@ -58,7 +59,7 @@ class PlanPreparation:
         book = run_book(state)
         rollbacks = book.get("consecutive_rollbacks", 0)
         self.parts = parts
-        self.run_id = book.get("run_id", "run")
+        self.run_id = run_id_of(state)
         self.scope = book.get("idempotency_scope") or ""
         self.named_by = self.scope or self.run_id
         """What names the calls: the run, or its idempotency key (the same for every

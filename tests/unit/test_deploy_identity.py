@@ -226,3 +226,12 @@ def test_a_threads_first_run_is_its_first_whether_asked_in_user_input_or_message
     assert runs_before({"messages": earlier}, asked) == 1  # type: ignore[typeddict-item]
     counted = {"messages": earlier, "run_book": {"run_count": 5}}
     assert runs_before(counted, asked) == 5  # type: ignore[arg-type]
+
+
+def test_every_part_names_a_run_without_its_run_book_the_same_way() -> None:
+    from agentloop.state import DEFAULT_RUN_ID, run_id_of
+
+    # calls, held work and MCP sessions all read the run's id here: one default for all
+    assert run_id_of({}) == run_id_of({"run_book": {}}) == DEFAULT_RUN_ID
+    assert run_id_of({"run_book": {"run_id": ""}}) == DEFAULT_RUN_ID
+    assert run_id_of({"run_book": {"run_id": "turn:2:ab12"}}) == "turn:2:ab12"
