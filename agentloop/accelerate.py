@@ -61,7 +61,11 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any, Literal, Protocol, cast
 
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForLLMRun,
+    CallbackManager,
+    CallbackManagerForLLMRun,
+)
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -70,7 +74,7 @@ from langchain_core.messages import (
     message_chunk_to_message,
 )
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, ensure_config
 from pydantic import PrivateAttr
 
 from agentloop._sync import WorkerPool, has_running_loop, run_without_loop
@@ -455,14 +459,19 @@ class SpeculativeAnswer:
         The relay streams through the node's callbacks, so `stream_mode="messages"` shows
         its tokens as if the answer node had asked the model.
         """
-        relay = configure(_Relay(source=self))
         taken: list[Any] = []
         try:
-            if has_running_loop():
-                async for chunk in relay.astream(self.messages):
+            if not _watched():  # no handler would see the relay: the chunks as they came
+                chunks = self.aiterate() if has_running_loop() else None
+                if chunks is None:
+                    taken.extend(map(_as_message_chunk, self.iterate()))
+                else:
+                    taken.extend([_as_message_chunk(chunk) async for chunk in chunks])
+            elif has_running_loop():
+                async for chunk in configure(_Relay(source=self)).astream(self.messages):
                     taken.append(chunk)
             else:
-                taken.extend(relay.stream(self.messages))
+                taken.extend(configure(_Relay(source=self)).stream(self.messages))
         except Exception:  # the producer failed: the answer node asks normally
             return None
         if not taken or self.error is not None:
@@ -482,6 +491,21 @@ class SpeculativeAnswer:
         return Answer(reply, self.cut)
 
 
+def _watched() -> bool:
+    """Whether a callback handler would see a model call made here.
+
+    A tracer (LangSmith), the app's callbacks, or LangGraph's handler of the `messages`
+    stream: the call's own config and what the environment turns on, as LangChain
+    configures a model call's callbacks.
+    """
+    callbacks = ensure_config().get("callbacks")
+    return bool(CallbackManager.configure(callbacks).handlers)
+
+
+def _as_message_chunk(chunk: Any) -> AIMessageChunk:
+    return chunk if isinstance(chunk, AIMessageChunk) else AIMessageChunk(content=chunk.text)
+
+
 class _Relay(BaseChatModel):
     """A chat model whose reply is a speculative answer's stream."""
 
@@ -497,8 +521,7 @@ class _Relay(BaseChatModel):
 
     @staticmethod
     def _generation(chunk: Any) -> ChatGenerationChunk:
-        message = chunk if isinstance(chunk, AIMessageChunk) else AIMessageChunk(content=chunk.text)
-        return ChatGenerationChunk(message=message)
+        return ChatGenerationChunk(message=_as_message_chunk(chunk))
 
     def _generate(
         self,

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -298,9 +299,48 @@ async def test_the_adopted_answer_streams_from_the_answer_node() -> None:
         (chunk.content, metadata["langgraph_node"])
         async for chunk, metadata in graph.astream({"user_input": "hi"}, stream_mode="messages")
     ]
-    answer_text = "".join(text for text, node in chunks if node == "answer")
-    assert answer_text == "a streamed welcome"
+    answer_chunks = [text for text, node in chunks if node == "answer"]
+    assert "".join(answer_chunks) == "a streamed welcome"
+    assert len(answer_chunks) > 1  # token by token, not only the node's final message
     assert "welcome" not in "".join(str(text) for text, node in chunks if node == "plan")
+
+
+@ENTRIES
+async def test_the_apps_callbacks_see_the_adopted_answer_as_the_answer_nodes_model_call(
+    entry: str,
+) -> None:
+    class Seen(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, list[str]]] = []
+            self.replies: list[str] = []
+
+        def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+            self.calls.append((kwargs.get("name") or "", kwargs.get("tags") or []))
+
+        def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+            self.replies.append(response.generations[0][0].text)
+
+    def build() -> Any:
+        clock = Clock()
+        return create_tool_loop(
+            timed_planner(clock, [str(plan_reply("response"))]),
+            tools_for(clock),
+            models=ModelOptions(answer_model=timed_answerer(clock, "seen and adopted")),
+            planning=PlanningOptions(speculative_answer=True),
+        )
+
+    seen = Seen()
+    config: dict[str, Any] = {"callbacks": [seen]}
+    payload = {"user_input": "hi"}
+    if entry == "invoke":
+        watched = await asyncio.to_thread(build().invoke, payload, config)
+    else:
+        watched = await build().ainvoke(payload, config)
+    unwatched = await build().ainvoke(payload)  # no handler: the answer is taken as it came
+    assert watched["answer"] == unwatched["answer"] == "seen and adopted"
+    assert ("answer", ["agentloop:answer"]) in [(name, tags[-1:]) for name, tags in seen.calls]
+    assert "seen and adopted" in seen.replies
+    assert watched["messages"][-1].content == unwatched["messages"][-1].content
 
 
 async def test_a_speculative_answer_that_fails_is_asked_again() -> None:
