@@ -11,10 +11,9 @@ from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
-from agentloop.errors import ErrorType
+from agentloop.errors import NOT_RUN_ERRORS, ErrorType
 
 __all__ = [
-    "SKIPPED_ERRORS",
     "Attachment",
     "CallStatus",
     "NextAction",
@@ -107,22 +106,6 @@ CallStatus = Literal["succeeded", "cached", "stub", "stale", "failed", "unknown"
 A replayed record keeps the status its call ended with (`replayed` says it was not run again).
 """
 
-SKIPPED_ERRORS = frozenset(
-    {
-        "invalid_arguments",
-        "tool_not_found",
-        "tool_unavailable",
-        "duplicate",
-        "too_many_commands",
-        "reference_failed",
-        "reference_unavailable",
-        "arguments_unavailable",
-        "cancelled",
-        "refused",
-    }
-)
-"""The error types of calls the loop did not run, or stopped early (status `skipped`)."""
-
 
 def call_status(record: Mapping[str, Any]) -> CallStatus:
     """How a call ended (`CallStatus`), worked out from the rest of its record.
@@ -148,7 +131,7 @@ def status_of(success: bool, error_type: str, from_cache: bool, fallback: str) -
         return "stale"
     if error_type == "unknown_outcome":
         return "unknown"
-    return "skipped" if error_type in SKIPPED_ERRORS else "failed"
+    return "skipped" if error_type in NOT_RUN_ERRORS else "failed"
 
 
 class ToolExecutionRecord(TypedDict):

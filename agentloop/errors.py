@@ -27,6 +27,7 @@ __all__ = [
     "InputError",
     "MCPToolError",
     "MCPTransportError",
+    "NOT_RUN_ERRORS",
     "ModelBehaviorError",
     "ModelCallTimeout",
     "PromptTemplateError",
@@ -89,6 +90,24 @@ ErrorType = Literal[
   without calling its handler (not run).
 """
 ERROR_TYPES: tuple[str, ...] = get_args(ErrorType)
+
+NOT_RUN_ERRORS: frozenset[str] = frozenset(
+    {
+        "invalid_arguments",
+        "tool_not_found",
+        "tool_unavailable",
+        "duplicate",
+        "too_many_commands",
+        "reference_failed",
+        "reference_unavailable",
+        "arguments_unavailable",
+        "refused",
+        "cancelled",
+    }
+)
+"""Error types of calls settled without their tool running (a bad call, a duplicate, a
+middleware's refusal...), or started for a plan that was rejected and cancelled: their
+records' `status` is `skipped`, and they changed nothing a later read could see."""
 
 
 class AgentLoopError(Exception):

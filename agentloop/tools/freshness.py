@@ -19,34 +19,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentloop.errors import NOT_RUN_ERRORS
 from agentloop.state import ToolExecutionRecord
 from agentloop.tools.policy import ResolvedPolicy
 
 __all__ = [
-    "NOT_RUN_ERRORS",
     "ReadTracker",
     "StateTouch",
     "reads_so_far",
     "replay_records",
     "state_touch",
 ]
-
-NOT_RUN_ERRORS = frozenset(
-    {
-        "invalid_arguments",
-        "tool_not_found",
-        "tool_unavailable",
-        "duplicate",
-        "too_many_commands",
-        "reference_failed",
-        "reference_unavailable",
-        "arguments_unavailable",
-        "refused",
-        "cancelled",
-    }
-)
-"""Error types of calls that were settled without their tool running (a middleware
-refused it, or it was started for a plan that was rejected and cancelled before it ran)."""
 
 
 @dataclass(frozen=True, slots=True)
