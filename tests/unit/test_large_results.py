@@ -110,16 +110,24 @@ async def test_a_million_item_result_does_not_stall_the_event_loop(run_loop: Any
     }
     await run_loop(wide_loop({"get_warm_up": {"a": 1}}), {"user_input": "warm up"})
     for name, value in wide.items():
-        stop, stalls = asyncio.Event(), []
-        beating = asyncio.create_task(heartbeat(stop, stalls))
-        await asyncio.sleep(0.05)
-        try:
-            out = await run_loop(wide_loop({name: value}), {"user_input": "export"})
-        finally:
-            stop.set()
-            await beating
-        [record] = out["tool_logs"]
-        assert record["success"] and record["truncated"], record
-        assert len(json.dumps(record["result"])) <= 20_100
-        assert len(stalls) > 3
-        assert max(stalls) < WIDE_STALL_S, f"{name}: the event loop stalled {max(stalls):.2f}s"
+        worst: list[float] = []
+        # the quietest of up to 3 runs: a loop that walks the result stalls in every one
+        # (1-3 s); a pause of a loaded machine (a full garbage collection of these
+        # millions of objects, another process's burst) in one at most
+        for _ in range(3):
+            stop, stalls = asyncio.Event(), []
+            beating = asyncio.create_task(heartbeat(stop, stalls))
+            await asyncio.sleep(0.05)
+            try:
+                out = await run_loop(wide_loop({name: value}), {"user_input": "export"})
+            finally:
+                stop.set()
+                await beating
+            [record] = out["tool_logs"]
+            assert record["success"] and record["truncated"], record
+            assert len(json.dumps(record["result"])) <= 20_100
+            assert len(stalls) > 3
+            worst.append(max(stalls))
+            if worst[-1] < WIDE_STALL_S:
+                break
+        assert min(worst) < WIDE_STALL_S, f"{name}: the event loop stalled {worst}s"
