@@ -324,6 +324,15 @@ class Connection:
         """`reason` with what the server wrote outside the protocol (stderr's last lines)."""
         return self.handlers.output.explain(reason)
 
+    async def _died(self, reason: str) -> MCPTransportError:
+        """The error of a request the server's end cut short, once its last lines are read.
+
+        A dying server writes why to stderr, then ends the connection: the line it died
+        with may still be in the pipe when the request fails.
+        """
+        await asyncio.to_thread(self.handlers.output.settle)
+        return MCPTransportError(self.explain(reason))
+
     async def _serve(self) -> None:
         self.handlers.output.clear()
         try:
@@ -431,8 +440,7 @@ class Connection:
         name = self.spec.name
         if call.cancelled():
             reason = describe(self.failure) if self.failure else "the session ended"
-            msg = f"MCP server {name!r} stopped during {what}: {reason}"
-            raise MCPTransportError(self.explain(msg))
+            raise await self._died(f"MCP server {name!r} stopped during {what}: {reason}")
         try:
             return call.result()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
@@ -443,11 +451,12 @@ class Connection:
             if exc.error.code == CONNECTION_CLOSED:
                 how = f": {STREAM_CLOSED}" if exc.error.message == STREAM_CLOSED else ""
                 msg = f"MCP server {name!r} closed the connection during {what}{how}"
-                raise MCPTransportError(self.explain(msg)) from exc
+                raise await self._died(msg) from exc
             raise MCPToolError(exc.error.message, server=name) from exc
         except (OSError, anyio.EndOfStream) as exc:
-            msg = f"MCP server {name!r} failed during {what}: {describe(exc)}"
-            raise MCPTransportError(self.explain(msg)) from exc
+            raise await self._died(
+                f"MCP server {name!r} failed during {what}: {describe(exc)}"
+            ) from exc
 
 
 async def _settle(call: asyncio.Future[Any]) -> None:

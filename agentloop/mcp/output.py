@@ -8,12 +8,15 @@ ended with: ...". A line on stdout that is not a JSON-RPC message is quoted the 
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import logging
 import os
+import select
 import threading
+import time
 from collections import deque
-from typing import IO, Any, TextIO
+from typing import Any, TextIO
 
 from agentloop.redaction import Redact, Redactor
 
@@ -25,6 +28,8 @@ TAIL_CHARS = 300
 """Longer lines are cut to this many characters."""
 PUMP_DRAIN_S = 1.0
 """How long closing a server's stderr waits for its last lines to be read."""
+SETTLE_S = 0.5
+"""How long a failure reason waits for the lines a dying server wrote to be read."""
 
 
 def _cut(text: str) -> str:
@@ -59,6 +64,8 @@ class ServerOutput:
         self._lines: deque[str] = deque(maxlen=TAIL_LINES)
         self._lock = threading.Lock()
         self._previous: set[str] = set()
+        self.log: ServerLog | None = None
+        """The pipe of the server's current process (a stdio server), once it started."""
 
     def add(self, line: str) -> None:
         """Keep one line of stderr (and log it)."""
@@ -83,6 +90,12 @@ class ServerOutput:
         with self._lock:
             return list(self._lines)
 
+    def settle(self) -> None:
+        """Wait (briefly, blocking) for the lines the server wrote to be read."""
+        log = self.log
+        if log is not None:
+            log.settle()
+
     def explain(self, reason: str) -> str:
         """`reason`, followed by the server's last stderr lines when it wrote any."""
         lines = self.lines
@@ -92,22 +105,66 @@ class ServerOutput:
 
 
 class ServerLog:
-    """A pipe a stdio server's stderr goes into, read line by line into `ServerOutput`."""
+    """A pipe a stdio server's stderr goes into, read line by line into `ServerOutput`.
+
+    The pump reads what is in the pipe and adds its lines under a lock, so `settle` can
+    tell when every byte the server wrote so far is a kept line: a failure reason built
+    as the server dies quotes the line it died with.
+    """
 
     def __init__(self, output: ServerOutput) -> None:
         read_fd, write_fd = os.pipe()
         self.file: TextIO = os.fdopen(write_fd, "w")
-        reader = os.fdopen(read_fd, encoding="utf-8", errors="replace")
-        self._thread = threading.Thread(
-            target=self._pump, args=(reader, output), name="agentloop-mcp-stderr", daemon=True
-        )
+        self._fd = read_fd
+        self._output = output
+        self._lock = threading.Lock()
+        self._done = False
+        output.log = self
+        self._thread = threading.Thread(target=self._pump, name="agentloop-mcp-stderr", daemon=True)
         self._thread.start()
 
-    @staticmethod
-    def _pump(reader: IO[str], output: ServerOutput) -> None:
-        with reader:
-            for line in reader:
-                output.add(line)
+    def _pump(self) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        partial = ""
+        poller = _poller(self._fd)
+        try:
+            while True:
+                if poller is not None:  # wait outside the lock, read inside it
+                    poller.poll()
+                    self._lock.acquire()
+                    chunk = os.read(self._fd, 65536)
+                else:  # no `poll` (Windows): `settle` cannot look, it only waits
+                    chunk = os.read(self._fd, 65536)
+                    self._lock.acquire()
+                try:
+                    text = decoder.decode(chunk, final=not chunk)
+                    *lines, partial = (partial + text).split("\n")
+                    if not chunk and partial:
+                        lines, partial = [*lines, partial], ""
+                    for line in lines:
+                        self._output.add(line)
+                    if not chunk:
+                        self._done = True
+                        return
+                finally:
+                    self._lock.release()
+        finally:
+            os.close(self._fd)
+
+    def settle(self, timeout_s: float = SETTLE_S) -> None:
+        """Wait (briefly) until every byte the server has written is read into lines."""
+        with self._lock:
+            poller = None if self._done else _poller(self._fd)
+        if poller is None:
+            if not self._done:  # nothing to look with: a short wait
+                time.sleep(min(timeout_s, 0.05))
+            return
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._done or not poller.poll(0):
+                    return
+            time.sleep(0.005)
 
     def close(self) -> None:
         """Close this side of the pipe (the reader stops when the server's side closes too)."""
@@ -117,3 +174,12 @@ class ServerLog:
     def drain(self) -> None:
         """Wait (briefly) until every line the exited server wrote was read."""
         self._thread.join(PUMP_DRAIN_S)
+
+
+def _poller(fd: int) -> select.poll | None:
+    """A poll object watching `fd` for data (None where `select.poll` is missing)."""
+    if not hasattr(select, "poll"):
+        return None
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return poller
