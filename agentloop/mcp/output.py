@@ -149,6 +149,7 @@ class ServerLog:
                 finally:
                     self._lock.release()
         finally:
+            self._done = True  # also when reading failed: `settle` has nothing to wait for
             os.close(self._fd)
 
     def settle(self, timeout_s: float = SETTLE_S) -> None:
