@@ -454,24 +454,25 @@ class SpeculativeAnswer:
         return model_name(self.model), tokens_in, tokens_out
 
     async def adopt(self, configure: Configure, emit: Emit) -> Answer | None:
-        """Relay the answer from the answer node; None when it cannot be used as is.
+        """Take the answer in the answer node; None when it cannot be used as is.
 
-        The relay streams through the node's callbacks, so `stream_mode="messages"` shows
-        its tokens as if the answer node had asked the model.
+        When a callback handler would see a model call here (`_watched`), it is relayed
+        through one (`_Relay`), so the handler and `stream_mode="messages"` see its tokens
+        as if the answer node had asked the model; else its chunks are taken as they came.
         """
-        taken: list[Any] = []
+        taken: list[Any]
+        running = has_running_loop()
         try:
             if not _watched():  # no handler would see the relay: the chunks as they came
-                chunks = self.aiterate() if has_running_loop() else None
-                if chunks is None:
-                    taken.extend(map(_as_message_chunk, self.iterate()))
+                if running:
+                    taken = [_as_message_chunk(chunk) async for chunk in self.aiterate()]
                 else:
-                    taken.extend([_as_message_chunk(chunk) async for chunk in chunks])
-            elif has_running_loop():
-                async for chunk in configure(_Relay(source=self)).astream(self.messages):
-                    taken.append(chunk)
+                    taken = list(map(_as_message_chunk, self.iterate()))
+            elif running:
+                relay = configure(_Relay(source=self))
+                taken = [chunk async for chunk in relay.astream(self.messages)]
             else:
-                taken.extend(configure(_Relay(source=self)).stream(self.messages))
+                taken = list(configure(_Relay(source=self)).stream(self.messages))
         except Exception:  # the producer failed: the answer node asks normally
             return None
         if not taken or self.error is not None:
