@@ -433,7 +433,8 @@ async def test_app_middleware_sees_the_tool_before_the_fallback_and_the_bound(
         governance=GovernanceOptions(policies={"get_report": policy}),
     )
     out = await run_loop(graph, {"user_input": "go"})
-    assert seen == ["5000 characters", "raised report service down"]
+    # the two calls run together: the middleware sees them in the order they end
+    assert sorted(seen) == ["5000 characters", "raised report service down"]
     whole, stub = out["tool_logs"]
     assert whole["success"] and whole["truncated"] and len(whole["result"]) <= 1_000
     assert stub["success"] and stub["fallback"] == "stub" and stub["result"] == "no report today"
