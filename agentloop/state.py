@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Annotated, Any, Literal, cast
 
 from langchain_core.messages import (
@@ -247,6 +248,7 @@ def reduce_messages(current: list[AnyMessage] | None, writes: Sequence[Any]) -> 
 
 _PLAIN_TYPES = frozenset({AIMessage, HumanMessage, SystemMessage, ToolMessage})
 """Message types `add_messages` takes as they are (no chunk to convert, no removal)."""
+_ID = attrgetter("id")
 
 
 def _appended(messages: list[Any], named: list[Any]) -> list[Any] | None:
@@ -257,8 +259,8 @@ def _appended(messages: list[Any], named: list[Any]) -> list[Any] | None:
     """
     if not (set(map(type, named)) <= _PLAIN_TYPES and set(map(type, messages)) <= _PLAIN_TYPES):
         return None
-    ids = {message.id for message in messages}
-    new = {message.id for message in named}
+    ids = set(map(_ID, messages))  # no Python-level loop: the transcript grows every round
+    new = set(map(_ID, named))
     if None in ids or None in new or len(new) != len(named) or not ids.isdisjoint(new):
         return None
     return [*messages, *named]
