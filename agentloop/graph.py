@@ -291,7 +291,9 @@ def create_tool_loop(
         entry, exit_node = _add_agent_hooks(builder, hooks, after_run)
         model_jumps = _jumps(hooks.model_jumps if hooks else (), exit_node)
         if folds:
-            builder.add_conditional_edges(START, route_entry, ["prepare", "plan"])
+            builder.add_conditional_edges(
+                START, Router("route_entry", route_entry, takes_config=True), ["prepare", "plan"]
+            )
         else:
             builder.add_edge(START, entry)
         builder.add_conditional_edges(

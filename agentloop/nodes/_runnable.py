@@ -76,19 +76,34 @@ class LoopNode(Runnable[Any, Any]):
 class Router(Runnable[Any, Any], Generic[S]):
     """A router: a pure function of the state, run inline under `invoke` and `ainvoke`.
 
+    (LangGraph runs a plain sync function given as a route in a worker thread under
+    `ainvoke`: a thread hop on every route.)
+
     Args:
         name: The router's name.
         func: `state -> next node(s)`.
+        takes_config: `func` takes the run's config too: `(state, config) -> next node(s)`.
     """
 
-    def __init__(self, name: str, func: Callable[[S], Any]) -> None:
+    def __init__(
+        self,
+        name: str,
+        func: Callable[[S], Any] | Callable[[S, RunnableConfig], Any],
+        *,
+        takes_config: bool = False,
+    ) -> None:
         self.name = name
-        self.func = func
+        self.func: Callable[..., Any] = func
+        self.takes_config = takes_config
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """The route (sync): the function is called as it is."""
+        if self.takes_config:
+            return self.func(input, config or {})
         return self.func(input)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """The route (async), inline: the function is called as it is."""
+        if self.takes_config:
+            return self.func(input, config or {})
         return self.func(input)

@@ -297,3 +297,28 @@ def test_a_tools_own_timeout_error_is_its_outcome_not_a_hung_thread() -> None:
         [record] = graph.invoke({"user_input": "send it"})["tool_logs"]
         assert record["error_type"] == "timeout", record["error"]
         assert "runs on" not in record["error"]
+
+
+@pytest.mark.parametrize("saver", [None, "memory"])
+async def test_ainvoke_with_async_tools_and_models_hands_nothing_to_a_worker_thread(
+    monkeypatch: pytest.MonkeyPatch, saver: str | None
+) -> None:
+    # LangGraph runs a plain sync route in the default executor under `ainvoke`: a thread
+    # hop per run, or per round, that an all-async run has no use for
+    handed: list[Any] = []
+    run_in_executor = asyncio.BaseEventLoop.run_in_executor
+
+    def counting(self: asyncio.BaseEventLoop, executor: Any, func: Any, *args: Any) -> Any:
+        handed.append(func)
+        return run_in_executor(self, executor, func, *args)
+
+    monkeypatch.setattr(asyncio.BaseEventLoop, "run_in_executor", counting)
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    checkpointer = InMemorySaver() if saver else None
+    graph = _graph("weather", rounds=2, middleware=False, checkpointer=checkpointer)
+    for run in (1, 2):
+        config = {"configurable": {"thread_id": f"t{run}"}}
+        out = await graph.ainvoke({"user_input": "weather in four cities"}, config)
+        assert _results(out) == [("weather", f"{city}: sunny", True) for city in CITIES]
+    assert handed == []
