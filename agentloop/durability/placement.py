@@ -19,6 +19,7 @@ process lives.
 
 from __future__ import annotations
 
+import functools
 import sys
 import weakref
 from typing import Any
@@ -82,16 +83,21 @@ def _sql_ledger(saver: Any) -> SideEffectLedger | None:
 
 def is_server_checkpointer(checkpointer: Any) -> bool:
     """Whether a checkpointer is the LangGraph server's (by the modules of its type's MRO)."""
-    return any(
-        cls.__module__.startswith(SERVER_MODULE_PREFIXES) for cls in type(checkpointer).__mro__
-    )
+    return _from_modules(type(checkpointer).__mro__, SERVER_MODULE_PREFIXES)
 
 
 def is_dev_server_checkpointer(checkpointer: Any) -> bool:
     """Whether a checkpointer is `langgraph dev`'s (langgraph-runtime-inmem)."""
-    return any(
-        cls.__module__.startswith(DEV_SERVER_MODULE_PREFIX) for cls in type(checkpointer).__mro__
-    )
+    return _from_modules(type(checkpointer).__mro__, DEV_SERVER_MODULE_PREFIX)
+
+
+@functools.cache
+def _from_modules(mro: tuple[type, ...], prefixes: str | tuple[str, ...]) -> bool:
+    """Whether a class of `mro` (a class's, itself first) comes from modules `prefixes` name.
+
+    Asked on every guarded call; a fact of the class, so worked out once per class.
+    """
+    return any(cls.__module__.startswith(prefixes) for cls in mro)
 
 
 def _memory_only(checkpointer: Any) -> bool:
