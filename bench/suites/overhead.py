@@ -5,7 +5,10 @@ Our loop against `langchain.agents.create_agent` (and the deprecated
 decisions: 4 calls per round for 20 rounds, then the answer. Every reply arrives
 as one chunk, so the figure is the framework's own cost; a second, informational
 figure streams our plans in 8-character chunks (the cost of reading a plan as a
-stream, which the prebuilt agents do not pay under `ainvoke`).
+stream, which the prebuilt agents do not pay under `ainvoke`). A third, also
+informational, gives both sides LangGraph's `InMemorySaver`, as an app with a
+checkpointer runs them (each step is then checkpointed: the cost grows with the
+state's channels).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
 
 from bench.contenders import (
     RECURSION_LIMIT,
@@ -46,9 +50,11 @@ def _rounds() -> list[list[dict[str, Any]]]:
     ]
 
 
-def _ours(chunk_size: int | None = None) -> Callable[[], Graph]:
+def _ours(chunk_size: int | None = None, *, saver: bool = False) -> Callable[[], Graph]:
     def build() -> Graph:
         extra: dict[str, Any] = {} if chunk_size is None else {"chunk_size": chunk_size}
+        if saver:
+            extra["checkpointer"] = InMemorySaver()
         return build_loop(_rounds(), [sleeping_tool("get_item", 0)], **extra)
 
     return build
@@ -56,6 +62,12 @@ def _ours(chunk_size: int | None = None) -> Callable[[], Graph]:
 
 def _create_agent() -> Graph:
     return build_create_agent(agent_script(_rounds()), [sleeping_tool("get_item", 0)])
+
+
+def _create_agent_saved() -> Graph:
+    return build_create_agent(
+        agent_script(_rounds()), [sleeping_tool("get_item", 0)], checkpointer=InMemorySaver()
+    )
 
 
 def _react_agent() -> Graph | None:
@@ -69,7 +81,10 @@ async def _ms_per_round(
     graph = build()
     if graph is None:
         return float("nan"), float("nan")
-    config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT}
+    config: RunnableConfig = {
+        "recursion_limit": RECURSION_LIMIT,
+        "configurable": {"thread_id": "overhead"},  # read only by a side with a saver
+    }
     timing = await timed(lambda: graph.ainvoke(payload, config))
     return timing.wall_s * 1000 / ROUNDS, timing.cpu_s * 1000 / ROUNDS
 
@@ -81,6 +96,8 @@ async def run(settings: Settings) -> list[Figure]:
         "ours_streamed": (_ours(STREAMED_CHUNK), loop_input()),
         "create_agent": (_create_agent, agent_input()),
         "create_react_agent": (_react_agent, agent_input()),
+        "ours_saved": (_ours(saver=True), loop_input()),
+        "create_agent_saved": (_create_agent_saved, agent_input()),
     }
     samples: dict[str, list[float]] = {side: [] for side in sides}
     cpu: dict[str, list[float]] = {side: [] for side in sides}
@@ -140,6 +157,18 @@ async def run(settings: Settings) -> list[Figure]:
             None,
             {"ours": samples["ours_streamed"], "contender": samples["create_agent"]},
             "information: adds the cost of reading each plan as ~50 chunks",
+        )
+    )
+    figures.append(
+        Figure(
+            "Loop overhead per round, both with InMemorySaver",
+            median(samples["ours_saved"]),
+            median(samples["create_agent_saved"]),
+            "ms",
+            "create_agent",
+            None,
+            {"ours": samples["ours_saved"], "contender": samples["create_agent_saved"]},
+            "information: every step checkpointed, as in an app with a checkpointer",
         )
     )
     return figures
