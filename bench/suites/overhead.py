@@ -81,10 +81,9 @@ async def _ms_per_round(
     graph = build()
     if graph is None:
         return float("nan"), float("nan")
-    config: RunnableConfig = {
-        "recursion_limit": RECURSION_LIMIT,
-        "configurable": {"thread_id": "overhead"},  # read only by a side with a saver
-    }
+    config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT}
+    if getattr(graph, "checkpointer", None) is not None:
+        config["configurable"] = {"thread_id": "overhead"}
     timing = await timed(lambda: graph.ainvoke(payload, config))
     return timing.wall_s * 1000 / ROUNDS, timing.cpu_s * 1000 / ROUNDS
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, wrap_tool_call
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolThreads, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -252,8 +253,6 @@ async def test_invoke_from_a_thread_that_runs_an_event_loop_works_as_in_a_notebo
     With a checkpointer and the app's middleware (a sync tool one, an async-only model
     one), as a notebook's loop would have; the records equal those of `ainvoke`.
     """
-    from langgraph.checkpoint.memory import InMemorySaver
-
     graph = _graph(tool_name, rounds=2, checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "notebook"}}
     out = graph.invoke({"user_input": "four cities"}, config)  # this thread runs a loop
@@ -313,8 +312,6 @@ async def test_ainvoke_with_async_tools_and_models_hands_nothing_to_a_worker_thr
         return run_in_executor(self, executor, func, *args)
 
     monkeypatch.setattr(asyncio.BaseEventLoop, "run_in_executor", counting)
-    from langgraph.checkpoint.memory import InMemorySaver
-
     checkpointer = InMemorySaver() if saver else None
     graph = _graph("weather", rounds=2, middleware=False, checkpointer=checkpointer)
     for run in (1, 2):
