@@ -31,6 +31,7 @@ __all__ = [
     "agent_input",
     "agent_responder",
     "agent_script",
+    "both_forms_tool",
     "build_create_agent",
     "build_create_agent_answering",
     "build_loop",
@@ -67,6 +68,23 @@ class BenchChatModel(ScriptedChatModel):
 
     def __init__(self, replies: Sequence[Any] = (), **kwargs: Any) -> None:
         super().__init__(replies, keep_requests=False, **kwargs)
+
+
+def both_forms_tool(name: str = "get_item") -> BaseTool:
+    """A zero-time tool `name(n: int)` with both forms.
+
+    `invoke` calls its sync form, `ainvoke` its async one.
+    """
+
+    def get_item(n: int) -> str:
+        return f"{name} {n} ok"
+
+    async def aget_item(n: int) -> str:
+        return get_item(n)
+
+    return StructuredTool.from_function(
+        func=get_item, coroutine=aget_item, name=name, description="Return item n."
+    )
 
 
 def sleeping_tool(name: str, delay_s: float) -> BaseTool:

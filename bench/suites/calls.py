@@ -21,13 +21,13 @@ from collections.abc import Callable
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, StructuredTool
 
 from bench.contenders import (
     RECURSION_LIMIT,
     Graph,
     agent_input,
     agent_script,
+    both_forms_tool,
     build_create_agent,
     build_loop,
     loop_input,
@@ -41,26 +41,12 @@ NAME = "calls"
 TARGET = Target(1.0)
 
 
-def _get_item() -> BaseTool:
-    """A zero-time tool with both forms: `invoke` calls the sync one, `ainvoke` the async."""
-
-    def get_item(n: int) -> str:
-        return f"get_item {n} ok"
-
-    async def aget_item(n: int) -> str:
-        return get_item(n)
-
-    return StructuredTool.from_function(
-        func=get_item, coroutine=aget_item, name="get_item", description="Return item n."
-    )
-
-
 def _ours() -> Graph:
-    return build_loop(_rounds(), [_get_item()])
+    return build_loop(_rounds(), [both_forms_tool()])
 
 
 def _create_agent() -> Graph:
-    return build_create_agent(agent_script(_rounds()), [_get_item()])
+    return build_create_agent(agent_script(_rounds()), [both_forms_tool()])
 
 
 class _AllThreads:

@@ -8,11 +8,13 @@ figure streams our plans in 8-character chunks (the cost of reading a plan as a
 stream, which the prebuilt agents do not pay under `ainvoke`). A third, also
 informational, gives both sides LangGraph's `InMemorySaver`, as an app with a
 checkpointer runs them (each step is then checkpointed: the cost grows with the
-state's channels).
+state's channels). A fourth runs both sides through `invoke`, as a script or a notebook
+cell calls them, with a tool that has a sync form (each side calls it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +27,7 @@ from bench.contenders import (
     Graph,
     agent_input,
     agent_script,
+    both_forms_tool,
     build_create_agent,
     build_loop,
     build_react_agent,
@@ -64,6 +67,14 @@ def _create_agent() -> Graph:
     return build_create_agent(agent_script(_rounds()), [sleeping_tool("get_item", 0)])
 
 
+def _ours_sync() -> Graph:
+    return build_loop(_rounds(), [both_forms_tool()])
+
+
+def _create_agent_sync() -> Graph:
+    return build_create_agent(agent_script(_rounds()), [both_forms_tool()])
+
+
 def _create_agent_saved() -> Graph:
     return build_create_agent(
         agent_script(_rounds()), [sleeping_tool("get_item", 0)], checkpointer=InMemorySaver()
@@ -75,16 +86,19 @@ def _react_agent() -> Graph | None:
 
 
 async def _ms_per_round(
-    build: Callable[[], Graph | None], payload: dict[str, Any]
+    build: Callable[[], Graph | None], payload: dict[str, Any], *, sync: bool = False
 ) -> tuple[float, float]:
-    """Run once; return (wall ms, CPU ms) per round."""
+    """Run once (`invoke` in a worker thread under `sync`); return (wall ms, CPU ms) per round."""
     graph = build()
     if graph is None:
         return float("nan"), float("nan")
     config: RunnableConfig = {"recursion_limit": RECURSION_LIMIT}
     if getattr(graph, "checkpointer", None) is not None:
         config["configurable"] = {"thread_id": "overhead"}
-    timing = await timed(lambda: graph.ainvoke(payload, config))
+    if sync:
+        timing = await timed(lambda: asyncio.to_thread(graph.invoke, payload, config))
+    else:
+        timing = await timed(lambda: graph.ainvoke(payload, config))
     return timing.wall_s * 1000 / ROUNDS, timing.cpu_s * 1000 / ROUNDS
 
 
@@ -97,14 +111,16 @@ async def run(settings: Settings) -> list[Figure]:
         "create_react_agent": (_react_agent, agent_input()),
         "ours_saved": (_ours(saver=True), loop_input()),
         "create_agent_saved": (_create_agent_saved, agent_input()),
+        "ours_sync": (_ours_sync, loop_input()),
+        "create_agent_sync": (_create_agent_sync, agent_input()),
     }
     samples: dict[str, list[float]] = {side: [] for side in sides}
     cpu: dict[str, list[float]] = {side: [] for side in sides}
-    for build, payload in sides.values():  # warm-up: imports, schema caches
-        await _ms_per_round(build, payload)
+    for side, (build, payload) in sides.items():  # warm-up: imports, schema caches
+        await _ms_per_round(build, payload, sync=side.endswith("_sync"))
     for _ in range(settings.repeats):
         for side, (build, payload) in sides.items():
-            wall_ms, cpu_ms = await _ms_per_round(build, payload)
+            wall_ms, cpu_ms = await _ms_per_round(build, payload, sync=side.endswith("_sync"))
             samples[side].append(wall_ms)
             cpu[side].append(cpu_ms)
     ours, streamed = median(samples["ours"]), median(samples["ours_streamed"])
@@ -168,6 +184,18 @@ async def run(settings: Settings) -> list[Figure]:
             None,
             {"ours": samples["ours_saved"], "contender": samples["create_agent_saved"]},
             "information: every step checkpointed, as in an app with a checkpointer",
+        )
+    )
+    figures.append(
+        Figure(
+            "Loop overhead per round, both through invoke",
+            median(samples["ours_sync"]),
+            median(samples["create_agent_sync"]),
+            "ms",
+            "create_agent",
+            None,
+            {"ours": samples["ours_sync"], "contender": samples["create_agent_sync"]},
+            "information: a sync run, as a script or a notebook cell makes it",
         )
     )
     return figures
