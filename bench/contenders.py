@@ -7,7 +7,6 @@ from a `ScriptedChatModel` and the same async tools, so only the framework diffe
 from __future__ import annotations
 
 import asyncio
-import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -54,9 +53,11 @@ ONE_CHUNK = 1_000_000
 RECURSION_LIMIT = 100_000
 """LangGraph's step limit for the long runs (a round of our loop takes several steps)."""
 ANSWER = "All done."
-FIRST_ROUND = re.compile(r"\bround_index: 0\b")
-"""How the planner's prompt names the first round."""
 """The final answer of every scripted run."""
+ROUND_SECTION = "<round>"
+"""The planner prompt's section that names the round (in its last message)."""
+FIRST_ROUND = "round_index: 0,"
+"""How that section names the first round."""
 
 
 class BenchChatModel(ScriptedChatModel):
@@ -239,14 +240,19 @@ def loop_responder(command: Command) -> Callable[[list[BaseMessage]], str | AIMe
     """A planner for concurrent runs: `command` in round 0, then `response`.
 
     The round is read from the request itself (`round_index: 0` in the planner's prompt),
-    so concurrent runs sharing the model never share a position in a script.
+    so concurrent runs sharing the model never share a position in a script. It is read
+    from the message that holds the round section, the last one (a substring test, as
+    cheap as `agent_responder`'s look at the last message), not by scanning the prompt.
     """
     execute = plan_reply("execute", _with_purposes([command]))
     respond = plan_reply("response")
 
     def respond_to(messages: list[BaseMessage]) -> str | AIMessage:
-        first_round = any(FIRST_ROUND.search(message.text) for message in messages)
-        return execute if first_round else respond
+        for message in reversed(messages):
+            content = message.content
+            if isinstance(content, str) and ROUND_SECTION in content:
+                return execute if FIRST_ROUND in content else respond
+        return respond
 
     return respond_to
 
