@@ -236,25 +236,44 @@ def agent_input(request: str = "Collect the items.") -> dict[str, Any]:
     return {"messages": [("user", request)]}
 
 
-def loop_responder(command: Command) -> Callable[[list[BaseMessage]], str | AIMessage]:
+def loop_responder(
+    command: Command, *, native: bool = False
+) -> Callable[[list[BaseMessage]], str | AIMessage]:
     """A planner for concurrent runs: `command` in round 0, then `response`.
 
     The round is read from the request itself (`round_index: 0` in the planner's prompt),
     so concurrent runs sharing the model never share a position in a script. It is read
     from the message that holds the round section, the last one (a substring test, as
     cheap as `agent_responder`'s look at the last message), not by scanning the prompt.
+
+    Args:
+        command: The call of round 0.
+        native: Reply as a tool-calling planner (`plan_mode="native"`): `command` as a
+            tool call, then the answer as text (no JSON plans).
     """
     execute = plan_reply("execute", _with_purposes([command]))
-    respond = plan_reply("response")
+    respond = ANSWER if native else plan_reply("response")
 
-    def respond_to(messages: list[BaseMessage]) -> str | AIMessage:
+    def first_round(messages: list[BaseMessage]) -> bool:
         for message in reversed(messages):
             content = message.content
             if isinstance(content, str) and ROUND_SECTION in content:
-                return execute if FIRST_ROUND in content else respond
-        return respond
+                return FIRST_ROUND in content
+        return False
+
+    def respond_to(messages: list[BaseMessage]) -> str | AIMessage:
+        if not first_round(messages):
+            return respond
+        if native:
+            return _tool_call(command)
+        return execute
 
     return respond_to
+
+
+def _tool_call(command: Command) -> AIMessage:
+    call = ToolCall(name=command["tool_name"], args=dict(command["tool_kwargs"]), id=None)
+    return AIMessage(content="", tool_calls=[call])
 
 
 def agent_responder(command: Command) -> Callable[[list[BaseMessage]], str | AIMessage]:
@@ -263,7 +282,6 @@ def agent_responder(command: Command) -> Callable[[list[BaseMessage]], str | AIM
     def respond_to(messages: list[BaseMessage]) -> str | AIMessage:
         if messages and isinstance(messages[-1], ToolMessage):
             return ANSWER
-        call = ToolCall(name=command["tool_name"], args=dict(command["tool_kwargs"]), id=None)
-        return AIMessage(content="", tool_calls=[call])
+        return _tool_call(command)
 
     return respond_to

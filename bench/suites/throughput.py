@@ -13,7 +13,7 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from agentloop import ModelOptions, create_tool_loop
+from agentloop import ModelOptions, PlanningOptions, create_tool_loop
 from bench.contenders import (
     ONE_CHUNK,
     BenchChatModel,
@@ -44,6 +44,24 @@ def _ours() -> Graph:
         planner,
         [sleeping_tool("get_item", 0)],
         models=ModelOptions(answer_model=answerer),
+        max_rounds=5,
+    )
+
+
+def _ours_native() -> Graph:
+    """Ours as a tool-calling agent: one model plans with tool calls and its reply answers.
+
+    Without the speculative answer, a run makes create_agent's two model calls: the
+    tool call, then the reply after its result, which the answer node adopts.
+    """
+    planner = BenchChatModel(
+        [], responder=loop_responder(COMMAND, native=True), chunk_size=ONE_CHUNK
+    )
+    return create_tool_loop(
+        planner,
+        [sleeping_tool("get_item", 0)],
+        plan_mode="native",
+        planning=PlanningOptions(speculative_answer=False),
         max_rounds=5,
     )
 
@@ -82,12 +100,15 @@ async def run(settings: Settings) -> list[Figure]:
     """Measure runs per second of each side (interleaved, median of repeats)."""
     runs = QUICK_RUNS if settings.quick else RUNS
     ours_graph, agent_graph, answering_graph = _ours(), _agent(), _agent_answering()
+    native_graph = _ours_native()
     await _runs_per_second(ours_graph, loop_input(), 10)  # warm-up
     await _runs_per_second(agent_graph, agent_input(), 10)
     await _runs_per_second(answering_graph, agent_input(), 10)
+    await _runs_per_second(native_graph, loop_input(), 10)
     ours: list[float] = []
     agent: list[float] = []
     answering: list[float] = []
+    native: list[float] = []
     ours_cpu: list[float] = []
     agent_cpu: list[float] = []
     for _ in range(settings.repeats):
@@ -98,6 +119,7 @@ async def run(settings: Settings) -> list[Figure]:
         agent.append(wall)
         agent_cpu.append(cpu)
         answering.append((await _runs_per_second(answering_graph, agent_input(), runs))[0])
+        native.append((await _runs_per_second(native_graph, loop_input(), runs))[0])
     return [
         Figure(
             f"Throughput, {runs} concurrent runs (1 call + answer)",
@@ -127,6 +149,17 @@ async def run(settings: Settings) -> list[Figure]:
             None,
             {"ours": ours, "contender": answering},
             "information: the same run shape as ours (4 steps, 3 model calls)",
+        ),
+        Figure(
+            f"Throughput, {runs} concurrent runs, ours in plan_mode='native' (2 model calls)",
+            median(native),
+            median(agent),
+            "runs/s",
+            "create_agent",
+            None,
+            {"ours": native, "contender": agent},
+            "information: one model plans by tool calls and its last reply is adopted as"
+            " the answer (speculative answer off): create_agent's two model calls",
         ),
     ]
 
