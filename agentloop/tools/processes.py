@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import select
 import signal
@@ -224,6 +225,10 @@ def _started_at(pid: int) -> float | None:
     return int(stat[stat.rfind(")") + 2 :].split()[19]) * _TICK_S
 
 
+_STILL_OPEN = math.inf
+"""The end of a window that is still open (read as now)."""
+
+
 class ChildWindow:
     """The children a thread starts while a call runs on it (beside other async calls).
 
@@ -231,6 +236,10 @@ class ChildWindow:
     one window was open is that call's; one started while several were open could be
     any of theirs (ambiguous). Windows are kept by thread, across every loop of the
     process, for as long as their call runs.
+
+    A window keeps the spans of the windows beside it, not the windows: a server whose
+    event loop always has calls in flight would otherwise keep every window it ever
+    opened alive, each holding the next.
 
     Args:
         tid: The thread (its native id).
@@ -245,7 +254,11 @@ class ChildWindow:
         """When the call started: a child older than this is not its (nothing is read from
         /proc here, on every call's path: only `started`, at a timeout, reads it)."""
         self.closed: float | None = None
-        self.beside: list[ChildWindow] = []
+        self._span = [self.opened, _STILL_OPEN]
+        """When it was open, `[opened, closed]`: the one cell of this window the windows
+        beside it hold (its end is `_STILL_OPEN` until it closes)."""
+        self._beside: list[list[float]] = []
+        """The spans of the windows open at some time while this one was."""
 
     @classmethod
     def open(cls, tid: int) -> ChildWindow:
@@ -254,8 +267,8 @@ class ChildWindow:
         with cls._lock:
             running = cls._open.setdefault(tid, set())
             for other in running:
-                other.beside.append(window)
-                window.beside.append(other)
+                other._beside.append(window._span)
+                window._beside.append(other._span)
             running.add(window)
         return window
 
@@ -264,7 +277,7 @@ class ChildWindow:
         with self._lock:
             if self.closed is not None:
                 return
-            self.closed = _clock()
+            self.closed = self._span[1] = _clock()
             running = self._open.get(self.tid, set())
             running.discard(self)
             if not running:
@@ -284,7 +297,7 @@ class ChildWindow:
             if at is None or at < self.opened - _TICK_S:  # gone, or older than the call
                 continue
             with self._lock:
-                spans = [(other.opened, other.closed or now) for other in self.beside]
+                spans = [(start, min(end, now)) for start, end in self._beside]
             if any(start - _TICK_S <= at <= end + _TICK_S for start, end in spans):
                 ambiguous.add(pid)
             else:
