@@ -783,6 +783,18 @@ class PlanAcceleration:
         if speculative is not None:
             self.wasted.append(speculative.drop(self.scope.emit, outcome))
 
+    def abandon(self) -> None:
+        """The plan node did not finish (cancelled, interrupted, failed): stop its work.
+
+        Nothing it started is used: a resumed run plans again and starts anew. Without
+        this, an answer started beside the plan would stream to its end for nobody.
+        """
+        speculative, self.speculative = self.speculative, None
+        if speculative is not None:
+            speculative.cancel()
+        self.started = 0
+        self.accelerator.abandon_run(self.run_id)
+
 
 # -- the planner's reply as the answer -----------------------------------------------------
 
@@ -807,6 +819,12 @@ class _RunWork:
     calls: dict[str, EarlyCall] = field(default_factory=dict)
     answer: SpeculativeAnswer | None = None
     touched: float = field(default_factory=time.monotonic)
+
+    def cancel(self) -> None:
+        """Stop every piece of work it holds."""
+        for item in (*self.calls.values(), self.answer):
+            if item is not None:
+                item.cancel()
 
 
 class Accelerator:
@@ -884,10 +902,7 @@ class Accelerator:
         """The run's work (under the lock), after dropping what went stale."""
         cutoff = time.monotonic() - self._stale_after_s
         for stale in [key for key, work in self._runs.items() if work.touched < cutoff]:
-            work = self._runs.pop(stale)
-            for item in (*work.calls.values(), work.answer):
-                if item is not None:
-                    item.cancel()
+            self._runs.pop(stale).cancel()
         work = self._runs.setdefault(run_id, _RunWork())
         work.touched = time.monotonic()
         return work
@@ -960,6 +975,13 @@ class Accelerator:
                 answer, work.answer = work.answer, None
             self._forget_if_empty(run_id)
         return answer
+
+    def abandon_run(self, run_id: str) -> None:
+        """Stop the work a run started ahead: the node that would adopt it will not run."""
+        with self._lock:
+            work = self._runs.pop(run_id, None)
+        if work is not None:
+            work.cancel()
 
     def __len__(self) -> int:
         """Runs with work in flight."""

@@ -364,6 +364,16 @@ class _Answer:
     async def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> AnswerUpdate:
         """Answer; then, with a `response_format`, ask for the typed result."""
         call = self._request(state, runtime)
+        try:
+            return await self._run(state, runtime, call)
+        except BaseException:  # cancelled, interrupted or failed: the answer is not used
+            if call.speculative is not None:
+                call.speculative.cancel()  # else it streams to its end for nobody
+            raise
+
+    async def _run(
+        self, state: LoopState, runtime: Runtime[LoopContext], call: _AnswerCall
+    ) -> AnswerUpdate:
         hooks = HookRun(self.parts.hooks, "answer", state, runtime, call.held)
         asks = not call.unplanned and call.adopted is None  # a model call, with its hooks
         if asks and (await hooks.before()) is not None:

@@ -421,9 +421,13 @@ class _Plan:
                 return cast(PlanUpdate, ended)
         planned = await self._plan_round(state, runtime, held)
         if _starts_round(planned, scope):  # no review between the plan and its calls
-            prepared = await prepare_round(
-                self.parts, self.accelerator, state_after(state, planned), scope
-            )
+            try:
+                prepared = await prepare_round(
+                    self.parts, self.accelerator, state_after(state, planned), scope
+                )
+            except BaseException:  # the calls started early will not be adopted
+                self.accelerator.abandon_run(run_id_of(state))
+                raise
             planned = cast(PlanUpdate, joined(planned, prepared))
         if ended is not None:
             planned = cast(PlanUpdate, joined(ended, planned))
@@ -445,6 +449,19 @@ class _Plan:
         """
         asynchronous = has_running_loop()
         attempts = self._request(state, runtime, asynchronous=asynchronous, held=held)
+        try:
+            return await self._planned(state, runtime, attempts, held)
+        except BaseException:  # cancelled, interrupted or failed: nothing started is used
+            attempts.ahead.abandon()
+            raise
+
+    async def _planned(
+        self,
+        state: LoopState,
+        runtime: Runtime[LoopContext],
+        attempts: _Attempts,
+        held: HeldEvents | None,
+    ) -> PlanUpdate:
         attempt = partial(self._attempt, attempts)
         hooks = HookRun(self.parts.hooks, "plan", state, runtime, held)
         deferred = reviews_after(self.parts)
