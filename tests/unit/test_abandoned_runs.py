@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 from langchain_core.tools import tool
 
-from agentloop import ModelOptions, PlanningOptions, create_tool_loop
+from agentloop import (
+    GovernanceOptions,
+    ModelOptions,
+    PlanningOptions,
+    ToolPolicy,
+    create_tool_loop,
+)
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 ANSWER = "word " * 60
@@ -85,3 +91,38 @@ async def test_a_chat_ui_that_stops_reading_the_answer_stops_it() -> None:
     await stream.aclose()
     assert "".join(read) == ANSWER[:40]
     await _assert_stopped(answerer)
+
+
+async def test_a_run_cancelled_while_its_plan_streams_stops_the_calls_it_started() -> None:
+    ran: list[str] = []
+
+    @tool
+    async def read_page(n: int) -> str:
+        """Read a page."""
+        ran.append("started")
+        try:
+            await asyncio.sleep(1.0)
+        except asyncio.CancelledError:
+            ran.append("cancelled")
+            raise
+        ran.append("finished")
+        return f"page {n}"
+
+    commands = [{"tool_name": "read_page", "tool_kwargs": {"n": n}} for n in range(3)]
+    planner = ScriptedChatModel(
+        [plan_reply("execute", commands), plan_reply("response"), "done"],
+        chunk_size=4,
+        chunk_delay_s=0.01,
+    )
+    policies = {"read_page": ToolPolicy(read_only=True, idempotent=True)}
+    graph = create_tool_loop(planner, [read_page], governance=GovernanceOptions(policies=policies))
+    run = asyncio.create_task(graph.ainvoke({"user_input": "read three pages"}))
+    await _until(lambda: bool(ran))  # started while the plan streams (streaming dispatch)
+    assert not run.done()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    await asyncio.sleep(0.05)
+    assert ran == ["started", "cancelled"]
+    running = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    assert running == []
