@@ -251,7 +251,7 @@ def loop_responder(
         native: Reply as a tool-calling planner (`plan_mode="native"`): `command` as a
             tool call, then the answer as text (no JSON plans).
     """
-    execute = plan_reply("execute", _with_purposes([command]))
+    execute = None if native else plan_reply("execute", _with_purposes([command]))
     respond = ANSWER if native else plan_reply("response")
 
     def first_round(messages: list[BaseMessage]) -> bool:
@@ -264,9 +264,7 @@ def loop_responder(
     def respond_to(messages: list[BaseMessage]) -> str | AIMessage:
         if not first_round(messages):
             return respond
-        if native:
-            return _tool_call(command)
-        return execute
+        return _tool_call(command) if execute is None else execute
 
     return respond_to
 
