@@ -1,9 +1,10 @@
-"""A run that is cancelled stops the answer it started ahead.
+"""A run that is cancelled stops the work it started ahead.
 
 With the speculative answer, the answer call starts beside a plan, out of sight, and
-the `answer` node relays it. When the run is cancelled (a client goes away: LangGraph's
-server cancels its run; a chat UI stops reading the stream), that answer stops too:
-otherwise it streams to its end for nobody, at the model's price.
+the `answer` node relays it; with streaming dispatch, read-only calls start while the
+plan streams. When the run is cancelled (a client goes away: LangGraph's server cancels
+its run; a chat UI stops reading the stream), they stop too: otherwise the answer
+streams to its end for nobody, at the model's price, and the calls run on.
 """
 
 from __future__ import annotations
