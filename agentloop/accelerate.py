@@ -34,9 +34,11 @@ loop's `Accelerator` (in this process's memory, for one step of the graph), neve
 checkpoint: a run resumed, replayed, forked or picked up by another process finds
 nothing there, so each call takes its ordinary route and the side-effect ledger decides
 whether it runs. Only read-only, idempotent calls start early, so losing one costs time,
-not effects. Work nobody adopted (a run that died between two nodes) is dropped after
-`STALE_AFTER_S`. Under `invoke` the work runs as the rest of a sync run does (blocking), on a
-thread of the loop's `WorkerPool`: no thread is started per call.
+not effects. A node that does not finish (its run cancelled, interrupted, failed) stops
+what it holds: the plan node what it started (`PlanAcceleration.abandon`), the answer
+node the answer it took. Work nobody adopted (a run that died between two nodes) is
+dropped after `STALE_AFTER_S`. Under `invoke` the work runs as the rest of a sync run
+does (blocking), on a thread of the loop's `WorkerPool`: no thread is started per call.
 """
 
 from __future__ import annotations
