@@ -253,7 +253,6 @@ class ChildWindow:
         self.opened = _clock()
         """When the call started: a child older than this is not its (nothing is read from
         /proc here, on every call's path: only `started`, at a timeout, reads it)."""
-        self.closed: float | None = None
         self._span = [self.opened, _STILL_OPEN]
         """When it was open, `[opened, closed]`: the one cell of this window the windows
         beside it hold (its end is `_STILL_OPEN` until it closes)."""
@@ -275,9 +274,9 @@ class ChildWindow:
     def close(self) -> None:
         """End the window (the call ended or timed out)."""
         with self._lock:
-            if self.closed is not None:
+            if self._span[1] != _STILL_OPEN:
                 return
-            self.closed = self._span[1] = _clock()
+            self._span[1] = _clock()
             running = self._open.get(self.tid, set())
             running.discard(self)
             if not running:
