@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         AgentLoopError,
         ConfigurationError,
         ErrorType,
+        IdempotencyConflictError,
         InputError,
         MCPToolError,
         MCPTransportError,
@@ -98,6 +99,7 @@ __all__ = [
     # errors
     "AgentLoopError",
     "ConfigurationError",
+    "IdempotencyConflictError",
     "InputError",
     "MCPToolError",
     "MCPTransportError",
@@ -147,6 +149,7 @@ _EXPORTS: dict[str, str] = {
     "to_action_results": "agentloop.nodes.answer",
     "AgentLoopError": "agentloop.errors",
     "ConfigurationError": "agentloop.errors",
+    "IdempotencyConflictError": "agentloop.errors",
     "InputError": "agentloop.errors",
     "MCPToolError": "agentloop.errors",
     "MCPTransportError": "agentloop.errors",

@@ -102,9 +102,10 @@ from agentloop.state import (
     ToolCommand,
     ToolExecutionRecord,
     empty_round_state,
+    invocation_of,
     run_book,
-    run_id_of,
 )
+from agentloop.tools.call_id import kept_under
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
 from agentloop.usage import message_usage
@@ -647,7 +648,7 @@ class PlanAcceleration:
         self.wasted: list[tuple[str, int, int]] = []
         """Cancelled speculative answers: (model, input tokens, output tokens)."""
         self.dispatching = scope.settings.streaming_dispatch
-        self.run_id = run_id_of(state)
+        self.invocation = invocation_of(state)
         self.started_in_round = 0
         """Calls started for every reply of this round (the per-round cap counts them)."""
         self.calls: dict[str, PreparedCall] = {}
@@ -727,7 +728,7 @@ class PlanAcceleration:
         own = own_arguments(written, command, parts.unredacted)
         with planned(None if own is None else (own, dict(command["tool_kwargs"]))):
             handle = _start(work, workers, asynchronous=self.asynchronous, empty=False)
-        self.accelerator.hold_call(self.run_id, EarlyCall(command, call, handle))
+        self.accelerator.hold_call(self.invocation, EarlyCall(command, call, handle))
         self.started += 1
         self.started_in_round += 1
         self.calls[call["call_id"]] = call
@@ -747,7 +748,7 @@ class PlanAcceleration:
         if not self.started:
             return
         self.started = 0
-        for call_id, early in self.accelerator.withdraw_calls(self.run_id).items():
+        for call_id, early in self.accelerator.withdraw_calls(self.invocation).items():
             call = self.calls.pop(call_id, None)
             record = early.finished()
             if record is None:
@@ -778,7 +779,7 @@ class PlanAcceleration:
             if failed or action != "response":
                 self._drop_answer("cancelled")
             else:
-                self.accelerator.hold_answer(run_id_of(self.state), self.speculative)
+                self.accelerator.hold_answer(self.invocation, self.speculative)
 
     def _drop_answer(self, outcome: str) -> None:
         speculative, self.speculative = self.speculative, None
@@ -795,7 +796,7 @@ class PlanAcceleration:
         if speculative is not None:
             speculative.cancel()
         self.started = 0
-        self.accelerator.abandon_run(self.run_id)
+        self.accelerator.abandon_run(self.invocation)
 
 
 # -- the planner's reply as the answer -----------------------------------------------------
@@ -950,11 +951,11 @@ class Accelerator:
         """Hook of `call_tool`: the call as it started early, when it is the same call."""
         if not self._runs:  # no run holds anything: nothing started early
             return None
-        run_id = call["run_id"]
+        invocation = kept_under(call)
         with self._lock:
-            work = self._runs.get(run_id)
+            work = self._runs.get(invocation)
             early = work.calls.pop(call["call_id"], None) if work is not None else None
-            self._forget_if_empty(run_id)
+            self._forget_if_empty(invocation)
         if early is not None and early.call["call_key"] != call["call_key"]:
             early.cancel()
             return None

@@ -236,6 +236,10 @@ class PreparedCall(TypedDict):
     earlier version, which the ledger then finds by its `call_key`."""
     run_id: str
     """The run the call belongs to (the `run_id` of `agentloop.tools.call_id.CallId`)."""
+    invocation: NotRequired[str]
+    """The invocation that prepared it (`RunBook.invocation`): what the loop keeps in
+    memory for the call (its whole result, the planner's own arguments) is kept under it
+    and the call id. Absent from a call checkpointed by an earlier version."""
     ledger_thread: NotRequired[str]
     """Where the ledger keeps the call in place of its thread, for a run submitted with an
     idempotency key (`agentloop.durability.identity.ledger_thread`)."""

@@ -24,6 +24,7 @@ __all__ = [
     "AgentLoopError",
     "ConfigurationError",
     "ErrorType",
+    "IdempotencyConflictError",
     "InputError",
     "MCPToolError",
     "MCPTransportError",
@@ -124,6 +125,15 @@ class InputError(AgentLoopError, ValueError):
     Raised by the loop's first node, before any model is called; nothing of the
     thread is changed but the failed step.
     """
+
+
+class IdempotencyConflictError(InputError):
+    """An idempotency key was submitted again with another request: a key names one request.
+
+    Raised by the loop's first node, before any call runs; the run is refused whole.
+    """
+
+    error_type = "idempotency_conflict"
 
 
 class PromptTemplateError(ConfigurationError):

@@ -6,9 +6,11 @@ arguments the planner wrote, as under `create_agent`: the `plan` node keeps the 
 own arguments of each command the hook changed here, in the memory of the compiled
 loop, and the tool's function gets them at the last moment (`restored`), inside the
 tool's redacted run, so callbacks, records, events and the ledger still see the
-redacted ones. A call streaming dispatch starts before the plan ends is prepared from
-the command as the state will keep it, and gets the planner's own arguments the same
-way (`own_arguments`), so `execute` adopts it as the call it prepares.
+redacted ones. They are kept under the run's invocation (`RunBook.invocation`, which
+two runs never share) and the call id, and released when the run ends. A call
+streaming dispatch starts before the plan ends is prepared from the command as the
+state will keep it, and gets the planner's own arguments the same way
+(`own_arguments`), so `execute` adopts it as the call it prepares.
 
 Memory is not durable: when the run resumes in another process, or the call waits
 longer than `KEPT_FOR_S` (an interrupt before it), the planner's own arguments are gone
@@ -27,6 +29,7 @@ from cachetools import TTLCache
 from pydantic import BaseModel
 
 from agentloop.call_shapes import PreparedCall, ToolCommand
+from agentloop.tools.call_id import kept_under
 
 __all__ = [
     "KEPT_FOR_S",
@@ -70,11 +73,12 @@ class PlannedArguments:
 
     def __init__(self, kept_for_s: float = KEPT_FOR_S) -> None:
         """Keep each call's arguments for `kept_for_s` seconds at most."""
-        self._kept: TTLCache[str, Planned] = TTLCache(_KEPT_CALLS, kept_for_s)
+        self._kept: TTLCache[tuple[str, str], Planned] = TTLCache(_KEPT_CALLS, kept_for_s)
         self._lock = threading.Lock()
 
     def keep(
         self,
+        invocation: str,
         call_id: Callable[[int], str],
         written: Sequence[ToolCommand],
         kept: Sequence[ToolCommand],
@@ -83,6 +87,7 @@ class PlannedArguments:
         """Keep the arguments of each command that redaction changed.
 
         Args:
+            invocation: The run's invocation (`RunBook.invocation`).
             call_id: The call id of a command's position (asked only for the kept ones).
             written: The commands as the planner wrote them.
             kept: The same commands as the state keeps them (redacted, checkpoint-safe).
@@ -100,13 +105,24 @@ class PlannedArguments:
         if changed:
             with self._lock:
                 for position, own in changed:
-                    self._kept[call_id(position)] = (own, dict(kept[position]["tool_kwargs"]))
+                    planned = (own, dict(kept[position]["tool_kwargs"]))
+                    self._kept[(invocation, call_id(position))] = planned
         return [position for position, _ in changed]
 
     def take(self, call: PreparedCall) -> Planned | None:
         """The planner's own arguments of a call, and the kept ones (None: gone)."""
         with self._lock:
-            return self._kept.pop(call["call_id"], None)
+            return self._kept.pop((kept_under(call), call["call_id"]), None)
+
+    def release(self, invocation: str) -> None:
+        """Drop what is kept for a run's calls (the run ended)."""
+        with self._lock:
+            for key in [key for key in self._kept if key[0] == invocation]:
+                del self._kept[key]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._kept)
 
 
 def own_arguments(

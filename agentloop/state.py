@@ -64,6 +64,7 @@ __all__ = [
     "reduce_usage",
     "run_book",
     "run_id_of",
+    "invocation_of",
     "DEFAULT_RUN_ID",
     "run_limit",
     "valid_idempotency_key",
@@ -121,7 +122,14 @@ class RunBook(TypedDict, total=False):
     """
 
     run_id: str
-    """Identifies this run (stable across resume, replay and fork); prefixes call ids."""
+    """Names this run for the side-effect ledger (stable across resume, replay and fork:
+    what starts the run and who asked); prefixes call ids."""
+    invocation: str
+    """This invocation of the loop: the LangGraph server's run id, else one drawn when the
+    run starts. Kept in the checkpoint, so a resume, replay or fork of the run finds it;
+    two runs never share it, even with the same request on one thread at once. What the
+    loop keeps in memory for a run (whole results for references, the planner's own
+    arguments, work started ahead) is keyed by it (`invocation_of`)."""
     idempotency_scope: str
     """The run's idempotency key as its calls know it (`idempotency_scope`), "" without one:
     it names the calls in place of `run_id`, and the ledger keeps them under it."""
@@ -161,6 +169,15 @@ def run_id_of(state: Mapping[str, Any]) -> str:
     so they all name it the same way.
     """
     return run_book(state).get("run_id") or DEFAULT_RUN_ID
+
+
+def invocation_of(state: Mapping[str, Any]) -> str:
+    """The invocation of the state's run (`RunBook.invocation`).
+
+    A thread checkpointed by a version that drew none falls back on its run id.
+    """
+    book = run_book(state)
+    return book.get("invocation") or book.get("run_id") or DEFAULT_RUN_ID
 
 
 def reduce_run_book(current: RunBook | None, update: RunBook | None) -> RunBook:

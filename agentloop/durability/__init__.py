@@ -27,10 +27,14 @@ if TYPE_CHECKING:
         resuming,
     )
     from agentloop.durability.guard import CallGuard, Settled
+    from agentloop.durability.idempotency import (
+        IDEMPOTENCY_KEY_TTL_S,
+        idempotency_scope,
+        settle_idempotency_key,
+    )
     from agentloop.durability.identity import (
         IDEMPOTENCY_KEY_MAX_CHARS,
         call_key,
-        idempotency_scope,
         ledger_thread,
         loop_namespace,
         position_key,
@@ -67,6 +71,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IDEMPOTENCY_KEY_MAX_CHARS",
+    "IDEMPOTENCY_KEY_TTL_S",
     "AsyncPostgresLedger",
     "AsyncSqliteLedger",
     "CallGuard",
@@ -102,6 +107,7 @@ __all__ = [
     "run_identity",
     "run_ledger",
     "server_database_uri",
+    "settle_idempotency_key",
     "settle_run_identity",
 ]
 
@@ -120,6 +126,7 @@ def __getattr__(name: str) -> Any:
     from agentloop.durability import (
         _langgraph,
         guard,
+        idempotency,
         identity,
         late,
         ledger,
@@ -130,7 +137,7 @@ def __getattr__(name: str) -> Any:
         store,
     )
 
-    modules = (_sync, _langgraph, guard, identity, late, ledger, placement, retry)
+    modules = (_sync, _langgraph, guard, idempotency, identity, late, ledger, placement, retry)
     for module in (*modules, server_database, sql, store):
         if name in module.__all__:
             value = getattr(module, name)

@@ -11,7 +11,14 @@
   its outcome; when the claimant is gone without an outcome, the call may or may not
   have happened: `unknown_outcome`. A resumable call (a sub-agent, whose own calls are
   guarded) is entered again instead.
-- Every call's outcome is recorded when it finishes.
+- Every call's outcome is recorded when it finishes, with the invocation that ran it
+  (`SUBMISSION_FIELD`).
+- A failure is not an outcome to replay to another submission: a call whose recorded
+  outcome is a failure (`status` `failed`) that another invocation of the run recorded
+  (a request submitted again, with its idempotency key or on its thread) runs again.
+  Its new attempt is an entry of its own (`retry_key`), claimed like any call, so of
+  several submissions at once exactly one runs it. A resume, replay or fork of the run
+  that recorded the failure (the same invocation) replays it.
 """
 
 from __future__ import annotations
@@ -36,13 +43,23 @@ from agentloop.durability.ledger import (
     unmark_running,
 )
 
-__all__ = ["STARTED_BEFORE_STOP", "STARTED_ELSEWHERE", "CallGuard", "Settled"]
+__all__ = [
+    "STARTED_BEFORE_STOP",
+    "STARTED_ELSEWHERE",
+    "SUBMISSION_FIELD",
+    "CallGuard",
+    "Settled",
+    "retry_key",
+]
 
 STARTED_BEFORE_STOP = "it was started before the run stopped and did not report back"
 STARTED_ELSEWHERE = "another worker started it and did not report back in time"
 
 GRACE_S = 2.0
 """Extra wait for a live claimant beyond the call's timeout."""
+SUBMISSION_FIELD = "submission"
+"""The field of a recorded outcome naming the invocation that ran the call (stripped
+from the record a replay returns)."""
 
 Record = dict[str, Any]
 
@@ -61,6 +78,11 @@ class Settled:
 _Step = Literal["replay", "wait", "unknown", "take_over"]
 
 
+def retry_key(key: LedgerKey, failed_by: str) -> LedgerKey:
+    """Where the next attempt of a call lives, after the attempt `failed_by` ran failed."""
+    return LedgerKey(key.thread_id, key.namespace, f"{key.call_key}~{failed_by[:32]}")
+
+
 @dataclass
 class CallGuard:
     """Applies the ledger's rules to one call.
@@ -74,6 +96,8 @@ class CallGuard:
         resumable: Whether a call whose claimant is gone is entered again.
         timeout_s: The call's time limit; bounds the wait for a live claimant.
         reexecute: Run the call even when its outcome is recorded.
+        submission: The invocation the call serves (`RunBook.invocation`): recorded with
+            its outcome; another's recorded failure runs the call again ("": never).
     """
 
     ledger: SideEffectLedger
@@ -83,6 +107,7 @@ class CallGuard:
     resumable: bool = False
     timeout_s: float = 30.0
     reexecute: bool = False
+    submission: str = ""
     claimed: bool = False
     running: bool = False
     """This process is marked as running the call (from before its claim to its outcome)."""
@@ -93,6 +118,19 @@ class CallGuard:
         if entry is not None and entry.outcome is not None and not self.reexecute:
             return Settled("replayed", entry.outcome)
         return None
+
+    def _failed_elsewhere(self, entry: LedgerEntry) -> str:
+        """The invocation whose recorded failure this submission runs again ("": none).
+
+        An outcome recorded without its invocation (by an earlier version) is replayed.
+        """
+        outcome = entry.outcome
+        if not self.submission or outcome is None or outcome.get("status") != "failed":
+            return ""
+        failed_by = outcome.get(SUBMISSION_FIELD)
+        if not isinstance(failed_by, str) or failed_by == self.submission:
+            return ""
+        return failed_by
 
     def _step(self, entry: LedgerEntry, deadline: float) -> _Step:
         if entry.outcome is not None:
@@ -128,6 +166,9 @@ class CallGuard:
             entry = await self.ledger.operation(LedgerOp("get", alias, OWNER))
             if entry is not None:
                 self.key = alias
+        while entry is not None and (failed_by := self._failed_elsewhere(entry)):
+            self.key = retry_key(self.key, failed_by)  # its next attempt
+            entry = await self._ledger("get")
         return entry
 
     async def decide(self) -> Settled | None:
@@ -153,6 +194,11 @@ class CallGuard:
         attempt = 0
         while lost is not None:
             step = self._step(lost, self._deadline(lost))
+            failed_by = self._failed_elsewhere(lost) if step == "replay" else ""
+            if failed_by:  # another submission's attempt failed while this one waited
+                self.key = retry_key(self.key, failed_by)
+                lost, attempt = await self._claim(), 0
+                continue
             if step == "replay":
                 return Settled("replayed", lost.outcome)
             if step == "unknown":
@@ -213,7 +259,8 @@ class CallGuard:
                     await self._ledger("release")
                     self.claimed = False
                 raise
-            await self._ledger("finish", record)
+            recorded = {**record, SUBMISSION_FIELD: self.submission} if self.submission else record
+            await self._ledger("finish", recorded)
         finally:
             self._unmark_running()
         return record

@@ -16,10 +16,11 @@ answers, or its turn on the thread and its request). A call has two names:
   call under this name, so the ledger looks it up there too. It is also the
   `idempotency_key` the tool receives.
 
-A run submitted with an idempotency key (`idempotency_scope`) names its calls by the key
-and the loop's namespace instead of its own run, and keeps their ledger entries under
-the key instead of its thread: the same request submitted twice with one key, on one
-thread or two, finds the first submission's calls.
+A run is also named by who asked, so two users' identical requests on one thread at once
+are two runs. A run submitted with an idempotency key names its calls by the key (see
+`agentloop.durability.idempotency`) instead of its own run, and keeps their ledger
+entries under the key instead of its thread: the same request submitted twice with one
+key by one user, on one thread or two, finds the first submission's calls.
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ __all__ = [
     "IDEMPOTENCY_KEY_MAX_CHARS",
     "OWNER_META_KEY",
     "call_key",
-    "idempotency_scope",
     "ledger_thread",
     "loop_namespace",
+    "name_digest",
     "position_key",
     "run_identity",
 ]
@@ -80,8 +81,8 @@ def run_identity(thread_id: str | None, namespace: str, anchor: str) -> str:
         thread_id: The run's thread; None without a checkpointer, when nothing can be
             resumed and every run gets a fresh random id.
         namespace: The loop's namespace (`loop_namespace`).
-        anchor: What starts the run: a parent call's key, a human message id, or the
-            thread's turn number with a digest of the request.
+        anchor: What starts the run: a parent call's key, else who asked with a human
+            message id or the thread's turn number and a digest of the request.
 
     Returns:
         A 16-character id.
@@ -91,19 +92,9 @@ def run_identity(thread_id: str | None, namespace: str, anchor: str) -> str:
     return _digest(thread_id, namespace, anchor, size=16)
 
 
-def idempotency_scope(namespace: str, key: str) -> str:
-    """Name the calls of a run submitted with an idempotency key.
-
-    Args:
-        namespace: The loop's namespace (`loop_namespace`).
-        key: The run's idempotency key (validated: see `agentloop.state`).
-
-    Returns:
-        A 16-character id that stands for the run in its calls' keys (`call_key`,
-        `position_key`): the same for every submission of the key to this loop, whatever
-        its thread.
-    """
-    return _digest("idempotency", namespace, key, size=16)
+def name_digest(*parts: str) -> str:
+    """A 16-character name made of parts (a digest: equal parts, equal names)."""
+    return _digest(*parts, size=16)
 
 
 def ledger_thread(scope: str) -> str:

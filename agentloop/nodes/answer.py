@@ -30,7 +30,7 @@ from agentloop.prompts import (
     to_prompt_json,
 )
 from agentloop.settings import LoopContext, RunScope
-from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state, run_id_of
+from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state, invocation_of
 from agentloop.structured import StructuredResult
 from agentloop.system_prompt import with_app_instructions
 from agentloop.transcript import edited_prompt
@@ -285,7 +285,7 @@ class _Answer:
             message_text,
             _configure,
         )
-        speculative = self.accelerator.take_answer(run_id_of(state))
+        speculative = self.accelerator.take_answer(invocation_of(state))
         call = _AnswerCall(scope, prompt.action_results, arguments, time.perf_counter(), unplanned)
         call.adopted = adopted
         call.held = held
@@ -363,6 +363,7 @@ class _Answer:
 
     async def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> AnswerUpdate:
         """Answer; then, with a `response_format`, ask for the typed result."""
+        self.parts.release_kept(invocation_of(state))  # no call of the run is to come
         call = self._request(state, runtime)
         try:
             return await self._run(state, runtime, call)

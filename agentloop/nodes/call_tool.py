@@ -14,6 +14,7 @@ running (with the ledger's record when an earlier execution of it left one).
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any, cast
 
 from langgraph.config import get_config
@@ -25,6 +26,7 @@ from agentloop.nodes.parts import LoopParts
 from agentloop.planned_arguments import NOTHING_PLANNED, planned, unavailable_message
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord
+from agentloop.tools.call_id import kept_under
 from agentloop.tools.deferred import complete_call
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled
@@ -77,6 +79,13 @@ class _CallTool:
 
     async def run(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> CallToolUpdate:
         """The task: a coroutine `LoopNode` awaits under `ainvoke`, runs blocking under `invoke`."""
+        try:
+            return await self._run(call, runtime)
+        except asyncio.CancelledError:  # the run was cancelled: what it kept goes
+            self.parts.release_kept(kept_under(call))
+            raise
+
+    async def _run(self, call: PreparedCall, runtime: Runtime[LoopContext]) -> CallToolUpdate:
         scope = self.parts.scope(runtime)
         redacted = call.get("redacted")
         written = self.parts.planned_arguments.take(call) if redacted else None

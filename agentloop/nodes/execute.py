@@ -335,8 +335,8 @@ async def prepare_round(
     """
     decision = state.get("decision") or {"next_action": "response", "execution_commands": []}
     preparation = PlanPreparation(parts, state, scope.settings)
-    run_id = preparation.run_id
-    started = accelerator.started_calls(run_id)
+    run_id, invocation = preparation.run_id, preparation.invocation
+    started = accelerator.started_calls(invocation)
     commands = decision["execution_commands"]
     cap = scope.settings.max_commands_per_round
     adopted: set[str] = set()
@@ -372,7 +372,7 @@ async def prepare_round(
             if record is not None:
                 known[call["call_id"]] = record
     runnable = [call for call in calls if call["call_id"] not in settled]
-    accelerator.drop_calls(run_id, keep=adopted.__contains__)
+    accelerator.drop_calls(invocation, keep=adopted.__contains__)
     safe = [c["concurrency_safe"] for c in runnable]
     position = {call["index"]: p for p, call in enumerate(runnable)}
     waits_for = [

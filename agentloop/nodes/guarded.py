@@ -31,7 +31,7 @@ from agentloop.durability import (
     loop_namespace,
     run_ledger,
 )
-from agentloop.durability.guard import STARTED_BEFORE_STOP, STARTED_ELSEWHERE
+from agentloop.durability.guard import STARTED_BEFORE_STOP, STARTED_ELSEWHERE, SUBMISSION_FIELD
 from agentloop.durability.ledger import owner_is_gone
 from agentloop.events import Emit, ToolCompleted
 from agentloop.nodes.parts import LoopParts
@@ -39,7 +39,7 @@ from agentloop.settings import RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord, call_status
 from agentloop.tools.cache_scope import run_identities
 from agentloop.tools.call_config import CallInfo, with_call_info
-from agentloop.tools.call_id import tool_call_id
+from agentloop.tools.call_id import kept_under, tool_call_id
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
 
@@ -84,6 +84,7 @@ def call_guard(parts: LoopParts, call: PreparedCall, scope: RunScope) -> CallGua
         resumable=policy.resumable,
         timeout_s=policy.timeout_s,
         reexecute=bool(scope.loop is not None and scope.loop.reexecute),
+        submission=kept_under(call),
     )
 
 
@@ -98,7 +99,8 @@ def settled_record(
         gone: The loop no longer has the call's tool (a deploy removed or renamed it).
     """
     if settled.kind == "replayed" and settled.outcome is not None:
-        record = cast(ToolExecutionRecord, dict(settled.outcome))
+        outcome = {k: v for k, v in settled.outcome.items() if k != SUBMISSION_FIELD}
+        record = cast(ToolExecutionRecord, outcome)
         for field in ("call_id", "call_key", "index", "round_index", "purpose"):
             record[field] = call[field]
         if call.get("position_key"):

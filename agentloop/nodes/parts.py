@@ -105,6 +105,15 @@ class LoopParts:
         """A state update, redacted and checkpoint-safe (declared field names kept)."""
         return safe_update(update, self.redact, plain_keys=DECLARED_FIELDS)
 
+    def release_kept(self, invocation: str) -> None:
+        """Drop what the loop keeps in memory for a run's calls (whole results, arguments).
+
+        Called when the run's round ends (a reference names a command of its own plan),
+        when the run answers and when it is cancelled.
+        """
+        self.runner.whole_results.release(invocation)
+        self.planned_arguments.release(invocation)
+
     def unredacted(self, value: Any) -> Any:
         """A value made checkpoint-safe, not redacted (the planner's own arguments)."""
         return checkpoint_safe(value, None, plain_keys=DECLARED_FIELDS)

@@ -56,6 +56,7 @@ from agentloop.state import (
     LoopState,
     PlanDecision,
     empty_round_state,
+    invocation_of,
     run_book,
     run_id_of,
     run_limit,
@@ -352,6 +353,7 @@ class _Plan:
         label = round_label(round_state["round_index"], book.get("consecutive_rollbacks", 0))
         run_id = run_id_of(state)
         changed = self.parts.planned_arguments.keep(
+            invocation_of(state),
             lambda position: str(CallId(run_id, label, position)),
             commands,
             kept["execution_commands"],
@@ -413,7 +415,8 @@ class _Plan:
         # the hooks let the call go ahead
         held = held_events(self.parts.hooks, scope.emit)
         ended = collect_round(self.parts, state, scope, None if held is None else held.append)
-        if ended is not None:
+        if ended is not None:  # what the round's calls kept for their references goes
+            self.parts.release_kept(invocation_of(state))
             state = state_after(state, ended)
             if after_round(state) != "plan":
                 if held:
@@ -426,7 +429,7 @@ class _Plan:
                     self.parts, self.accelerator, state_after(state, planned), scope
                 )
             except BaseException:  # the calls started early will not be adopted
-                self.accelerator.abandon_run(run_id_of(state))
+                self.accelerator.abandon_run(invocation_of(state))
                 raise
             planned = cast(PlanUpdate, joined(planned, prepared))
         if ended is not None:

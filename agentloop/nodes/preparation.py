@@ -30,6 +30,7 @@ from agentloop.state import (
     ToolCommand,
     ToolExecutionRecord,
     empty_round_state,
+    invocation_of,
     run_book,
     run_id_of,
 )
@@ -60,6 +61,7 @@ class PlanPreparation:
         rollbacks = book.get("consecutive_rollbacks", 0)
         self.parts = parts
         self.run_id = run_id_of(state)
+        self.invocation = invocation_of(state)
         self.scope = book.get("idempotency_scope") or ""
         self.named_by = self.scope or self.run_id
         """What names the calls: the run, or its idempotency key (the same for every
@@ -165,6 +167,7 @@ class PlanPreparation:
     def _add(
         self, call: PreparedCall, record: ToolExecutionRecord | None
     ) -> tuple[PreparedCall, ToolExecutionRecord | None]:
+        call["invocation"] = self.invocation
         given = call.get("tool_call_id", "")
         if not given or given in self._tool_call_ids:  # the planner's id, once per plan
             call["tool_call_id"] = self.call_id(call["index"]).tool_call_id

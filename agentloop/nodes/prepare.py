@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import uuid
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -19,11 +20,11 @@ from agentloop.durability import (
     current_checkpointer,
     current_durability,
     durability_gap,
-    idempotency_scope,
     loop_namespace,
     run_attempt,
     run_identity,
     run_ledger,
+    settle_idempotency_key,
     settle_run_identity,
 )
 from agentloop.events import DurabilityWarning, McpServerUnavailable
@@ -31,10 +32,11 @@ from agentloop.messages import resolve_request
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, RunBook, empty_round_state, run_book, valid_idempotency_key
+from agentloop.tools.cache_scope import run_identities
 from agentloop.tools.call_config import call_info
 from agentloop.updates import PrepareUpdate
 
-__all__ = ["make_prepare", "run_anchor", "run_idempotency_key", "runs_before"]
+__all__ = ["make_prepare", "new_invocation", "run_anchor", "run_idempotency_key", "runs_before"]
 
 logger = logging.getLogger("agentloop")
 
@@ -44,23 +46,38 @@ EXIT_DURABILITY_WARNING = (
 )
 
 
-def run_anchor(state: LoopState, request: str, human: HumanMessage | None, scope: RunScope) -> str:
+def run_anchor(
+    state: LoopState, request: str, human: HumanMessage | None, scope: RunScope, owner: str
+) -> str:
     """What names this run, in order of preference.
 
     The key of the parent loop's call it serves (a sub-agent: its `position_key`, which a
-    deploy of new code does not change, else its `call_key`), the id of the human
-    message it answers, else its turn on the thread with a digest of the request (and
-    the parent task's namespace when the loop is a subgraph).
+    deploy of new code does not change, else its `call_key`; the parent's run already
+    names who asked), else who asked (`owner`) with the id of the human message it
+    answers, else with its turn on the thread and a digest of the request (and the parent
+    task's namespace when the loop is a subgraph). Two users sending the same request on
+    one thread at once make two runs.
     """
     parent_call = call_info(get_config())
     if parent_call is not None:
         return f"call:{parent_call.get('position_key') or parent_call['call_key']}"
     if human is not None and human.id:
-        return f"message:{human.id}"
+        return f"message:{owner}:{human.id}"
     task_ns = scope.execution.checkpoint_ns if scope.execution else ""
     parent_ns = task_ns.rsplit("|", 1)[0] if "|" in task_ns else ""
     digest = hashlib.sha256(request.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"turn:{parent_ns}:{runs_before(state, human)}:{digest}"
+    return f"turn:{owner}:{parent_ns}:{runs_before(state, human)}:{digest}"
+
+
+def new_invocation(scope: RunScope) -> str:
+    """Name this invocation of the loop (`RunBook.invocation`): never shared by two runs.
+
+    The LangGraph server's run id where the server runs it (its retries of the run keep
+    it), else a random one. Either is kept in the checkpoint, so a resume, replay or
+    fork of the run finds the same.
+    """
+    server_run = ((scope.config or {}).get("configurable") or {}).get("run_id")
+    return str(server_run) if server_run else uuid.uuid4().hex
 
 
 def runs_before(state: LoopState, human: HumanMessage | None = None) -> int:
@@ -142,9 +159,15 @@ def make_prepare(parts: LoopParts) -> Any:
         scope = parts.scope(runtime)
         request, human = resolve_request(state)
         namespace = loop_namespace(scope.execution.checkpoint_ns if scope.execution else "")
-        run_id = run_identity(scope.thread_id, namespace, run_anchor(state, request, human, scope))
+        owner = run_identities(scope.config, scope.context, known=parts.identities)[1]
+        anchor = run_anchor(state, request, human, scope, owner)
+        run_id = run_identity(scope.thread_id, namespace, anchor)
         run_id, retry_warning = await _retry_safe_identity(parts, runtime, scope, namespace, run_id)
         key = run_idempotency_key(state)
+        scope_of_key = ""
+        if key is not None:  # refused here, before any call, when it names another request
+            ledger = run_ledger(parts.ledger, runtime.store) if scope.thread_id else None
+            scope_of_key = await settle_idempotency_key(ledger, namespace, owner, key, request)
         exit_only = current_durability() == "exit" and current_checkpointer() is not None
         if exit_only and parts.registry.has_side_effects:
             if not warned_exit:
@@ -165,7 +188,8 @@ def make_prepare(parts: LoopParts) -> Any:
             scope.emit(McpServerUnavailable(server=server, reason=reason))
         book: RunBook = {
             "run_id": run_id,
-            "idempotency_scope": "" if key is None else idempotency_scope(namespace, key),
+            "invocation": new_invocation(scope),
+            "idempotency_scope": scope_of_key,
             "run_count": runs_before(state, human) + 1,
             "limits": {"max_rounds": scope.settings.max_rounds},
             "consecutive_rollbacks": 0,

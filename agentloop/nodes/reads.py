@@ -24,7 +24,7 @@ from agentloop.state import (
     PreparedCall,
     ToolExecutionRecord,
     empty_round_state,
-    run_id_of,
+    invocation_of,
 )
 from agentloop.tools.freshness import ReadTracker, replay_records, state_touch
 from agentloop.tools.policy import ResolvedPolicy
@@ -124,7 +124,7 @@ def run_reads(parts: LoopParts, state: LoopState) -> ReadTracker:
     history = run_history(state)
     keys = [tuple(map(record.get, _REPLAYED_FIELDS)) for record in history]
     registry = parts.registry
-    run_id = run_id_of(state)
+    run_id = invocation_of(state)
     last = parts.replays.get(run_id)
     done = 0
     if last is not None and last.registry is registry and keys[: len(last.keys)] == last.keys:

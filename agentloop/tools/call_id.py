@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CallId", "round_label", "tool_call_id"]
+__all__ = ["CallId", "kept_under", "round_label", "tool_call_id"]
 
 
 def round_label(round_index: int, rollbacks: int) -> str:
@@ -57,6 +57,15 @@ def tool_call_id(call: Mapping[str, Any]) -> str:
     if given:
         return str(given)
     return _transcript_id(str(call["run_id"]), str(call["round_label"]), int(call["index"]))
+
+
+def kept_under(call: Mapping[str, Any]) -> str:
+    """The invocation under which the loop keeps a call's things in memory.
+
+    The call's own (`PreparedCall.invocation`), else its run id (a call checkpointed by
+    an earlier version).
+    """
+    return str(call.get("invocation") or call["run_id"])
 
 
 def _transcript_id(run_id: str, label: str, position: int) -> str:

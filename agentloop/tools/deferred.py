@@ -17,6 +17,7 @@ from agentloop.planning.references import (
     resolve_references,
 )
 from agentloop.state import PreparedCall, ReferencedOutcome, ToolExecutionRecord
+from agentloop.tools.call_id import kept_under
 from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import ToolRunner, make_record
 
@@ -92,7 +93,7 @@ def complete_call(
         cut_from = outcome.get("cut_from")
         if cut_from is None:
             continue
-        whole = runner.whole_results.get(cut_from)
+        whole = runner.whole_results.get(kept_under(call), cut_from)
         if whole is not None:
             results[index + 1] = whole.value
             continue

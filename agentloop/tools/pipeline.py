@@ -26,7 +26,7 @@ from agentloop.events import Emit, ToolCompleted, ToolFailed, ToolStarted, null_
 from agentloop.state import PreparedCall, ToolCommand, ToolExecutionRecord
 from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT, ATTACHMENTS_ARTIFACT
 from agentloop.tools.cache import ResultCache, canonical_key
-from agentloop.tools.call_id import CallId, tool_call_id
+from agentloop.tools.call_id import CallId, kept_under, tool_call_id
 from agentloop.tools.catalog import ToolCatalog
 from agentloop.tools.injected import command_outcome
 from agentloop.tools.invoke import ToolInvoker, propagates
@@ -350,7 +350,7 @@ class ToolRunner:
         )
         whole = outcome.whole
         if whole is not None and record["success"] and record["truncated"] and not outcome.fallback:
-            self.whole_results.keep(call["call_id"], whole)
+            self.whole_results.keep(kept_under(call), call["call_id"], whole)
         artifact = outcome.artifact
         if artifact is not None:
             record["artifact"] = artifact

@@ -17,13 +17,21 @@ from typing import Any
 
 import aiosqlite
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.store.memory import InMemoryStore
 
-from agentloop import GovernanceOptions, InputError, ModelOptions, ToolPolicy, create_tool_loop
+from agentloop import (
+    GovernanceOptions,
+    IdempotencyConflictError,
+    InputError,
+    ModelOptions,
+    ToolPolicy,
+    create_tool_loop,
+)
 from agentloop.durability import StoreLedger
 from agentloop.testing import ScriptedChatModel, plan_reply
 
@@ -250,3 +258,138 @@ def test_studio_shows_the_key_as_optional_text() -> None:
     inputs = graph.get_input_jsonschema()
     assert inputs["properties"]["idempotency_key"]["type"] == "string"
     assert "idempotency_key" not in inputs.get("required", [])
+
+
+class Bills:
+    """Payments that name whom they were made for, and can be made to fail."""
+
+    def __init__(self, failures: int = 0) -> None:
+        self.sent: list[str] = []
+        self.tries = 0
+        self.failures = failures
+        self.lock = threading.Lock()
+
+    def send(self, to: str, amount: int, user: str) -> str:
+        with self.lock:
+            self.tries += 1
+            if self.tries <= self.failures:
+                msg = "card declined"
+                raise ValueError(msg)
+            self.sent.append(f"{user}:{to}:{amount}")
+        return f"paid {amount} to {to} for {user}"
+
+
+def bills_loop(bills: Bills, checkpointer: Any, planner: Any = payment_planner) -> Any:
+    @tool
+    def send_payment(to: str, amount: int, config: RunnableConfig) -> str:
+        """Send a payment (a side effect)."""
+        return bills.send(to, amount, config["configurable"].get("user_id", "nobody"))
+
+    return create_tool_loop(
+        ScriptedChatModel(responder=planner),
+        [send_payment],
+        models=ModelOptions(answer_model=ScriptedChatModel(responder=lambda messages: "done")),
+        governance=GovernanceOptions(
+            policies={"send_payment": ToolPolicy(idempotent=False, concurrency_safe=False)}
+        ),
+        checkpointer=checkpointer,
+    )
+
+
+async def test_another_users_key_is_another_key(run_loop: Any, tmp_path: Path) -> None:
+    bills = Bills()
+    async with sqlite_saver(tmp_path / "state.sqlite", run_loop.entry) as saver:
+        graph = bills_loop(bills, saver)
+        request = {"user_input": "pay bob 10", "idempotency_key": "order-17"}
+        alice = await run_loop(graph, request, thread("t-alice", user_id="alice"))
+        bob = await run_loop(graph, request, thread("t-bob", user_id="bob"))
+        alice_again = await run_loop(graph, request, thread("t-alice-2", user_id="alice"))
+    assert bills.sent == ["alice:bob:10", "bob:bob:10"]
+    [bobs] = payment_records(bob)
+    assert not bobs.get("replayed") and bobs["result"] == "paid 10 to bob for bob"
+    assert "alice" not in str(bob["tool_logs"])
+    [again] = payment_records(alice_again)
+    assert again["replayed"] is True and again["result"] == "paid 10 to bob for alice"
+    assert payment_records(alice)[0]["call_key"] != bobs["call_key"]
+
+
+def amount_planner(messages: list[Any]) -> str:
+    """Pays the amount the request names."""
+    prompt = str(messages[-1].content)
+    if "round_index: 0" not in prompt:
+        return str(plan_reply("response"))
+    amount = 99 if "pay bob 99" in str(messages) else 10
+    command = {"tool_name": "send_payment", "tool_kwargs": {"to": "bob", "amount": amount}}
+    return str(plan_reply("execute", [command]))
+
+
+async def test_a_key_with_another_request_is_refused(run_loop: Any, tmp_path: Path) -> None:
+    bills = Bills()
+    async with sqlite_saver(tmp_path / "state.sqlite", run_loop.entry) as saver:
+        graph = bills_loop(bills, saver, amount_planner)
+        first = {"user_input": "pay bob 10", "idempotency_key": "order-17"}
+        changed = {"user_input": "pay bob 99", "idempotency_key": "order-17"}
+        await run_loop(graph, first, thread("t-1", user_id="alice"))
+        for where in ("t-1", "t-2"):
+            with pytest.raises(IdempotencyConflictError, match="another request") as refused:
+                await run_loop(graph, changed, thread(where, user_id="alice"))
+            assert refused.value.error_type == "idempotency_conflict"
+            assert isinstance(refused.value, InputError)
+        again = await run_loop(graph, first, thread("t-3", user_id="alice"))
+        with_new_key = {"user_input": "pay bob 99", "idempotency_key": "order-18"}
+        new = await run_loop(graph, with_new_key, thread("t-4", user_id="alice"))
+        state = await asyncio.to_thread(graph.get_state, thread("t-1", user_id="alice"))
+    assert bills.sent == ["alice:bob:10", "alice:bob:99"]
+    assert payment_records(again)[0]["replayed"] is True
+    assert payment_records(new)[0]["result"] == "paid 99 to bob for alice"
+    if run_loop.entry == "invoke":  # the refused run changed nothing of the thread
+        assert state.values["status"] == "ok" and len(state.values["messages"]) == 4
+
+
+async def test_a_resubmission_runs_a_failed_call_again(run_loop: Any, tmp_path: Path) -> None:
+    bills = Bills(failures=1)
+    async with sqlite_saver(tmp_path / "state.sqlite", run_loop.entry) as saver:
+        graph = bills_loop(bills, saver)
+        request = {"user_input": "pay bob 10", "idempotency_key": "order-17"}
+        failed = await run_loop(graph, request, thread("t-1", user_id="alice"))
+        retried = await run_loop(graph, request, thread("t-2", user_id="alice"))
+        replayed = await run_loop(graph, request, thread("t-3", user_id="alice"))
+    assert payment_records(failed)[0]["status"] == "failed"
+    assert "card declined" in payment_records(failed)[0]["error"]
+    [paid] = payment_records(retried)
+    assert paid["status"] == "succeeded" and not paid.get("replayed")
+    [again] = payment_records(replayed)
+    assert again["replayed"] is True and again["result"] == paid["result"]
+    assert "submission" not in again
+    assert bills.sent == ["alice:bob:10"] and bills.tries == 2
+
+
+async def test_resubmissions_at_once_after_a_failure_run_it_once(
+    run_loop: Any, tmp_path: Path
+) -> None:
+    bills = Bills(failures=1)
+    async with sqlite_saver(tmp_path / "state.sqlite", run_loop.entry) as saver:
+        graph = bills_loop(bills, saver)
+        request = {"user_input": "pay bob 10", "idempotency_key": "order-17"}
+        await run_loop(graph, request, thread("t-1", user_id="alice"))
+        outs = await asyncio.gather(
+            *(run_loop(graph, request, thread(f"t-{n}", user_id="alice")) for n in (2, 3, 4))
+        )
+    assert bills.sent == ["alice:bob:10"] and bills.tries == 2
+    records = [payment_records(out)[0] for out in outs]
+    assert all(r["status"] == "succeeded" for r in records)
+    assert sorted(bool(r.get("replayed")) for r in records) == [False, True, True]
+
+
+async def test_a_failed_call_is_replayed_to_its_own_run(tmp_path: Path) -> None:
+    """A replay of the run that recorded the failure (the same invocation) replays it."""
+    bills = Bills(failures=1)
+    graph = bills_loop(bills, InMemorySaver())
+    config = thread("t-1", user_id="alice")
+    await graph.ainvoke({"user_input": "pay bob 10"}, config)
+    history = [s async for s in graph.aget_state_history(config)]
+    paused = next(s for s in history if s.next and "call_tool" in s.next[0])
+    replay = await graph.ainvoke(None, paused.config)
+    [record] = payment_records(replay)
+    assert record["status"] == "failed" and record["replayed"] is True
+    assert bills.tries == 1

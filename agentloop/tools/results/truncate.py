@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Sized
 from typing import Any
 
 from pydantic_core import from_json
@@ -55,8 +54,6 @@ class WholeResult:
     value: Any
     """The complete value, as it was given (a string, data, or the tool's own objects:
     a reference hands it on with its type)."""
-    chars: int
-    """Its size in characters of text or JSON, estimated for data from the part kept."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,17 +103,11 @@ def truncate_result(value: Any, max_chars: int = 20_000) -> TruncatedResult:
         data = trim_long_lists(data, max_items)
     size = json_size(data)
     if size <= limit:
-        whole = WholeResult(value, size) if converted.cut else None
+        whole = WholeResult(value) if converted.cut else None
         return TruncatedResult(data, truncated=converted.cut, original_chars=size, whole=whole)
     cut_data = shrink(data, limit, size)
-    whole = WholeResult(value, _whole_chars(value, size, max_items))
+    whole = WholeResult(value)
     return TruncatedResult(cut_data, truncated=True, original_chars=size, whole=whole)
-
-
-def _whole_chars(value: Any, kept_chars: int, max_items: int) -> int:
-    """The size of a whole value, estimated from the part kept of it (nothing walked)."""
-    members = len(value) if isinstance(value, Sized) and not isinstance(value, str) else 0
-    return kept_chars * max(1, -(-members // max_items))
 
 
 def _length(text: str) -> int:
@@ -128,7 +119,7 @@ def _truncate_text(text: str, limit: int) -> TruncatedResult:
     if total <= limit:
         cut_before = isinstance(text, CutText)
         return TruncatedResult(str.__str__(text), truncated=cut_before, original_chars=total)
-    whole = None if isinstance(text, CutText) else WholeResult(str.__str__(text), total)
+    whole = None if isinstance(text, CutText) else WholeResult(str.__str__(text))
     if (total > LARGE_TEXT_CHARS or isinstance(text, CutText)) and _JSON_START.match(text):
         partial = _truncate_large_json(text, limit)
         if partial is not None:
