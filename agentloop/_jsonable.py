@@ -24,6 +24,7 @@ build on this module, which imports neither.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import math
@@ -48,9 +49,37 @@ __all__ = [
     "Serialized",
     "TrimmedDict",
     "TrimmedList",
+    "copy_data",
     "serialize",
     "to_jsonable",
 ]
+
+_FLAT = frozenset({str, int, float, bool, type(None)})
+"""Values a copy can share: immutable, and holding nothing."""
+
+
+def copy_data(value: Any) -> Any:
+    """A deep copy of a value, as `copy.deepcopy` makes it, fast for plain data.
+
+    A list, tuple or dict whose members are all text, numbers, booleans or None is
+    copied whole in one step (its members are immutable); other containers are copied
+    member by member, and anything else by `copy.deepcopy`. A list of a million floats
+    copies in milliseconds, not seconds.
+    """
+    kind = type(value)
+    if kind in _FLAT:
+        return value
+    if kind is list or kind is tuple:
+        if set(map(type, value)) <= _FLAT:
+            return list(value) if kind is list else value
+        copied = [copy_data(item) for item in value]
+        return copied if kind is list else tuple(copied)
+    if kind is dict:
+        if set(map(type, value.values())) <= _FLAT and set(map(type, value)) <= _FLAT:
+            return dict(value)
+        return {copy_data(key): copy_data(item) for key, item in value.items()}
+    return copy.deepcopy(value)
+
 
 CYCLE_MARKER = "<cycle>"
 """Stands in for a container that contains itself."""

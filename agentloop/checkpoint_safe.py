@@ -259,8 +259,22 @@ def _encode(value: Any, depth: int) -> Any:
             for key, item in value.items()
         }
     if isinstance(value, list):
+        if _safe_as_it_is(value):  # a long list of plain numbers or text: no item walked
+            return value
         return [_encode(item, depth + 1) for item in value]
     return checkpoint_safe(value)
+
+
+def _safe_as_it_is(items: list[Any]) -> bool:
+    """Whether a list of one plain type is stored as it is (checked in bulk, not item by item)."""
+    types = set(map(type, items))
+    if types == {float}:
+        return all(map(math.isfinite, items))
+    if types == {int}:
+        return bool(min(items) >= _INT64_MIN and max(items) <= _INT64_MAX)
+    if types == {str}:
+        return _NUL not in "".join(items)
+    return types <= {bool, type(None)}
 
 
 def decode_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -287,5 +301,7 @@ def _decode(value: Any) -> Any:
             return _NUL.join(parts)
         return {key: _decode(item) for key, item in value.items()}
     if isinstance(value, list):
+        if set(map(type, value)) <= _PLAIN_SCALARS:  # nothing wrapped in it
+            return value
         return [_decode(item) for item in value]
     return value

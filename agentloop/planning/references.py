@@ -18,12 +18,12 @@ command after the ones it needs.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentloop._jsonable import copy_data
 from agentloop.state import ToolCommand
 
 __all__ = [
@@ -144,7 +144,7 @@ def resolve_references(value: Any, results: Mapping[int, Any]) -> Any:
         whole = _WHOLE.fullmatch(value)
         if whole is not None:
             number = int(whole.group(1))
-            return copy.deepcopy(results[number]) if number in results else value
+            return copy_data(results[number]) if number in results else value
 
         def text(match: re.Match[str]) -> str:
             number = int(match.group(1))

@@ -18,6 +18,7 @@ bounded whatever its tools return.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -35,6 +36,10 @@ _KEY_JSON = json.JSONEncoder(sort_keys=True, default=str)
 """`json.dumps` with the options of `canonical_key`, its encoder built once."""
 
 
+_LONGEST_BODY = 512
+"""Arguments whose canonical JSON is longer are keyed by its digest."""
+
+
 def canonical_key(tool_name: str, arguments: Mapping[str, Any]) -> str:
     """Return a stable key for a call: the tool name and its arguments, sorted.
 
@@ -43,9 +48,15 @@ def canonical_key(tool_name: str, arguments: Mapping[str, Any]) -> str:
         arguments: The (validated) arguments.
 
     Returns:
-        `tool_name` followed by the canonical JSON of the arguments.
+        `tool_name` followed by the canonical JSON of the arguments, or by its SHA-256
+        digest when that is longer than 512 characters (a key is kept in every record,
+        the result cache and the run's reads: a whole value handed over by reference must
+        not be kept there again).
     """
     body = _KEY_JSON.encode(arguments)
+    if len(body) > _LONGEST_BODY:
+        digest = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+        return f"{tool_name}:sha256:{digest}"
     return f"{tool_name}:{body}"
 
 

@@ -10,6 +10,7 @@ from bench.harness import Figure, Settings
 from bench.suites import (
     calls,
     growth,
+    memory,
     overhead,
     parallel,
     service,
@@ -33,6 +34,7 @@ _MODULES: tuple[ModuleType, ...] = (
     growth,
     throughput,
     stall,
+    memory,
     service,
 )
 

@@ -190,6 +190,10 @@ def _note_changes(path: str, before: Any, after: Any, notes: list[str]) -> None:
     kind = type(before)
     if kind is type(after) and kind in _SCALARS and before == after:  # same JSON, no dumps
         return
+    if kind is float and type(after) is float and before == after and before != 0.0:
+        return
+    if kind is list and type(after) is list and _same_plain_list(before, after):
+        return  # a long list of plain values pydantic kept: no walk, no dumps
     if isinstance(before, Mapping) and isinstance(after, Mapping):
         for key, item in before.items():
             if key in after:
@@ -201,6 +205,15 @@ def _note_changes(path: str, before: Any, after: Any, notes: list[str]) -> None:
         return
     if _canonical(before) != _canonical(after):
         notes.append(f"{path}: {short(before)} -> {short(after)}")
+
+
+def _same_plain_list(before: list[Any], after: list[Any]) -> bool:
+    """Whether two lists hold the same plain values of the same types (no item walked)."""
+    types = list(map(type, before))
+    return set(types) <= _PLAIN and types == list(map(type, after)) and before == after
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def _canonical(value: Any) -> str:

@@ -9,7 +9,6 @@ pydantic model, by that model with pydantic's own coercion (`model`).
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import warnings
@@ -22,6 +21,7 @@ from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 from pydantic import BaseModel
 from referencing import Registry
 
+from agentloop._jsonable import copy_data
 from agentloop.tools.arguments.coerce import ABSENT, allows_null, coerce_arguments
 from agentloop.tools.arguments.model import check_with_model, location_text
 from agentloop.tools.arguments.names import NOT_AN_OBJECT, NameIndex
@@ -262,9 +262,10 @@ def _deep_copy(kwargs: Mapping[Any, Any]) -> dict[Any, Any]:
     else:  # the usual arguments: nothing below the top level to share
         return copied
     try:
-        return copy.deepcopy(copied)
+        whole: dict[Any, Any] = copy_data(copied)
     except Exception:  # an uncopyable value: coercion builds new containers anyway
         return copied
+    return whole
 
 
 def validator_for_schema(root: Mapping[str, Any]) -> Any:
