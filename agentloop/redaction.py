@@ -12,10 +12,15 @@ records are redacted once the app installs it (`install_log_redaction`). The def
 - each of those literal secrets also in any letter case, URL-encoded and base64-encoded
   (standard or URL-safe, at any alignment inside a longer encoded text);
 - credential shapes: provider key prefixes (`sk-`, `ghp_`, `github_pat_`, `xox?-`,
-  `AKIA`, `AIza`, `glpat-`), JWTs and PEM private keys, redacted whole;
+  `AKIA`, `AIza`, `glpat-`, `sk_live_`/`rk_live_`, `SG.`, `SK` and 32 hex digits, `npm_`,
+  `hf_`), JWTs and PEM private keys, redacted whole, and a bare AWS secret access key
+  (40 characters of base64 that look random, `looks_random`);
 - the value after a credential's name (`Bearer`, `Basic`, `password=`, `token: `,
-  `"client_secret": "..."`), only when it looks like a credential (`credential_like`):
-  `token=True`, `tokens=128` and `api_key=${API_KEY}` are left alone.
+  `"client_secret": "..."`, `AccountKey=`, `aws_secret_access_key = `,
+  `"private_key_id": "..."`), only when it looks like a credential (`credential_like`):
+  `token=True`, `tokens=128` and `api_key=${API_KEY}` are left alone;
+- the password of a URL (`postgresql://user:PASSWORD@host/db`, any scheme): the scheme,
+  user and host stay.
 
 `redact_data` is the one pass that applies a hook to every string of any value (the
 record, callbacks, tracers, `astream_events` and log `extra=` fields all see its output).
@@ -28,9 +33,11 @@ import contextlib
 import dataclasses
 import itertools
 import logging
+import math
 import os
 import re
 import threading
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from enum import Enum
 from typing import Any
@@ -56,6 +63,7 @@ __all__ = [
     "Redactor",
     "credential_like",
     "encoded_forms",
+    "looks_random",
     "LogRedaction",
     "install_log_redaction",
     "installed_log_redaction",
@@ -88,18 +96,44 @@ CREDENTIAL_SHAPES: tuple[str, ...] = (
     r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?"
     r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)",
+    r"\b[rs]k_(?:live|test|prod)_[A-Za-z0-9]{16,}",
+    r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}",
+    r"\bSK[0-9a-f]{32}\b",
+    r"\bnpm_[A-Za-z0-9]{36}\b",
+    r"\bhf_[A-Za-z0-9]{30,}\b",
 )
-"""Credential shapes redacted whole: provider key prefixes, JWTs, PEM private keys (an
-unterminated block to the end of the text)."""
+"""Credential shapes redacted whole: provider key prefixes (OpenAI, Anthropic, GitHub,
+Slack, AWS key ids, Google, GitLab, Stripe secret and restricted keys, SendGrid, Twilio
+API key SIDs, npm, Hugging Face), JWTs, PEM private keys (an unterminated block to the
+end of the text)."""
 PARAMETER = (
     r"(?P<name>(?:\b(?i:bearer|basic)\s+)|"
-    r"(?:\b(?:[A-Za-z0-9]+[_\-])*(?i:api[_\-]?key|apikey|access[_\-]?token|auth[_\-]?token|"
-    r"refresh[_\-]?token|token|secret|client[_\-]?secret|password|passwd|signature|"
-    r"x-amz-signature)(?:=|\"?\s*:\s*\"?)))(?P<value>[^&\s\"',;]{8,})"
+    r"(?:\b(?:[A-Za-z0-9]+[_\-])*(?:"
+    r"(?i:api[_\-]?key|apikey|access[_\-]?token|auth[_\-]?token|refresh[_\-]?token|token|"
+    r"secret|client[_\-]?secret|password|passwd|signature|x-amz-signature|"
+    r"secret[_\-]?key|(?:shared[_\-]?)?access[_\-]?key|account[_\-]?key|"
+    r"private[_\-]?key[_\-]?id)(?:=|\"?\s*:\s*\"?)|"
+    r"(?i:secret[_\-]?access[_\-]?key|session[_\-]?token)\"?[ \t]*[=:][ \t]*\"?)))"
+    r"(?P<value>(?!-----BEGIN)[^&\s\"',;]{8,})"
 )
 """A credential after its name: `Bearer ...`, `Basic ...`, or `name=value`, `name: value`
 and `"name": "value"` for a secret-looking name (`password`, `api_key`, `client_secret`,
-`*_token`...). Only a value that looks like a credential is redacted (`credential_like`)."""
+`*_token`, `SECRET_KEY`, Azure's `AccountKey` and `SharedAccessKey`, a GCP service
+account's `private_key_id`...), and `name = value` as in `~/.aws/credentials` for
+`aws_secret_access_key` and `aws_session_token`. Only a value that looks like a
+credential is redacted (`credential_like`); a PEM block after the name is left to its
+own shape, which takes it whole."""
+URL_PASSWORD = re.compile(
+    r"(?P<user>://[^\s:/?#@\"'<>\\]{0,128}:)"
+    r"(?P<password>[^\s/?#\"'<>\\]{1,256})(?=@[^\s/?#@\"'<>\\])"
+)
+"""The password of a URL's user (`postgresql://user:PASSWORD@host`, `redis://:PASSWORD@`,
+any scheme), up to the last `@` before the host: the scheme, user and host stay."""
+BARE_KEY = re.compile(
+    r"(?<![A-Za-z0-9/+=_\-.])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=_\-]|\.[A-Za-z0-9])"
+)
+"""A bare AWS secret access key: 40 characters of base64 standing alone, redacted when
+they look random (`looks_random`: not a hex digest, a path or a CamelCase name)."""
 PLACEHOLDER = re.compile(
     r"[$%<{\[*]|(?i:x{4,}|\.{3,}|true|false|none|null|nil|undefined|required|optional|"
     r"disabled|enabled|redacted|hidden|unset|empty|changeme|example|placeholder|your[_\-])"
@@ -114,10 +148,46 @@ _MEMO_ENTRIES = 4096
 SHAPE_TRIGGERS = (
     "bearer", "basic", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox",
     "akia", "aiza", "glpat-", "eyj", "key", "token", "secret", "passw", "signature",
-    "private key",
+    "private key", "sk_", "rk_", "sg.", "npm_", "hf_",
 )  # fmt: skip
 """Lower-case text without which no credential shape or parameter can match: a long text
-holding none of them (nor a literal secret) is returned without running the pattern."""
+holding none of them (nor a literal secret, nor `SK`, which starts a Twilio SID) is not
+searched for them."""
+_BASE64_RUN = b"+" * 40
+_AS_BASE64 = bytes(
+    ord("+") if chr(byte).isascii() and (chr(byte).isalnum() or chr(byte) in "/+") else ord(" ")
+    for byte in range(256)
+)
+"""Turns each base64 character of UTF-8 text into `+` and any other byte into a space: a
+text whose translation holds no `_BASE64_RUN` holds no bare key (a fast test in C)."""
+_WORDS = re.compile(r"[a-z]{4,}")
+_MOST_WORD_CHARS = 15
+"""A bare 40-character key with more characters in lower-case runs of 4 or more is words
+(a path, a CamelCase name): random base64 has as many in fewer than 3 keys in 1,000."""
+_LEAST_ENTROPY = 4.0
+"""Bits per character below which a bare 40-character key is a repeated pattern."""
+
+
+def looks_random(key: str) -> bool:
+    """Tell whether a bare 40-character base64 text looks like a random key.
+
+    It does when it mixes upper case, lower case and digits (a hex digest does not),
+    holds few lower-case words (at most 15 characters in runs of 4 or more: a path or a
+    CamelCase name holds more) and has 4 bits of entropy per character or more (a
+    repeated pattern has less). AWS's documented example key
+    `wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY` does.
+    """
+    if not (
+        any(c.isupper() for c in key)
+        and any(c.islower() for c in key)
+        and any(c.isdigit() for c in key)
+    ):
+        return False
+    if sum(len(word) for word in _WORDS.findall(key)) > _MOST_WORD_CHARS:
+        return False
+    size = len(key)
+    entropy = -sum(n / size * math.log2(n / size) for n in Counter(key).values())
+    return entropy >= _LEAST_ENTROPY
 
 
 def credential_like(value: str) -> bool:
@@ -212,13 +282,18 @@ class Redactor:
         literals.sort(key=lambda item: len(item[0]), reverse=True)
         alternatives = [
             *(f"(?i:{re.escape(form)})" if fold else re.escape(form) for form, fold in literals),
-            *(f"(?:{shape})" for shape in self.shapes),
+            *_grouped(self.shapes),
             re.escape(REDACTED),
         ]
         # One pass: a parameter's value, else a literal secret in one of its forms (longest
         # first) or a shape, else the marker itself, kept whole (a secret that matches
-        # inside it in another case, `rEDACTED`, would mark it again at every pass).
+        # inside it in another case, `rEDACTED`, would mark it again at every pass). Then
+        # URL passwords and bare AWS keys, each only in a text that can hold one (they
+        # would slow the one pass down for every text).
         self._pattern = re.compile(f"{PARAMETER}|" + "|".join(alternatives))
+        # a parameter's value that is no credential is still searched for literal secrets
+        # and shapes (`token=true_SECRET`)
+        self._inner = re.compile("|".join(alternatives))
         # a secret inside a parameter's name (`SIGNATURE=`) goes with the whole match
         self._in_names = tuple(
             form for form in {form.lower() for form, _ in literals} if len(form) <= _LONGEST_NAME
@@ -245,16 +320,16 @@ class Redactor:
         if size < _SHORTEST_MATCH:
             return text
         if size > _MEMO_MAX_CHARS:  # not hashed: it may be megabytes, and is seldom seen again
-            if self._triggers is not None:
-                lowered = text.lower()
-                if not any(trigger in lowered for trigger in self._triggers):
-                    return text
-            return self._pattern.sub(self._replace, text)
+            found = text
+            if self._triggers is None or self._announced(text):
+                found = self._pattern.sub(self._replace, text)
+            return _without_bare_keys(_without_url_passwords(found))
         try:
             return self._memo[text]
         except KeyError:
             pass
         found = self._pattern.sub(self._replace, text)
+        found = _without_bare_keys(_without_url_passwords(found))
         if self._memo_stored >= _MEMO_ENTRIES:
             self._memo.clear()
             self._memo_stored = 0
@@ -262,22 +337,71 @@ class Redactor:
         self._memo_stored += 1
         return found
 
+    def _announced(self, text: str) -> bool:
+        """Tell whether a trigger (`SHAPE_TRIGGERS`, a literal secret) or `SK` is in `text`."""
+        lowered = text.lower()
+        return "SK" in text or any(trigger in lowered for trigger in self._triggers or ())
+
     def _replace(self, match: re.Match[str]) -> str:
-        name = match.group("name")
-        if name is None:
-            return REDACTED
-        if self._in_names and any(form in name.lower() for form in self._in_names):
-            return REDACTED
-        return _replace(match)
-
-
-def _replace(match: re.Match[str]) -> str:
-    name = match.group("name")
-    if name is None:
+        value = match.group("value")
+        if value is not None:  # a parameter
+            name = match.group("name")
+            if self._in_names and any(form in name.lower() for form in self._in_names):
+                return REDACTED
+            if credential_like(value):
+                return f"{name}{REDACTED}"
+            return f"{name}{self._inner.sub(REDACTED, value)}"
         return REDACTED
-    if not credential_like(match.group("value")):
+
+
+def _grouped(shapes: Iterable[str]) -> list[str]:
+    r"""The shapes as alternatives, those starting with `\b` in a row sharing one `\b`.
+
+    The same matches in the same order of preference, in fewer steps: most positions of
+    a text are inside a word, where one test of the shared `\b` rules them all out.
+    """
+    alternatives: list[str] = []
+    bounded: list[str] = []
+    for shape in [*shapes, ""]:
+        if shape.startswith(r"\b"):
+            bounded.append(f"(?:{shape[2:]})")
+            continue
+        if bounded:
+            alternatives.append(r"\b(?:" + "|".join(bounded) + ")")
+            bounded = []
+        if shape:
+            alternatives.append(f"(?:{shape})")
+    return alternatives
+
+
+def _without_url_passwords(text: str) -> str:
+    """`text` with the password of each URL (`URL_PASSWORD`) redacted.
+
+    A placeholder (`${PGPASSWORD}`) stays; a password partly redacted already (a literal
+    secret inside it) goes whole.
+    """
+    if "://" not in text:
+        return text
+    return URL_PASSWORD.sub(_url_password, text)
+
+
+def _url_password(match: re.Match[str]) -> str:
+    password = match.group("password")
+    if password == REDACTED or (REDACTED not in password and PLACEHOLDER.match(password)):
         return match.group(0)
-    return f"{name}{REDACTED}"
+    return f"{match.group('user')}{REDACTED}"
+
+
+def _without_bare_keys(text: str) -> str:
+    """`text` with each bare AWS secret key (`BARE_KEY` that `looks_random`) redacted."""
+    if len(text) < 40 or _BASE64_RUN not in text.encode("utf-8", "replace").translate(_AS_BASE64):
+        return text
+    return BARE_KEY.sub(_bare_key, text)
+
+
+def _bare_key(match: re.Match[str]) -> str:
+    key = match.group(0)
+    return REDACTED if looks_random(key) else key
 
 
 class UnreadableValueError(ValueError):

@@ -5,7 +5,9 @@ LangChain reports a tool's output and its exception to the run's callbacks
 from inside `BaseTool.run`, before the loop sees them. The loop therefore invokes a copy
 of each tool whose implementation returns its output redacted and raises its exception
 redacted: the tool's own run stays where it was in the run tree, and every sink sees
-what the records show.
+what the records show. An exception that holds a secret (in its text, its arguments,
+its attributes or the exceptions chained to it) is raised as a redacted copy
+(`redacted_error`), so a callback that reads `error.response_body` finds no secret.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
-from collections.abc import Callable
+import types
+from collections import deque
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool, Tool
@@ -23,7 +27,7 @@ from agentloop.errors import ToolCallError, classify_tool_error
 from agentloop.planned_arguments import restored
 from agentloop.redaction import Redact, UnreadableValueError, redact_data
 from agentloop.tools.output import weigh
-from agentloop.tools.results import CutText
+from agentloop.tools.results import MAX_DEPTH, CutText
 
 __all__ = ["MIN_REDACTED_CHARS", "redacted_error", "redacted_output", "redacting"]
 
@@ -66,46 +70,112 @@ def redacted_output(
         raise ToolCallError("unserializable_result", redact(msg)) from None
 
 
-def _chain_texts(error: BaseException) -> list[str]:
-    texts: list[str] = []
-    current: BaseException | None = error
-    while current is not None and len(texts) < 16:
+_MAX_SCANNED = 10_000
+"""Values `_holds_secret` reads at most; past them it assumes a secret is there."""
+_MAX_SCANNED_BYTES = 1_000_000
+_NOT_READ = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
+"""Values whose attributes are code, not data: only their `repr` is read."""
+
+
+def _holds_secret(value: Any, redact: Redact) -> bool:
+    """Tell whether any text reachable from `value` holds a secret.
+
+    Reads strings, bytes, the keys and members of containers, and of any other object
+    its `repr` and its attributes (`__dict__`; for an exception also its arguments, its
+    text and the exceptions chained to it), without calling anything else on it. A value
+    too large or too deep to read (`_MAX_SCANNED` values, 50 levels) or whose reading
+    fails is assumed to hold one.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    seen: set[int] = set()
+    scanned = 0
+    while stack:
+        item, depth = stack.pop()
+        scanned += 1
+        if scanned > _MAX_SCANNED or depth > MAX_DEPTH:
+            return True
+        if isinstance(item, str):
+            text = str.__str__(item)
+            if redact(text) != text:
+                return True
+            continue
+        if item is None or isinstance(item, bool | int | float | complex):
+            continue
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
         try:
-            texts.append(str(current))
-        except Exception:
-            texts.append(type(current).__name__)
-        current = current.__cause__ or (
-            None if current.__suppress_context__ else current.__context__
-        )
-    return texts
+            if isinstance(item, bytes | bytearray | memoryview):
+                if len(item) > _MAX_SCANNED_BYTES:
+                    return True
+                stack.append((bytes(item).decode("utf-8", "replace"), depth))
+            elif isinstance(item, Mapping):
+                stack.extend((member, depth + 1) for member in (*item.keys(), *item.values()))
+            elif isinstance(item, list | tuple | set | frozenset | deque):
+                stack.extend((member, depth + 1) for member in item)
+            else:
+                stack.extend(_parts(item, depth))
+        except Exception:  # an object that cannot be read may hide one
+            return True
+    return False
+
+
+def _parts(item: Any, depth: int) -> list[tuple[Any, int]]:
+    """What `_holds_secret` reads of an object other than text, a number or a container."""
+    parts: list[tuple[Any, int]] = [(repr(item), depth)]
+    if isinstance(item, _NOT_READ):
+        return parts
+    if isinstance(item, BaseException):
+        parts += [(str(item), depth), (item.args, depth + 1)]
+        parts += [(chained, depth + 1) for chained in (item.__cause__, item.__context__)]
+    fields = getattr(item, "__dict__", None)
+    if isinstance(fields, Mapping):
+        parts.append((fields, depth + 1))
+    return parts
+
+
+def _redacted(value: Any, redact: Redact) -> Any:
+    """The value as it is when it holds no secret, else redacted by the one pass."""
+    return redact_data(value, redact) if _holds_secret(value, redact) else value
 
 
 def redacted_error(error: Exception, redact: Redact) -> Exception:
-    """The exception with secrets redacted from its message, attributes and chain.
+    """The exception with secrets redacted from its text, arguments, attributes and chain.
 
-    The same exception when it holds no secret; otherwise a copy of the same type with
-    redacted arguments and no chained exceptions (or a `ToolCallError` of the same
-    error type when the copy would still show a secret).
+    The same exception when none of them holds a secret (`_holds_secret`). Otherwise a
+    copy of the same type: each argument and attribute that holds a secret is redacted
+    by `redact_data` (an object known only by its `repr` becomes that text, redacted),
+    the others are the same objects, and nothing is chained to it (no `__cause__`,
+    `__context__` or traceback of the tool's). The tool's own exception is not changed.
+    When no such copy can be made, or it would still show a secret, a `ToolCallError`
+    of the same error type, with the redacted text, stands in for it.
     """
-    if isinstance(error, GraphBubbleUp):
-        return error
-    if all(redact(text) == text for text in _chain_texts(error)):
+    if isinstance(error, GraphBubbleUp) or not _holds_secret(error, redact):
         return error
     try:
-        clone = copy.copy(error)
-        clone.args = redact_data(tuple(error.args), redact)
+        clone = _copy(error)
+        clone.args = tuple(_redacted(argument, redact) for argument in error.args)
+        fields = vars(clone)
         for name, value in vars(error).items():
-            if isinstance(value, str | list | dict | tuple):
-                setattr(clone, name, redact_data(value, redact))
+            fields[name] = _redacted(value, redact)
         clone.__cause__ = None
         clone.__context__ = None
         clone.__suppress_context__ = True
-        shown = str(clone)
+        clone.__traceback__ = None
+        if not _holds_secret(clone, redact):
+            return clone
     except Exception:
-        shown = None
-    if shown is not None and redact(shown) == shown:
-        return clone
+        pass
     return ToolCallError(classify_tool_error(error), redact(str(error)))
+
+
+def _copy(error: Exception) -> Exception:
+    """A copy of an exception: as `copy.copy` makes it, else without calling `__init__`."""
+    try:
+        return copy.copy(error)
+    except Exception:
+        clone: Exception = type(error).__new__(type(error), *error.args)
+        return clone
 
 
 def _sync(
@@ -119,8 +189,9 @@ def _sync(
             safe = redacted_error(error, redact)
             if safe is error:
                 raise
-            raise safe from None
-        return redacted_output(output, redact, max_chars, name)
+        else:
+            return redacted_output(output, redact, max_chars, name)
+        raise safe  # outside the handler: its context is not the tool's own exception
 
     return run
 
@@ -136,16 +207,21 @@ def _async(
             safe = redacted_error(error, redact)
             if safe is error:
                 raise
-            raise safe from None
-        if weigh(output) == "large":  # walking it would hold the event loop: a worker thread
-            return await asyncio.to_thread(redacted_output, output, redact, max_chars, name)
-        return redacted_output(output, redact, max_chars, name)
+        else:
+            if weigh(output) == "large":  # walking it would hold the event loop: a thread
+                return await asyncio.to_thread(redacted_output, output, redact, max_chars, name)
+            return redacted_output(output, redact, max_chars, name)
+        raise safe  # outside the handler: its context is not the tool's own exception
 
     return run
 
 
 def redacting(tool: BaseTool, redact: Redact | None, max_result_chars: int = 0) -> BaseTool:
     """Return a copy of `tool` whose output and exceptions are redacted before callbacks.
+
+    An exception that holds a secret is raised as a redacted copy of the same type
+    (`redacted_error`): callbacks, events, records and the app's `wrap_tool_call`
+    middleware see the copy; the exception the tool raised is left as it was.
 
     Args:
         tool: The tool (a `StructuredTool`, a `Tool` or any `BaseTool` subclass).

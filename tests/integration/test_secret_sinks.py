@@ -1,4 +1,6 @@
-"""Real MCP servers whose secrets reach the logs: at startup, in their URL. None shows."""
+"""Real MCP servers whose secrets reach the logs: at startup (their env, credentials they
+print), in their URL. None shows.
+"""
 
 from __future__ import annotations
 
@@ -67,6 +69,65 @@ async def test_a_server_printing_its_env_at_startup_logs_no_secret(
     encoded = base64.b64encode(TOKEN.encode()).decode()
     for form in (TOKEN, TOKEN.upper(), encoded[2:-2]):
         assert form not in caplog.text
+
+
+PRINTED = {
+    "bare key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY": "K7MDENG/bPxRfiCY",
+    "aws_secret_access_key = N1XaKGj0osnRI9u9JLTe6T+ppRlvfwIS00tCe7mc": "ppRlvfwIS00tCe7mc",
+    "stripe key sk_live_4eC39HqLyjWDarjtT1zdp7dc": "4eC39HqLyjWDarjtT1zdp7dc",
+    "restricted key rk_live_ZLzkpal6VDX6rPc9FRQj5j0i0V0n7KilW2CFioQd": "ZLzkpal6VDX6rPc9FRQj",
+    "storage DefaultEndpointsProtocol=https;AccountName=billing;"
+    "AccountKey=uwsy+HScaGyVBfRtogaiKYexQDsHw+5m9iDDBYZYv8I4/iCo66L5Vr9YVyJg==;"
+    "EndpointSuffix=core.windows.net": "uwsy+HScaGyVBfRtogaiKYexQDsHw",
+    "connecting to postgres://billing:Sup3rS3cret!@db.internal:5432/app": "Sup3rS3cret!",
+    'service account {"private_key_id": "6494657e373ff6c8ac4ef2c5da2870486e67f8fb"}': (
+        "6494657e373ff6c8ac4ef2c5da2870486e67f8fb"
+    ),
+    "sendgrid 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": (
+        "okxJNG6ctWjltaqa0e"
+    ),
+    "twilio SK3d382c8390b94d504e822334811390a4": "3d382c8390b94d504e822334811390a4",
+    "npm npm_q1m4sVW5vuvRlx8HMAyB0jdIA6KVop2YqCei": "q1m4sVW5vuvRlx8HMAyB0jdIA6KVop2YqCei",
+    "hugging face 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": "qBiiKnfJFTMBnIXiCWmfJkpupPJCBJonJZ",
+}
+"""Lines a server prints at startup (from its own files: no config knows them), each with
+the part of it that must not reach the logs."""
+
+CHATTY_SERVER = (
+    "import runpy, sys\n"
+    f"for line in {list(PRINTED)!r}:\n"
+    "    print('chatty ' + line, file=sys.stderr, flush=True)\n"
+    "sys.argv = ['calculator']\n"
+    "runpy.run_module('agentloop.servers.calculator', run_name='__main__')\n"
+)
+
+
+async def test_credentials_a_server_prints_reach_no_log_line(
+    run_loop: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    calculator = bundled_servers_config(tmp_path / "notes.jsonl")["mcpServers"]["calculator"]
+    server = {"command": sys.executable, "args": ["-c", CHATTY_SERVER], "env": calculator["env"]}
+    toolset = MCPToolset({"mcpServers": {"chatty": server}})
+    install_log_redaction(toolset.redact)  # before its server starts and logs
+    command = {"tool_name": "calculate", "tool_kwargs": {"expression": "2+3"}}
+    graph = create_tool_loop(
+        ScriptedChatModel([plan_reply("execute", [command]), plan_reply("response")]),
+        tools=[toolset],
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
+    )
+    out = await run_loop(graph, {"user_input": "2+3"})
+    assert out["tool_logs"][0]["success"] is True
+    deadline = time.monotonic() + 10
+    while caplog.text.count("chatty ") < len(PRINTED) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    lines = [r.getMessage() for r in caplog.records if "chatty " in r.getMessage()]
+    assert len(lines) == len(PRINTED), lines
+    names = {r.name for r in caplog.records if "chatty " in r.getMessage()}
+    assert names == {"agentloop.mcp.server.chatty"}  # the library's own log lines
+    assert all(REDACTED in line for line in lines), lines
+    assert "postgres://billing:[REDACTED]@db.internal:5432/app" in caplog.text
+    assert [secret for secret in PRINTED.values() if secret in caplog.text] == []
 
 
 PATH_TOKEN = "pathtok-0a1b2c3d4e5f"

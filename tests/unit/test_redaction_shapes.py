@@ -6,7 +6,8 @@ provider-shaped key) inside one container shape: a set, an object known only by 
 levels deep, a cycle. Every sink is checked: a callback handler's `on_tool_end`, a
 `BaseTracer`'s runs, `astream_events`, an app logger given the output with `extra=`, the
 library's own log records with `extra=`, the state, and the bytes of a SQLite checkpoint
-file. Then the corpus: real-looking credentials are redacted, near misses are not.
+file. Then the corpus: real-looking credentials are redacted, near misses are not, and
+no credential of the corpus reaches any of those sinks.
 """
 
 from __future__ import annotations
@@ -299,6 +300,60 @@ CREDENTIALS = {
     "session_token=Ab12Cd34Ef56": "Ab12Cd34Ef56",
     "https://api.example.com/v1?access_token=Zx81Lq02Mv93&page=2": "Zx81Lq02Mv93",
     "PASSWORD=correcthorsebatterystaple": "correcthorsebatterystaple",
+    '{"client_secret": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0B\\n-----END': (
+        "MIIEvQIBADANBgkqhkiG9w0B"
+    ),
+    # AWS secret access keys: bare, and as config files, env files and STS JSON spell them
+    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY": "K7MDENG/bPxRfiCY",
+    "N1XaKGj0osnRI9u9JLTe6T+ppRlvfwIS00tCe7mc": "N1XaKGj0osnRI9u9JLTe6T",
+    "[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\n"
+    "aws_secret_access_key = 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\n": "ppRlvfwIS00tCe7mc",
+    "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY": "K7MDENG/bPxRfiCY",
+    '{"AccessKeyId": "ASIAXXX", "SecretAccessKey": "N1XaKGj0osnRI9u9JLTe6T+ppRlvfwIS00tCe7mc"}': (
+        "N1XaKGj0osnRI9u9JLTe6T"
+    ),
+    "aws_session_token = IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD": "IQoJb3JpZ2lu",
+    # Stripe secret and restricted keys
+    "sk_live_4eC39HqLyjWDarjtT1zdp7dc": "4eC39HqLyjWDarjtT1zdp7dc",
+    "rk_live_ZLzkpal6VDX6rPc9FRQj5j0i0V0n7KilW2CFioQd": "ZLzkpal6VDX6rPc9FRQj5j0i0V0n7K",
+    "STRIPE_API_KEY=sk_live_TaCM8A6x0QRHH38w8mJ2VNbJ": "TaCM8A6x0QRHH38w8mJ2VNbJ",
+    # Azure storage and Service Bus connection strings
+    "DefaultEndpointsProtocol=https;AccountName=billing;AccountKey=uwsy+HScaGyVBfRtogaiKYexQDsHw"
+    "+5m9iDDBYZYv8I4/iCo66L5Vr9YVyJgTInuaIvrj3tBWUpD59e5CXRKHw==;EndpointSuffix=core.windows.net": (
+        "uwsy+HScaGyVBfRtogaiKYexQDsHw"
+    ),
+    '{"accountKey": "uwsy+HScaGyVBfRtogaiKYexQDsHw+5m9iDDBYZYv8I4/iCo66L5Vr9YVyJgTI"}': (
+        "uwsy+HScaGyVBfRtogaiKYexQDsHw"
+    ),
+    "Endpoint=sb://billing.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;"
+    "SharedAccessKey=Kq3pV8xN2mL5rT9wB4yH7cZ1dF6gJ0sAeU2iO5bXk8M=": "Kq3pV8xN2mL5rT9wB4yH7c",
+    # passwords in URLs, whatever the scheme
+    "postgres://billing:Sup3rS3cret!@db.internal:5432/app": "Sup3rS3cret!",
+    "DATABASE_URL=postgresql://app:pw-9f8e7d6c@db:5432/app?sslmode=require": "pw-9f8e7d6c",
+    "mysql://root:Tr0ub4dor&3@mysql.internal/shop": "Tr0ub4dor&3",
+    "redis://:Rds-2kQ9xLm7@cache:6379/0": "Rds-2kQ9xLm7",
+    "amqp://guest:Rabb1tMQpass@rabbit:5672/vhost": "Rabb1tMQpass",
+    "mongodb+srv://app:Mng0-pass-77@cluster0.example.mongodb.net/db": "Mng0-pass-77",
+    "mongodb://app:Mng0-pass-77@one:27017,two:27017/db?replicaSet=rs0": "Mng0-pass-77",
+    "https://x-access-token:Zq8Xw7Cv6Bn5Ml4Kj3@github.com/acme/app.git": "Zq8Xw7Cv6Bn5Ml4Kj3",
+    "postgres://ops:p@ss-w0rd@db/app": "ss-w0rd",
+    # a GCP service account key file
+    '{"type": "service_account", "project_id": "billing-prod", '
+    '"private_key_id": "6494657e373ff6c8ac4ef2c5da2870486e67f8fb", "private_key": '
+    '"-----BEGIN PRIVATE KEY-----\\nMIIEvgIBADANBgkqhkiG\\n-----END PRIVATE KEY-----\\n"}': (
+        "6494657e373ff6c8ac4ef2c5da2870486e67f8fb"
+    ),
+    # SendGrid, Twilio API key SIDs, npm, Hugging Face
+    "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": "okxJNG6ctWjltaqa0e",
+    "SENDGRID_API_KEY=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": (
+        "okxJNG6ctWjltaqa0e"
+    ),
+    "SK3d382c8390b94d504e822334811390a4": "3d382c8390b94d504e822334811390a4",
+    "twilio api key SK3d382c8390b94d504e822334811390a4 secret": "3d382c8390b94d504e8223",
+    "npm_q1m4sVW5vuvRlx8HMAyB0jdIA6KVop2YqCei": "q1m4sVW5vuvRlx8HMAyB0jdIA6KVop2YqCei",
+    "//registry.npmjs.org/:_authToken=npm_q1m4sVW5vuvRlx8HMAyB0jdIA6KVop2YqCei": "q1m4sVW5vuvRlx8H",
+    "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": "qBiiKnfJFTMBnIXiCWmfJkpupPJCBJonJZ",
+    "HF_TOKEN=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": "qBiiKnfJFTMBnIXiCWmf",
 }
 """Real-looking credentials (the text, and the part of it that must disappear)."""
 
@@ -325,6 +380,43 @@ NEAR_MISSES = [
     "sklearn and skimage",
     "akiak is a town in Alaska",
     "eyJ alone is not a JWT",
+    # hex digests, UUIDs, base64 digests, paths and names 40 characters long
+    "da39a3ee5e6b4b0d3255bfef95601890afd80709",
+    "DA39A3EE5E6B4B0D3255BFEF95601890AFD80709",
+    "commit 0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c",
+    "123e4567-e89b-12d3-a456-426614174000",
+    "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",
+    "src/ComponentsLibrary/ButtonGroup2Varian",
+    "V1OrganizationExternalKeysPostRequestGcp",
+    "see Users/JohnSmith/Documents2024/ReportFina.pdf",
+    "aws_secret_access_key = ${AWS_SECRET_ACCESS_KEY}",
+    "AWS_ACCESS_KEY_ID is the key's id",
+    # Stripe's public keys, and words
+    "pk_live_51H8xYzQ7wE2rT5yU8iO1pA4sD",
+    "sk_live_mode=false",
+    "rk_live_ keys are restricted",
+    # connection strings without a secret
+    "AccountName=devstoreaccount1;SharedAccessKeyName=RootManageSharedAccessKey",
+    "AccountKey=<your account key>",
+    "postgres://billing@db.internal:5432/app",
+    "postgresql://app:${PGPASSWORD}@db:5432/app",
+    "redis://cache:6379/0",
+    "ssh://git@github.com:22/acme/app.git",
+    "http://[::1]:8080/health",
+    "https://example.com/a:b@c",
+    "mailto:ann@example.com",
+    # a service account's public fields
+    '"client_email": "billing@billing-prod.iam.gserviceaccount.com"',
+    '"project_id": "billing-prod-123456"',
+    # near SendGrid, Twilio, npm and Hugging Face
+    "SG.1 release notes",
+    "SKU-5e0f4a9b8c7d6e5f4a3b2c1d0e9f8a7b",
+    "AC5e0f4a9b8c7d6e5f4a3b2c1d0e9f8a7b",
+    "SK5e0f4a9b8c7d6e5f4a3b2c1d0e9f8a7",
+    "npm_config_cache=/tmp/npm-cache",
+    "npm_package_version=1.2.3",
+    "hf_hub_download",
+    "HF_HUB_ENABLE_HF_TRANSFER=1",
 ]
 """Text that merely looks like a secret (documented in the README's security section):
 values shorter than 8 characters, placeholders, plain words under 20 characters, and
@@ -341,6 +433,30 @@ def test_real_looking_credentials_are_redacted(credential: str, secret: str) -> 
 def test_near_misses_are_left_as_they_are(text: str) -> None:
     assert Redactor(environ={})(text) == text
     assert Redactor(environ={})(f"config: {text}; done") == f"config: {text}; done"
+
+
+@pytest.mark.parametrize(
+    "scheme", ["postgres", "postgresql", "mysql", "redis", "rediss", "amqp", "mongodb+srv", "https"]
+)
+def test_a_urls_password_goes_and_its_scheme_user_and_host_stay(scheme: str) -> None:
+    url = f"{scheme}://app_user:Pw-8x7c6v5b@db.internal:5432/app?sslmode=require"
+    assert Redactor(environ={})(f"using {url} now") == (
+        f"using {scheme}://app_user:{REDACTED}@db.internal:5432/app?sslmode=require now"
+    )
+
+
+def test_what_a_kept_part_holds_is_still_redacted() -> None:
+    """A user, a value that is no credential, a token that is no key: searched all the same."""
+    redact = Redactor(["hunter22x", "Ab3dEf9h"], environ={})
+    github = "https://ghp_16C7e42F292c6912E7710c838347Ae178B4a:x-oauth-basic@github.com/acme"
+    assert redact(github) == f"https://{REDACTED}:{REDACTED}@github.com/acme"
+    assert redact("postgres://hunter22x:Pw-8x7c6v5b@db/app") == (
+        f"postgres://{REDACTED}:{REDACTED}@db/app"
+    )
+    assert redact("token=true_hunter22x") == f"token=true_{REDACTED}"
+    assert redact("path V1OrganizationExternalKeysPostReqAb3dEf9h") == (
+        f"path V1OrganizationExternalKeysPostReq{REDACTED}"
+    )
 
 
 async def test_the_record_keeps_near_misses_and_redacts_credentials(run_loop: Any) -> None:
@@ -370,6 +486,76 @@ async def test_the_record_keeps_near_misses_and_redacts_credentials(run_loop: An
     assert handler.outputs[0]["near"] == NEAR_MISSES
     assert all(REDACTED in text for text in record["result"]["real"])
     assert all(REDACTED in text for text in handler.outputs[0]["real"])
+
+
+def corpus_loop(checkpointer: Any = None) -> Any:
+    @tool
+    def read_config(section: str) -> dict[str, Any]:
+        """Read a configuration section."""
+        return {"real": list(CREDENTIALS), "near": list(NEAR_MISSES)}
+
+    command = {"tool_name": "read_config", "tool_kwargs": {"section": "all"}}
+    return create_tool_loop(
+        ScriptedChatModel([plan_reply("execute", [command]), plan_reply("response")]),
+        [read_config],
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
+        checkpointer=checkpointer,
+    )
+
+
+def leaked(text: str) -> list[str]:
+    """The secret parts of the corpus found in `text`."""
+    return [secret for secret in CREDENTIALS.values() if secret in text]
+
+
+async def test_no_credential_of_the_corpus_reaches_a_sink(
+    run_loop: Any, tmp_path: Path, app_log: Records
+) -> None:
+    database = tmp_path / "checkpoints.sqlite"
+    handler, tracer = ToolEnds(), KeepingTracer()
+    config = {"configurable": {"thread_id": "corpus"}, "callbacks": [handler, tracer]}
+    payload = {"user_input": "read the config"}
+    if run_loop.entry == "invoke":
+        connection = sqlite3.connect(database, check_same_thread=False)
+        out = await run_loop(corpus_loop(SqliteSaver(connection)), payload, config)
+        connection.close()
+    else:
+        async with AsyncSqliteSaver.from_conn_string(str(database)) as saver:
+            out = await run_loop(corpus_loop(saver), payload, config)
+    [record] = out["tool_logs"]
+    assert record["success"] and record["result"]["near"] == NEAR_MISSES
+    assert all(REDACTED in text for text in record["result"]["real"])
+    assert handler.outputs[0]["near"] == NEAR_MISSES
+    for sink in (out, handler.outputs, run_contents(tracer.runs), app_log.records):
+        assert leaked(everything(sink)) == []
+    stored = b"".join(path.read_bytes() for path in tmp_path.glob("checkpoints.sqlite*"))
+    assert b"read_config" in stored  # the record is there
+    assert leaked(stored.decode("utf-8", "replace")) == []
+
+
+async def test_astream_events_see_no_credential_of_the_corpus() -> None:
+    events = [
+        event
+        async for event in corpus_loop().astream_events({"user_input": "config"}, version="v2")
+    ]
+    [end] = [event for event in events if event["event"] == "on_tool_end"]
+    assert leaked(everything([event["data"] for event in events])) == []
+    assert "V1OrganizationExternalKeysPostRequestGcp" in everything(end["data"])
+
+
+def test_log_records_of_the_library_redact_the_corpus(caplog: pytest.LogCaptureFixture) -> None:
+    install_log_redaction()  # as the app does: the library changes no logging by itself
+    caplog.set_level(logging.INFO)
+    logger = logging.getLogger("agentloop.durability.sql")
+    for credential in CREDENTIALS:
+        logger.warning("connecting with %s", credential, extra={"credential": credential})
+    for text in NEAR_MISSES:
+        logger.info("near %s", text, extra={"text": text})
+    records = [dict(record.__dict__) for record in caplog.records]
+    assert len(records) == len(CREDENTIALS) + len(NEAR_MISSES)
+    assert leaked(caplog.text) == [] and leaked(everything(records)) == []
+    near = [record.getMessage() for record in caplog.records][len(CREDENTIALS) :]
+    assert near == [f"near {text}" for text in NEAR_MISSES]
 
 
 class Huge:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 from uuid import UUID
@@ -101,6 +102,177 @@ async def test_astream_events_see_redacted_tool_outputs_and_errors(
     assert sorted(event["event"] for event in tool_events) == ["on_tool_end", "on_tool_error"]
     assert SECRET not in repr(tool_events)
     assert all(REDACTED in repr(event["data"]) for event in tool_events)
+
+
+TOKEN = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+"""A provider-shaped token nobody configured: found by its shape."""
+BEARER = "Bearer abcDEF123456ghiJKL"
+
+
+class UpstreamError(Exception):
+    """An HTTP client's error: a clean message, the secrets only in its attributes."""
+
+    def __init__(self, message: str, *, status_code: int, response_body: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.response_body = response_body
+        self.headers = {"Authorization": BEARER, "Accept": "application/json"}
+
+
+class Session:
+    """An object known only by its `repr`, holding the secret in an attribute."""
+
+    def __init__(self) -> None:
+        self.password = SECRET
+
+
+class VaultLocked(Exception):
+    """A custom exception holding secrets as attributes, its message clean."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"the vault at {path} is locked")
+        self.secret = SECRET
+        self.session = Session()
+        self.raw = f'{{"token": "{TOKEN}"}}'.encode()
+
+
+def attribute_loop(monkeypatch: pytest.MonkeyPatch, raised: list[Exception]) -> Any:
+    """Tools whose exceptions hold secrets in attributes, chained errors and messages."""
+    monkeypatch.setenv("BILLING_DB_PASSWORD", SECRET)
+
+    @tool
+    def fetch_invoice(number: str) -> str:
+        """Fetch an invoice."""
+        error = UpstreamError(
+            "upstream refused the request",
+            status_code=401,
+            response_body=f'{{"error": "bad token", "token": "{TOKEN}"}}',
+        )
+        raised.append(error)
+        raise error
+
+    @tool
+    async def open_vault(path: str) -> str:
+        """Open a vault."""
+        error = VaultLocked(path)
+        raised.append(error)
+        raise error
+
+    @tool
+    def get_customer(customer_id: str) -> str:
+        """Get a customer."""
+        try:
+            raise UpstreamError("lookup failed", status_code=500, response_body=TOKEN)
+        except UpstreamError as cause:
+            raise LookupError(f"no customer {customer_id}") from cause
+
+    @tool
+    def get_balance(account: str) -> str:
+        """Balance of an account."""
+        msg = f"login to the billing database failed with {SECRET}"
+        raise ConnectionError(msg)
+
+    tools = [fetch_invoice, open_vault, get_customer, get_balance]
+    commands = [
+        {"tool_name": "fetch_invoice", "tool_kwargs": {"number": "F-1"}},
+        {"tool_name": "open_vault", "tool_kwargs": {"path": "billing"}},
+        {"tool_name": "get_customer", "tool_kwargs": {"customer_id": "c-7"}},
+        {"tool_name": "get_balance", "tool_kwargs": {"account": "a-1"}},
+    ]
+    once = ToolPolicy(retry=ToolRetry(max_attempts=1))
+    return create_tool_loop(
+        ScriptedChatModel([plan_reply("execute", commands), plan_reply("response")]),
+        tools,
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"], repeat_last=True)),
+        governance=GovernanceOptions(policies={tool.name: once for tool in tools}),
+    )
+
+
+def reachable(value: Any) -> str:
+    """Every text a callback can reach from an error: its text, arguments, attributes, chain."""
+    parts: list[str] = []
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            parts.append(item)
+        elif isinstance(item, bytes):
+            parts.append(item.decode("utf-8", "replace"))
+        elif item is None or isinstance(item, bool | int | float) or id(item) in seen:
+            continue
+        elif isinstance(item, Mapping):
+            seen.add(id(item))
+            stack.extend([*item.keys(), *item.values()])
+        elif isinstance(item, list | tuple | set | frozenset):
+            seen.add(id(item))
+            stack.extend(item)
+        else:
+            seen.add(id(item))
+            parts.append(repr(item))
+            if isinstance(item, BaseException):
+                parts.append(str(item))
+                stack.extend([item.args, item.__cause__, item.__context__])
+            stack.append(getattr(item, "__dict__", None))
+    return "\n".join(parts)
+
+
+def assert_no_secret_reachable(value: Any) -> None:
+    text = reachable(value)
+    for secret in (SECRET, TOKEN, BEARER):
+        assert secret not in text
+
+
+class ToolErrors(BaseCallbackHandler):
+    """Keeps the exceptions LangChain hands to `on_tool_error`."""
+
+    def __init__(self) -> None:
+        self.errors: list[BaseException] = []
+
+    def on_tool_error(self, error: BaseException, **kwargs: Any) -> None:
+        self.errors.append(error)
+
+
+async def test_on_tool_error_sees_no_secret_in_an_exceptions_attributes(
+    run_loop: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raised: list[Exception] = []
+    handler = ToolErrors()
+    graph = attribute_loop(monkeypatch, raised)
+    out = await run_loop(graph, {"user_input": "invoices"}, {"callbacks": [handler]})
+    assert len(handler.errors) == 4
+    assert_no_secret_reachable(handler.errors)
+    by_type = {type(error).__name__: error for error in handler.errors}
+    upstream = by_type["UpstreamError"]
+    assert isinstance(upstream, UpstreamError)  # a redacted copy of the same type
+    assert str(upstream) == "upstream refused the request"
+    assert upstream.status_code == 401
+    assert REDACTED in upstream.response_body and "bad token" in upstream.response_body
+    assert upstream.headers == {"Authorization": f"Bearer {REDACTED}", "Accept": "application/json"}
+    vault = by_type["VaultLocked"]
+    assert str(vault) == "the vault at billing is locked" and vault.secret == REDACTED
+    assert str(by_type["LookupError"]) == "no customer c-7"
+    # the tool's own exceptions are left as they were
+    assert [type(error) for error in raised] == [UpstreamError, VaultLocked]
+    assert TOKEN in raised[0].response_body and raised[1].secret == SECRET  # type: ignore[attr-defined]
+    records = {record["tool_name"]: record for record in out["tool_logs"]}
+    assert records["get_balance"]["error_type"] == "network_error"
+    assert not any(record["success"] for record in records.values())
+    assert_no_secret_reachable(out)
+
+
+async def test_astream_events_see_no_secret_in_an_exceptions_attributes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    graph = attribute_loop(monkeypatch, [])
+    errors = [
+        event
+        async for event in graph.astream_events({"user_input": "invoices"}, version="v2")
+        if event["event"] == "on_tool_error"
+    ]
+    assert len(errors) == 4
+    assert all(isinstance(event["data"]["error"], Exception) for event in errors)
+    assert_no_secret_reachable([event["data"] for event in errors])
 
 
 class VaultPath(BaseModel):
