@@ -32,6 +32,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -260,11 +261,15 @@ def _noting(start: Callable[..., Any], pid_of: Callable[[Any, Any], int]) -> Cal
 
 
 _START_POINTS: tuple[tuple[Any, str, Callable[[Any, Any], int]], ...] = (
-    (subprocess.Popen, "_execute_child", lambda _, args: args[0].pid),
-    (os, "fork", lambda pid, _: pid),
-    (os, "forkpty", lambda started, _: started[0]),
-    (os, "posix_spawn", lambda pid, _: pid),
-    (os, "posix_spawnp", lambda pid, _: pid),
+    (
+        (subprocess.Popen, "_execute_child", lambda _, args: args[0].pid),
+        (os, "fork", lambda pid, _: pid),
+        (os, "forkpty", lambda started, _: started[0]),
+        (os, "posix_spawn", lambda pid, _: pid),
+        (os, "posix_spawnp", lambda pid, _: pid),
+    )
+    if sys.platform == "linux"
+    else ()  # nothing is ended elsewhere: nothing is hooked
 )
 """Where Python starts a process, and how each tells the new process's id."""
 
@@ -284,7 +289,8 @@ class CallChildren:
 
     _lock = threading.Lock()
     _in_flight: ClassVar[int] = 0
-    _hooked: ClassVar[list[tuple[Any, str, Any, Any]]] = []
+    _hooks: ClassVar[dict[tuple[Any, str], tuple[Any, Any]]] = {}
+    """Each start point's function and its noting wrapper (made once per function)."""
 
     def __init__(self, tid: int, *, shared: bool) -> None:
         self.tid = tid
@@ -303,10 +309,11 @@ class CallChildren:
             if not cls._in_flight:
                 for owner, name, pid_of in _START_POINTS:
                     start = getattr(owner, name, None)
-                    if start is not None:
-                        noting = _noting(start, pid_of)
-                        setattr(owner, name, noting)
-                        cls._hooked.append((owner, name, start, noting))
+                    hook = cls._hooks.get((owner, name))
+                    if start is not None and (hook is None or start not in hook):
+                        hook = cls._hooks[owner, name] = (start, _noting(start, pid_of))
+                    if hook is not None:
+                        setattr(owner, name, hook[1])
             cls._in_flight += 1
         _CALL.set(call)
         return call
@@ -318,9 +325,10 @@ class CallChildren:
                 return
             self.is_open = False
             CallChildren._in_flight -= 1
-            while not self._in_flight and self._hooked:
-                owner, name, start, noting = self._hooked.pop()
-                if getattr(owner, name, None) is noting:
+            if self._in_flight:
+                return
+            for (owner, name), (start, noting) in self._hooks.items():
+                if getattr(owner, name, None) is noting:  # else patched since: left as it is
                     setattr(owner, name, start)
 
     def started(self) -> tuple[set[int], set[int]]:
@@ -336,7 +344,7 @@ class CallChildren:
             at = _started_at(pid)
             if at is not None and at <= noted:
                 own.add(pid)
-        seen = set(_seen)
+        seen = set(_seen.copy())  # another thread may add to it meanwhile
         unnoted = set()
         for pid in _read_children(f"/proc/self/task/{self.tid}/children"):
             at = _started_at(pid)
