@@ -1,19 +1,17 @@
 """The child processes a timed-out call started, and ending them (Linux, through /proc).
 
-A call's children are known by who started them. While calls are in flight, the points
-where Python starts a process (`subprocess.Popen`, which asyncio's subprocesses and
-`os.popen` use; `os.fork`, which `os.spawn*` and multiprocessing's fork use;
-`os.forkpty`; `os.posix_spawn` and `os.posix_spawnp`) note each new process in the call
-whose context starts it (`CallChildren`): a context variable set on a sync call's
-thread or in an async call's task, which the tasks it creates (and `asyncio.to_thread`)
-inherit and no other code sees. A process started in another context (an app's
-coroutine on the same event loop, another thread) is not the call's.
+A call's children are those its own code started. While calls are in flight, the points
+where Python starts a process (`subprocess.Popen`, and so asyncio's subprocesses;
+`os.fork`, `os.forkpty`, `os.posix_spawn`, `os.posix_spawnp`) note each new process in
+the call whose context starts it (`CallChildren`): a context variable set on a sync
+call's thread or in an async call's task, which the tasks it creates inherit and no
+other code sees.
 
 A process started where Python does not show who starts it (`os.system`, a C
-extension) is found in `/proc/self/task/<tid>/children`, which Linux keeps per thread,
-among those the call's thread started since the call began: on a sync call's pool
-thread (it runs one call at a time) it is the call's; on an event loop's thread, which
-other code shares, it may not be, and is left running.
+extension) is found among the children the call's thread started since the call began
+(`/proc/self/task/<tid>/children`, kept per thread): on a sync call's pool thread,
+which runs one call at a time, it is the call's; on an event loop's thread, which other
+code shares, it may not be, and is left running.
 
 A process is ended with its descendants: SIGTERM to all of them, then SIGKILL to those
 still alive after a grace. Each is held by a pidfd, opened while it is still known to
@@ -28,6 +26,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import math
 import os
 import select
 import signal
@@ -238,40 +237,34 @@ _seen: deque[int] = deque(maxlen=4096)
 found in /proc that is not among them was started where it does not."""
 
 
-def _note(pid: int) -> None:
-    """Note a process just started: seen, and its call's when a call's tool started it."""
-    _seen.append(pid)
-    call = _CALL.get()
-    if call is not None and call.is_open:
-        call.noted.append((pid, _clock()))
-
-
-def _noting(start: Callable[..., Any], pid_of: Callable[[Any, Any], int]) -> Callable[..., Any]:
-    """Wrap a function that starts a process so that the process is noted."""
+def _noting(start: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a function that starts a process: the process is seen, and noted in its call."""
 
     @functools.wraps(start)
     def noting(*args: Any, **kwargs: Any) -> Any:
-        result = start(*args, **kwargs)
-        pid = pid_of(result, args)
-        if pid > 0:  # 0 in the child of a fork
-            _note(pid)
-        return result
+        started = start(*args, **kwargs)
+        pid = args[0].pid if started is None else started  # Popen's sets its pid
+        if isinstance(pid, tuple):  # forkpty's (pid, fd)
+            pid = pid[0]
+        if pid:  # 0 in the child of a fork
+            _seen.append(pid)
+            call = _CALL.get()
+            if call is not None and call.is_open:
+                call.noted.append((pid, _clock()))
+        return started
 
     return noting
 
 
-_START_POINTS: tuple[tuple[Any, str, Callable[[Any, Any], int]], ...] = (
+_START_POINTS: tuple[tuple[Any, str], ...] = (
     (
-        (subprocess.Popen, "_execute_child", lambda _, args: args[0].pid),
-        (os, "fork", lambda pid, _: pid),
-        (os, "forkpty", lambda started, _: started[0]),
-        (os, "posix_spawn", lambda pid, _: pid),
-        (os, "posix_spawnp", lambda pid, _: pid),
+        (subprocess.Popen, "_execute_child"),
+        *((os, name) for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp")),
     )
     if sys.platform == "linux"
     else ()  # nothing is ended elsewhere: nothing is hooked
 )
-"""Where Python starts a process, and how each tells the new process's id."""
+"""Where Python starts a process (Popen's is where asyncio's and `os.popen` start theirs)."""
 
 
 class CallChildren:
@@ -307,11 +300,11 @@ class CallChildren:
         call = cls(tid, shared=shared)
         with cls._lock:
             if not cls._in_flight:
-                for owner, name, pid_of in _START_POINTS:
+                for owner, name in _START_POINTS:
                     start = getattr(owner, name, None)
                     hook = cls._hooks.get((owner, name))
                     if start is not None and (hook is None or start not in hook):
-                        hook = cls._hooks[owner, name] = (start, _noting(start, pid_of))
+                        hook = cls._hooks[owner, name] = (start, _noting(start))
                     if hook is not None:
                         setattr(owner, name, hook[1])
             cls._in_flight += 1
@@ -339,17 +332,13 @@ class CallChildren:
         began where Python does not show who starts them; on a thread of its own they
         are its own too.
         """
-        own = set()
-        for pid, noted in list(self.noted):
-            at = _started_at(pid)
-            if at is not None and at <= noted:
-                own.add(pid)
+        own = {p for p, noted in list(self.noted) if (_started_at(p) or math.inf) <= noted}
         seen = set(_seen.copy())  # another thread may add to it meanwhile
-        unnoted = set()
-        for pid in _read_children(f"/proc/self/task/{self.tid}/children"):
-            at = _started_at(pid)
-            if pid not in seen and at is not None and at >= self.opened - _TICK_S:
-                unnoted.add(pid)
+        unnoted = {
+            pid
+            for pid in _read_children(f"/proc/self/task/{self.tid}/children")
+            if pid not in seen and (_started_at(pid) or 0) >= self.opened - _TICK_S
+        }
         if not self.shared:
             return own | unnoted, set()
         return own, unnoted - own
