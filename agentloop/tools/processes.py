@@ -1,54 +1,56 @@
 """The child processes a timed-out call started, and ending them (Linux, through /proc).
 
-Linux lists the children of each thread apart (`/proc/self/task/<tid>/children`): the
-processes a thread started with `fork`, `vfork`, `posix_spawn` or `subprocess`, for as
-long as that thread lives. A sync tool runs on a pool thread that runs one call at a
-time, so its children are those the thread started while the call ran (`ChildWindow`,
-alone on its thread). An async tool runs on the event loop's thread, beside other
-calls: its children are those the loop's thread started while the call ran
-(`ChildWindow`): a child it started while another call ran on the same thread cannot
-be told apart from that call's, and is left running.
+A call's children are those its own code started. While calls are in flight, the points
+where Python starts a process (`subprocess.Popen`, and so asyncio's subprocesses;
+`os.fork`, `os.forkpty`, `os.posix_spawn`, `os.posix_spawnp`) note each new process in
+the call whose context starts it (`CallChildren`): a context variable set on a sync
+call's thread or in an async call's task, which the tasks it creates inherit and no
+other code sees.
+
+A process started where Python does not show who starts it (`os.system`, a C
+extension) is found among the children the call's thread started since the call began
+(`/proc/self/task/<tid>/children`, kept per thread): on a sync call's pool thread,
+which runs one call at a time, it is the call's; on an event loop's thread, which other
+code shares, it may not be, and is left running.
 
 A process is ended with its descendants: SIGTERM to all of them, then SIGKILL to those
 still alive after a grace. Each is held by a pidfd, opened while it is still known to
 be the child of the expected parent, so a recycled process id is never signalled.
 
-Elsewhere (no /proc, no pidfd) nothing is found and nothing is ended.
+Elsewhere (no /proc, no pidfd) nothing is ended.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 import math
 import os
 import select
 import signal
+import subprocess
+import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from agentloop._sync import has_running_loop, pause
 
 __all__ = [
     "DEFAULT_TERMINATE_GRACE_S",
-    "ChildWindow",
+    "CallChildren",
     "EndedProcesses",
     "end_processes",
-    "thread_children",
 ]
 
 DEFAULT_TERMINATE_GRACE_S = 0.5
 """How long an ended process may take to exit after SIGTERM before it gets SIGKILL."""
-
-
-def thread_children(tid: int) -> set[int]:
-    """The live children a thread of this process started (empty where /proc cannot tell)."""
-    return _read_children(f"/proc/self/task/{tid}/children")
 
 
 def _read_children(path: str) -> set[int]:
@@ -205,11 +207,11 @@ def _boot_clock() -> Callable[[], float]:
         time.clock_gettime(boot)
     except (AttributeError, OSError):  # not Linux: nothing is found in /proc anyway
         return time.monotonic
-    return partial(time.clock_gettime, boot)
+    return functools.partial(time.clock_gettime, boot)
 
 
 _clock = _boot_clock()
-"""Seconds since boot (chosen once: each window reads it twice, on every call's path)."""
+"""Seconds since boot (chosen once: it is read on every call's path)."""
 
 
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
@@ -225,80 +227,118 @@ def _started_at(pid: int) -> float | None:
     return int(stat[stat.rfind(")") + 2 :].split()[19]) * _TICK_S
 
 
-_STILL_OPEN = math.inf
-"""The end of a window that is still open (read as now)."""
+_CALL: contextvars.ContextVar[CallChildren | None] = contextvars.ContextVar(
+    "agentloop_call_children", default=None
+)
+"""The call whose tool runs in this context (on its thread, or in its task and theirs)."""
+
+_seen: deque[int] = deque(maxlen=4096)
+"""Processes lately started where Python shows who starts them, whoever did: a child
+found in /proc that is not among them was started where it does not."""
 
 
-class ChildWindow:
-    """The children a thread starts while a call runs on it (beside other async calls).
+def _noting(start: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a function that starts a process: the process is seen, and noted in its call."""
 
-    Every call running on a thread is a window: a child the thread started while only
-    one window was open is that call's; one started while several were open could be
-    any of theirs (ambiguous). Windows are kept by thread, across every loop of the
-    process, for as long as their call runs.
+    @functools.wraps(start)
+    def noting(*args: Any, **kwargs: Any) -> Any:
+        started = start(*args, **kwargs)
+        pid = args[0].pid if started is None else started  # Popen's sets its pid
+        if isinstance(pid, tuple):  # forkpty's (pid, fd)
+            pid = pid[0]
+        if pid:  # 0 in the child of a fork
+            _seen.append(pid)
+            call = _CALL.get()
+            if call is not None and call.is_open:
+                call.noted.append((pid, _clock()))
+        return started
 
-    A window keeps the spans of the windows beside it, not the windows: a server whose
-    event loop always has calls in flight would otherwise keep every window it ever
-    opened alive, each holding the next.
+    return noting
+
+
+_START_POINTS: tuple[tuple[Any, str], ...] = (
+    (
+        (subprocess.Popen, "_execute_child"),
+        *((os, name) for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp")),
+    )
+    if sys.platform == "linux"
+    else ()  # nothing is ended elsewhere: nothing is hooked
+)
+"""Where Python starts a process (Popen's is where asyncio's and `os.popen` start theirs)."""
+
+
+class CallChildren:
+    """The child processes one call's tool starts, known by the context that starts them.
+
+    Opened in the call's context (on its thread, or in its task's context before the
+    task starts), it notes each process started in that context until it closes. The
+    points where Python starts processes (`_START_POINTS`) are hooked while any call is
+    open, and given back once none is (unless patched again since).
 
     Args:
-        tid: The thread (its native id).
+        tid: The native id of the thread the call runs on.
+        shared: Whether other code runs on that thread meanwhile (an event loop's).
     """
 
     _lock = threading.Lock()
-    _open: ClassVar[dict[int, set[ChildWindow]]] = {}
+    _in_flight: ClassVar[int] = 0
+    _hooks: ClassVar[dict[tuple[Any, str], tuple[Any, Any]]] = {}
+    """Each start point's function and its noting wrapper (made once per function)."""
 
-    def __init__(self, tid: int) -> None:
+    def __init__(self, tid: int, *, shared: bool) -> None:
         self.tid = tid
+        self.shared = shared
         self.opened = _clock()
-        """When the call started: a child older than this is not its (nothing is read from
-        /proc here, on every call's path: only `started`, at a timeout, reads it)."""
-        self._span = [self.opened, _STILL_OPEN]
-        """When it was open, `[opened, closed]`: the one cell of this window the windows
-        beside it hold (its end is `_STILL_OPEN` until it closes)."""
-        self._beside: list[list[float]] = []
-        """The spans of the windows open at some time while this one was."""
+        """When the call started (nothing is read from /proc on a call's path)."""
+        self.noted: list[tuple[int, float]] = []
+        """The processes started in the call's context, each with when it was noted."""
+        self.is_open = True
 
     @classmethod
-    def open(cls, tid: int) -> ChildWindow:
-        """Start a call's window on a thread (the thread's children now are not its)."""
-        window = cls(tid)
+    def open(cls, tid: int, *, shared: bool = False) -> CallChildren:
+        """Start noting the processes started in the current context (the call's)."""
+        call = cls(tid, shared=shared)
         with cls._lock:
-            running = cls._open.setdefault(tid, set())
-            for other in running:
-                other._beside.append(window._span)
-                window._beside.append(other._span)
-            running.add(window)
-        return window
+            if not cls._in_flight:
+                for owner, name in _START_POINTS:
+                    start = getattr(owner, name, None)
+                    hook = cls._hooks.get((owner, name))
+                    if start is not None and (hook is None or start not in hook):
+                        hook = cls._hooks[owner, name] = (start, _noting(start))
+                    if hook is not None:
+                        setattr(owner, name, hook[1])
+            cls._in_flight += 1
+        _CALL.set(call)
+        return call
 
     def close(self) -> None:
-        """End the window (the call ended or timed out)."""
+        """Stop noting (the call ended or timed out); unhook once no call is open."""
         with self._lock:
-            if self._span[1] != _STILL_OPEN:
+            if not self.is_open:
                 return
-            self._span[1] = _clock()
-            running = self._open.get(self.tid, set())
-            running.discard(self)
-            if not running:
-                self._open.pop(self.tid, None)
+            self.is_open = False
+            CallChildren._in_flight -= 1
+            if self._in_flight:
+                return
+            for (owner, name), (start, noting) in self._hooks.items():
+                if getattr(owner, name, None) is noting:  # else patched since: left as it is
+                    setattr(owner, name, start)
 
     def started(self) -> tuple[set[int], set[int]]:
-        """The live children the thread started in this window: its own, and ambiguous ones.
+        """The live children the call started, and those it may have started (reads /proc).
 
-        A child is ambiguous when it started while another window on the thread was open
-        (within the start time's resolution).
+        Its own: those noted in its context (started no later than noted: not a
+        recycled id). Those it may have: the children its thread started since the call
+        began where Python does not show who starts them; on a thread of its own they
+        are its own too.
         """
-        now = _clock()
-        own: set[int] = set()
-        ambiguous: set[int] = set()
-        for pid in thread_children(self.tid):
-            at = _started_at(pid)
-            if at is None or at < self.opened - _TICK_S:  # gone, or older than the call
-                continue
-            with self._lock:
-                spans = [(start, min(end, now)) for start, end in self._beside]
-            if any(start - _TICK_S <= at <= end + _TICK_S for start, end in spans):
-                ambiguous.add(pid)
-            else:
-                own.add(pid)
-        return own, ambiguous
+        own = {p for p, noted in list(self.noted) if (_started_at(p) or math.inf) <= noted}
+        seen = set(_seen.copy())  # another thread may add to it meanwhile
+        unnoted = {
+            pid
+            for pid in _read_children(f"/proc/self/task/{self.tid}/children")
+            if pid not in seen and (_started_at(pid) or 0) >= self.opened - _TICK_S
+        }
+        if not self.shared:
+            return own | unnoted, set()
+        return own, unnoted - own

@@ -16,10 +16,10 @@ detached from its event loop's task list, so `asyncio.run()` does not wait for i
 shutdown (it would wait forever): the process can exit.
 
 At a timeout, the child processes the call started are ended (`agentloop.tools.processes`):
-a sync call's are those its thread started since the call began; an async call's are
-those the event loop's thread started while it ran, except those it started while
-another async call ran on that thread (they could be that call's). A call's thread that
-returns after its timeout ends the children it still has.
+those started in its context (a sync call's thread, an async call's task and the tasks
+it creates), and those its thread started where Python does not show who did, when the
+thread is its own (a sync call's). A call's thread that returns after its timeout ends
+the children it still has.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import threading
 import weakref
 from collections.abc import Callable, Coroutine
@@ -43,7 +44,7 @@ from agentloop._sync import (
 from agentloop.errors import ToolCallError
 from agentloop.tools.processes import (
     DEFAULT_TERMINATE_GRACE_S,
-    ChildWindow,
+    CallChildren,
     end_processes,
 )
 
@@ -208,11 +209,11 @@ class ToolThreads:
         await self._enter(tool_name)
         slot = _Slot()
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        windows: list[ChildWindow] = []
+        calls: list[CallChildren] = []
 
         def target() -> None:
-            window = ChildWindow.open(threading.get_native_id())
-            windows.append(window)
+            children = CallChildren.open(threading.get_native_id())  # in the job's context
+            calls.append(children)
             try:
                 if future.set_running_or_notify_cancel():
                     try:
@@ -222,9 +223,9 @@ class ToolThreads:
             finally:
                 try:
                     if slot.abandoned:  # what it started is ended, as at its timeout
-                        self._end_window_children(window)
+                        self._end_late_children(children)
                 finally:
-                    window.close()
+                    children.close()
                     self._leave(tool_name, slot)
 
         try:
@@ -252,21 +253,20 @@ class ToolThreads:
                 on_abandoned(tool_name, hung, self.max_abandoned)
             if slot.abandoned and isinstance(error, TimeoutError):
                 msg = f"{tool_name} did not finish within {timeout_s:g}s; its thread runs on"
-                if windows:
-                    window = windows[0]
+                if calls:
                     if has_running_loop():  # /proc is read in a worker thread
-                        own, _ = await asyncio.to_thread(window.started)
+                        own, _ = await asyncio.to_thread(calls[0].started)
                     else:
-                        own, _ = window.started()
+                        own, _ = calls[0].started()
                     ended = await end_processes(own, grace_s=self.terminate_grace_s)
                     msg = "; ".join(filter(None, (msg, ended.describe())))
                 raise AbandonedCall(msg, future) from error
             raise
 
-    def _end_window_children(self, window: ChildWindow) -> None:
-        """End the children a call's thread started in its window (from that thread)."""
+    def _end_late_children(self, children: CallChildren) -> None:
+        """End the children a timed-out sync call started (from its thread, once it returned)."""
         with contextlib.suppress(Exception):  # best effort, from a thread nobody awaits
-            own, _ = window.started()
+            own, _ = children.started()
             run_without_loop(end_processes(own, grace_s=self.terminate_grace_s))
 
     async def run_task(
@@ -289,10 +289,10 @@ class ToolThreads:
         cut midway, such as a sub-agent with side effects, whose own calls are
         guarded), it is abandoned at the timeout and stays attached.
 
-        With `end_children`, the child processes the event loop's thread started while
-        the call ran are ended at its timeout, except those started while another such
-        call ran on that thread (they could be that call's; the error says they were
-        left running).
+        With `end_children`, the child processes started in the task's context (by
+        the coroutine and the tasks it creates) are ended at its timeout. Those the
+        event loop's thread started meanwhile where Python does not show who did could
+        be any code's: the error says they were left running.
 
         Raises:
             CallTimedOut: It took longer and stopped when cancelled.
@@ -308,8 +308,11 @@ class ToolThreads:
                 except ToolCallError:
                     coroutine.close()
                     raise
-        window = ChildWindow.open(threading.get_native_id()) if end_children else None
-        task = asyncio.get_running_loop().create_task(coroutine)
+        children, context = None, None
+        if end_children:  # noted in the task's context, which its own tasks inherit
+            context = contextvars.copy_context()
+            children = context.run(CallChildren.open, threading.get_native_id(), shared=True)
+        task = asyncio.get_running_loop().create_task(coroutine, context=context)
         try:
             finished = await _finished_within(task, timeout_s)
             if not finished and cancel:
@@ -319,16 +322,16 @@ class ToolThreads:
             task.cancel()
             raise
         finally:
-            if window is not None:
-                window.close()
+            if children is not None:
+                children.close()
         if finished or (task.done() and not task.cancelled() and task.exception() is None):
             return task.result()  # in time, or it finished its work while being cancelled
         if task.done():
             if not task.cancelled():
                 task.exception()  # retrieved: it stopped with an error when cancelled
             msg = f"{tool_name} did not finish within {timeout_s:g}s and was cancelled"
-            children = await self._end_window(window, tool_name)
-            raise CallTimedOut("; ".join(filter(None, (msg, children))))
+            ended = await self._end_children(children, tool_name)
+            raise CallTimedOut("; ".join(filter(None, (msg, ended))))
         hung = self._abandon_task(tool_name, task)
         if on_abandoned is not None:
             on_abandoned(tool_name, hung, self.max_abandoned)
@@ -343,20 +346,21 @@ class ToolThreads:
                 msg += "; asyncio.run() will wait for it at shutdown"
         else:
             msg = f"{tool_name} did not finish within {timeout_s:g}s; it runs on, to its end"
-        children = await self._end_window(window, tool_name)
-        raise AbandonedCall("; ".join(filter(None, (msg, children))), task)
+        ended = await self._end_children(children, tool_name)
+        raise AbandonedCall("; ".join(filter(None, (msg, ended))), task)
 
-    async def _end_window(self, window: ChildWindow | None, tool_name: str) -> str:
+    async def _end_children(self, children: CallChildren | None, tool_name: str) -> str:
         """End the children a timed-out async call started; say what happened ("" if none)."""
-        if window is None:
+        if children is None:
             return ""
-        own, ambiguous = await asyncio.to_thread(window.started)  # reads /proc
+        own, unproven = await asyncio.to_thread(children.started)  # reads /proc
         ended = await end_processes(own, grace_s=self.terminate_grace_s)
         said = ended.describe()
-        if ambiguous:
+        if unproven:
             left = (
-                f"child processes {sorted(ambiguous)} were left running: they started while "
-                f"other calls ran on the same event loop, so they may not be {tool_name}'s"
+                f"child processes {sorted(unproven)} were left running: the event loop's "
+                f"thread started them while {tool_name} ran, in a way that does not show "
+                f"which task did, so they may not be {tool_name}'s"
             )
             said = "; ".join(filter(None, (said, left)))
         return said

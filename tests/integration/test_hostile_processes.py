@@ -171,16 +171,52 @@ def test_a_child_that_may_be_another_calls_is_left_running_and_said(
         pids = json.loads(pid_file.read_text())
         job, other = out["records"]
         assert job["error_type"] == "timeout" and other["success"]
-        assert not _alive(pids["after"])  # started once it ran alone: its own
-        assert f"sleep ({pids['after']})" in job["error"]
-        # started while get_other ran on the same event loop (under invoke too: the
-        # compiled loop's one event loop runs every async call of its sync runs)
+        # started by get_job's own task while get_other ran on the same event loop
+        # (under invoke too: the compiled loop's one event loop runs every async call of
+        # its sync runs): it is get_job's, and ended
+        assert not _alive(pids["own"])
+        assert f"sleep ({pids['own']})" in job["error"]
+        # started on that thread beside get_job by a means that does not say which task
+        # started it (libc's posix_spawnp): it could be anyone's
         assert _alive(pids["beside"])
         assert f"child processes [{pids['beside']}] were left running" in job["error"]
     finally:
         for pid in pids.values():
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _check_foreign_left_alone(entry: str, tmp_path: Path) -> None:
+    """A process the app starts while a tool hangs outlives the tool's timeout, unclaimed."""
+    pid_file = tmp_path / "pids.json"
+    pids: dict[str, int] = {}
+    try:
+        out = _run_worker("foreign", entry, str(pid_file))
+        pids = json.loads(pid_file.read_text())
+        [record] = out["records"]
+        assert record["error_type"] == "timeout"
+        assert out["alive_after_run"] == {"own": False, "foreign": True}
+        assert f"sleep ({pids['own']})" in record["error"]  # the tool's own child, ended
+        assert str(pids["foreign"]) not in record["error"]
+        assert out["answer"] == "the run went on"
+    finally:
+        for pid in pids.values():
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="ending children needs /proc")
+def test_a_process_an_app_coroutine_starts_beside_a_hung_async_tool_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    _check_foreign_left_alone("ainvoke", tmp_path)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="ending children needs /proc")
+def test_a_process_another_thread_starts_beside_a_hung_sync_tool_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    _check_foreign_left_alone("invoke", tmp_path)
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="ending children needs /proc")

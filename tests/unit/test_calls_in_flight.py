@@ -1,14 +1,17 @@
 """A server's event loop always has calls in flight: a call that ended keeps nothing alive.
 
-Each async tool call watches for the child processes it starts (a window on the event
-loop's thread, to end them at its timeout). Windows that overlap must tell each other
-when they were open; if they held each other, a loop that never runs dry (a server
-under steady load) would keep every call's window it ever opened.
+Each async tool call notes the child processes its task starts (to end them at its
+timeout): it is set in the task's context, and the points where Python starts
+processes are hooked while any call is open. A loop that never runs dry (a server under
+steady load) must not keep the calls it ever ran alive, and once no call is open the
+hooks are gone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import weakref
 from typing import Any
 
@@ -17,7 +20,7 @@ from langchain_core.tools import tool
 
 from agentloop import create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.processes import ChildWindow
+from agentloop.tools.processes import CallChildren
 
 SHORT_RUNS = 30
 
@@ -34,15 +37,16 @@ def _one_call_script(tool_name: str, answer: str, runs: int = 1) -> list[Any]:
 async def test_calls_beside_a_long_one_are_not_kept_alive_by_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    windows: list[weakref.ref[ChildWindow]] = []
-    opened = ChildWindow.open.__func__  # type: ignore[attr-defined]
+    calls: list[weakref.ref[CallChildren]] = []
+    opened = CallChildren.open.__func__  # type: ignore[attr-defined]
 
-    def watched(cls: type[ChildWindow], tid: int) -> ChildWindow:
-        window: ChildWindow = opened(cls, tid)
-        windows.append(weakref.ref(window))
-        return window
+    def watched(cls: type[CallChildren], tid: int, *, shared: bool = False) -> CallChildren:
+        call: CallChildren = opened(cls, tid, shared=shared)
+        calls.append(weakref.ref(call))
+        return call
 
-    monkeypatch.setattr(ChildWindow, "open", classmethod(watched))
+    monkeypatch.setattr(CallChildren, "open", classmethod(watched))
+    starts = (subprocess.Popen._execute_child, os.fork)  # type: ignore[attr-defined]
     started, release = asyncio.Event(), asyncio.Event()
 
     @tool
@@ -69,10 +73,13 @@ async def test_calls_beside_a_long_one_are_not_kept_alive_by_it(
         assert out["answer"] == "looked up"
         assert [r["result"] for r in out["tool_logs"]] == ["found"]
 
-    alive = [ref for ref in windows if ref() is not None]
-    assert len(windows) == SHORT_RUNS + 1  # every call opened its window
-    assert len(alive) == 1, f"{len(alive)} windows alive beside the one call in flight"
+    alive = [ref for ref in calls if ref() is not None]
+    assert len(calls) == SHORT_RUNS + 1  # every call noted its children
+    assert len(alive) == 1, f"{len(alive)} calls alive beside the one in flight"
+    assert subprocess.Popen._execute_child is not starts[0]  # type: ignore[attr-defined]
     release.set()
     out = await asyncio.wait_for(long_run, 10)
     assert out["answer"] == "held"
     assert [r["result"] for r in out["tool_logs"]] == ["released"]
+    # no call is open: Python's own functions are back
+    assert (subprocess.Popen._execute_child, os.fork) == starts  # type: ignore[attr-defined]
