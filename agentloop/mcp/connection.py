@@ -3,7 +3,7 @@
 stdio sessions are opened here rather than by langchain-mcp-adapters because the
 adapter cannot give the server process a stderr of our own: each server's stderr goes
 to its own logger (`agentloop.mcp.server.<name>`), not the terminal. Streamable HTTP
-sessions are opened here too, on the mcp SDK's transport with one change: a response
+sessions are opened here too, on the mcp SDK's transport with a few changes: a response
 stream the server closes before the answer (and that cannot be resumed with
 `Last-Event-ID`) fails its request at once, instead of leaving it to its timeout, and
 a request whose connection cannot be opened (refused) or breaks is answered with an
@@ -11,7 +11,10 @@ error saying which. A request that provably never reached the server (the
 server answered 404 for the session id: it restarted or expired the session; or it
 could not be connected to) is sent again on a new session (`NotSentError`); one whose
 connection broke after it left is not: the server may have run it
-(`MCPTransportError.sent`). SSE sessions are opened by the adapter.
+(`MCPTransportError.sent`). A request the server sends on a call's response stream
+(a question) names that call in its `_meta` (`RELATED_REQUEST_META`). Both kinds of
+session answer the server's questions apart from their receive loop
+(`AnsweringSession`). SSE sessions are opened by the adapter.
 """
 
 from __future__ import annotations
@@ -42,12 +45,13 @@ from mcp.types import (
     JSONRPCMessage,
     JSONRPCRequest,
     JSONRPCResponse,
+    RequestId,
     ServerCapabilities,
 )
 
 from agentloop.errors import MCPToolError, MCPTransportError
 from agentloop.mcp.cancel import CANCEL_GRACE_S, CANCEL_REASON, next_request_id, send_cancelled
-from agentloop.mcp.client import ClientHandlers
+from agentloop.mcp.client import RELATED_REQUEST_META, AnsweringSession, ClientHandlers
 from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.output import ServerLog, quote_output
 
@@ -126,14 +130,14 @@ async def open_session(
     if connection.get("transport") in _STREAMABLE_HTTP:
         async with (
             streamable_http(connection) as (read, write),
-            ClientSession(read, write, **session_kwargs) as session,
+            AnsweringSession(read, write, **session_kwargs) as session,
         ):
             yield session
         return
     if connection.get("transport") != "stdio":
         connection["session_kwargs"] = session_kwargs
-        async with create_session(cast(AdapterConnection, connection)) as session:
-            yield session
+        async with create_session(cast(AdapterConnection, connection)) as adapted:
+            yield adapted
         return
     parameters = StdioServerParameters(
         command=connection["command"],
@@ -147,7 +151,7 @@ async def open_session(
     try:
         async with (
             stdio_client(parameters, errlog=log.file) as (read, write),
-            ClientSession(read, write, **session_kwargs) as session,
+            AnsweringSession(read, write, **session_kwargs) as session,
         ):
             yield session
     finally:
@@ -203,7 +207,8 @@ class _FailFastTransport(StreamableHTTPTransport):
         self, response: httpx.Response, ctx: RequestContext, is_initialization: bool = False
     ) -> None:
         root = ctx.session_message.message.root
-        watch = _Answered(ctx.read_stream_writer)
+        related = root.id if isinstance(root, JSONRPCRequest) else None
+        watch = _Answered(ctx.read_stream_writer, related)
         await super()._handle_sse_response(
             response,
             dataclasses.replace(ctx, read_stream_writer=cast(Any, watch)),
@@ -217,16 +222,28 @@ class _FailFastTransport(StreamableHTTPTransport):
 
 
 class _Answered:
-    """A stream writer that notes whether a response or an error passed through it."""
+    """The stream writer of one request's response stream.
 
-    def __init__(self, inner: Any) -> None:
+    It notes whether a response or an error passed through it, and names that request
+    in each request the server sends on the stream (an elicitation, a sampling request:
+    `RELATED_REQUEST_META` in its `_meta`), so the client answers it for the call it
+    belongs to.
+    """
+
+    def __init__(self, inner: Any, related: RequestId | None) -> None:
         self.inner = inner
+        self.related = related
         self.answered = False
 
     async def send(self, item: Any) -> None:
         root = getattr(getattr(item, "message", None), "root", None)
         if isinstance(root, JSONRPCResponse | JSONRPCError):
             self.answered = True
+        elif isinstance(root, JSONRPCRequest) and self.related is not None:
+            params = dict(root.params or {})
+            params["_meta"] = {**(params.get("_meta") or {}), RELATED_REQUEST_META: self.related}
+            request = root.model_copy(update={"params": params})
+            item = SessionMessage(JSONRPCMessage(request), metadata=item.metadata)
         await self.inner.send(item)
 
 
