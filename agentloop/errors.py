@@ -71,7 +71,8 @@ ErrorType = Literal[
 - `tool_crashed`: the tool raised a `BaseException` that is not an `Exception`;
 - `tool_unavailable`: the tool has too many hung calls (not run);
 - `unknown_outcome`: a call with side effects may or may not have happened (not repeated):
-  its worker died, or it timed out and could not be stopped;
+  its worker died, it timed out and could not be stopped, or the connection to its MCP
+  server broke after the request had left;
 - `duplicate`: the same query already ran (not run);
 - `useless_result`: the result was judged useless;
 - `too_many_commands`: beyond the per-round cap (not run);
@@ -195,7 +196,18 @@ class MCPTransportError(AgentLoopError, ConnectionError):
     """An MCP server could not be started or reached, or its connection broke.
 
     A `ConnectionError`, so retry policies treat it as transient.
+
+    Args:
+        message: What happened.
+        sent: The request had left for the server when the connection broke, so the
+            server may have run it: a call with side effects is then `unknown_outcome`,
+            never repeated. False when it provably never left (the server could not be
+            started or connected to).
     """
+
+    def __init__(self, message: str, *, sent: bool = False) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 # --- classification --------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from agentloop.errors import ToolCallError
 from agentloop.events import Emit, LoopEvent, McpLog, ToolProgress, make_emitter, null_emit
 from agentloop.mcp.client import CallHooks
 from agentloop.mcp.pools import Started, mark_retrieved
-from agentloop.redaction import Redact
+from agentloop.redaction import Redact, redact_data
 
 __all__ = [
     "ELICITATION_INTERRUPT",
@@ -147,7 +147,9 @@ class CallBridge:
         call_id: The loop's id of the call ("" outside a loop).
         read_only: Whether the tool only reads.
         loop_name: The loop's name, for events.
-        redact: Applied to event text.
+        redact: Applied to event text, and to the question a handler or a person is asked
+            (the interrupt's value, which the checkpoint keeps): the server may quote a
+            secret in it.
         model: Answers the server's sampling requests during the call (the loop's model).
         handler: Answers the server's questions (else a person, through an interrupt).
     """
@@ -257,7 +259,7 @@ class CallBridge:
             return types.ElicitResult(action="cancel")
 
     def request(self, params: types.ElicitRequestParams) -> dict[str, Any]:
-        """What a person (or a handler) is asked: the interrupt's value."""
+        """What a person (or a handler) is asked: the interrupt's value, redacted."""
         value: dict[str, Any] = {
             "type": ELICITATION_INTERRUPT,
             "server": self.server,
@@ -270,7 +272,8 @@ class CallBridge:
             value["url"] = params.url
         else:
             value["requested_schema"] = params.requestedSchema
-        return value
+        redacted: dict[str, Any] = redact_data(value, self._redact) if self._redact else value
+        return redacted
 
     def cancel_question(self) -> None:
         """Answer a pending question "cancel" (the call was given up while it waited)."""

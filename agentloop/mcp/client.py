@@ -1,17 +1,25 @@
 """The client side of MCP: what a server may ask of the loop while a tool runs.
 
 - progress notifications reach the call that asked for them (`CallHooks.on_progress`);
-- sampling requests are answered by the model of the loop whose call is running on the
-  server (else the toolset's own), when the server's config allows it
-  (`"sampling": true`), within the request's limits;
-- elicitation requests reach the call that is running on the server, which answers
-  them in flight: by the app's handler, or a LangGraph `interrupt(...)` a person answers;
+- sampling requests are answered by the model of the loop whose call they belong to
+  (known as an elicitation's call is, below; else the call that started first), else the
+  toolset's own, when the server's config allows it (`"sampling": true`), within the
+  request's limits;
+- elicitation requests reach the call they belong to, which answers them in flight: by
+  the app's handler, or a LangGraph `interrupt(...)` a person answers. The call is known
+  by its request id: over streamable HTTP the server sends its question on that call's
+  response stream (the transport names the call in the question's `_meta`,
+  `RELATED_REQUEST_META`); a server may also echo the call's `progressToken` in the
+  question's `_meta` (the only way over stdio). A question that names no call goes to
+  the one call that can answer it, and is declined when there are several;
 - roots are declared from the server's config;
 - the server's log messages go to its own Python logger, and a `tools/list_changed` or
   `resources/list_changed` notification makes the toolset fetch its lists again.
 
 The mcp SDK only declares a capability when its callback is given, so each server gets
-the callbacks its config allows.
+the callbacks its config allows. It also answers each request of the server inside its
+receive loop, so while one question waited for a person nothing else reached the
+session; `AnsweringSession` answers questions and sampling requests apart from it.
 """
 
 from __future__ import annotations
@@ -21,20 +29,71 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+from anyio.abc import TaskStatus
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from mcp import types
+from mcp import ClientSession, types
+from mcp.shared.session import RequestResponder
+from mcp.types import RequestId
 
 from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.output import ServerOutput
 from agentloop.messages import message_text
 from agentloop.redaction import Redact, Redactor
 
-__all__ = ["CallHooks", "ClientHandlers", "server_logger"]
+__all__ = [
+    "RELATED_REQUEST_META",
+    "AnsweringSession",
+    "CallHooks",
+    "ClientHandlers",
+    "server_logger",
+]
+
+logger = logging.getLogger(__name__)
+
+RELATED_REQUEST_META = "agentloop/relatedRequestId"
+"""The `_meta` key that names, in a request the server sent, the client's request it
+belongs to (added by the streamable HTTP transport, from the stream it came on)."""
 
 ProgressHook = Callable[[float, float | None, str | None], None]
 LogHook = Callable[[types.LoggingMessageNotificationParams], None]
 ElicitationHook = Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult]]
+
+
+_ANSWERED_APART = (types.ElicitRequest, types.CreateMessageRequest)
+
+
+class AnsweringSession(ClientSession):
+    """The SDK's `ClientSession`, answering the server's questions apart from its receive loop.
+
+    The SDK awaits the answer to each request of the server in the loop that reads the
+    session: a question that waits for a person held up every other message of the
+    session, another call's question and every call's result among them. Elicitation
+    and sampling requests are answered in tasks of their own (in the session's task
+    group, so they end with it); each has entered its request's cancel scope before the
+    loop reads on, so a `notifications/cancelled` for it still finds it.
+    """
+
+    async def _received_request(
+        self, responder: RequestResponder[types.ServerRequest, types.ClientResult]
+    ) -> None:
+        if not isinstance(responder.request.root, _ANSWERED_APART):
+            await super()._received_request(responder)
+            return
+        await self._task_group.start(self._answer_apart, responder)
+
+    async def _answer_apart(
+        self,
+        responder: RequestResponder[types.ServerRequest, types.ClientResult],
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        task_status.started()  # the SDK enters the responder before its first await
+        try:
+            await super()._received_request(responder)
+        except Exception as error:  # never the session's end: its loop would have logged it
+            logger.warning("answering a request of an MCP server failed: %s", error)
 
 
 def server_logger(name: str) -> logging.Logger:
@@ -98,17 +157,37 @@ class ClientHandlers:
         self.output = ServerOutput(self.logger, redact or Redactor(spec.secrets))
         """The server's last stderr lines, quoted by failure reasons."""
         self.in_flight: dict[int, CallHooks] = {}
+        self._sent: dict[int, tuple[ClientSession, str]] = {}
+        """Where each call in flight sent its request: the session, and the request's id."""
         self._next = 0
 
     def register(self, hooks: CallHooks) -> int:
-        """Note a call in flight; returns its token for `unregister`."""
+        """Note a call in flight; returns its token for `sending` and `unregister`."""
         self._next += 1
         self.in_flight[self._next] = hooks
         return self._next
 
+    def sending(self, token: int, session: ClientSession, request_id: RequestId) -> None:
+        """The call's request is being sent on `session` with this id (again, on a new one)."""
+        self._sent[token] = (session, str(request_id))
+
     def unregister(self, token: int) -> None:
         """The call ended."""
         self.in_flight.pop(token, None)
+        self._sent.pop(token, None)
+
+    def _call_of(self, context: Any) -> CallHooks | None:
+        """The call a request of the server belongs to, when the request names it."""
+        meta = getattr(context, "meta", None)
+        extra = (meta.model_extra or {}) if meta is not None else {}
+        named = extra.get(RELATED_REQUEST_META, getattr(meta, "progressToken", None))
+        if named is None:
+            return None
+        session = getattr(context, "session", None)
+        for token, sent in self._sent.items():
+            if sent == (session, str(named)):
+                return self.in_flight.get(token)
+        return None
 
     def session_kwargs(self) -> dict[str, Any]:
         """The `ClientSession` keyword arguments for this server."""
@@ -147,13 +226,19 @@ class ClientHandlers:
     async def _elicit(
         self, context: Any, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
-        asking = [hooks for hooks in self.in_flight.values() if hooks.on_elicitation is not None]
-        writers = [hooks for hooks in asking if not hooks.read_only]
-        candidates = writers if len(asking) > 1 and writers else asking
+        call = self._call_of(context)
+        if call is not None:
+            candidates = [call] if call.on_elicitation is not None else []
+        else:  # the question names no call: the one that can answer it, if only one can
+            asking = [hooks for hooks in self.in_flight.values() if hooks.on_elicitation]
+            writers = [hooks for hooks in asking if not hooks.read_only]
+            candidates = writers if len(asking) > 1 and writers else asking
         if len(candidates) != 1:
             self.logger.warning(
-                "declined an elicitation request: %d calls were running on the server",
-                len(candidates),
+                "declined an elicitation request: %s",
+                "the call it belongs to takes no questions"
+                if call is not None
+                else f"it names no call, and {len(candidates)} calls were running on the server",
             )
             return types.ElicitResult(action="decline")
         hook = candidates[0].on_elicitation
@@ -163,8 +248,12 @@ class ClientHandlers:
     async def _sample(
         self, context: Any, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.ErrorData:
-        calling = [hooks.model for hooks in self.in_flight.values() if hooks.model is not None]
-        model = calling[0] if calling else self.sampler()  # the call that started first
+        call = self._call_of(context)
+        if call is not None:  # the call the request belongs to
+            model = call.model or self.sampler()
+        else:  # else the call that started first
+            calling = [hooks.model for hooks in self.in_flight.values() if hooks.model]
+            model = calling[0] if calling else self.sampler()
         if model is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message="no model to sample with")
         messages: list[BaseMessage] = []

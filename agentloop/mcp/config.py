@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import os
@@ -15,6 +16,7 @@ import yaml
 
 from agentloop.errors import ConfigurationError
 from agentloop.mcp.auth import MCPAuth, auth_from_config
+from agentloop.redaction import REDACTED, Redactor, redact_data
 from agentloop.tools.policy import ToolPolicy
 
 __all__ = [
@@ -61,9 +63,10 @@ class MCPServerSpec:
     """The tool names to keep, or glob patterns of them (`"git_*"`); `None` keeps all."""
     deny: frozenset[str] = frozenset()
     """The tool names (or glob patterns) to drop; wins over `allow`."""
-    secrets: frozenset[str] = frozenset()
-    """The values of the server's own `env` and `headers`, and its URL's path and query
-    values, redacted wherever they appear."""
+    secrets: frozenset[str] = field(default=frozenset(), repr=False)
+    """The values of the server's own `env` and `headers` (and the credential of a
+    `Bearer ...` header alone), its URL's path and query values and its `auth` secrets,
+    redacted wherever they appear (its `repr` included)."""
     scope: SessionScope = "toolset"
     """Who shares a session: every run and thread (`toolset`: server state is shared by
     every user), each thread its own, reused by its runs (`thread`), or each run its own
@@ -86,6 +89,24 @@ class MCPServerSpec:
     auth: MCPAuth | None = None
     """How to authorize with an HTTP server (OAuth or a static bearer token); `MCPToolset`
     runs it. `None`: only the `headers` given."""
+
+    def __repr__(self) -> str:
+        """The spec as its fields show it, each of its secrets as `[REDACTED]`.
+
+        A value that is a secret is hidden whole, whatever its length; a secret inside a
+        longer value (a URL's query) as the library's `Redactor` finds it.
+        """
+        within = Redactor(self.secrets, environ={})
+
+        def hide(text: str) -> str:
+            return REDACTED if text in self.secrets else within(text)
+
+        shown = (
+            f"{item.name}={redact_data(getattr(self, item.name), hide)!r}"
+            for item in dataclasses.fields(self)
+            if item.repr
+        )
+        return f"{type(self).__name__}({', '.join(shown)})"
 
 
 def load_mcp_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> list[MCPServerSpec]:
@@ -209,9 +230,11 @@ def _parse_server(
     selection = _tool_selection(entry, where=where)
     allow = _tool_names(selection, _ALLOW_KEYS, where=where)
     deny = _tool_names(selection, _DENY_KEYS, where=where)
+    headers = _string_map(entry, "headers", where=where, allow_numbers=False)
     own = {
         **_string_map(entry, "env", where=where, allow_numbers=True),
-        **_string_map(entry, "headers", where=where, allow_numbers=False),
+        **headers,
+        **_credentials(headers),
         **_url_secrets(connection.get("url")),
     }
     auth = None
@@ -337,6 +360,19 @@ def _http_connection(entry: Mapping[str, Any], *, sse: bool, where: str) -> dict
     if headers:
         connection["headers"] = headers
     return connection
+
+
+def _credentials(headers: Mapping[str, str]) -> dict[str, str]:
+    """The credential of each `<scheme> <credential>` header value (`Bearer abc...`).
+
+    A server that echoes the credential shows it without its scheme.
+    """
+    found = {}
+    for name, value in headers.items():
+        scheme, _, credential = value.strip().partition(" ")
+        if scheme.isalpha() and credential.strip():
+            found[f"credential:{name}"] = credential.strip()
+    return found
 
 
 def _url_secrets(url: Any) -> dict[str, str]:

@@ -3,12 +3,18 @@
 stdio sessions are opened here rather than by langchain-mcp-adapters because the
 adapter cannot give the server process a stderr of our own: each server's stderr goes
 to its own logger (`agentloop.mcp.server.<name>`), not the terminal. Streamable HTTP
-sessions are opened here too, on the mcp SDK's transport with one change: a response
+sessions are opened here too, on the mcp SDK's transport with a few changes: a response
 stream the server closes before the answer (and that cannot be resumed with
-`Last-Event-ID`) fails its request at once, instead of leaving it to its timeout. A
-request the server answers with 404 for the session id (it restarted, or expired the
-session) was not processed: it is sent again on a new session (`NotSentError`). SSE
-sessions are opened by the adapter.
+`Last-Event-ID`) fails its request at once, instead of leaving it to its timeout, and
+a request whose connection cannot be opened (refused) or breaks is answered with an
+error saying which. A request that provably never reached the server (the
+server answered 404 for the session id: it restarted or expired the session; or it
+could not be connected to) is sent again on a new session (`NotSentError`); one whose
+connection broke after it left is not: the server may have run it
+(`MCPTransportError.sent`). A request the server sends on a call's response stream
+(a question) names that call in its `_meta` (`RELATED_REQUEST_META`). Both kinds of
+session answer the server's questions apart from their receive loop
+(`AnsweringSession`). SSE sessions are opened by the adapter.
 """
 
 from __future__ import annotations
@@ -39,12 +45,13 @@ from mcp.types import (
     JSONRPCMessage,
     JSONRPCRequest,
     JSONRPCResponse,
+    RequestId,
     ServerCapabilities,
 )
 
 from agentloop.errors import MCPToolError, MCPTransportError
 from agentloop.mcp.cancel import CANCEL_GRACE_S, CANCEL_REASON, next_request_id, send_cancelled
-from agentloop.mcp.client import ClientHandlers
+from agentloop.mcp.client import RELATED_REQUEST_META, AnsweringSession, ClientHandlers
 from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.output import ServerLog, quote_output
 
@@ -53,6 +60,8 @@ __all__ = ["Connection", "NotSentError", "describe", "open_session", "streamable
 logger = logging.getLogger(__name__)
 
 _SDK_PARSE_FAILURE = "Failed to parse JSONRPC message from server"
+_SDK_CONNECTION_CLOSED = "Connection closed"
+"""The mcp SDK's error for the requests in flight when a session's stream ends."""
 
 
 class _QuietParseFailures(logging.Filter):
@@ -83,8 +92,14 @@ def describe(error: BaseException) -> str:
         error = error.exceptions[0]
     text = str(error)
     if isinstance(error, McpError):
-        text = error.error.message
+        text = _error_text(error.error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _error_text(error: ErrorData) -> str:
+    """An error answer's message, with its `data` when that is text (what went wrong)."""
+    data = error.data
+    return error.message + (f" ({data})" if isinstance(data, str) and data else "")
 
 
 @contextlib.asynccontextmanager
@@ -115,14 +130,14 @@ async def open_session(
     if connection.get("transport") in _STREAMABLE_HTTP:
         async with (
             streamable_http(connection) as (read, write),
-            ClientSession(read, write, **session_kwargs) as session,
+            AnsweringSession(read, write, **session_kwargs) as session,
         ):
             yield session
         return
     if connection.get("transport") != "stdio":
         connection["session_kwargs"] = session_kwargs
-        async with create_session(cast(AdapterConnection, connection)) as session:
-            yield session
+        async with create_session(cast(AdapterConnection, connection)) as adapted:
+            yield adapted
         return
     parameters = StdioServerParameters(
         command=connection["command"],
@@ -136,7 +151,7 @@ async def open_session(
     try:
         async with (
             stdio_client(parameters, errlog=log.file) as (read, write),
-            ClientSession(read, write, **session_kwargs) as session,
+            AnsweringSession(read, write, **session_kwargs) as session,
         ):
             yield session
     finally:
@@ -157,16 +172,43 @@ _STREAMABLE_HTTP = {"streamable_http", "streamable-http", "http"}
 SESSION_TERMINATED = "Session terminated"
 """The mcp SDK's error for a request the server answered 404 (an unknown session id)."""
 STREAM_CLOSED = "the server closed the response stream before the answer"
+NOT_CONNECTED = "the server could not be connected to"
+"""The error of a request whose HTTP connection could not be opened: it never left."""
+CONNECTION_BROKE = "the connection broke before the answer"
+"""The error of a request whose HTTP connection broke after it was opened."""
+_LINK_ERRORS = {_SDK_CONNECTION_CLOSED, STREAM_CLOSED, NOT_CONNECTED, CONNECTION_BROKE}
+"""The errors (code `CONNECTION_CLOSED`) of a link that failed, not of the server."""
+_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+"""httpx's errors raised before a request's first byte is written."""
 
 
 class _FailFastTransport(StreamableHTTPTransport):
-    """The SDK's streamable HTTP transport; a stream that ends unanswered fails its request."""
+    """The SDK's streamable HTTP transport; a request whose stream ends unanswered fails.
+
+    A request whose POST cannot connect, or whose connection breaks, is answered with an
+    error saying which (`NOT_CONNECTED`: it never left), where the SDK would end the
+    whole session and leave the caller unable to tell whether the server got it.
+    """
+
+    async def _handle_post_request(self, ctx: RequestContext) -> None:
+        root = ctx.session_message.message.root
+        try:
+            await super()._handle_post_request(ctx)
+        except httpx.TransportError as error:
+            if not isinstance(root, JSONRPCRequest):
+                raise
+            message = NOT_CONNECTED if isinstance(error, _NEVER_SENT) else CONNECTION_BROKE
+            failed = ErrorData(code=CONNECTION_CLOSED, message=message, data=describe(error))
+            reply = JSONRPCMessage(JSONRPCError(jsonrpc="2.0", id=root.id, error=failed))
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await ctx.read_stream_writer.send(SessionMessage(reply))
 
     async def _handle_sse_response(
         self, response: httpx.Response, ctx: RequestContext, is_initialization: bool = False
     ) -> None:
         root = ctx.session_message.message.root
-        watch = _Answered(ctx.read_stream_writer)
+        related = root.id if isinstance(root, JSONRPCRequest) else None
+        watch = _Answered(ctx.read_stream_writer, related)
         await super()._handle_sse_response(
             response,
             dataclasses.replace(ctx, read_stream_writer=cast(Any, watch)),
@@ -180,16 +222,28 @@ class _FailFastTransport(StreamableHTTPTransport):
 
 
 class _Answered:
-    """A stream writer that notes whether a response or an error passed through it."""
+    """The stream writer of one request's response stream.
 
-    def __init__(self, inner: Any) -> None:
+    It notes whether a response or an error passed through it, and names that request
+    in each request the server sends on the stream (an elicitation, a sampling request:
+    `RELATED_REQUEST_META` in its `_meta`), so the client answers it for the call it
+    belongs to.
+    """
+
+    def __init__(self, inner: Any, related: RequestId | None) -> None:
         self.inner = inner
+        self.related = related
         self.answered = False
 
     async def send(self, item: Any) -> None:
         root = getattr(getattr(item, "message", None), "root", None)
         if isinstance(root, JSONRPCResponse | JSONRPCError):
             self.answered = True
+        elif isinstance(root, JSONRPCRequest) and self.related is not None:
+            params = dict(root.params or {})
+            params["_meta"] = {**(params.get("_meta") or {}), RELATED_REQUEST_META: self.related}
+            request = root.model_copy(update={"params": params})
+            item = SessionMessage(JSONRPCMessage(request), metadata=item.metadata)
         await self.inner.send(item)
 
 
@@ -324,14 +378,14 @@ class Connection:
         """`reason` with what the server wrote outside the protocol (stderr's last lines)."""
         return self.handlers.output.explain(reason)
 
-    async def _died(self, reason: str) -> MCPTransportError:
+    async def _died(self, reason: str, *, sent: bool) -> MCPTransportError:
         """The error of a request the server's end cut short, once its last lines are read.
 
         A dying server writes why to stderr, then ends the connection: the line it died
         with may still be in the pipe when the request fails.
         """
         await asyncio.to_thread(self.handlers.output.settle)
-        return MCPTransportError(self.explain(reason))
+        return MCPTransportError(self.explain(reason), sent=sent)
 
     async def _serve(self) -> None:
         self.handlers.output.clear()
@@ -412,6 +466,12 @@ class Connection:
         (a retry: the same tool and arguments) is sent only then, so the two never
         overlap on the server. `send` should send one request (a second one of it is
         not cancelled there).
+
+        Raises:
+            NotSentError: The request never reached the server (send it again).
+            MCPTransportError: The connection broke or the session ended; `sent` when
+                the request had left (the server may have run it).
+            MCPToolError: The server answered with an error.
         """
         if earlier := self._draining.get(lane):
             await asyncio.wait(set(earlier))  # each ends within CANCEL_GRACE_S
@@ -438,25 +498,28 @@ class Connection:
         self.last_used = time.monotonic()
         await _settle(call)
         name = self.spec.name
-        if call.cancelled():
+        if call.cancelled():  # the session ended while the request was (maybe) out
             reason = describe(self.failure) if self.failure else "the session ended"
-            raise await self._died(f"MCP server {name!r} stopped during {what}: {reason}")
+            msg = f"MCP server {name!r} stopped during {what}: {reason}"
+            raise await self._died(msg, sent=bool(sent))
         try:
             return call.result()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise NotSentError(describe(exc)) from exc
         except McpError as exc:
-            if exc.error.message == SESSION_TERMINATED:  # a 404: it does not know the session
-                raise NotSentError(f"the server ended the session ({exc.error.message})") from exc
-            if exc.error.code == CONNECTION_CLOSED:
-                how = f": {STREAM_CLOSED}" if exc.error.message == STREAM_CLOSED else ""
-                msg = f"MCP server {name!r} closed the connection during {what}{how}"
-                raise await self._died(msg) from exc
-            raise MCPToolError(exc.error.message, server=name) from exc
+            error = exc.error
+            if error.message == SESSION_TERMINATED:  # a 404: it does not know the session
+                raise NotSentError(f"the server ended the session ({error.message})") from exc
+            if error.code != CONNECTION_CLOSED or error.message not in _LINK_ERRORS:
+                raise MCPToolError(error.message, server=name) from exc  # the server's
+            if error.message == NOT_CONNECTED:
+                raise NotSentError(describe(exc)) from exc
+            how = "" if error.message == _SDK_CONNECTION_CLOSED else f": {_error_text(error)}"
+            msg = f"MCP server {name!r} closed the connection during {what}{how}"
+            raise await self._died(msg, sent=True) from exc
         except (OSError, anyio.EndOfStream) as exc:
-            raise await self._died(
-                f"MCP server {name!r} failed during {what}: {describe(exc)}"
-            ) from exc
+            msg = f"MCP server {name!r} failed during {what}: {describe(exc)}"
+            raise await self._died(msg, sent=True) from exc
 
 
 async def _settle(call: asyncio.Future[Any]) -> None:

@@ -29,6 +29,7 @@ from mcp.types import (
 from pydantic import AnyUrl
 
 from agentloop.errors import ConfigurationError, MCPToolError, MCPTransportError
+from agentloop.mcp.cancel import next_request_id
 from agentloop.mcp.client import CallHooks, ClientHandlers
 from agentloop.mcp.config import MCPServerSpec, is_pattern, matches
 from agentloop.mcp.connection import Connection, NotSentError, describe
@@ -292,12 +293,15 @@ class MCPSessionPool:
         # Sent as a bare request rather than through `ClientSession.call_tool`, which
         # may send a second request after the call: a broken pipe then would look
         # like an unsent call, and a retry would run the tool twice.
+        def send(session: ClientSession) -> Awaitable[CallToolResult]:
+            if handlers is not None:  # the server's questions name the call by this id
+                handlers.sending(token, session, next_request_id(session))
+            return session.send_request(request, CallToolResult, progress_callback=on_progress)
+
         try:
             result = await self.request(
                 server,
-                lambda session: session.send_request(
-                    request, CallToolResult, progress_callback=on_progress
-                ),
+                send,
                 what=f"a call to {tool!r}",
                 lane=f"{tool} {json.dumps(arguments, sort_keys=True, default=str)}",
             )

@@ -143,9 +143,10 @@ class MCPToolset:
         self.max_tools = max_tools
         self._warned_cap = False
         self.redact = TokenRedactor(self.secrets)
+        """Redacts the configured secrets and every token an OAuth flow obtained since,
+        from every result, error, event and question of the servers."""
         self.samplers = Samplers()
         """The models of the loops built with this toolset, for their calls' sampling."""
-        """Redacts the configured secrets and every token an OAuth flow obtained since."""
         self._pools = SessionPools(self.specs, self._pool, idle_timeout_s)
         self._finalizer = weakref.finalize(self, self._pools.close, 10.0)
         """Closes the sessions of a toolset nobody closed (collected, or at exit)."""
@@ -163,7 +164,7 @@ class MCPToolset:
 
     @property
     def secrets(self) -> frozenset[str]:
-        """The servers' own `env`, `headers` and `auth` secrets (redacted by the loop)."""
+        """The servers' own `env`, `headers`, URL and `auth` secrets (always redacted)."""
         return frozenset().union(*(spec.secrets for spec in self.specs))
 
     def _authorized(self, spec: MCPServerSpec, given: MCPAuth | httpx.Auth | None) -> MCPServerSpec:
@@ -397,12 +398,13 @@ class MCPToolset:
             try:
                 decoded = await bridge.run(started, on_pause=pause)
             except MCPToolError as error:
-                if not self.redact.learned:
-                    raise
+                # the servers' secrets never leave, whatever the app's own redact hook
                 redacted = self.redact(str(error))
+                if redacted == str(error):
+                    raise
                 raise MCPToolError(redacted, server=error.server, tool=error.tool) from None
-            output = tool_output(decoded)
-            return redact_data(output, self.redact) if self.redact.learned else output
+            output: tuple[str, dict[str, Any]] = redact_data(tool_output(decoded), self.redact)
+            return output
 
         policy = self._specs[server].policies.get(tool.name)
         return langchain_tool(
@@ -438,7 +440,9 @@ class MCPToolset:
             MCPTransportError: The server died or cannot be reached; the next call
                 starts it again.
         """
-        bridge = CallBridge(server=server, tool=tool, handler=self.elicitation_handler)
+        bridge = CallBridge(
+            server=server, tool=tool, redact=self.redact, handler=self.elicitation_handler
+        )
         call = self._call_on_loop(
             server, tool, arguments, run_id=run_id, thread_id=thread_id, hooks=bridge.hooks
         )

@@ -25,11 +25,11 @@ from tenacity import (
 
 from agentloop._retry import retry_after
 from agentloop._sync import has_running_loop
-from agentloop.errors import ToolCallError, classify_tool_error
+from agentloop.errors import MCPTransportError, ToolCallError, classify_tool_error
 from agentloop.events import Emit, ToolAbandoned, ToolRetrying, ToolThreadAbandoned
 from agentloop.tools.artifacts import unpack_output
 from agentloop.tools.layers import ToolInvocation
-from agentloop.tools.outcome import ToolOutcome, timed_out
+from agentloop.tools.outcome import ToolOutcome, cut_off, timed_out
 from agentloop.tools.output import LARGE_RESULT_CHARS, BoundedOutput, bound_output
 from agentloop.tools.policy import ToolRetry, is_subagent
 from agentloop.tools.results import ReadLimits
@@ -249,7 +249,9 @@ class ToolInvoker:
 
         Raises:
             TimeoutError: The call took longer than its timeout.
-            UnknownOutcomeError: It did, has side effects and may still take effect.
+            UnknownOutcomeError: It did, has side effects and may still take effect; or
+                it is an MCP call with side effects whose connection broke after its
+                request had left.
         """
         tool, timeout_s = call.tool, call.policy.timeout_s
         payload = _payload(call)
@@ -291,6 +293,11 @@ class ToolInvoker:
                 )  # fmt: skip
         except TimeoutError as error:
             raise timed_out(tool, call.policy, timeout_s, error) from error
+        except MCPTransportError as error:
+            lost = cut_off(call.policy, error)
+            if lost is error:
+                raise
+            raise lost from error
         except BaseException as error:
             if propagates(error) or isinstance(error, Exception):
                 raise

@@ -7,11 +7,11 @@ from typing import Any, Literal
 
 from langchain_core.tools import BaseTool
 
-from agentloop.errors import ErrorType, UnknownOutcomeError
+from agentloop.errors import ErrorType, MCPTransportError, UnknownOutcomeError
 from agentloop.tools.policy import ResolvedPolicy, is_subagent
 from agentloop.tools.threads import AbandonedCall, CallTimedOut
 
-__all__ = ["ERROR_SUGGESTIONS", "ToolOutcome", "graceful_error", "timed_out"]
+__all__ = ["ERROR_SUGGESTIONS", "ToolOutcome", "cut_off", "graceful_error", "timed_out"]
 
 ERROR_SUGGESTIONS: dict[ErrorType, str] = {
     "timeout": "The tool took too long. Try a narrower request, or another tool.",
@@ -158,3 +158,25 @@ def timed_out(
         "be repeated blindly; check whether it took effect first."
     )
     return UnknownOutcomeError(message, getattr(error, "pending", None))
+
+
+def cut_off(policy: ResolvedPolicy, error: MCPTransportError) -> Exception:
+    """The error of an MCP call whose connection broke.
+
+    A request that had left for its server when the connection broke may have run
+    there: a call with side effects is then `unknown_outcome`, never a failure to try
+    again, as a call that timed out. One that provably never left stays the transport
+    error (a `network_error` a retry policy may repeat).
+
+    Args:
+        policy: The tool's policy.
+        error: What the call raised.
+    """
+    if not error.sent or policy.idempotent:
+        return error
+    message = (
+        f"{error}. The request had reached the server, so it may have taken effect: it was "
+        "not repeated because it is not idempotent, and it must not be repeated blindly; "
+        "check whether it took effect first."
+    )
+    return UnknownOutcomeError(message)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 from processes import child_pids
 from third_party import cmd, own_server
 
@@ -151,6 +152,32 @@ async def test_the_record_of_a_call_whose_server_died_quotes_its_stderr(
     (record,) = out["tool_logs"]
     assert record["success"] is False
     assert "out of coffee" in record["error"], record
+
+
+async def test_a_write_whose_server_died_mid_call_is_unknown_and_not_sent_again(
+    tmp_path: Path, run_loop: Any
+) -> None:
+    marker = tmp_path / "m"
+    with MCPToolset({"plain": own_server("plain")}) as toolset:
+        graph = create_tool_loop(
+            ScriptedChatModel(
+                [
+                    plan_reply("execute", [cmd("explode", marker_file=str(marker))]),
+                    plan_reply("response"),
+                ]
+            ),
+            [toolset],
+            models=ModelOptions(answer_model=ScriptedChatModel(["done"])),
+            checkpointer=InMemorySaver(),
+        )
+        thread = {"configurable": {"thread_id": f"died-{run_loop.entry}"}}
+        out = await run_loop(graph, {"user_input": "explode"}, thread)
+        assert await toolset.call("plain", "toggle", {}) == 1  # a new process serves
+    (record,) = out["tool_logs"]
+    assert record["error_type"] == "unknown_outcome" and record["status"] == "unknown", record
+    assert "out of coffee" in record["error"]
+    assert "must not be repeated blindly" in record["error"]
+    assert marker.read_text(encoding="utf-8").splitlines() == ["called"]  # it ran once
 
 
 @pytest.mark.parametrize("serve", [False, True], ids=["says nothing more", "then serves"])

@@ -105,3 +105,48 @@ def test_auth_given_in_code_only_or_as_any_httpx_auth(toolsets: list[MCPToolset]
 def test_auth_for_an_unknown_server_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="not in the config: crmm"):
         MCPToolset({"crm": {"url": URL}}, auth={"crmm": MCPAuth(flow="bearer", token=SECRET)})
+
+
+def test_no_repr_or_str_of_a_spec_shows_a_configured_secret(toolsets: list[MCPToolset]) -> None:
+    given = {
+        "client secret": "client-secret-of-the-crm",
+        "bearer token": "bearer-token-of-the-wiki",
+        "Authorization header": "Bearer header-token-of-the-docs",
+        "API key header": "api-key-header-of-the-docs",
+        "env token": "env-token-of-the-git-server",
+        "URL token": "url-token-of-the-search",
+    }
+    config = {
+        "crm": {
+            "url": URL,
+            "auth": {
+                "flow": "client_credentials",
+                "client_id": "agentloop",
+                "client_secret": given["client secret"],
+                "issuer": "https://auth.example.invalid",
+            },
+        },
+        "wiki": {"url": URL, "auth": {"flow": "bearer", "token": given["bearer token"]}},
+        "docs": {
+            "url": URL,
+            "headers": {
+                "Authorization": given["Authorization header"],
+                "X-Api-Key": given["API key header"],
+            },
+        },
+        "git": {"command": "mcp-server-git", "env": {"GIT_TOKEN": given["env token"]}},
+        "search": {"url": f"https://search.example.invalid/mcp?key={given['URL token']}"},
+    }
+    toolset = MCPToolset(config)  # nothing starts before the tools are listed
+    toolsets.append(toolset)
+    shown = [repr(toolset.specs), str(toolset.specs)]
+    for spec in toolset.specs:
+        shown += [repr(spec), str(spec), f"{spec}", repr(spec.auth), str(spec.auth)]
+    for text in shown:
+        for what, secret in given.items():
+            assert secret not in text, what
+    assert "[REDACTED]" in repr(toolset.specs)
+    assert "mcp-server-git" in repr(toolset.specs)  # the rest stays readable
+    git = toolset.specs[3]  # the transport still gets every value, as given
+    assert git.connection["env"]["GIT_TOKEN"] == given["env token"]
+    assert set(given.values()) <= toolset.secrets  # each redacted from the toolset's outputs

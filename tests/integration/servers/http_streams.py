@@ -2,10 +2,13 @@
 
 - `add(a, b)` (read-only) and `append(path, line)` (a write) answer at once;
 - `stall(seconds)` answers after a long wait (a test kills the server meanwhile);
+- `append_then_stall(path, line)` (a write) appends the line, then never answers (a
+  test kills or restarts the server while it waits);
 - `drops_stream(text)` closes its response stream, then answers: the answer reaches a
   client only by resuming the stream with `Last-Event-ID` (the server keeps its events).
 
-Usage: `python http_streams.py PORT`.
+Usage: `python http_streams.py PORT [json]`; with `json`, each answer is one JSON
+response instead of an event stream (the connection of a call is then its only link).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class MemoryEventStore(EventStore):
 mcp = FastMCP("http-streams", event_store=MemoryEventStore(), retry_interval=100)
 mcp.settings.host = "127.0.0.1"
 mcp.settings.port = int(sys.argv[1])
+mcp.settings.json_response = sys.argv[2:] == ["json"]
 
 
 @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True))
@@ -69,6 +73,15 @@ async def stall(seconds: float) -> str:
     """Answer after `seconds`."""
     await asyncio.sleep(seconds)
     return "late"
+
+
+@mcp.tool()
+async def append_then_stall(path: str, line: str) -> str:
+    """Append a line to a file, then wait for good (its effect has taken place)."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+    await asyncio.sleep(3600)
+    return "appended"
 
 
 @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True))

@@ -7,8 +7,9 @@ secret `client-secret-for-tests`). Its access tokens are opaque (`opaque-...`, n
 `Bearer` shape a redactor would recognise), and `/mcp` refuses any other with 401.
 
 Its tools misbehave with the token on purpose: `whoami` returns it bare, `fail` puts
-it in its error, and both write it to stderr and send it as a log message, so a test
-can check that a client keeps it out of records, events, logs and errors.
+it in its error, and both write it to stderr and send it as a log message, and
+`confirm` quotes it in the question it asks the user (elicitation), so a test can check
+that a client keeps it out of records, events, logs, errors, questions and checkpoints.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ BASE = f"http://127.0.0.1:{PORT}"
 ISSUED: set[str] = set()
 CODES: set[str] = set()
 
-mcp = FastMCP("oauth-test", stateless_http=True)
+mcp = FastMCP("oauth-test")
 
 
 def _token_of(ctx: Context[Any, Any, Any]) -> str:
@@ -59,6 +60,17 @@ async def fail(ctx: Context[Any, Any, Any]) -> str:
     print(f"fail called with {token}", file=sys.stderr, flush=True)
     msg = f"refused token {token}"
     raise ValueError(msg)
+
+
+@mcp.tool()
+async def confirm(ctx: Context[Any, Any, Any]) -> str:
+    """Ask the user to confirm, quoting the caller's token in the question."""
+    token = _token_of(ctx)
+    schema = {"type": "object", "properties": {"note": {"type": "string"}}}
+    answer = await ctx.request_context.session.elicit_form(
+        f"Go on with the token {token}?", schema, ctx.request_id
+    )
+    return f"answered {answer.action}: {answer.content}"
 
 
 def _issue() -> dict[str, Any]:
