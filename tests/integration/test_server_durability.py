@@ -181,6 +181,41 @@ async def test_resume_and_replay_across_clean_restarts_pay_once(server: DevServe
     assert effects(server) == ["payment:5"]
 
 
+async def test_a_replayed_thread_reads_replays_again_and_takes_a_new_turn(
+    server: DevServer,
+) -> None:
+    """The server reads a thread back with its messages serialized (dicts), and a replay
+    stores the transcript whole (a snapshot): every read after it folds those dicts."""
+    from langgraph_sdk import get_client
+
+    server.start()
+    client = get_client(url=server.url)
+    thread = (await client.threads.create())["thread_id"]
+    await client.runs.wait(thread, "payments", input={"user_input": "pay"},
+                           interrupt_before=["execute"])  # fmt: skip
+    paused = (await client.threads.get_state(thread))["checkpoint"]["checkpoint_id"]
+    await client.runs.wait(thread, "payments", input=None)
+    for _ in range(2):  # replay the paused checkpoint, read the thread, and again
+        replayed = await client.runs.wait(thread, "payments", input=None, checkpoint_id=paused)
+        assert isinstance(replayed, dict)
+        [payment] = payments(replayed)
+        assert payment["success"] is True and payment["replayed"] is True
+        state = await client.threads.get_state(thread)
+        assert state["values"]["status"] == "ok"
+        kinds = [message["type"] for message in state["values"]["messages"]]
+        assert kinds == ["human", "ai", "tool", "ai"]
+        history = await client.threads.get_history(thread, limit=50)
+        assert paused in {snapshot["checkpoint"]["checkpoint_id"] for snapshot in history}
+    assert effects(server) == ["payment:5"]
+
+    turn = await client.runs.wait(thread, "payments", input={"user_input": "pay again"})
+    assert isinstance(turn, dict) and turn["status"] == "ok"
+    assert effects(server) == ["payment:5", "payment:5"]
+    values = (await client.threads.get_state(thread))["values"]
+    requests = [m["content"] for m in values["messages"] if m["type"] == "human"]
+    assert requests == ["pay", "pay again"]
+
+
 async def test_a_run_interrupted_by_the_next_one_leaves_its_payment_unknown(
     server: DevServer,
 ) -> None:
