@@ -126,6 +126,10 @@ class RunBook(TypedDict, total=False):
     idempotency_scope: str
     """The run's idempotency key as its calls know it (`idempotency_scope`), "" without one:
     it names the calls in place of `run_id`, and the ledger keeps them under it."""
+    server_run: str
+    """The LangGraph server's id of the run that started this one, when the loop recorded
+    the run's identity under it in the ledger before its first call
+    (`agentloop.durability.retry`); absent outside the server."""
     run_count: int
     """How many runs this thread started (the turn number that names a run)."""
     limits: RunLimits

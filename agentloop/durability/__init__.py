@@ -50,7 +50,14 @@ if TYPE_CHECKING:
         ledger_for,
         run_ledger,
     )
-    from agentloop.durability.retry import RunAttempt, run_attempt, settle_run_identity
+    from agentloop.durability.retry import (
+        RunAttempt,
+        RunRecords,
+        run_attempt,
+        run_record_key,
+        settle_run_identity,
+        started_before,
+    )
     from agentloop.durability.server_database import (
         PostgresUriLedger,
         SqliteFileLedger,
@@ -79,6 +86,7 @@ __all__ = [
     "PostgresLedger",
     "PostgresUriLedger",
     "RunAttempt",
+    "RunRecords",
     "SideEffectLedger",
     "SqliteFileLedger",
     "SqliteLedger",
@@ -101,8 +109,10 @@ __all__ = [
     "run_blocking",
     "run_identity",
     "run_ledger",
+    "run_record_key",
     "server_database_uri",
     "settle_run_identity",
+    "started_before",
 ]
 
 

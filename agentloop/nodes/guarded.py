@@ -18,6 +18,7 @@ is looked up too (`ledger_record`).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -30,10 +31,12 @@ from agentloop.durability import (
     Settled,
     loop_namespace,
     run_ledger,
+    run_record_key,
 )
 from agentloop.durability.guard import STARTED_BEFORE_STOP, STARTED_ELSEWHERE
 from agentloop.durability.ledger import owner_is_gone
-from agentloop.events import Emit, ToolCompleted
+from agentloop.durability.retry import RUN_RECORD_LOST
+from agentloop.events import DurabilityWarning, Emit, ToolCompleted
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord, call_status
@@ -52,6 +55,8 @@ __all__ = [
     "tool_config",
 ]
 
+logger = logging.getLogger("agentloop")
+
 REPLAYED_NOTE = "replayed: this call already ran; its recorded outcome is returned, not re-run"
 
 
@@ -67,8 +72,7 @@ def call_guard(parts: LoopParts, call: PreparedCall, scope: RunScope) -> CallGua
     ledger = run_ledger(parts.ledger, scope.store)
     if ledger is None:
         return None
-    task_ns = scope.execution.checkpoint_ns if scope.execution else ""
-    namespace = loop_namespace(task_ns.rsplit("|", 1)[0] if "|" in task_ns else "")
+    namespace = _loop_namespace(scope)
     names = [name for name in (call.get("position_key"), call["call_key"]) if name]
     if not names:
         return None  # a command that was never prepared: it never runs
@@ -85,6 +89,34 @@ def call_guard(parts: LoopParts, call: PreparedCall, scope: RunScope) -> CallGua
         timeout_s=policy.timeout_s,
         reexecute=bool(scope.loop is not None and scope.loop.reexecute),
     )
+
+
+def _loop_namespace(scope: RunScope) -> str:
+    """The loop's namespace, as the calls of its runs are kept under in the ledger."""
+    task_ns = scope.execution.checkpoint_ns if scope.execution else ""
+    return loop_namespace(task_ns.rsplit("|", 1)[0] if "|" in task_ns else "")
+
+
+async def _warn_if_run_record_lost(
+    parts: LoopParts, call: PreparedCall, scope: RunScope, guard: CallGuard
+) -> None:
+    """Warn when the ledger lost the record the call's run committed before its first call.
+
+    The call names the server's run that recorded it (`server_run`, from the checkpoint);
+    `prepare` wrote that record in the run's own namespace (its task's), before any call.
+    A ledger without it lost entries, so a call an earlier attempt started may run again.
+    """
+    server_run, thread_id = call.get("server_run"), scope.thread_id
+    if not server_run or thread_id is None:
+        return
+    loop_ns = _loop_namespace(scope)
+    key = run_record_key(thread_id, f"{loop_ns}|prepare" if loop_ns else "prepare", server_run)
+    if not await parts.run_records.lost(guard.ledger, key):
+        return
+    ledger = type(guard.ledger).__name__
+    message = RUN_RECORD_LOST.format(run=server_run, ledger=ledger)
+    logger.warning("%s: %s", parts.settings.name, message)
+    scope.emit(DurabilityWarning(ledger=ledger, message=message))
 
 
 def settled_record(
@@ -166,6 +198,8 @@ async def guarded_call(
     if gone:  # never started, and its tool is gone: the runner fails it, naming the tool
         record = await _run(parts, call, scope, config, None)
         return record
+    if guard.claimed:  # a call with side effects runs: does the ledger still know its run?
+        await _warn_if_run_record_lost(parts, call, scope, guard)
     late = _late_writer(parts, guard)  # after `decide`: the key the entry was found under
     run = _run(parts, call, scope, config, late)
     record = cast(ToolExecutionRecord, await guard.record(run))

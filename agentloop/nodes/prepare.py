@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
@@ -25,7 +27,9 @@ from agentloop.durability import (
     run_identity,
     run_ledger,
     settle_run_identity,
+    started_before,
 )
+from agentloop.durability.retry import RETRY_WITHOUT_RECORD
 from agentloop.events import DurabilityWarning, McpServerUnavailable
 from agentloop.messages import resolve_request
 from agentloop.nodes.parts import LoopParts
@@ -109,27 +113,52 @@ def _ledger_warning(parts: LoopParts, runtime: Runtime[LoopContext]) -> tuple[st
     return None if gap is None or ledger is None else (type(ledger).__name__, gap)
 
 
+@dataclass(frozen=True)
+class _Named:
+    """The run's identity, and what the ledger says of its server run."""
+
+    run_id: str
+    server_run: str = ""
+    """The server's run the ledger records the identity under ("" when it records none)."""
+    warning: str | None = None
+
+
 async def _retry_safe_identity(
     parts: LoopParts, runtime: Runtime[LoopContext], scope: RunScope, namespace: str, run_id: str
-) -> tuple[str, str | None]:
+) -> _Named:
     """The run's identity as the server's first attempt of it recorded (see `settle_run_identity`).
 
     Only for a top-level run the LangGraph server names; a sub-agent is named by the
-    parent's call it serves.
+    parent's call it serves. A retry whose ledger lacks the record is warned about only
+    when the thread holds a checkpoint an earlier attempt wrote (`started_before`).
     """
     config = get_config()
     attempt, thread_id = run_attempt(config), scope.thread_id
     if attempt is None or thread_id is None or call_info(config) is not None:
-        return run_id, None
+        return _Named(run_id)
     if not parts.registry.has_side_effects:
-        return run_id, None  # a repeated read-only call is harmless
+        return _Named(run_id)  # a repeated read-only call is harmless
     ledger = run_ledger(parts.ledger, runtime.store)
     if ledger is None:
-        return run_id, None
-    named: tuple[str, str | None] = await settle_run_identity(
-        ledger, thread_id, namespace, attempt, run_id
+        return _Named(run_id)
+    named, recorded = await settle_run_identity(ledger, thread_id, namespace, attempt, run_id)
+    saver, execution = current_checkpointer(), scope.execution
+    if recorded or attempt.attempt <= 1 or saver is None or execution is None:
+        return _Named(named, attempt.run_id)
+    task_ns = execution.checkpoint_ns
+    checkpoint: RunnableConfig = {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": task_ns.rsplit("|", 1)[0] if "|" in task_ns else "",
+            "checkpoint_id": execution.checkpoint_id,
+        }
+    }
+    if not await started_before(saver, checkpoint, attempt):
+        return _Named(named, attempt.run_id)  # the earlier attempt never reached the graph
+    warning = RETRY_WITHOUT_RECORD.format(
+        run=attempt.run_id, attempt=attempt.attempt, ledger=type(ledger).__name__
     )
-    return named
+    return _Named(named, attempt.run_id, warning)
 
 
 def make_prepare(parts: LoopParts) -> Any:
@@ -143,7 +172,8 @@ def make_prepare(parts: LoopParts) -> Any:
         request, human = resolve_request(state)
         namespace = loop_namespace(scope.execution.checkpoint_ns if scope.execution else "")
         run_id = run_identity(scope.thread_id, namespace, run_anchor(state, request, human, scope))
-        run_id, retry_warning = await _retry_safe_identity(parts, runtime, scope, namespace, run_id)
+        named = await _retry_safe_identity(parts, runtime, scope, namespace, run_id)
+        run_id, retry_warning = named.run_id, named.warning
         key = run_idempotency_key(state)
         exit_only = current_durability() == "exit" and current_checkpointer() is not None
         if exit_only and parts.registry.has_side_effects:
@@ -172,6 +202,8 @@ def make_prepare(parts: LoopParts) -> Any:
             "plan_calls": 0,
             "rollback_note": "",
         }
+        if named.server_run:
+            book["server_run"] = named.server_run
         if human is not None:
             book["answered_message_id"] = human.id or ""
         update: PrepareUpdate = {

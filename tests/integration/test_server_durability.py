@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -43,7 +44,8 @@ def server(tmp_path: Path) -> Iterator[DevServer]:
     finally:
         dev.kill()
     assert "Traceback" not in dev.logs(), dev.logs()[-3000:]
-    assert "side-effect ledger" not in dev.logs()  # no durability warning: the store lasts
+    if not dev.ledger_warned:
+        assert "side-effect ledger" not in dev.logs()  # no durability warning: the file lasts
 
 
 def effects(server: DevServer) -> list[str]:
@@ -118,6 +120,56 @@ async def test_a_kill_inside_the_write_interval_right_after_a_payment_does_not_r
     assert effects(server) == ["payment:5"]
     assert payment["success"] is False and payment["error_type"] == "unknown_outcome"
     assert values["status"] == "ok"
+
+
+async def test_a_retry_whose_ledger_file_was_lost_warns_that_it_may_pay_again(
+    server: DevServer, tmp_path: Path
+) -> None:
+    """Killed right after the payment, inside the write interval, and the ledger file lost.
+
+    The server counts the retry as attempt 1 again (its count restarts with it); the run's
+    checkpoints name the run that recorded itself in the ledger, which no longer holds it.
+    """
+    from langgraph_sdk import get_client
+
+    go = str(tmp_path / "go")
+    server.start(AGENTLOOP_TEST_HOLD="1", AGENTLOOP_TEST_GO=go)
+    client = get_client(url=server.url)
+    thread = (await client.threads.create())["thread_id"]
+    run = await client.runs.create(
+        thread,
+        "payments",
+        input={"user_input": "pay"},
+        stream_mode=["values", "custom"],
+        stream_resumable=True,  # the retry's events are kept for `join_stream`
+    )
+    server.wait_for_flush(time.time_ns(), RUNS_FILE)  # the run is running, not yet paying
+    Path(go).touch()
+    wait_for_effect(server)
+    server.kill()
+    for path in (server.app / ".langgraph_api").glob("agentloop_ledger.sqlite*"):
+        path.unlink()
+
+    server.ledger_warned = True
+    server.start(AGENTLOOP_TEST_GO=go)
+    client = get_client(url=server.url)
+    events = [
+        part.data
+        async for part in client.runs.join_stream(
+            thread, run["run_id"], stream_mode="custom", last_event_id="0"
+        )
+        if part.event == "custom"
+    ]
+    logs = re.sub(r"\x1b\[[0-9;]*m", "", server.logs())  # no colours
+    assert RETRY_LOG in logs and "run_attempt=1" in logs.split(RETRY_LOG, 1)[1]
+    [warning] = [event for event in events if event["type"] == "durability_warning"]
+    assert f"run {run['run_id']} recorded itself in the side-effect ledger" in warning["message"]
+    started = [e for e in events if e["type"] == "tool_started"]
+    [paying] = [e for e in started if e["tool_name"] == "send_payment"]
+    assert events.index(warning) < events.index(paying)  # said before the payment is made
+    [logged] = [line for line in logs.splitlines() if "holds no such record" in line]
+    assert "warning" in logged.lower() and run["run_id"] in logged
+    assert effects(server) == ["payment:5", "payment:5"]  # what the warning said may happen
 
 
 async def test_a_later_turn_retried_from_stale_checkpoints_does_not_repeat_its_payment(
