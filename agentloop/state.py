@@ -78,6 +78,7 @@ RunStatus = Literal[
     "answer_cut",
     "structured_response_failed",
     "ended",
+    "cancelled",
 ]
 """How a run ended, for code to read (never parse the answer's text):
 
@@ -92,6 +93,11 @@ RunStatus = Literal[
   `before_agent`, from a planner call's `before_model` / `after_model`, or from the
   answer's `before_model`): `answer` is the text of the last `AIMessage` the hooks added
   to `messages` (or empty), `status_reason` names the hook;
+- `cancelled`: the run was cancelled (the LangGraph server's `runs.cancel`, its
+  `multitask_strategy="interrupt"`, a cancelled `ainvoke`) while a call with side effects
+  ran: that call's record in `call_results` is `unknown_outcome` (it may or may not have
+  taken effect) and `status_reason` names it. Resuming the run goes on from there (the
+  call is not made again); a run cancelled while no such call ran keeps `running`;
 - `running`: the run has not answered yet (an interrupted thread).
 """
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         current_checkpointer,
         current_durability,
         resuming,
+        save_step_input,
     )
     from agentloop.durability.guard import CallGuard, Settled
     from agentloop.durability.identity import (
@@ -110,6 +111,7 @@ __all__ = [
     "run_identity",
     "run_ledger",
     "run_record_key",
+    "save_step_input",
     "server_database_uri",
     "settle_run_identity",
     "started_before",

@@ -18,7 +18,9 @@ is looked up too (`ledger_record`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -47,6 +49,7 @@ from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
 
 __all__ = [
+    "CANCELLED_WHILE_RUNNING",
     "REPLAYED_NOTE",
     "call_guard",
     "guarded_call",
@@ -57,6 +60,8 @@ __all__ = [
 
 logger = logging.getLogger("agentloop")
 
+CANCELLED_WHILE_RUNNING = "the run was cancelled while it ran"
+"""Why a call is `unknown_outcome` when its run was cancelled during it."""
 REPLAYED_NOTE = "replayed: this call already ran; its recorded outcome is returned, not re-run"
 
 
@@ -176,11 +181,25 @@ def _settled(
 
 
 async def guarded_call(
-    parts: LoopParts, call: PreparedCall, scope: RunScope, config: RunnableConfig
+    parts: LoopParts,
+    call: PreparedCall,
+    scope: RunScope,
+    config: RunnableConfig,
+    *,
+    cancelled: Callable[[ToolExecutionRecord], Awaitable[None]] | None = None,
 ) -> ToolExecutionRecord:
     """A prepared call through the ledger guard and the pipeline: its safe record.
 
     Awaited from async code; run with `run_blocking` from sync code (`agentloop._sync`).
+
+    Args:
+        parts: The loop's parts.
+        call: The call.
+        scope: The scope of the node call running it.
+        config: The config its tool is called with.
+        cancelled: Awaited with the call's `unknown_outcome` record when the call, claimed
+            as a call with side effects, is cancelled while it runs (the cancellation then
+            goes on).
     """
     execution = scope.execution  # no thread (no checkpointer): no guard, no call for it
     guard = (
@@ -202,7 +221,13 @@ async def guarded_call(
         await _warn_if_run_record_lost(parts, call, scope, guard)
     late = _late_writer(parts, guard)  # after `decide`: the key the entry was found under
     run = _run(parts, call, scope, config, late)
-    record = cast(ToolExecutionRecord, await guard.record(run))
+    try:
+        record = cast(ToolExecutionRecord, await guard.record(run))
+    except asyncio.CancelledError:
+        if cancelled is not None and guard.claimed:  # it started: it may have taken effect
+            stopped = Settled("unknown_outcome", reason=CANCELLED_WHILE_RUNNING)
+            await cancelled(parts.safe_value(settled_record(call, stopped)))
+        raise
     if late is not None:  # the call's own record is in the ledger: a late one may replace it
         late.ready()
     return record

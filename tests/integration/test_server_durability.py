@@ -287,6 +287,31 @@ async def test_a_run_interrupted_by_the_next_one_leaves_its_payment_unknown(
     assert payment["success"] is False and payment["error_type"] == "unknown_outcome"
 
 
+async def test_a_run_cancelled_during_its_payment_says_so_in_its_state(
+    server: DevServer,
+) -> None:
+    """`runs.cancel` while the payment runs: the state says how the run ended."""
+    from langgraph_sdk import get_client
+
+    server.start(AGENTLOOP_TEST_HOLD="1")
+    client = get_client(url=server.url)
+    thread = (await client.threads.create())["thread_id"]
+    run = await client.runs.create(thread, "payments", input={"user_input": "pay"})
+    wait_for_effect(server)
+    await client.runs.cancel(thread, run["run_id"], wait=True)
+    assert (await client.runs.get(thread, run["run_id"]))["status"] == "interrupted"
+    values = (await client.threads.get_state(thread))["values"]
+    assert values["status"] == "cancelled"
+    assert values["status_reason"] == "the run was cancelled while send_payment ran"
+    [record] = values["call_results"].values()
+    assert record["error_type"] == "unknown_outcome" and record["tool_name"] == "send_payment"
+
+    resumed = await client.runs.wait(thread, "payments", input=None)
+    assert isinstance(resumed, dict) and resumed["status"] == "ok"
+    [payment] = payments(resumed)
+    assert payment["error_type"] == "unknown_outcome" and effects(server) == ["payment:5"]
+
+
 @pytest.mark.parametrize("given_in", ["input", "config"])
 async def test_the_same_key_submitted_twice_at_once_pays_once(
     server: DevServer, given_in: str
