@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,13 +22,16 @@ from agentloop.durability import (
     current_checkpointer,
     current_durability,
     durability_gap,
+    hold_key,
     idempotency_scope,
+    ledger_thread,
     loop_namespace,
     run_attempt,
     run_identity,
     run_ledger,
     settle_run_identity,
     started_before,
+    sweep_page,
 )
 from agentloop.durability.retry import RETRY_WITHOUT_RECORD
 from agentloop.events import DurabilityWarning, McpServerUnavailable
@@ -161,6 +165,37 @@ async def _retry_safe_identity(
     return _Named(named, attempt.run_id, warning)
 
 
+async def _keep_ledger(
+    parts: LoopParts, runtime: Runtime[LoopContext], scope: RunScope, namespace: str, key: str
+) -> None:
+    """Note the thread as a holder of the run's idempotency key, and sweep the ledger if due.
+
+    See `agentloop.durability.retention`: a key's entries are kept while a thread that
+    holds it lives; a loop sweeps the ledger that goes with its checkpointer at most once
+    every `LedgerRetention.every_s`. A sweep that fails is logged: the run goes on.
+    """
+    saver, thread_id = current_checkpointer(), scope.thread_id
+    ledger = run_ledger(parts.ledger, runtime.store)
+    if saver is None or thread_id is None or ledger is None:
+        return
+    if key:
+        await hold_key(ledger, ledger_thread(key), namespace, thread_id)
+    retention = parts.retention
+    if retention is None or parts.ledger is not None:
+        return
+    after = parts.sweeps.due(ledger, retention.every_s)
+    if after is None:
+        return
+    try:
+        page = await sweep_page(ledger, saver, retention, now=time.time(), after=after)
+    except Exception as error:  # a failed sweep costs rows, never the run
+        logger.warning("%s: sweeping the ledger failed: %s", parts.settings.name, error)
+        return
+    parts.sweeps.went_to(ledger, page.after)
+    if page.forgotten:
+        logger.info("%s: the ledger forgot %d threads", parts.settings.name, len(page.forgotten))
+
+
 def make_prepare(parts: LoopParts) -> Any:
     """Build the `prepare` node of a loop (a coroutine: it may read the ledger)."""
     warned_exit = False
@@ -193,9 +228,11 @@ def make_prepare(parts: LoopParts) -> Any:
             scope.emit(DurabilityWarning(message=retry_warning))
         for server, reason in parts.tools.unavailable.items():
             scope.emit(McpServerUnavailable(server=server, reason=reason))
+        key_scope = "" if key is None else idempotency_scope(namespace, key)
+        await _keep_ledger(parts, runtime, scope, namespace, key_scope)
         book: RunBook = {
             "run_id": run_id,
-            "idempotency_scope": "" if key is None else idempotency_scope(namespace, key),
+            "idempotency_scope": key_scope,
             "run_count": runs_before(state, human) + 1,
             "limits": {"max_rounds": scope.settings.max_rounds},
             "consecutive_rollbacks": 0,

@@ -15,6 +15,7 @@ import asyncio
 import json
 import re
 import shutil
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -310,6 +311,29 @@ async def test_a_run_cancelled_during_its_payment_says_so_in_its_state(
     assert isinstance(resumed, dict) and resumed["status"] == "ok"
     [payment] = payments(resumed)
     assert payment["error_type"] == "unknown_outcome" and effects(server) == ["payment:5"]
+
+
+def ledger_threads(server: DevServer) -> set[str]:
+    """The threads the ledger file holds entries of."""
+    with sqlite3.connect(server.app / ".langgraph_api" / "agentloop_ledger.sqlite") as conn:
+        rows = conn.execute("SELECT DISTINCT thread_id FROM agentloop_ledger").fetchall()
+    return {str(thread_id) for (thread_id,) in rows}
+
+
+async def test_a_deleted_threads_ledger_rows_go_with_it(server: DevServer) -> None:
+    """`threads.delete` drops the checkpoints; the next run's start sweeps the ledger."""
+    from langgraph_sdk import get_client
+
+    server.start(AGENTLOOP_TEST_SWEEP="1")  # nothing kept of a deleted thread, always due
+    client = get_client(url=server.url)
+    deleted, kept = [(await client.threads.create())["thread_id"] for _ in range(2)]
+    for thread in (deleted, kept):
+        await client.runs.wait(thread, "payments", input={"user_input": "pay"})
+    assert ledger_threads(server) == {deleted, kept}
+    await client.threads.delete(deleted)
+    await client.runs.wait(kept, "payments", input={"user_input": "pay again"})
+    assert ledger_threads(server) == {kept}
+    assert effects(server) == ["payment:5"] * 3
 
 
 @pytest.mark.parametrize("given_in", ["input", "config"])
