@@ -17,6 +17,7 @@ record and the run's `cancelled` status in the state (`_CallTool._cancelled`).
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from agentloop.accelerate import Accelerator
 
 __all__ = ["make_call_tool"]
+
+logger = logging.getLogger("agentloop")
 
 
 class _CallTool:
@@ -130,7 +133,15 @@ class _CallTool:
                 "status_reason": f"the run was cancelled while {call['tool_name']} ran",
             }
         )
-        await save_step_input(saver, execution, list(update.items()))
+        try:
+            await save_step_input(saver, execution, list(update.items()))
+        except Exception as error:  # the cancellation goes on whatever the checkpointer says
+            logger.warning(
+                "%s: the state of a run cancelled during %s could not be saved: %s",
+                self.parts.settings.name,
+                call["tool_name"],
+                error,
+            )
 
 
 def _written(record: ToolExecutionRecord, added: list[Any] | None = None) -> CallToolUpdate:
