@@ -135,7 +135,7 @@ class RunBook(TypedDict, total=False):
     server_run: str
     """The LangGraph server's id of the run that started this one, when the loop recorded
     the run's identity under it in the ledger before its first call
-    (`agentloop.durability.retry`); absent outside the server."""
+    (`agentloop.durability.retry`); "" otherwise."""
     run_count: int
     """How many runs this thread started (the turn number that names a run)."""
     limits: RunLimits

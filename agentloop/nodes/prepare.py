@@ -238,9 +238,8 @@ def make_prepare(parts: LoopParts) -> Any:
             "consecutive_rollbacks": 0,
             "plan_calls": 0,
             "rollback_note": "",
+            "server_run": named.server_run,  # "" for a run no server run recorded
         }
-        if named.server_run:
-            book["server_run"] = named.server_run
         if human is not None:
             book["answered_message_id"] = human.id or ""
         update: PrepareUpdate = {
