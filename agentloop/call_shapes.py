@@ -243,6 +243,10 @@ class PreparedCall(TypedDict):
     ledger_thread: NotRequired[str]
     """Where the ledger keeps the call in place of its thread, for a run submitted with an
     idempotency key (`agentloop.durability.identity.ledger_thread`)."""
+    server_run: NotRequired[str]
+    """The LangGraph server's id of the run that started the call's run, under which the
+    ledger keeps the run's record (`RunBook.server_run`): a ledger that lost that record
+    lost what it knew of the run's calls."""
     round_label: str
     """Its round, with the rollbacks that re-planned it (`CallId.round_label`)."""
     index: int

@@ -267,6 +267,7 @@ def create_tool_loop(
             model_limits=models.limits,
             prices=models.prices,
             ledger=governance.ledger,
+            retention=governance.ledger_retention if governance.ledger is None else None,
             redact=redact,
             prompts=PromptSet(planning.prompts),
             system_prompt=instructions,

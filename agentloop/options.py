@@ -23,7 +23,7 @@ from typing import Literal
 
 from langgraph.types import RetryPolicy
 
-from agentloop.durability import SideEffectLedger
+from agentloop.durability import LedgerRetention, SideEffectLedger
 from agentloop.errors import ConfigurationError
 from agentloop.model_calls import ModelRetryPolicy
 from agentloop.model_stream import ModelLimits
@@ -60,6 +60,10 @@ class GovernanceOptions:
             checkpointer: its database for SQLite and PostgreSQL, the server's
             PostgreSQL or store under the LangGraph server, memory otherwise; see
             `agentloop.durability.placement`).
+        ledger_retention: How long the ledger chosen with the checkpointer keeps the
+            entries of deleted threads and of idempotency keys, and how often a run's
+            start sweeps the rest (`agentloop.durability.retention`); None: never swept.
+            A ledger given with `ledger` is not swept by the loop (`sweep_ledger` does).
     """
 
     policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
@@ -70,6 +74,7 @@ class GovernanceOptions:
     tool_threads: ToolThreads | None = None
     redact: Redact | None = None
     ledger: SideEffectLedger | None = None
+    ledger_retention: LedgerRetention | None = field(default_factory=LedgerRetention)
 
     def __post_init__(self) -> None:
         """Reject values that cannot work."""
@@ -84,6 +89,10 @@ class GovernanceOptions:
                 f"{type(self.ledger).__name__}.operation must be an `async def` (a ledger "
                 "takes each step of I/O with `await by_mode(blocking, awaited)`)"
             )
+            raise ConfigurationError(msg)
+        retention = self.ledger_retention
+        if retention is not None and not isinstance(retention, LedgerRetention):
+            msg = f"ledger_retention must be a LedgerRetention or None, got {retention!r:.80}"
             raise ConfigurationError(msg)
 
 

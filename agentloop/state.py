@@ -19,6 +19,7 @@ from langchain_core.messages import (
 )
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph.message import add_messages
+from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from agentloop.call_shapes import (
@@ -78,6 +79,7 @@ RunStatus = Literal[
     "answer_cut",
     "structured_response_failed",
     "ended",
+    "cancelled",
 ]
 """How a run ended, for code to read (never parse the answer's text):
 
@@ -92,6 +94,11 @@ RunStatus = Literal[
   `before_agent`, from a planner call's `before_model` / `after_model`, or from the
   answer's `before_model`): `answer` is the text of the last `AIMessage` the hooks added
   to `messages` (or empty), `status_reason` names the hook;
+- `cancelled`: the run was cancelled (the LangGraph server's `runs.cancel`, its
+  `multitask_strategy="interrupt"`, a cancelled `ainvoke`) while a call with side effects
+  ran: that call's record in `call_results` is `unknown_outcome` (it may or may not have
+  taken effect) and `status_reason` names it. Resuming the run goes on from there (the
+  call is not made again); a run cancelled while no such call ran keeps `running`;
 - `running`: the run has not answered yet (an interrupted thread).
 """
 
@@ -133,6 +140,10 @@ class RunBook(TypedDict, total=False):
     idempotency_scope: str
     """The run's idempotency key as its calls know it (`idempotency_scope`), "" without one:
     it names the calls in place of `run_id`, and the ledger keeps them under it."""
+    server_run: str
+    """The LangGraph server's id of the run that started this one, when the loop recorded
+    the run's identity under it in the ledger before its first call
+    (`agentloop.durability.retry`); "" otherwise."""
     run_count: int
     """How many runs this thread started (the turn number that names a run)."""
     limits: RunLimits
@@ -248,13 +259,14 @@ def reduce_messages(current: list[AnyMessage] | None, writes: Sequence[Any]) -> 
     only the writes (`DeltaChannel`) and rebuild it by replaying them. Replaying must
     give the same ids every time: a message written without one gets an id made from
     the message before it and its own content (`add_messages` would draw a random one).
+
+    The current value and the writes may hold serialized messages: the LangGraph server
+    reads a thread's state with a deserializer that hands messages back as dicts (their
+    `model_dump`), snapshot and writes alike. Those become the messages they were.
     """
-    messages: list[Any] = list(current or [])
+    messages: list[Any] = _as_messages(list(current or []))
     for write in writes:
-        batch = write if isinstance(write, list) else [write]
-        kinds = set(map(type, batch))
-        if not (kinds <= _PLAIN_TYPES or all(map(_is_message_type, kinds))):  # else as they are
-            batch = convert_to_messages(batch)
+        batch = _as_messages(write if isinstance(write, list) else [write])
         named: list[Any] = _named(batch, messages)
         appended = _appended(messages, named)
         messages = (
@@ -281,6 +293,27 @@ def _appended(messages: list[Any], named: list[Any]) -> list[Any] | None:
     if None in ids or None in new or len(new) != len(named) or not ids.isdisjoint(new):
         return None
     return [*messages, *named]
+
+
+def _as_messages(items: list[Any]) -> list[Any]:
+    """Return items as messages: messages as they are, serialized ones rebuilt exactly.
+
+    A dict with a message `type` (`model_dump`'s form) is validated as the message it
+    names, so no field moves (`convert_to_messages` would put an AI message's
+    `usage_metadata` in `additional_kwargs`); role dicts, tuples and strings are read
+    by `convert_to_messages`.
+    """
+    kinds = set(map(type, items))
+    if kinds <= _PLAIN_TYPES or all(map(_is_message_type, kinds)):
+        return items
+    try:
+        return _MESSAGES.validate_python(items)
+    except (ValidationError, TypeError):  # TypeError: an item with no message `type`
+        return convert_to_messages(items)
+
+
+_MESSAGES: TypeAdapter[list[AnyMessage]] = TypeAdapter(list[AnyMessage])
+"""Messages from their serialized form (a message instance passes as it is)."""
 
 
 def _is_message_type(kind: type) -> bool:

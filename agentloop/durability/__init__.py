@@ -7,7 +7,8 @@ id. The ledger lives with the checkpointer (see `placement`): in a small table o
 database for the SQLite and PostgreSQL savers, in the server's PostgreSQL database
 under the LangGraph server (in an SQLite file beside `langgraph dev`'s state when it has
 none), in memory for `InMemorySaver`. A run the server retries keeps the identity its
-first attempt recorded (see `retry`).
+first attempt recorded (see `retry`). The entries of threads the checkpointer no longer
+holds are swept at the start of later runs (see `retention`).
 
 A ledger writes each operation once, as a coroutine whose I/O blocks when no event loop
 runs (`by_mode`): `await ledger.operation(op)` from async code, `ledger.perform(op)` or
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
         current_checkpointer,
         current_durability,
         resuming,
+        save_step_input,
     )
     from agentloop.durability.guard import CallGuard, Settled
     from agentloop.durability.idempotency import (
@@ -54,7 +56,22 @@ if TYPE_CHECKING:
         ledger_for,
         run_ledger,
     )
-    from agentloop.durability.retry import RunAttempt, run_attempt, settle_run_identity
+    from agentloop.durability.retention import (
+        LedgerRetention,
+        LedgerSweeps,
+        SweptPage,
+        hold_key,
+        sweep_ledger,
+        sweep_page,
+    )
+    from agentloop.durability.retry import (
+        RunAttempt,
+        RunRecords,
+        run_attempt,
+        run_record_key,
+        settle_run_identity,
+        started_before,
+    )
     from agentloop.durability.server_database import (
         PostgresUriLedger,
         SqliteFileLedger,
@@ -80,21 +97,26 @@ __all__ = [
     "LedgerEntry",
     "LedgerKey",
     "LedgerOp",
+    "LedgerRetention",
+    "LedgerSweeps",
     "MemoryLedger",
     "PostgresLedger",
     "PostgresUriLedger",
     "RunAttempt",
+    "RunRecords",
     "SideEffectLedger",
     "SqliteFileLedger",
     "SqliteLedger",
     "Settled",
     "StoreLedger",
+    "SweptPage",
     "by_mode",
     "call_key",
     "check_server_database",
     "current_checkpointer",
     "current_durability",
     "durability_gap",
+    "hold_key",
     "idempotency_scope",
     "is_server_checkpointer",
     "ledger_for",
@@ -106,9 +128,14 @@ __all__ = [
     "run_blocking",
     "run_identity",
     "run_ledger",
+    "run_record_key",
+    "save_step_input",
     "server_database_uri",
     "settle_idempotency_key",
     "settle_run_identity",
+    "started_before",
+    "sweep_ledger",
+    "sweep_page",
 ]
 
 
@@ -131,14 +158,15 @@ def __getattr__(name: str) -> Any:
         late,
         ledger,
         placement,
+        retention,
         retry,
         server_database,
         sql,
         store,
     )
 
-    modules = (_sync, _langgraph, guard, idempotency, identity, late, ledger, placement, retry)
-    for module in (*modules, server_database, sql, store):
+    modules = (_sync, _langgraph, guard, idempotency, identity, late, ledger, placement)
+    for module in (*modules, retention, retry, server_database, sql, store):
         if name in module.__all__:
             value = getattr(module, name)
             globals()[name] = value

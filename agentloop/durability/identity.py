@@ -34,6 +34,7 @@ from typing import Any
 __all__ = [
     "IDEMPOTENCY_ARGUMENT",
     "IDEMPOTENCY_KEY_MAX_CHARS",
+    "KEY_THREAD_PREFIX",
     "OWNER_META_KEY",
     "call_key",
     "ledger_thread",
@@ -45,6 +46,9 @@ __all__ = [
 
 IDEMPOTENCY_KEY_MAX_CHARS = 256
 """The longest idempotency key a run accepts."""
+
+KEY_THREAD_PREFIX = "idempotency:"
+"""How the ledger's thread of an idempotency key begins (`ledger_thread`)."""
 
 IDEMPOTENCY_ARGUMENT = "idempotency_key"
 """An argument the loop fills with the call's stable identity (`call_key`) when a tool
@@ -99,7 +103,7 @@ def name_digest(*parts: str) -> str:
 
 def ledger_thread(scope: str) -> str:
     """Where the ledger keeps the calls of a keyed run, in place of the thread's id."""
-    return f"idempotency:{scope}"
+    return f"{KEY_THREAD_PREFIX}{scope}"
 
 
 def call_key(

@@ -84,7 +84,9 @@ class LedgerEntry:
     """The record it finished with; None while it runs, or when its worker died."""
 
 
-OpName = Literal["get", "claim", "finish", "release", "take_over", "forget_thread"]
+OpName = Literal[
+    "get", "claim", "finish", "release", "take_over", "forget_thread", "stale_threads", "call_keys"
+]
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,11 @@ class LedgerOp:
     - `release`: remove `owner`'s claim of an unfinished call (it stopped before acting).
     - `take_over`: make `owner` the claimant and clear the outcome (a forced re-run).
     - `forget_thread`: drop every entry of `thread_id`.
+    - `stale_threads`: the threads whose newest entry started before `before` and after
+      `after`, oldest first, at most `limit`: `[(thread_id, newest started_at), ...]`.
+    - `call_keys`: the call keys of `thread_id`'s entries that start with `prefix`.
+
+    The two listings return None from a ledger that cannot list (`StoreLedger`).
     """
 
     name: OpName
@@ -105,6 +112,10 @@ class LedgerOp:
     owner: str = ""
     outcome: dict[str, Any] | None = None
     thread_id: str = ""
+    before: float = 0.0
+    after: float = 0.0
+    limit: int = 0
+    prefix: str = ""
 
     @property
     def entry_key(self) -> LedgerKey:
@@ -198,11 +209,23 @@ class MemoryLedger(SideEffectLedger):
         with self._lock:
             return self._apply(op)
 
-    def _apply(self, op: LedgerOp) -> LedgerEntry | None:
+    def _apply(self, op: LedgerOp) -> Any:
         if op.name == "forget_thread":
             for key in [k for k in self._entries if k.thread_id == op.thread_id]:
                 del self._entries[key]
             return None
+        if op.name == "stale_threads":
+            newest: dict[str, float] = {}
+            for key, entry in self._entries.items():
+                newest[key.thread_id] = max(newest.get(key.thread_id, 0.0), entry.started_at)
+            stale = sorted((at, t) for t, at in newest.items() if op.after < at < op.before)
+            return [(thread, at) for at, thread in stale[: op.limit]]
+        if op.name == "call_keys":
+            return [
+                k.call_key
+                for k in self._entries
+                if k.thread_id == op.thread_id and k.call_key.startswith(op.prefix)
+            ]
         key = op.entry_key
         existing = self._entries.get(key)
         if op.name == "get":

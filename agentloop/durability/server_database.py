@@ -30,7 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from agentloop._sync import by_mode
-from agentloop.durability.sql import _CREATE, PostgresLedger, _arun_postgres, _SqlLedger
+from agentloop.durability.sql import (
+    _CREATE,
+    PostgresLedger,
+    _arun_postgres,
+    _fetch,
+    _SqlLedger,
+)
 from agentloop.errors import ConfigurationError
 
 __all__ = [
@@ -147,8 +153,7 @@ class SqliteFileLedger(_SqlLedger):
         with self._lock:
             cursor = self._connection().execute(self.sql[name], params)
             try:
-                row = cursor.fetchone() if name == "get" else None
-                return cursor.rowcount, row
+                return cursor.rowcount, _fetch(name, cursor)
             finally:
                 cursor.close()
 

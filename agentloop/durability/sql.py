@@ -55,7 +55,12 @@ _STATEMENTS = {
     "ON CONFLICT (thread_id, checkpoint_ns, call_key) "
     "DO UPDATE SET owner = excluded.owner, started_at = excluded.started_at, outcome = NULL",
     "forget": f"DELETE FROM {TABLE} WHERE thread_id = {{p}}",
+    "stale_threads": f"SELECT thread_id, MAX(started_at) FROM {TABLE} GROUP BY thread_id "
+    "HAVING MAX(started_at) < {p} AND MAX(started_at) > {p} ORDER BY MAX(started_at) LIMIT {p}",
+    "call_keys": f"SELECT call_key FROM {TABLE} WHERE thread_id = {{p}} AND call_key LIKE {{p}}",
 }
+LISTS = frozenset({"stale_threads", "call_keys"})
+"""The statements that return every row (`get` returns its first)."""
 
 
 def _statements(placeholder: str) -> dict[str, str]:
@@ -74,6 +79,30 @@ def _entry(row: Any) -> LedgerEntry | None:
     else:
         owner, started_at, outcome = row
     return LedgerEntry(str(owner), float(started_at), json.loads(outcome) if outcome else None)
+
+
+def _fetch(name: str, cursor: Any) -> Any:
+    """What a statement returns: `get` its first row, a listing all of them, others none."""
+    if name == "get":
+        return cursor.fetchone()
+    return cursor.fetchall() if name in LISTS else None
+
+
+async def _afetch(name: str, cursor: Any) -> Any:
+    """`_fetch` on an async cursor."""
+    if name == "get":
+        return await cursor.fetchone()
+    return await cursor.fetchall() if name in LISTS else None
+
+
+def _columns(rows: Any) -> list[tuple[Any, ...]]:
+    """Rows as tuples, whether the connection gives tuples or dicts (`dict_row`)."""
+    return [tuple(row.values()) if isinstance(row, dict) else tuple(row) for row in rows or ()]
+
+
+def _like_prefix(prefix: str) -> str:
+    """A `LIKE` pattern for `prefix` (no wildcard of its own: the loop's prefixes have none)."""
+    return f"{prefix}%"
 
 
 def _dump(outcome: dict[str, Any]) -> str:
@@ -109,6 +138,13 @@ class _SqlLedger(SideEffectLedger):
         if op.name == "forget_thread":
             await self.statement("forget", (op.thread_id,))
             return None
+        if op.name == "stale_threads":
+            _, rows = await self.statement("stale_threads", (op.before, op.after, op.limit))
+            return [(str(thread), float(at)) for thread, at in _columns(rows)]
+        if op.name == "call_keys":
+            params = (op.thread_id, _like_prefix(op.prefix))
+            _, rows = await self.statement("call_keys", params)
+            return [str(call_key) for (call_key,) in _columns(rows)]
         key = _key(op.entry_key)
         if op.name == "get":
             return _entry((await self.statement("get", key))[1])
@@ -176,8 +212,7 @@ class SqliteLedger(_SqlLedger):
                 self._ready = True
             cursor = conn.execute(self.sql[name], params)
             try:
-                row = cursor.fetchone() if name == "get" else None
-                return cursor.rowcount, row
+                return cursor.rowcount, _fetch(name, cursor)
             finally:
                 cursor.close()
                 conn.commit()
@@ -197,7 +232,7 @@ class AsyncSqliteLedger(_AsyncSaverLedger):
                 await conn.commit()
                 self._ready = True
             async with conn.execute(self.sql[name], params) as cursor:
-                row = await cursor.fetchone() if name == "get" else None
+                row = await _afetch(name, cursor)
                 count = cursor.rowcount
             await conn.commit()
             return count, row
@@ -279,8 +314,7 @@ class PostgresLedger(_SqlLedger):
                 self._ready = True
             with conn.transaction(), conn.cursor() as cursor:
                 cursor.execute(self.sql[name], params)
-                row = cursor.fetchone() if name == "get" else None
-                return cursor.rowcount, row
+                return cursor.rowcount, _fetch(name, cursor)
 
 
 class AsyncPostgresLedger(_AsyncSaverLedger):
@@ -331,5 +365,4 @@ async def _arun_postgres(
         ledger._ready = True
     async with conn.transaction(), conn.cursor() as cursor:
         await cursor.execute(ledger.sql[name], params)
-        row = await cursor.fetchone() if name == "get" else None
-        return cursor.rowcount, row
+        return cursor.rowcount, await _afetch(name, cursor)

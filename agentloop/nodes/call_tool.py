@@ -10,16 +10,22 @@ A call whose arguments refer to other commands' results first resolves them from
 outcomes it was sent with and is validated (`complete_call`), before the ledger; when a
 referenced command failed, or the resolved arguments are invalid, it is settled without
 running (with the ledger's record when an earlier execution of it left one).
+
+A call with side effects whose run is cancelled while it runs leaves its `unknown_outcome`
+record and the run's `cancelled` status in the state (`_CallTool._cancelled`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from agentloop.durability import current_checkpointer, save_step_input
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.guarded import guarded_call, ledger_record, tool_config
 from agentloop.nodes.parts import LoopParts
@@ -38,6 +44,8 @@ if TYPE_CHECKING:
     from agentloop.accelerate import Accelerator
 
 __all__ = ["make_call_tool"]
+
+logger = logging.getLogger("agentloop")
 
 
 class _CallTool:
@@ -106,12 +114,43 @@ class _CallTool:
             self.parts, call, config if config is not None else get_config(), scope.context
         )
         block = planned(written)  # the tool's function gets the planner's own arguments
+        cancelled = partial(self._cancelled, call, scope)
         if block is NOTHING_PLANNED:  # the usual call: no block to enter
-            record = await guarded_call(self.parts, call, scope, config)
+            record = await guarded_call(self.parts, call, scope, config, cancelled=cancelled)
         else:
             with block:
-                record = await guarded_call(self.parts, call, scope, config)
+                record = await guarded_call(self.parts, call, scope, config, cancelled=cancelled)
         return self._done(call, record)
+
+    async def _cancelled(
+        self, call: PreparedCall, scope: RunScope, record: ToolExecutionRecord
+    ) -> None:
+        """Leave in the state how a run cancelled during a call with side effects ended.
+
+        The task's own output dies with it, so the call's `unknown_outcome` record and the
+        run's `cancelled` status are saved as input to the task's step
+        (`save_step_input`): a read of the thread shows them, and resuming the run starts
+        from them and settles the call from the ledger's claim (it is not made again).
+        """
+        saver, execution = current_checkpointer(), scope.execution
+        if saver is None or execution is None:
+            return
+        update = self.parts.safe(
+            {
+                "call_results": {record.get("call_id", ""): record},
+                "status": "cancelled",
+                "status_reason": f"the run was cancelled while {call['tool_name']} ran",
+            }
+        )
+        try:
+            await save_step_input(saver, execution, list(update.items()))
+        except Exception as error:  # the cancellation goes on whatever the checkpointer says
+            logger.warning(
+                "%s: the state of a run cancelled during %s could not be saved: %s",
+                self.parts.settings.name,
+                call["tool_name"],
+                error,
+            )
 
 
 def _written(record: ToolExecutionRecord, added: list[Any] | None = None) -> CallToolUpdate:

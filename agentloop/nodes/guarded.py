@@ -18,6 +18,9 @@ is looked up too (`ledger_record`).
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -30,10 +33,12 @@ from agentloop.durability import (
     Settled,
     loop_namespace,
     run_ledger,
+    run_record_key,
 )
 from agentloop.durability.guard import STARTED_BEFORE_STOP, STARTED_ELSEWHERE, SUBMISSION_FIELD
 from agentloop.durability.ledger import owner_is_gone
-from agentloop.events import Emit, ToolCompleted
+from agentloop.durability.retry import RUN_RECORD_LOST
+from agentloop.events import DurabilityWarning, Emit, ToolCompleted
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord, call_status
@@ -44,6 +49,7 @@ from agentloop.tools.outcome import ToolOutcome
 from agentloop.tools.pipeline import emit_settled, make_record
 
 __all__ = [
+    "CANCELLED_WHILE_RUNNING",
     "REPLAYED_NOTE",
     "call_guard",
     "guarded_call",
@@ -52,6 +58,10 @@ __all__ = [
     "tool_config",
 ]
 
+logger = logging.getLogger("agentloop")
+
+CANCELLED_WHILE_RUNNING = "the run was cancelled while it ran"
+"""Why a call is `unknown_outcome` when its run was cancelled during it."""
 REPLAYED_NOTE = "replayed: this call already ran; its recorded outcome is returned, not re-run"
 
 
@@ -67,8 +77,7 @@ def call_guard(parts: LoopParts, call: PreparedCall, scope: RunScope) -> CallGua
     ledger = run_ledger(parts.ledger, scope.store)
     if ledger is None:
         return None
-    task_ns = scope.execution.checkpoint_ns if scope.execution else ""
-    namespace = loop_namespace(task_ns.rsplit("|", 1)[0] if "|" in task_ns else "")
+    namespace = _loop_namespace(scope)
     names = [name for name in (call.get("position_key"), call["call_key"]) if name]
     if not names:
         return None  # a command that was never prepared: it never runs
@@ -86,6 +95,34 @@ def call_guard(parts: LoopParts, call: PreparedCall, scope: RunScope) -> CallGua
         reexecute=bool(scope.loop is not None and scope.loop.reexecute),
         submission=kept_under(call),
     )
+
+
+def _loop_namespace(scope: RunScope) -> str:
+    """The loop's namespace, as the calls of its runs are kept under in the ledger."""
+    task_ns = scope.execution.checkpoint_ns if scope.execution else ""
+    return loop_namespace(task_ns.rsplit("|", 1)[0] if "|" in task_ns else "")
+
+
+async def _warn_if_run_record_lost(
+    parts: LoopParts, call: PreparedCall, scope: RunScope, guard: CallGuard
+) -> None:
+    """Warn when the ledger lost the record the call's run committed before its first call.
+
+    The call names the server's run that recorded it (`server_run`, from the checkpoint);
+    `prepare` wrote that record in the run's own namespace (its task's), before any call.
+    A ledger without it lost entries, so a call an earlier attempt started may run again.
+    """
+    server_run, thread_id = call.get("server_run"), scope.thread_id
+    if not server_run or thread_id is None:
+        return
+    loop_ns = _loop_namespace(scope)
+    key = run_record_key(thread_id, f"{loop_ns}|prepare" if loop_ns else "prepare", server_run)
+    if not await parts.run_records.lost(guard.ledger, key):
+        return
+    ledger = type(guard.ledger).__name__
+    message = RUN_RECORD_LOST.format(run=server_run, ledger=ledger)
+    logger.warning("%s: %s", parts.settings.name, message)
+    scope.emit(DurabilityWarning(ledger=ledger, message=message))
 
 
 def settled_record(
@@ -146,11 +183,25 @@ def _settled(
 
 
 async def guarded_call(
-    parts: LoopParts, call: PreparedCall, scope: RunScope, config: RunnableConfig
+    parts: LoopParts,
+    call: PreparedCall,
+    scope: RunScope,
+    config: RunnableConfig,
+    *,
+    cancelled: Callable[[ToolExecutionRecord], Awaitable[None]] | None = None,
 ) -> ToolExecutionRecord:
     """A prepared call through the ledger guard and the pipeline: its safe record.
 
     Awaited from async code; run with `run_blocking` from sync code (`agentloop._sync`).
+
+    Args:
+        parts: The loop's parts.
+        call: The call.
+        scope: The scope of the node call running it.
+        config: The config its tool is called with.
+        cancelled: Awaited with the call's `unknown_outcome` record when the call, claimed
+            as a call with side effects, is cancelled while it runs (the cancellation then
+            goes on).
     """
     execution = scope.execution  # no thread (no checkpointer): no guard, no call for it
     guard = (
@@ -168,9 +219,17 @@ async def guarded_call(
     if gone:  # never started, and its tool is gone: the runner fails it, naming the tool
         record = await _run(parts, call, scope, config, None)
         return record
+    if guard.claimed:  # a call with side effects runs: does the ledger still know its run?
+        await _warn_if_run_record_lost(parts, call, scope, guard)
     late = _late_writer(parts, guard)  # after `decide`: the key the entry was found under
     run = _run(parts, call, scope, config, late)
-    record = cast(ToolExecutionRecord, await guard.record(run))
+    try:
+        record = cast(ToolExecutionRecord, await guard.record(run))
+    except asyncio.CancelledError:
+        if cancelled is not None and guard.claimed:  # it started: it may have taken effect
+            stopped = Settled("unknown_outcome", reason=CANCELLED_WHILE_RUNNING)
+            await cancelled(parts.safe_value(settled_record(call, stopped)))
+        raise
     if late is not None:  # the call's own record is in the ledger: a late one may replace it
         late.ready()
     return record

@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 
 from agentloop.call_shapes import PlanDecision, ToolCommand, ToolExecutionRecord
 from agentloop.checkpoint_safe import UpdateT, checkpoint_safe, safe_update
-from agentloop.durability import SideEffectLedger
+from agentloop.durability import LedgerRetention, LedgerSweeps, RunRecords, SideEffectLedger
 from agentloop.hooks import LoopHooks
 from agentloop.middleware import LoopMiddleware
 from agentloop.model_calls import ModelRetryPolicy
@@ -70,6 +70,10 @@ class LoopParts:
     prices: Prices | None = None
     ledger: SideEffectLedger | None = None
     """A ledger given explicitly; otherwise the one that goes with the checkpointer."""
+    retention: LedgerRetention | None = None
+    """How long the ledger that goes with the checkpointer keeps entries (None: no sweep)."""
+    sweeps: LedgerSweeps = field(default_factory=LedgerSweeps)
+    """When this loop last swept each ledger."""
     redact: Redact | None = None
     """Applied to every string the loop writes to state, events and prompts."""
     prompts: PromptSet = field(default_factory=PromptSet)
@@ -89,6 +93,8 @@ class LoopParts:
     """The last replay of each recent run's reads and writes (`agentloop.nodes.reads`)."""
     identities: RunIdentities = field(default_factory=RunIdentities)
     """Whom recent runs serve (`agentloop.tools.cache_scope.run_identity`)."""
+    run_records: RunRecords = field(default_factory=RunRecords)
+    """The server runs whose ledger records this loop looked up (`agentloop.nodes.guarded`)."""
     planned_arguments: PlannedArguments = field(default_factory=PlannedArguments)
     """The planner's own arguments where the redact hook changed them, for the tools."""
     sampling: SamplingModel = field(init=False)

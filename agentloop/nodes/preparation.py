@@ -63,6 +63,7 @@ class PlanPreparation:
         self.run_id = run_id_of(state)
         self.invocation = invocation_of(state)
         self.scope = book.get("idempotency_scope") or ""
+        self.server_run = book.get("server_run") or ""
         self.named_by = self.scope or self.run_id
         """What names the calls: the run, or its idempotency key (the same for every
         submission of the key, so they find each other's calls in the ledger)."""
@@ -113,6 +114,8 @@ class PlanPreparation:
         call["position_key"] = self.position_key(position, command)
         if self.scope:
             call["ledger_thread"] = ledger_thread(self.scope)
+        if self.server_run:
+            call["server_run"] = self.server_run
         if record is None and depends_on:
             record = _failed_reference(call, self.calls, self.settled)
         elif record is None:

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
@@ -20,13 +23,18 @@ from agentloop.durability import (
     current_checkpointer,
     current_durability,
     durability_gap,
+    hold_key,
+    ledger_thread,
     loop_namespace,
     run_attempt,
     run_identity,
     run_ledger,
     settle_idempotency_key,
     settle_run_identity,
+    started_before,
+    sweep_page,
 )
+from agentloop.durability.retry import RETRY_WITHOUT_RECORD
 from agentloop.events import DurabilityWarning, McpServerUnavailable
 from agentloop.messages import resolve_request
 from agentloop.nodes.parts import LoopParts
@@ -126,27 +134,83 @@ def _ledger_warning(parts: LoopParts, runtime: Runtime[LoopContext]) -> tuple[st
     return None if gap is None or ledger is None else (type(ledger).__name__, gap)
 
 
+@dataclass(frozen=True)
+class _Named:
+    """The run's identity, and what the ledger says of its server run."""
+
+    run_id: str
+    server_run: str = ""
+    """The server's run the ledger records the identity under ("" when it records none)."""
+    warning: str | None = None
+
+
 async def _retry_safe_identity(
     parts: LoopParts, runtime: Runtime[LoopContext], scope: RunScope, namespace: str, run_id: str
-) -> tuple[str, str | None]:
+) -> _Named:
     """The run's identity as the server's first attempt of it recorded (see `settle_run_identity`).
 
     Only for a top-level run the LangGraph server names; a sub-agent is named by the
-    parent's call it serves.
+    parent's call it serves. A retry whose ledger lacks the record is warned about only
+    when the thread holds a checkpoint an earlier attempt wrote (`started_before`).
     """
     config = get_config()
     attempt, thread_id = run_attempt(config), scope.thread_id
     if attempt is None or thread_id is None or call_info(config) is not None:
-        return run_id, None
+        return _Named(run_id)
     if not parts.registry.has_side_effects:
-        return run_id, None  # a repeated read-only call is harmless
+        return _Named(run_id)  # a repeated read-only call is harmless
     ledger = run_ledger(parts.ledger, runtime.store)
     if ledger is None:
-        return run_id, None
-    named: tuple[str, str | None] = await settle_run_identity(
-        ledger, thread_id, namespace, attempt, run_id
+        return _Named(run_id)
+    named, recorded = await settle_run_identity(ledger, thread_id, namespace, attempt, run_id)
+    saver, execution = current_checkpointer(), scope.execution
+    if recorded or attempt.attempt <= 1 or saver is None or execution is None:
+        return _Named(named, attempt.run_id)
+    task_ns = execution.checkpoint_ns
+    checkpoint: RunnableConfig = {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": task_ns.rsplit("|", 1)[0] if "|" in task_ns else "",
+            "checkpoint_id": execution.checkpoint_id,
+        }
+    }
+    if not await started_before(saver, checkpoint, attempt):
+        return _Named(named, attempt.run_id)  # the earlier attempt never reached the graph
+    warning = RETRY_WITHOUT_RECORD.format(
+        run=attempt.run_id, attempt=attempt.attempt, ledger=type(ledger).__name__
     )
-    return named
+    return _Named(named, attempt.run_id, warning)
+
+
+async def _keep_ledger(
+    parts: LoopParts, runtime: Runtime[LoopContext], scope: RunScope, namespace: str, key: str
+) -> None:
+    """Note the thread as a holder of the run's idempotency key, and sweep the ledger if due.
+
+    See `agentloop.durability.retention`: a key's entries are kept while a thread that
+    holds it lives; a loop sweeps the ledger that goes with its checkpointer at most once
+    every `LedgerRetention.every_s`. A sweep that fails is logged: the run goes on.
+    """
+    saver, thread_id = current_checkpointer(), scope.thread_id
+    ledger = run_ledger(parts.ledger, runtime.store)
+    if saver is None or thread_id is None or ledger is None:
+        return
+    if key:
+        await hold_key(ledger, ledger_thread(key), namespace, thread_id)
+    retention = parts.retention
+    if retention is None or parts.ledger is not None:
+        return
+    after = parts.sweeps.due(ledger, retention.every_s)
+    if after is None:
+        return
+    try:
+        page = await sweep_page(ledger, saver, retention, now=time.time(), after=after)
+    except Exception as error:  # a failed sweep costs rows, never the run
+        logger.warning("%s: sweeping the ledger failed: %s", parts.settings.name, error)
+        return
+    parts.sweeps.went_to(ledger, page.after)
+    if page.forgotten:
+        logger.info("%s: the ledger forgot %d threads", parts.settings.name, len(page.forgotten))
 
 
 def make_prepare(parts: LoopParts) -> Any:
@@ -162,7 +226,8 @@ def make_prepare(parts: LoopParts) -> Any:
         owner = run_identities(scope.config, scope.context, known=parts.identities)[1]
         anchor = run_anchor(state, request, human, scope, owner)
         run_id = run_identity(scope.thread_id, namespace, anchor)
-        run_id, retry_warning = await _retry_safe_identity(parts, runtime, scope, namespace, run_id)
+        named = await _retry_safe_identity(parts, runtime, scope, namespace, run_id)
+        run_id, retry_warning = named.run_id, named.warning
         key = run_idempotency_key(state)
         scope_of_key = ""
         if key is not None:  # refused here, before any call, when it names another request
@@ -186,6 +251,7 @@ def make_prepare(parts: LoopParts) -> Any:
             scope.emit(DurabilityWarning(message=retry_warning))
         for server, reason in parts.tools.unavailable.items():
             scope.emit(McpServerUnavailable(server=server, reason=reason))
+        await _keep_ledger(parts, runtime, scope, namespace, scope_of_key)
         book: RunBook = {
             "run_id": run_id,
             "invocation": new_invocation(scope),
@@ -195,6 +261,7 @@ def make_prepare(parts: LoopParts) -> Any:
             "consecutive_rollbacks": 0,
             "plan_calls": 0,
             "rollback_note": "",
+            "server_run": named.server_run,  # "" for a run no server run recorded
         }
         if human is not None:
             book["answered_message_id"] = human.id or ""

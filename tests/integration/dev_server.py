@@ -61,6 +61,8 @@ class DevServer:
             self.env.pop(name, None)
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.ledger_warned = False
+        """Whether the test expects the loop's durability warning in the server's log."""
 
     @property
     def log(self) -> Path:

@@ -7,7 +7,8 @@ server processes; with `AGENTLOOP_TEST_HOLD=N` the N-th payment of the process h
 its run right after its effect, until the server is killed or the run cancelled;
 `AGENTLOOP_TEST_PAY_SECONDS` makes each payment take that long before its effect. With
 `AGENTLOOP_TEST_GO` naming a file, a turn first calls `wait_for_go` (read-only), which
-waits until that file exists, and pays in its next round.
+waits until that file exists, and pays in its next round. With `AGENTLOOP_TEST_SWEEP`
+set, the ledger keeps nothing of a deleted thread, and every run's start sweeps it.
 """
 
 from __future__ import annotations
@@ -20,12 +21,18 @@ from typing import Any
 from langchain_core.tools import tool
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
+from agentloop.durability import LedgerRetention
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 EFFECTS = Path(os.environ["AGENTLOOP_TEST_EFFECTS"])
 HOLD = int(os.environ.get("AGENTLOOP_TEST_HOLD") or 0)
 PAY_SECONDS = float(os.environ.get("AGENTLOOP_TEST_PAY_SECONDS", "0"))
 GO = Path(os.environ["AGENTLOOP_TEST_GO"]) if os.environ.get("AGENTLOOP_TEST_GO") else None
+SWEEP = (
+    LedgerRetention(grace_s=0, keys_s=0, every_s=0)
+    if os.environ.get("AGENTLOOP_TEST_SWEEP")
+    else LedgerRetention()
+)
 paid: list[str] = []
 
 
@@ -76,7 +83,8 @@ graph = create_tool_loop(
         policies={
             "send_payment": ToolPolicy(idempotent=False, timeout_s=600),
             "wait_for_go": ToolPolicy(idempotent=True, timeout_s=600),
-        }
+        },
+        ledger_retention=SWEEP,
     ),
     name="payments",
 )

@@ -194,6 +194,21 @@ async def test_a_run_paused_on_one_worker_is_resumed_and_replayed_on_another(
     assert payment["success"] is True and payment["replayed"] is True
     assert workers.paid() == ["payment:5"]
 
+    # the replayed thread reads back (its messages serialized), replays again, takes a turn
+    state = await second.threads.get_state(thread)
+    assert [m["type"] for m in state["values"]["messages"]] == ["human", "ai", "tool", "ai"]
+    history = await second.threads.get_history(thread, limit=50)
+    assert paused["checkpoint"]["checkpoint_id"] in {
+        snapshot["checkpoint"]["checkpoint_id"] for snapshot in history
+    }
+    again = await second.runs.wait(
+        thread, "payments", input=None, checkpoint_id=paused["checkpoint"]["checkpoint_id"]
+    )
+    assert isinstance(again, dict) and payments(again)[0]["replayed"] is True
+    turn = await second.runs.wait(thread, "payments", input={"user_input": "pay again"})
+    assert isinstance(turn, dict) and turn["status"] == "ok"
+    assert workers.paid() == ["payment:5", "payment:5"]
+
 
 async def test_a_worker_killed_after_its_effect_leaves_the_run_to_the_other(
     workers: Workers,

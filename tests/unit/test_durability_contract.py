@@ -75,3 +75,35 @@ def test_a_task_knows_when_it_is_resumed_with_an_answer() -> None:
     assert app.invoke(Command(resume="yes"), thread)["seen"] == ["yes"]
     assert observed == [False, True]
     assert resuming() is False  # outside a graph run
+
+
+def test_the_null_task_id_is_langgraphs() -> None:
+    from langgraph._internal._constants import NULL_TASK_ID as LANGGRAPHS
+
+    from agentloop.durability._langgraph import NULL_TASK_ID
+
+    assert NULL_TASK_ID == LANGGRAPHS
+
+
+async def test_input_saved_for_a_step_is_read_and_resumed_from() -> None:
+    """As LangGraph keeps a `Command(update=...)`: at the step's checkpoint, as its input."""
+    from langgraph.runtime import ExecutionInfo
+
+    from agentloop.durability import save_step_input
+
+    saver = InMemorySaver()
+    app = graph(saver)
+    thread = {"configurable": {"thread_id": "t"}}
+    await app.ainvoke({"seen": ["start"]}, thread, interrupt_before=["observe"])
+    paused = await app.aget_state(thread)
+    step = ExecutionInfo(
+        checkpoint_id=paused.config["configurable"]["checkpoint_id"],
+        checkpoint_ns="observe:task",
+        task_id="task",
+        thread_id="t",
+    )
+    for value in ("first", "second"):  # a step's input accumulates
+        assert await save_step_input(saver, step, [("seen", [value])])
+    assert (await app.aget_state(thread)).values["seen"] == ["start", "first", "second"]
+    resumed = await app.ainvoke(None, thread)
+    assert resumed["seen"][:3] == ["start", "first", "second"] and len(resumed["seen"]) == 4

@@ -381,22 +381,57 @@ async def test_a_run_the_server_retries_from_older_checkpoints_keeps_its_calls(
     assert not another["tool_logs"][0].get("replayed")
 
 
-async def test_a_retried_run_whose_ledger_lost_its_first_attempt_warns(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+async def ledger_warnings(run_loop: Any, graph: Any, config: dict[str, Any]) -> list[str]:
+    """Run a retried attempt: the messages of its durability warnings."""
+    events = await run_loop.stream(graph, {"user_input": "pay"}, config, stream_mode="custom")
+    return [e["message"] for e in events if e["type"] == "durability_warning"]
+
+
+@pytest.mark.parametrize(
+    ("stopped_before", "attempt", "said"),
+    [
+        ("prepare", 2, "the server retries run run-1 (attempt 2)"),
+        ("call_tool", 1, "run run-1 recorded itself in the side-effect ledger"),
+    ],
+)
+async def test_a_retry_whose_ledger_lost_the_run_warns(
+    run_loop: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    stopped_before: str,
+    attempt: int,
+    said: str,
 ) -> None:
-    await served(payments_loop([]), DevSaver()).ainvoke({"user_input": "pay"},
-                                                        server_config("run-1", 1))  # fmt: skip
+    """The checkpoints an earlier attempt wrote outlived the ledger.
+
+    Stopped before `prepare` (its start checkpointed), the server's count of attempts
+    tells the retry; stopped before its call (past `prepare`, which recorded the run),
+    the call's own run names the lost record, whatever the count (`langgraph dev` counts
+    1 again after a restart).
+    """
+    effects: list[str] = []
+    saver = DevSaver()
+    await run_loop(served(payments_loop(effects), saver), {"user_input": "pay"},
+                   server_config("run-1", 1), interrupt_before=[stopped_before])  # fmt: skip
     monkeypatch.setenv(LEDGER_PATH_VARIABLE, str(tmp_path / "lost" / "ledger.sqlite"))
-    graph = served(payments_loop([]), DevSaver())  # the checkpoints outlived the ledger
+    graph = served(payments_loop(effects), saver)
     with caplog.at_level(logging.WARNING, logger="agentloop"):
-        events = [
-            event
-            async for event in graph.astream(
-                {"user_input": "pay"}, server_config("run-1", 2), stream_mode="custom"
-            )
-        ]
-    [warning] = [e for e in events if e["type"] == "durability_warning"]
-    assert "retries run run-1 (attempt 2)" in warning["message"]
-    assert "no record of its earlier attempt" in warning["message"]
-    logged = [r for r in caplog.records if "retries run run-1" in r.getMessage()]
+        warnings = await ledger_warnings(run_loop, graph, server_config("run-1", attempt))
+    [warning] = warnings
+    assert said in warning and "side-effect ledger (SqliteFileLedger)" in warning
+    assert effects == ["payment:5"]  # the retry pays: the ledger cannot say it paid before
+    logged = [r for r in caplog.records if said in r.getMessage()]
     assert len(logged) == 1 and logged[0].levelno == logging.WARNING
+
+
+async def test_a_retry_whose_first_attempt_never_reached_the_graph_does_not_warn(
+    run_loop: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker took the run and died before it started: no checkpoint, nothing to fear."""
+    effects: list[str] = []
+    graph = served(payments_loop(effects), DevSaver())
+    with caplog.at_level(logging.WARNING, logger="agentloop"):
+        warnings = await ledger_warnings(run_loop, graph, server_config("run-1", 2))
+    assert warnings == [] and effects == ["payment:5"]
+    assert not [r for r in caplog.records if "side-effect ledger" in r.getMessage()]

@@ -364,3 +364,36 @@ def test_message_writes_merge_by_id_as_add_messages_does() -> None:
         ("ToolMessage", "o1", "rain"),
     ]
     assert reduce_messages([], writes) == folded
+
+
+def test_serialized_messages_fold_as_the_messages_they_were() -> None:
+    """The LangGraph server reads a thread's transcript back as dicts (`model_dump`).
+
+    Both the stored snapshot (the current value) and the writes after it arrive in that
+    form; each becomes the message it was, every field in place, and a message stored
+    without an id gets the same id as when it was folded the first time.
+    """
+    usage = {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}
+    plan = ToolCall(name="weather", args={"city": "Paris"}, id="c1")
+    transcript: list[Any] = [
+        HumanMessage("Weather?", id="h1"),
+        AIMessage("", tool_calls=[plan], id="p1", usage_metadata=usage, name="planner"),
+    ]
+    writes: list[Any] = [
+        [ToolMessage("sunny", tool_call_id="c1", id="o1", status="success", artifact={"n": 1})],
+        [AIMessage("It is sunny.", usage_metadata=usage)],  # no id: the loop names it
+    ]
+    folded = reduce_messages(transcript, writes)
+    dumped = reduce_messages(
+        [message.model_dump() for message in transcript],
+        [[message.model_dump() for message in write] for write in writes],
+    )
+    assert dumped == folded
+    assert [type(m).__name__ for m in dumped] == [
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "AIMessage",
+    ]
+    assert dumped[1].usage_metadata == usage and dumped[1].tool_calls[0]["id"] == "c1"
+    assert dumped[2].artifact == {"n": 1} and dumped[3].id == folded[3].id
