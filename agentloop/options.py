@@ -118,8 +118,10 @@ class PlanningOptions:
             `create_agent` does not bound: it runs every call of an `AIMessage`); the
             excess become refused records (`too_many_commands`, an error `ToolMessage`
             each) that tell the planner why, as `ToolCallLimitMiddleware`'s
-            `exit_behavior="continue"` tells the model, and the run goes on. Limits per
-            run and per thread are `ToolCallLimitMiddleware`'s.
+            `exit_behavior="continue"` tells the model, and the run goes on. The excess
+            is refused as a block (nothing of it validated or repaired, the refusal
+            written once), so a plan of thousands of calls costs little more than their
+            records. Limits per run and per thread are `ToolCallLimitMiddleware`'s.
         plan_reasks: Times an unusable plan (no JSON, no decision, `execute` without a
             usable command) goes back to the planner with what was wrong, before the run
             stops with status `planner_failed`. The planner calls of one run, rounds,

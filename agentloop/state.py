@@ -265,13 +265,18 @@ def reduce_messages(current: list[AnyMessage] | None, writes: Sequence[Any]) -> 
     `model_dump`), snapshot and writes alike. Those become the messages they were.
     """
     messages: list[Any] = _as_messages(list(current or []))
+    ids: set[Any] | None = None  # of `messages` while they are all plain, found once
     for write in writes:
         batch = _as_messages(write if isinstance(write, list) else [write])
         named: list[Any] = _named(batch, messages)
-        appended = _appended(messages, named)
-        messages = (
-            appended if appended is not None else cast(list[Any], add_messages(messages, named))
-        )
+        if ids is None:
+            ids = _plain_ids(messages)
+        if ids is not None and _only_new(named, ids):
+            messages.extend(named)  # what `add_messages` returns when it only appends
+            ids.update(map(_ID, named))
+        else:
+            messages = cast(list[Any], add_messages(messages, named))
+            ids = None
     return messages
 
 
@@ -280,19 +285,28 @@ _PLAIN_TYPES = frozenset({AIMessage, HumanMessage, SystemMessage, ToolMessage})
 _ID = attrgetter("id")
 
 
-def _appended(messages: list[Any], named: list[Any]) -> list[Any] | None:
-    """What `add_messages` returns when it only appends: every message new, each plain.
+def _plain_ids(messages: list[Any]) -> set[Any] | None:
+    """The ids of a transcript whose messages are all plain (else None: `add_messages`).
 
-    None when a message replaces or removes one, or is of another type (`add_messages`
+    Found once per fold, whatever the number of writes (one per call of a round): no
+    Python-level loop, the transcript grows every round.
+    """
+    if not set(map(type, messages)) <= _PLAIN_TYPES:
+        return None
+    ids = set(map(_ID, messages))
+    return None if None in ids else ids
+
+
+def _only_new(named: list[Any], ids: set[Any]) -> bool:
+    """Whether `add_messages` would only append these: each plain, new, with its own id.
+
+    Not when a message replaces or removes one, or is of another type (`add_messages`
     merges it). The transcript grows by new messages nearly every time.
     """
-    if not (set(map(type, named)) <= _PLAIN_TYPES and set(map(type, messages)) <= _PLAIN_TYPES):
-        return None
-    ids = set(map(_ID, messages))  # no Python-level loop: the transcript grows every round
+    if not set(map(type, named)) <= _PLAIN_TYPES:
+        return False
     new = set(map(_ID, named))
-    if None in ids or None in new or len(new) != len(named) or not ids.isdisjoint(new):
-        return None
-    return [*messages, *named]
+    return None not in new and len(new) == len(named) and ids.isdisjoint(new)
 
 
 def _as_messages(items: list[Any]) -> list[Any]:

@@ -74,13 +74,13 @@ def planned_call_ids(commands: Sequence[ToolCommand], run_id: str, round_label: 
     call's `CallId` gives.
     """
     ids: list[str] = []
+    taken: set[str] = set()
     for position, command in enumerate(commands):
         given = command.get("tool_call_id") or ""
-        ids.append(
-            given
-            if given and given not in ids
-            else CallId(run_id, round_label, position).tool_call_id
-        )
+        if not given or given in taken:
+            given = CallId(run_id, round_label, position).tool_call_id
+        taken.add(given)
+        ids.append(given)
     return ids
 
 
@@ -241,8 +241,13 @@ def outcome_content(record: ToolExecutionRecord) -> str:
 
 
 def tool_messages(records: Sequence[ToolExecutionRecord]) -> list[ToolMessage]:
-    """One `ToolMessage` per record, in the order given (command order)."""
-    return [tool_message(record) for record in records]
+    """One `ToolMessage` per record, in the order given (command order).
+
+    Records that share their result object (the refusals of a plan's commands over the
+    round's cap) have it rendered once.
+    """
+    rendered: dict[int, str] = {}
+    return [tool_message(record, rendered) for record in records]
 
 
 _MESSAGE_FIELDS: dict[str, Any] = {
@@ -256,18 +261,30 @@ _MESSAGE_FIELDS: dict[str, Any] = {
 merged over them once, so one message per call reads its fields without `get` calls."""
 
 
-def tool_message(record: ToolExecutionRecord) -> ToolMessage:
-    """The `ToolMessage` of one call's record (its id: the call id, `:outcome`)."""
+def tool_message(
+    record: ToolExecutionRecord, rendered: dict[int, str] | None = None
+) -> ToolMessage:
+    """The `ToolMessage` of one call's record (its id: the call id, `:outcome`).
+
+    Args:
+        record: The call's record.
+        rendered: Contents already rendered, by the id of the result object they render
+            (filled here): a result several records share is rendered once.
+    """
     fields: dict[str, Any] = {**_MESSAGE_FIELDS, **record}
     call_id = fields["call_id"] or ""
     success = fields["success"]
     result = fields["result"]
+    plain = not (fields["flagged"] or fields["stale"])
     # the usual outcome, a text result, inline; any other through `outcome_content`
-    content = (
-        result
-        if success and type(result) is str and not (fields["flagged"] or fields["stale"])
-        else outcome_content(record)
-    )
+    if plain and type(result) is str and success:
+        content = result
+    elif plain and rendered is not None and isinstance(result, dict | list):
+        content = rendered.get(id(result)) or rendered.setdefault(
+            id(result), outcome_content(record)
+        )
+    else:
+        content = outcome_content(record)
     return ToolMessage(
         content,
         tool_call_id=fields["tool_call_id"] or call_id,

@@ -281,13 +281,19 @@ class SessionPools:
         await asyncio.gather(*(pool.aclose() for pool in pools), return_exceptions=True)
 
     def close(self, timeout: float = 30.0) -> None:
-        """Close every pool (each server process exits) and stop the background loop."""
+        """Close every pool (each server process exits) and stop the background loop.
+
+        Whatever still runs on the loop then (a start-up the caller stopped waiting
+        for, a server process being spawned) is cancelled and awaited too, so the loop
+        stops with nothing pending: no process is left behind and asyncio has nothing
+        to report at exit.
+        """
         with self._lock:
             loop, self.closed = self._loop, True
         if loop is None or loop.is_closed():
             return
         try:
-            asyncio.run_coroutine_threadsafe(self.close_started(), loop).result(timeout)
+            asyncio.run_coroutine_threadsafe(self._close_all(), loop).result(timeout)
         except Exception as error:  # a server that will not stop must not block the caller
             logger.warning("closing the MCP sessions: %s", error)
         finally:
@@ -296,3 +302,13 @@ class SessionPools:
                 self._thread.join(timeout)
             if not loop.is_running():
                 loop.close()
+
+    async def _close_all(self) -> None:
+        """Close the pools, then cancel and await every other task of the loop."""
+        await self.close_started()
+        current = asyncio.current_task()
+        while pending := [t for t in asyncio.all_tasks() if t is not current and not t.done()]:
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending)
+        await asyncio.get_running_loop().shutdown_asyncgens()

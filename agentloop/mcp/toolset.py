@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -71,6 +72,9 @@ _LOST_PAUSE = (
     "paused, and is no longer in flight (the process that held it ended): it may or may "
     "not have taken effect, so it is not sent again."
 )
+
+CLOSE_TIMEOUT_S = 30.0
+"""How long stopping a start-up, or closing the toolset, waits for its servers to stop."""
 
 REFRESH_WAIT_S = 5.0
 """How long a loop waits for a tool list a server announced as changed before it plans."""
@@ -238,7 +242,7 @@ class MCPToolset:
         """
         return self._pools.release(run_id)
 
-    def close(self, timeout: float = 30.0) -> None:
+    def close(self, timeout: float = CLOSE_TIMEOUT_S) -> None:
         """Close every session (each server process exits) and stop the background loop.
 
         Safe to call twice; the toolset cannot be used afterwards.
@@ -288,6 +292,9 @@ class MCPToolset:
     def tools(self) -> list[BaseTool]:
         """The servers' tools now (listed on first access, which starts the servers).
 
+        A start-up the caller stops waiting for (Ctrl-C, or past its time) is stopped
+        before the error goes on: the servers it started are stopped with it.
+
         Raises:
             MCPTransportError: A `required` server could not be started.
             ConfigurationError: An allow list names a missing tool, or two servers
@@ -296,14 +303,29 @@ class MCPToolset:
         listings = self._listings
         with self._discovery_lock:
             if not listings.discovered:
-                timeout = self.startup_timeout_s * 2 + 30
-                loop = self._pools.ensure_loop()
-                asyncio.run_coroutine_threadsafe(listings.discover(), loop).result(timeout)
+                self._discover(self.startup_timeout_s * 2 + 30)
         tools = [tool for spec in self.specs for tool in listings.server_tools.get(spec.name, [])]
         tools = self._bounded(tools)
         if listings.resource_servers and all(tool.name != READ_RESOURCE_TOOL for tool in tools):
             tools.append(self._resources.tool(self._read))
         return tools
+
+    def _discover(self, timeout_s: float) -> None:
+        """Start the servers and list their tools, waiting at most `timeout_s`.
+
+        A wait that ends early (Ctrl-C, the timeout) stops the start-up and waits for
+        it to end: every server it started is stopped, and the toolset is left as it
+        was, to be started again on next use.
+        """
+        started = self._pools.start(self._listings.discover())
+        try:
+            started.future.result(timeout_s)
+        except BaseException:
+            if started.stop():
+                # its end: cancelled (or failed, or the wait timed out), nothing to report
+                with contextlib.suppress(Exception):
+                    started.future.exception(CLOSE_TIMEOUT_S)
+            raise
 
     def _bounded(self, tools: list[BaseTool]) -> list[BaseTool]:
         """The first `max_tools` tools (in config order); a warning, once, when cut."""
@@ -331,7 +353,7 @@ class MCPToolset:
         """Whether the servers were started and their tools listed."""
         return self._listings.discovered
 
-    def stop_started(self, timeout_s: float = 30.0) -> None:
+    def stop_started(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
         """Stop the servers and forget their tools; the toolset stays usable.
 
         A loop whose build failed leaves a toolset it started as it found it.

@@ -71,12 +71,20 @@ def _result_value(record: ToolExecutionRecord) -> Any:
     return record["result"]
 
 
+_NOT_RUN_KEY = "commands not run (over the round's cap)"
+"""The action result that stands for a run of commands refused for exceeding the
+per-round cap (`{"error", "not_run"}`)."""
+
+
 def to_action_results(records: Iterable[ToolExecutionRecord]) -> dict[str, Any]:
     """Key each record's result by its purpose, as the answer model sees them.
 
     A command without a purpose is named by its tool and arguments. Repeated purposes
     get `" (2)"`, `" (3)"`... suffixes. A failed record gives
-    `{"error", "result"}`; a fallback result gives `{"result", "fallback"}`.
+    `{"error", "result"}`; a fallback result gives `{"result", "fallback"}`. Commands
+    refused for exceeding the per-round cap are one item per run of them, keyed
+    "commands not run (over the round's cap)": `{"error", "not_run": count}` (as the
+    planner's prompt shows them).
 
     Args:
         records: `done_plans`, oldest first.
@@ -86,14 +94,27 @@ def to_action_results(records: Iterable[ToolExecutionRecord]) -> dict[str, Any]:
     """
     results: dict[str, Any] = {}
     counts: dict[str, int] = {}
+    refused: dict[str, Any] | None = None  # the run of refusals over the cap going on
     for record in records:
-        purpose = record["purpose"] or f"{record['tool_name']} {to_prompt_json(record['kwargs'])}"
+        if record.get("error_type") == "too_many_commands":
+            if refused is not None:
+                refused["not_run"] += 1
+                continue
+            purpose = _NOT_RUN_KEY
+            refused = {"error": record["error"], "not_run": 1}
+            value: Any = refused
+        else:
+            refused = None
+            purpose = record["purpose"] or (
+                f"{record['tool_name']} {to_prompt_json(record['kwargs'])}"
+            )
+            value = _result_value(record)
         counts[purpose] = counts.get(purpose, 0) + 1
         key = purpose if counts[purpose] == 1 else f"{purpose} ({counts[purpose]})"
         while key in results:
             counts[purpose] += 1
             key = f"{purpose} ({counts[purpose]})"
-        results[key] = _result_value(record)
+        results[key] = value
     return results
 
 

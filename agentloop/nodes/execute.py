@@ -4,8 +4,10 @@
   repair, validate, find duplicates, name each call; a call streaming dispatch already
   started is adopted as it was prepared then), in the `execute` node when the run has a
   checkpointer or the loop `after_model` hooks (a person or a hook may change the plan
-  after `plan` wrote it), otherwise as `plan` ends, one step less. It splits the
-  runnable ones into batches: concurrency-safe calls share a parallel batch (at most
+  after `plan` wrote it), otherwise as `plan` ends, one step less. The commands over
+  `max_commands_per_round` are refused as a block (`PlanPreparation.over_cap`), a slice
+  per turn of the event loop (`SETTLED_PER_TURN`). It splits the runnable ones into
+  batches: concurrency-safe calls share a parallel batch (at most
   `concurrency` calls), an unsafe call forms a batch of its own. A command whose
   arguments refer to earlier commands' results (`"$N"`, `"${N}"`, see
   `agentloop.planning.references`) is validated only once they are known: it runs in a
@@ -38,6 +40,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite, Send
 
+from agentloop._sync import pause
 from agentloop.events import (
     Emit,
     QueueDrained,
@@ -87,6 +90,7 @@ __all__ = [
     "DROPPED_NOTE",
     "NOT_RUN",
     "REFUSALS",
+    "SETTLED_PER_TURN",
     "assign_batches",
     "after_round",
     "collect_round",
@@ -304,6 +308,10 @@ def returns_directly(parts: LoopParts, records: Sequence[ToolExecutionRecord]) -
     return True
 
 
+SETTLED_PER_TURN = 500
+"""Commands over the round's cap settled, and outcomes written, per turn of the event
+loop: a plan of thousands of calls does not hold up the other runs sharing the loop."""
+
 REFUSALS = ("tool_not_found", "invalid_arguments", "reference_failed")
 """Refusals code deployed since an earlier execution of a call may make: that execution's
 ledger record, when there is one, replaces them (`agentloop.nodes.guarded.ledger_record`)."""
@@ -340,23 +348,30 @@ async def prepare_round(
     commands = decision["execution_commands"]
     cap = scope.settings.max_commands_per_round
     adopted: set[str] = set()
+    as_written: set[str] = set()  # refused over the cap, as the plan's state holds them
     messages = state.get("messages") or []
     planned = read_back(commands, messages, run_id, preparation.round_label)
     redacted = set(decision.get("redacted") or ())
     for index, command in enumerate(commands):
-        early = started.get(str(preparation.call_id(index))) if started else None
+        if index >= cap and (index - cap) % SETTLED_PER_TURN == 0:
+            await pause(0)  # the other runs go on between slices of a huge plan's excess
         if index in planned.answered:  # a hook answered it (rejected, blocked)
             preparation.settle(index, command, _answered(command, planned.answered[index]))
             continue
         if index in planned.dropped:
             preparation.settle(index, command, _dropped(command))
             continue
+        if index >= cap:
+            edited = planned.commands[index]  # as a hook left it
+            call = preparation.over_cap(index, edited, planned=len(commands), cap=cap)
+            if edited is command:
+                as_written.add(call["call_id"])
+            continue
+        early = started.get(str(preparation.call_id(index))) if started else None
         if redacted and planned.commands[index] != command:
             redacted.discard(index)  # a hook's edit: run as the hook wrote it
         command = planned.commands[index]  # with a hook's edit
-        if index >= cap:
-            preparation.over_cap(index, command, planned=len(commands), cap=cap)
-        elif early is not None and early.command == command:
+        if early is not None and early.command == command:
             adopted.add(preparation.adopt(early.call)["call_id"])  # prepared while streaming
         else:
             preparation.prepare(index, command)
@@ -384,7 +399,8 @@ async def prepare_round(
     batches = assign_batches(safe, scope.settings.concurrency, waits_for)
     for call, batch in zip(runnable, batches, strict=True):
         call["batch"] = batch
-    for call in calls if scope.emit is not null_emit else ():
+    emits = scope.emit is not null_emit  # something streams `custom`
+    for call in calls if emits else ():
         scope.emit(
             ToolQueued(
                 call_id=call["call_id"],
@@ -394,19 +410,30 @@ async def prepare_round(
                 will_run=call["batch"] != NOT_RUN,
             )
         )
-    for call_id, record in settled.items():
+    for call_id, record in settled.items() if emits else ():
         if call_id not in known:  # the ledger's records reported themselves
             emit_settled(scope.emit, record)
     # the calls carry the planner's (already safe) arguments, encoded for the checkpoint;
-    # a settled record shows them decoded, so it is made safe again
-    results = {**parts.safe_value(settled), **known}
+    # a settled record shows them decoded, so it is made safe again; not a refusal over
+    # the cap of a command as the plan's state holds it (already safe: the plan node
+    # wrote it), whose other text is the loop's own
+    results = {
+        **parts.safe_value({k: r for k, r in settled.items() if k not in as_written}),
+        **{k: settled[k] for k in as_written},
+        **known,
+    }
     update: ExecuteUpdate = {"round_calls": Overwrite(calls), "call_results": Overwrite(results)}
     plan_id = plan_message_id(run_id, preparation.round_label)
     # no planner call wrote it (a hook's plan, an older checkpoint): written here
     written = [] if planned.found else [plan_message(calls, plan_id)]
     records = [results[call["call_id"]] for call in calls if call["call_id"] in results]
     # a call a hook answered keeps the hook's message; one it removed gets none
-    outcomes = round_outcomes(records, [*messages, *written], plan_id) if records else []
+    outcomes: list[ToolMessage] = []
+    transcript = [*messages, *written] if records else []
+    for start in range(0, len(records), SETTLED_PER_TURN):
+        if len(records) > SETTLED_PER_TURN:
+            await pause(0)  # after the plan's message, between slices of outcomes
+        outcomes += round_outcomes(records[start : start + SETTLED_PER_TURN], transcript, plan_id)
     if written or outcomes:
         update["messages"] = [*written, *outcomes]
     return update

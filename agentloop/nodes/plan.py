@@ -19,7 +19,7 @@ from langchain_core.messages import (
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from agentloop._sync import has_running_loop
+from agentloop._sync import has_running_loop, pause
 from agentloop.durability import current_checkpointer
 from agentloop.errors import ModelBehaviorError, model_error_message
 from agentloop.events import HeldEvents, PlanDecided, PlanReasked, RoundStarted
@@ -30,6 +30,7 @@ from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode, NodeCoroutine
 from agentloop.nodes.answer import answer_prompt
 from agentloop.nodes.execute import (
+    SETTLED_PER_TURN,
     after_round,
     collect_round,
     joined,
@@ -338,14 +339,19 @@ class _Plan:
         if entries:
             update["usage"] = sum_usage({scope.settings.name: entry} for entry in entries)
         safe = self.parts.safe(update)
-        self._keep_planned_arguments(state, decision, safe["decision"])
+        self._keep_planned_arguments(
+            state, decision, safe["decision"], scope.settings.max_commands_per_round
+        )
         return safe
 
     def _keep_planned_arguments(
-        self, state: LoopState, written: PlanDecision, kept: PlanDecision
+        self, state: LoopState, written: PlanDecision, kept: PlanDecision, cap: int
     ) -> None:
-        """Keep the planner's own arguments the redact hook changed, for the tools."""
-        commands = written["execution_commands"]
+        """Keep the planner's own arguments the redact hook changed, for the tools.
+
+        Only of the commands that may run: those over the round's `cap` are refused.
+        """
+        commands = written["execution_commands"][:cap]
         if self.parts.redact is None or not commands or written is kept:
             return
         round_state = state.get("round_state") or empty_round_state()
@@ -356,7 +362,7 @@ class _Plan:
             invocation_of(state),
             lambda position: str(CallId(run_id, label, position)),
             commands,
-            kept["execution_commands"],
+            kept["execution_commands"][:cap],
             self.parts.unredacted,
         )
         if changed:
@@ -386,6 +392,7 @@ class _Plan:
 
         await bounded.consume(runnable, request, on_chunk)
         read.cut = bounded.cut
+        await _turn_if_wide(read.reader.parser.commands_completed)  # before it is read whole
         return read
 
     async def run(self, state: LoopState, runtime: Runtime[LoopContext]) -> PlanUpdate:
@@ -486,7 +493,10 @@ class _Plan:
             except ModelBehaviorError as error:
                 return hooks.merged(self._finish(state, attempts, None, error))
             attempts.count(read)
+            width = read.reader.parser.commands_completed
+            await _turn_if_wide(width)  # before it is judged
             attempts.judged = self._judge(read)
+            await _turn_if_wide(width)  # before it is kept
             shown = self._shown(state, attempts.judged)
             problem = attempts.judged[1]
             may_reask = self._may_reask(state, attempts, problem)
@@ -533,6 +543,16 @@ class _Plan:
             return AIMessage("", id=f"{plan_message_id(run_id, label)}:reply")
         commands = self.parts.safe_value(decision["execution_commands"])
         return planned_message(commands, run_id, label)
+
+
+async def _turn_if_wide(commands: int) -> None:
+    """Give the event loop a turn between the steps of a plan of thousands of commands.
+
+    Each step of such a plan (reading it, judging it, keeping it) walks every command:
+    the other runs sharing the loop go on between them (`SETTLED_PER_TURN`).
+    """
+    if commands > SETTLED_PER_TURN:
+        await pause(0)
 
 
 def _starts_round(update: PlanUpdate, scope: RunScope) -> bool:

@@ -75,6 +75,8 @@ class PlanPreparation:
         self.settled: dict[str, ToolExecutionRecord] = {}
         self._occurrences: dict[str, int] = {}
         self._tool_call_ids: set[str] = set()
+        self._refusals: dict[str, ToolOutcome] = {}
+        """The outcome of the commands over the round's cap, by tool name (made once)."""
 
     def call_id(self, position: int) -> CallId:
         """The identity of the call at `position` of this plan."""
@@ -136,22 +138,34 @@ class PlanPreparation:
     def over_cap(
         self, position: int, command: ToolCommand, *, planned: int, cap: int
     ) -> PreparedCall:
-        """Settle a command beyond the round's cap of `cap` calls without preparing it."""
-        message = (
-            f"The plan had {planned} commands; at most {cap} run per round, so this one "
-            "was not run. Plan fewer calls per round, most important first."
-        )
-        outcome = ToolOutcome.refused("too_many_commands", command["tool_name"], message)
-        return self.settle(position, command, outcome)
+        """Settle a command beyond the round's cap of `cap` calls without preparing it.
 
-    def settle(self, position: int, command: ToolCommand, outcome: ToolOutcome) -> PreparedCall:
+        Nothing of it is resolved, validated, repaired or keyed (no `query_key`); the
+        refusal is made once per tool name and shared by its records (their `result` is
+        one object, which is never changed in place), so a plan of thousands of calls
+        costs little more than their records.
+        """
+        name = command["tool_name"]
+        outcome = self._refusals.get(name)
+        if outcome is None:
+            message = (
+                f"The plan had {planned} commands; at most {cap} run per round, so this one "
+                "was not run. Plan fewer calls per round, most important first."
+            )
+            outcome = self._refusals[name] = ToolOutcome.refused("too_many_commands", name, message)
+        return self.settle(position, command, outcome, keyed=False)
+
+    def settle(
+        self, position: int, command: ToolCommand, outcome: ToolOutcome, *, keyed: bool = True
+    ) -> PreparedCall:
         """Settle a command without preparing or running it, with the outcome given.
 
         For a call beyond the round's cap, or one an `after_model` hook answered or
-        removed (`agentloop.transcript.read_back`).
+        removed (`agentloop.transcript.read_back`). Without `keyed`, its `query_key` is
+        left empty.
         """
         call = self.parts.runner.unprepared(
-            command, call_id=self.call_id(position), round_index=self.round_index
+            command, call_id=self.call_id(position), round_index=self.round_index, keyed=keyed
         )
         return self._add(call, make_record(call, outcome))[0]
 

@@ -91,10 +91,21 @@ class _CallBuffer:
     parts: list[str] = field(default_factory=list)
     purpose: str | None = None
     """The reply's text when the call completed (None while it streams)."""
+    decoded: Any = None
+    """The decoded arguments, once the call is complete (decoded once)."""
 
     @property
     def arguments(self) -> str:
         return "".join(self.parts)
+
+    def kwargs(self) -> Any:
+        """The decoded arguments (kept once the call is complete: they no longer change)."""
+        if self.decoded is not None:
+            return self.decoded
+        decoded = decode_arguments(self.arguments)
+        if self.purpose is not None:
+            self.decoded = decoded
+        return decoded
 
 
 class NativeCallParser:
@@ -102,6 +113,8 @@ class NativeCallParser:
 
     def __init__(self) -> None:
         self._calls: dict[Any, _CallBuffer] = {}
+        self._open: list[_CallBuffer] = []
+        """The calls not complete yet (their purpose is not fixed)."""
         self._last: Any = None
         self._text: list[str] = []
         self.metadata: dict[str, Any] = {}
@@ -123,13 +136,14 @@ class NativeCallParser:
             self.message_id = str(chunk.id)
         if getattr(chunk, "chunk_position", None) == "last":
             self.ended = True
-            for buffer in self._calls.values():
-                self._complete(buffer)
+            self._complete_open()
 
-    def _complete(self, buffer: _CallBuffer) -> None:
-        """Fix a call's purpose once it is complete: the reply's text so far."""
-        if buffer.purpose is None:
-            buffer.purpose = self.text.strip()
+    def _complete_open(self) -> None:
+        """Fix the purpose of the calls still open: the reply's text so far."""
+        purpose = self.text.strip() if self._open else ""
+        for buffer in self._open:
+            buffer.purpose = purpose
+        self._open.clear()
 
     def _feed_call(self, call_chunk: Any) -> None:
         index, call_id = call_chunk.get("index"), call_chunk.get("id") or ""
@@ -141,9 +155,9 @@ class NativeCallParser:
             key = self._last if self._last is not None else 0
         buffer = self._calls.get(key)
         if buffer is None:
-            for earlier in self._calls.values():  # a new call completes those before it
-                self._complete(earlier)
+            self._complete_open()  # a new call completes those before it
             buffer = self._calls[key] = _CallBuffer()
+            self._open.append(buffer)
         self._last = key
         if call_chunk.get("name"):
             buffer.name += str(call_chunk["name"])
@@ -200,7 +214,7 @@ class NativeCallParser:
     def _command(self, buffer: _CallBuffer) -> dict[str, Any]:
         command: dict[str, Any] = {
             "tool_name": buffer.name,
-            "tool_kwargs": decode_arguments(buffer.arguments),
+            "tool_kwargs": buffer.kwargs(),
         }
         purpose = self.text.strip() if buffer.purpose is None else buffer.purpose
         if purpose:

@@ -140,7 +140,9 @@ class PlanRead:
             calls = [
                 ToolCall(
                     name=command["tool_name"],
-                    args=command["tool_kwargs"] if isinstance(command["tool_kwargs"], dict) else {},
+                    args=dict(command["tool_kwargs"])
+                    if isinstance(command["tool_kwargs"], dict)
+                    else {},
                     id=call_id or None,
                 )
                 for command, call_id in zip(parser.commands(), parser.call_ids(), strict=True)

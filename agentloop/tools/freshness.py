@@ -8,8 +8,8 @@ for example `("account",)`). A call of a tool that may write is a write: once it
 may have), every earlier read of the same state is stale, unless both name a state key
 and disagree on it. A stale read asked again runs again, and its record names the write
 (`after_write`). Every tool may write unless it is known to only read (declared
-`read_only=True`, a read-only name prefix such as `get_`, or MCP's `readOnlyHint`): an
-undeclared tool may change what the reads saw.
+`read_only=True`, a name `reads_by_name` accepts such as `get_weather`, or MCP's
+`readOnlyHint`): an undeclared tool may change what the reads saw.
 """
 
 from __future__ import annotations

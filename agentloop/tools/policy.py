@@ -15,6 +15,7 @@ from agentloop.errors import ConfigurationError, is_transient_error
 from agentloop.tools.cache_scope import CacheScope
 
 __all__ = [
+    "CONJUNCTIONS",
     "DEFAULT_MAX_RESULT_CHARS",
     "DEFAULT_MAX_RESULT_ITEMS",
     "DEFAULT_TIMEOUT_S",
@@ -22,10 +23,12 @@ __all__ = [
     "MCP_HINTS",
     "READ_VERBS",
     "SUBAGENT_METADATA",
+    "WRITE_WORDS",
     "ResolvedPolicy",
     "ToolPolicy",
     "ToolRetry",
     "is_subagent",
+    "reads_by_name",
     "resolve_policy",
 ]
 
@@ -40,9 +43,49 @@ LOCAL_STATE = "local"
 """The default state scope of tools that are not from an MCP server."""
 
 READ_VERBS = ("get", "list", "read", "search", "find", "fetch", "lookup", "describe")
-"""Unambiguous read verbs: a tool named by one (`search`, `get_weather`; not `getaway`) that
-declares nothing else is read-only (concurrency-safe and idempotent). Every other
-undeclared tool is a write."""
+"""Unambiguous read verbs: a tool named by one followed only by nouns (`search`,
+`get_weather`, `fetchUserProfile`; not `getaway`, see `WRITE_WORDS`) that declares
+nothing else is read-only (concurrency-safe and idempotent). Every other undeclared tool
+is a write."""
+
+WRITE_WORDS = frozenset(
+    {
+        # create, change, store
+        "add", "append", "create", "edit", "insert", "modify", "overwrite", "patch",
+        "put", "replace", "save", "set", "store", "unset", "update", "upsert", "write",
+        # remove, reset
+        "clear", "del", "delete", "destroy", "drop", "erase", "flush", "purge", "remove",
+        "reset", "rm", "truncate", "wipe",
+        # run, start, stop
+        "apply", "deploy", "exec", "execute", "install", "invoke", "kill", "launch",
+        "reboot", "restart", "run", "start", "stop", "terminate", "trigger", "uninstall",
+        # version control, files
+        "commit", "copy", "cp", "download", "merge", "move", "mv", "push", "rename",
+        "revert", "rollback", "upload",
+        # send, publish, decide
+        "approve", "notify", "post", "publish", "reject", "send", "submit",
+        # money, trade, reservations
+        "book", "buy", "cancel", "charge", "order", "pay", "purchase", "refund",
+        "reserve", "sell", "transfer", "withdraw",
+        # access, membership, state
+        "archive", "assign", "ban", "block", "disable", "enable", "grant", "invite",
+        "lock", "register", "restore", "revoke", "subscribe", "unassign", "unban",
+        "unblock", "unlock", "unsubscribe",
+        # counters
+        "decrement", "increment",
+    }
+)  # fmt: skip
+"""Words that keep a name with a read verb a write, wherever they stand in it: verbs with
+side effects, compared as whole words in any case (`get_and_delete`, `getOrCreate`,
+`list-delete`), so `get_settings` and `get_deleted_items` stay reads. A word that is also
+a noun keeps the name a write all the same (`get_order`, `get_set`, `list_run_logs`):
+a read taken for a write only loses speed, a write taken for a read may run twice.
+Declare `read_only=True` for such a tool."""
+
+CONJUNCTIONS = frozenset({"and", "or", "then"})
+"""Words that join a second action to the first (`search_and_tidy`, `find_or_make`): a
+name holding one is a write, whatever the words around it, since the rule cannot tell a
+verb it does not list from a noun (`get_terms_and_conditions` is a write too)."""
 
 
 class ToolRetry(BaseModel):
@@ -210,7 +253,7 @@ class ResolvedPolicy:
     rate_limit_per_s: float | None = None
     writes_state: bool = True
     """A call may change what reads of its state return: every tool not known to only
-    read (declared `read_only=True`, a read-only name prefix or MCP `readOnlyHint`)."""
+    read (declared `read_only=True`, a name `reads_by_name` accepts, MCP `readOnlyHint`)."""
     state_scope: str = LOCAL_STATE
     """The state the tool reads or writes (see `agentloop.tools.freshness`)."""
     state_keys: tuple[str, ...] = ()
@@ -219,8 +262,8 @@ class ResolvedPolicy:
     """A call cut off by a crash is entered again instead of reported as `unknown_outcome`
     (sub-agents: their own calls are guarded by the ledger)."""
     classified_by_default: bool = False
-    """Nothing declared what the tool does (no policy, annotation or read-verb name), so it
-    has the defaults of a write."""
+    """Nothing declared what the tool does (no policy, no annotation, no name
+    `reads_by_name` accepts), so it has the defaults of a write."""
 
     @property
     def retryable(self) -> bool:
@@ -228,14 +271,38 @@ class ResolvedPolicy:
         return self.idempotent and self.retry is not None and self.retry.max_attempts > 1
 
 
-_FIRST_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
-"""A name's first word: `get` in `get_weather`, `getWeather`, `get-weather`, `GET_X`."""
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+"""One word of a name: letters in one case, or a capital and lower-case letters, or digits."""
+
+
+def _name_words(name: str) -> list[str]:
+    """Split a tool name into its words, in lower case.
+
+    snake_case, kebab-case, dotted names, camelCase and PascalCase all split:
+    `get_and_delete`, `getAndDelete`, `GetAndDelete`, `get-and.delete` and
+    `GET_AND_DELETE` each give `["get", "and", "delete"]`; `getURLList` gives
+    `["get", "url", "list"]`.
+    """
+    return [word.lower() for word in _WORD.findall(name)]
+
+
+def reads_by_name(name: str) -> bool:
+    """Tell whether a tool's name says it only reads: a read verb, then only nouns.
+
+    The name starts with one of `READ_VERBS`, and no later word is one of `WRITE_WORDS`
+    or `CONJUNCTIONS`: `get_weather`, `list_files`, `fetchUserProfile` and
+    `get_settings` read; `get_and_delete`, `fetch_and_charge`, `getOrCreate`,
+    `list_delete` and `get_set` do not.
+    """
+    words = _name_words(name)
+    if not words or words[0] not in READ_VERBS or not name.lower().startswith(words[0]):
+        return False
+    return not any(word in WRITE_WORDS or word in CONJUNCTIONS for word in words[1:])
 
 
 def _name_rule(name: str) -> dict[str, Any]:
-    """Relax a tool named with a read verb toward read-only; never the other way."""
-    verb = _FIRST_WORD.match(name)
-    if verb is not None and verb.group().lower() in READ_VERBS:
+    """Relax a tool that `reads_by_name` toward read-only; never the other way."""
+    if reads_by_name(name):
         return {**_read_only_rule(True), "repeat_safe": True}
     return {}
 
@@ -327,7 +394,7 @@ def resolve_policy(
         merged["timeout_s"] = by_prefix[0] if by_prefix else default_timeout_s
     has_stub = "stub_result" in merged
     retry = merged.get("retry", default_retry)
-    # unknown means a write: what neither a declaration nor a read verb classifies
+    # unknown means a write: what neither a declaration nor the tool's name classifies
     concurrency_safe = _flag(merged, "concurrency_safe", default=False)
     idempotent = _flag(merged, "idempotent", default=False)
     read_only = _flag(merged, "read_only", default=concurrency_safe and idempotent)

@@ -9,17 +9,30 @@ would have waited. The reference is the 100 ms bound; an information row gives t
 worst delay beside a run whose tool returns a short string (the machine's own noise).
 Each run follows a run of the same loop with a short result, so that what is measured is
 the large result, not the first run's imports.
+
+One more row has the same heartbeat beside a `plan_mode="native"` run whose planner
+replies with 5,000 tool calls: 64 run (`max_commands_per_round`), the 4,936 others are
+refused, each with its record and its error `ToolMessage`. The reply comes as one chunk
+(as providers that send each call whole do) built before the heartbeat starts, so the
+figure is the loop's work, not the scripted model's; `max_plan_chars` is raised so the
+plan is read whole rather than cut.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
+from collections.abc import Iterator
 from typing import Any
 
+from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.tools import BaseTool, tool
+from pydantic import PrivateAttr
 
-from agentloop import ModelOptions, create_tool_loop
+from agentloop import ModelLimits, ModelOptions, create_tool_loop
 from bench.contenders import ONE_CHUNK, BenchChatModel, loop_input
 from bench.harness import Figure, Settings, Target, median
 
@@ -34,6 +47,8 @@ TARGET = Target(BOUND_MS, on="ours")
 
 
 WIDE_ITEMS = 1_000_000
+PLAN_CALLS = 5_000
+"""Tool calls of the wide native plan."""
 
 
 def _tool(result: Any) -> BaseTool:
@@ -89,6 +104,75 @@ async def worst_stall_ms(result: Any) -> float:
     return float(max(delays)) * 1000
 
 
+class _WidePlanner(BenchChatModel):
+    """A native planner whose first reply is one chunk of `PLAN_CALLS` calls, built ahead."""
+
+    _plan: AIMessageChunk | None = PrivateAttr(default=None)
+
+    def __init__(self, calls: int) -> None:
+        super().__init__(["Done."], chunk_size=ONE_CHUNK)
+        self._plan = AIMessageChunk(
+            "",
+            tool_call_chunks=[
+                tool_call_chunk(name="get_item", args=f'{{"n": {n}}}', id=f"call_{n}", index=n)
+                for n in range(calls)
+            ],
+            chunk_position="last",
+        )
+
+    def _chunks(self, messages: list[BaseMessage], kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        plan, self._plan = self._plan, None
+        if plan is None:
+            yield from super()._chunks(messages, kwargs)
+        else:
+            yield ChatGenerationChunk(message=plan)
+
+
+def _native_graph(calls: int) -> Any:
+    @tool
+    async def get_item(n: int) -> str:
+        """Read one item."""
+        return f"item {n}"
+
+    limits = ModelLimits(max_plan_chars=20 * calls + 1_000)  # read whole, not cut
+    return create_tool_loop(
+        _WidePlanner(calls),
+        [get_item],
+        plan_mode="native",
+        models=ModelOptions(
+            answer_model=BenchChatModel(["Done."], chunk_size=ONE_CHUNK), limits=limits
+        ),
+    )
+
+
+async def plan_stall_ms(calls: int = PLAN_CALLS, *, gc_paused: bool = False) -> float:
+    """Run a native plan of `calls` tool calls beside a heartbeat; return its worst delay.
+
+    With `gc_paused`, Python's cyclic garbage collector is off during the run (and
+    collects after it), so the figure is the loop's own work.
+    """
+    await _native_graph(2).ainvoke(loop_input())  # warm: the native path's first run
+    graph = _native_graph(calls)
+    stop, delays = asyncio.Event(), list[float]()
+    beating = asyncio.create_task(_heartbeat(stop, delays))
+    await asyncio.sleep(5 * BEAT_S)
+    if gc_paused:
+        gc.disable()
+    try:
+        out = await graph.ainvoke(loop_input())
+    finally:
+        stop.set()
+        await beating
+        if gc_paused:
+            gc.enable()
+            gc.collect()
+    refused = sum(r["error_type"] == "too_many_commands" for r in out["tool_logs"])
+    if len(out["tool_logs"]) != calls or refused != calls - 64:
+        msg = f"the plan's calls were not all recorded ({len(out['tool_logs'])}, {refused})"
+        raise RuntimeError(msg)
+    return float(max(delays)) * 1000
+
+
 def _document() -> str:
     return "[" + ROW * (DOCUMENT_CHARS // len(ROW)) + '{"id": 0}]'
 
@@ -112,9 +196,13 @@ async def run(settings: Settings) -> list[Figure]:
     }
     large: dict[str, list[float]] = {name: [] for name in results}
     small: list[float] = []
+    plans: list[float] = []
+    plans_gc_paused: list[float] = []
     for _ in range(settings.repeats):
         for name, result in results.items():
             large[name].append(await worst_stall_ms(result))
+        plans.append(await plan_stall_ms())
+        plans_gc_paused.append(await plan_stall_ms(gc_paused=True))
         small.append(await worst_stall_ms('[{"id": 1}]'))
     return [
         *(
@@ -130,6 +218,28 @@ async def run(settings: Settings) -> list[Figure]:
                 f"{max(samples):.0f} ms",
             )
             for name, samples in large.items()
+        ),
+        Figure(
+            f"Event-loop stall beside a native plan of {PLAN_CALLS:,} calls",
+            median(plans),
+            BOUND_MS,
+            "ms",
+            "bound",
+            TARGET,
+            {"ours": plans},
+            f"64 run, {PLAN_CALLS - 64:,} refused with a record and a ToolMessage each; "
+            f"max over repeats {max(plans):.0f} ms",
+        ),
+        Figure(
+            f"Event-loop stall beside a native plan of {PLAN_CALLS:,} calls, cyclic GC paused",
+            median(plans_gc_paused),
+            BOUND_MS,
+            "ms",
+            "bound",
+            None,
+            {"ours": plans_gc_paused},
+            "the loop's own work: Python's full collections, which the plan's objects "
+            "trigger, left out",
         ),
         Figure(
             "Event-loop stall beside a run with a short result",
@@ -150,3 +260,4 @@ async def profile_workload(settings: Settings) -> None:
     for _ in range(max(3, settings.repeats)):
         for result in results:
             await worst_stall_ms(result)
+        await plan_stall_ms()

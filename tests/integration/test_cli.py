@@ -617,3 +617,69 @@ def test_ctrl_c_during_a_run_exits_130_under_python_m(tmp_path: Path) -> None:
     _, err = running.communicate(timeout=60)
     assert running.returncode in (0, 130), (running.returncode, first + err)
     assert "Traceback" not in err
+
+
+# Loaded by every Python process whose path holds the test's folder: the demo, and its
+# bundled MCP servers (their config passes PYTHONPATH on). A server notes its pid, then
+# never answers `initialize`, so the demo is held in its MCP start-up until interrupted.
+_SERVERS_HANG_AT_START = """
+import os, sys, time
+
+if any(arg.startswith("agentloop.servers.") for arg in sys.orig_argv):
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, f"{os.getpid()}.server"), "w") as note:
+        note.write(" ".join(sys.orig_argv))
+    time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process runs (a zombie has ended: only its exit status is left)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        state = stat.read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_ctrl_c_while_the_mcp_servers_start_is_one_line_and_leaves_no_server(
+    tmp_path: Path,
+) -> None:
+    """SIGINT to the demo's process group while its three servers start: one line, 130."""
+    (tmp_path / "sitecustomize.py").write_text(_SERVERS_HANG_AT_START, encoding="utf-8")
+    environment = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
+    environment["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(tmp_path), environment.get("PYTHONPATH", "")])
+    )
+    demo = subprocess.Popen(
+        [*agentloop_command(), "demo", "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env=environment, start_new_session=True,  # its own group, as a terminal's job is
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(servers := sorted(tmp_path.glob("*.server"))) < 3:
+            assert demo.poll() is None, demo.communicate()
+            assert time.monotonic() < deadline, "the servers did not start"
+            time.sleep(0.05)
+        pids = [int(note.stem) for note in servers]
+        assert all(_alive(pid) for pid in pids)
+        os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the job's group
+        out, err = demo.communicate(timeout=60)
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+    assert demo.returncode == 130, err
+    assert err == f"{ERROR_PREFIX}interrupted\n"
+    assert out == ""
+    deadline = time.monotonic() + 10  # an orphan is reaped by whoever adopts it
+    while (left := [pid for pid in pids if _alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], "an MCP server outlived the demo"
