@@ -24,6 +24,7 @@ from agentloop.durability import (
     current_durability,
     durability_gap,
     hold_key,
+    idempotency_scope,
     ledger_thread,
     loop_namespace,
     run_attempt,
@@ -183,9 +184,16 @@ async def _retry_safe_identity(
 
 
 async def _keep_ledger(
-    parts: LoopParts, runtime: Runtime[LoopContext], scope: RunScope, namespace: str, key: str
+    parts: LoopParts,
+    runtime: Runtime[LoopContext],
+    scope: RunScope,
+    namespace: str,
+    keys: tuple[str, ...],
 ) -> None:
     """Note the thread as a holder of the run's idempotency key, and sweep the ledger if due.
+
+    `keys` are where the key's entries live: its request's and its calls'
+    (`agentloop.durability.idempotency`), or none.
 
     See `agentloop.durability.retention`: a key's entries are kept while a thread that
     holds it lives; a loop sweeps the ledger that goes with its checkpointer at most once
@@ -195,7 +203,7 @@ async def _keep_ledger(
     ledger = run_ledger(parts.ledger, runtime.store)
     if saver is None or thread_id is None or ledger is None:
         return
-    if key:
+    for key in keys:
         await hold_key(ledger, ledger_thread(key), namespace, thread_id)
     retention = parts.retention
     if retention is None or parts.ledger is not None:
@@ -229,10 +237,11 @@ def make_prepare(parts: LoopParts) -> Any:
         named = await _retry_safe_identity(parts, runtime, scope, namespace, run_id)
         run_id, retry_warning = named.run_id, named.warning
         key = run_idempotency_key(state)
-        scope_of_key = ""
+        scope_of_key, key_scopes = "", tuple[str, ...]()
         if key is not None:  # refused here, before any call, when it names another request
             ledger = run_ledger(parts.ledger, runtime.store) if scope.thread_id else None
             scope_of_key = await settle_idempotency_key(ledger, namespace, owner, key, request)
+            key_scopes = (idempotency_scope(namespace, owner, key), scope_of_key)
         exit_only = current_durability() == "exit" and current_checkpointer() is not None
         if exit_only and parts.registry.has_side_effects:
             if not warned_exit:
@@ -251,7 +260,7 @@ def make_prepare(parts: LoopParts) -> Any:
             scope.emit(DurabilityWarning(message=retry_warning))
         for server, reason in parts.tools.unavailable.items():
             scope.emit(McpServerUnavailable(server=server, reason=reason))
-        await _keep_ledger(parts, runtime, scope, namespace, scope_of_key)
+        await _keep_ledger(parts, runtime, scope, namespace, key_scopes)
         book: RunBook = {
             "run_id": run_id,
             "invocation": new_invocation(scope),

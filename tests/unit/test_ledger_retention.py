@@ -123,10 +123,10 @@ async def test_an_idempotency_key_is_kept_while_a_thread_that_holds_it_lives(
     async with sqlite_saver(path, run_loop.entry) as saver:
         graph = payments_loop(paid, saver)
         await run_loop(graph, request, config("first"))
-        [key] = ledger_threads(path) - {"first"}
-        assert key.startswith("idempotency:")
+        keys = ledger_threads(path) - {"first"}  # the key's request, and its calls
+        assert len(keys) == 2 and all(key.startswith("idempotency:") for key in keys)
         await run_loop(graph, {"user_input": "pay"}, config("other"))
-        assert key in ledger_threads(path)  # "first" holds it: kept, whatever its age
+        assert keys <= ledger_threads(path)  # "first" holds it: kept, whatever its age
         again = await run_loop(graph, request, config("again"))
         assert again["tool_logs"][0]["replayed"] is True and paid == ["payment"] * 2
 
