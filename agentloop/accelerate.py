@@ -810,7 +810,9 @@ def whole_reply(parts: LoopParts, state: LoopState, scope: RunScope) -> bool:
         parts.models.planner(scope.loop),
         parts.models.answerer(scope.loop),
         tools_ran=bool(round_state["done_plans"]),
-        results_omitted=omits_results(round_state, scope.settings.keep_tool_results),
+        results_omitted=omits_results(
+            state.get("messages") or (), scope.settings.keep_tool_results
+        ),
     )
 
 
@@ -866,7 +868,11 @@ class Accelerator:
         point = self.estimate.point(state, self.parts.registry.names)
         plan = PlanAcceleration(self, state, scope, config, point, asynchronous=asynchronous)
         answerer = self.parts.models.answerer(scope.loop)
-        if self.estimate.wanted(scope.settings.speculative_answer, point, answerer):
+        mode = scope.settings.speculative_answer
+        if mode == "auto" and scope.settings.plan_mode == "native":
+            # the planner's own text reply would be the answer: no second model asked
+            mode = "auto" if not whole_reply(self.parts, state, scope) else False
+        if self.estimate.wanted(mode, point, answerer):
             model, messages = answer()
             speculative = SpeculativeAnswer(self.parts, model, messages)
             plan.speculative = speculative.start(asynchronous=asynchronous)

@@ -81,6 +81,7 @@ def create_tool_loop(
     debug: bool = False,
     name: str = "tool_loop",
     cache: BaseCache[Any] | None = None,
+    transformers: Sequence[Any] | None = None,
     max_rounds: int = 5,
     concurrency: int | None = None,
     plan_mode: PlanMode = "json",
@@ -159,6 +160,9 @@ def create_tool_loop(
             nodes declare none. Not the loop's cache of tool results, which is
             `GovernanceOptions(cache=ResultCache(...))`: that one keeps idempotent
             tools' results by their arguments, whatever the graph's cache.
+        transformers: LangGraph stream transformer factories for the compiled graph, as
+            `create_agent` takes them: the middleware's (`AgentMiddleware.transformers`),
+            then these.
         max_rounds: Most executed rounds; the planner is not called once it is reached.
         concurrency: Most tool calls running at once (None: no limit).
         plan_mode: `"json"` (the plan as message text: any chat model), `"tool"` (native
@@ -349,6 +353,8 @@ def create_tool_loop(
             builder.add_node("release_sessions", LoopNode("release_sessions", _releaser(scoped)))
             builder.add_edge("release_sessions", END)
         _check_interrupts(builder, stop_before, stop_after)
+        streamed = [t for m in middleware for t in getattr(m, "transformers", ())]
+        streamed += [t for t in transformers or () if all(t is not s for s in streamed)]
         return builder.compile(
             checkpointer=checkpointer,
             cache=cache,
@@ -357,6 +363,7 @@ def create_tool_loop(
             interrupt_after=stop_after,
             debug=debug,
             name=name,
+            **({"transformers": streamed} if streamed else {}),
         )
     except BaseException:
         for toolset in idle:  # the build started it: leave it as it was given
@@ -455,8 +462,9 @@ def _add_agent_hooks(
     chains = (("before_agent", before, "prepare"), ("after_agent", after, after_run))
     for hook, chain, last in chains:
         following = [name for _, name in chain[1:]] + [last]
-        for (item, name), default in zip(chain, following, strict=False):
-            hook_node = agent_hook_node(item, hook, hooks)  # type: ignore[arg-type]
+        for position, ((item, name), default) in enumerate(zip(chain, following, strict=False)):
+            first = hook == "before_agent" and position == 0
+            hook_node = agent_hook_node(item, hook, hooks, first=first)  # type: ignore[arg-type]
             builder.add_node(name, LoopNode(name, coroutine=hook_node))
             declared = can_jump_to(item, hook)
             if hook == "before_agent":

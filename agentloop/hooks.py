@@ -53,7 +53,7 @@ from typing_extensions import TypedDict
 from agentloop._sync import LoopRunner, has_running_loop
 from agentloop.errors import ConfigurationError
 from agentloop.events import Emit, HeldEvents, null_emit
-from agentloop.messages import message_text
+from agentloop.messages import message_text, resolve_request, with_request
 
 __all__ = [
     "AFTER_MODEL_KEY",
@@ -562,7 +562,7 @@ def _last_human(messages: Sequence[Any]) -> HumanMessage | None:
 
 
 def agent_hook_node(
-    middleware: AgentMiddleware[Any, Any, Any], hook: Hook, hooks: LoopHooks
+    middleware: AgentMiddleware[Any, Any, Any], hook: Hook, hooks: LoopHooks, *, first: bool
 ) -> Callable[[Mapping[str, Any], Runtime[Any]], Coroutine[Any, Any, Mapping[str, Any]]]:
     """The coroutine of a `before_agent` / `after_agent` node (`LoopNode(coroutine=...)`).
 
@@ -572,11 +572,21 @@ def agent_hook_node(
         hooks: The loop's hooks: whether the state has `jump_to` (then the node always
             writes it, so the router after it reads this node's jump, or none), and the
             event loop for an async-only hook under `invoke`.
+        first: The run's first node: a request given as `user_input` becomes the run's
+            `HumanMessage` before the hook reads the state, as under `create_agent`,
+            where the request is one (`ModelRouterMiddleware` routes on it).
     """
 
     async def run(state: Mapping[str, Any], runtime: Runtime[Any]) -> Mapping[str, Any]:
+        added: list[Any] = []
+        if first:
+            _, added = with_request(state, *resolve_request(state))
+            if added:
+                state = hooks.apply(state, {"messages": added})
         result = await _call_hook(middleware, hook, state, runtime, hooks.runner)
         update, jump = _update_of(result, middleware, hook)
+        if added:
+            update = hooks.combined([{"messages": added}, update])
         if jump == "end" and hook == "before_agent":
             update.update(_ended([update], f"{middleware.name}.{hook}"))
         if hooks.has_jump_key:

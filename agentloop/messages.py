@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import (
-    AIMessage,
     AnyMessage,
     BaseMessage,
     BaseMessageChunk,
@@ -17,10 +17,11 @@ from agentloop.errors import InputError
 
 __all__ = [
     "NOT_HUMAN_TYPES",
-    "conversation_turns",
     "last_human",
     "message_text",
+    "request_message",
     "resolve_request",
+    "with_request",
 ]
 
 NOT_HUMAN_TYPES = frozenset(
@@ -82,53 +83,38 @@ def resolve_request(state: Mapping[str, Any]) -> tuple[str, HumanMessage | None]
     return request, source
 
 
-def conversation_turns(
-    messages: Sequence[AnyMessage], *, max_turns: int | None = None, max_chars: int | None = None
-) -> list[dict[str, str]]:
-    """The earlier turns of a conversation, for context: newest kept, oldest first.
+def request_message(state: Mapping[str, Any], request: str) -> HumanMessage:
+    """The run's request as its message, when it came as `user_input`.
 
-    The messages before the newest human message (the request being answered), only
-    the user's questions and the final answers (no tool calls, tool results or system
-    messages). By default all of them, as `create_agent`'s model sees the whole
-    conversation; `max_turns` (user messages) and `max_chars` (characters in all) trim
-    the oldest away. The transcript's `AIMessage`s with `tool_calls` and its
-    `ToolMessage`s are left out: a run's results reach its own prompts through its round
-    records, and an earlier turn's through its answer, so no result is shown twice.
-
-    Returns:
-        `[{"role": "user" | "assistant", "text": ...}, ...]`, oldest first.
+    So every middleware, and every model, reads the request in `messages`, as under
+    `create_agent`. Its id is made of the thread's run before it (or, on a thread kept
+    by a version that named no run, its number of human messages) and the request: the
+    same whichever node writes it first (a `before_agent` hook's node, or `prepare`),
+    and a new one for each new run.
     """
-    if max_turns == 0 or max_chars == 0:
-        return []
-    end = len(messages)
-    while end > 0:
-        last = messages[end - 1]
-        if last.type not in NOT_HUMAN_TYPES and isinstance(last, HumanMessage):
-            break
-        end -= 1
-    turns: list[dict[str, str]] = []
-    users, room = 0, max_chars
-    for message in reversed(messages[: max(end - 1, 0)]):
-        if isinstance(message, HumanMessage):
-            role = "user"
-        elif isinstance(message, AIMessage) and not message.tool_calls:
-            role = "assistant"
-        else:
-            continue
-        text = message_text(message).strip()
-        if not text:
-            continue
-        if users == max_turns:  # an older turn's answer goes with its question
-            break
-        if room is not None:
-            if len(text) > room:
-                if turns:
-                    break
-                text = "[...] " + text[len(text) - room :]
-            room -= len(text)
-        turns.append({"role": role, "text": text})
-        users += role == "user"
-        if room is not None and room <= 0:
-            break
-    turns.reverse()
-    return turns
+    before = (state.get("run_book") or {}).get("run_id")
+    if not before:  # a thread kept by a version that named no run: its turns count
+        messages = state.get("messages") or ()
+        before = str(sum(isinstance(message, HumanMessage) for message in messages))
+    text = f"{before}\x1f{request}".encode("utf-8", "surrogatepass")
+    return HumanMessage(request, id=f"request-{hashlib.sha256(text).hexdigest()[:16]}")
+
+
+def with_request(
+    state: Mapping[str, Any], request: str, human: HumanMessage | None
+) -> tuple[HumanMessage, list[AnyMessage]]:
+    """The message of the run's request, and what adds it to `messages` (nothing if there).
+
+    Args:
+        state: The run's state.
+        request: The request (`resolve_request`).
+        human: The human message it came from (None: it came as `user_input`).
+    """
+    if human is not None:
+        return human, []
+    message = request_message(state, request)
+    for kept in reversed(state.get("messages") or ()):
+        if kept.id == message.id:  # written already (and maybe edited by a hook since)
+            assert isinstance(kept, HumanMessage)
+            return kept, []
+    return message, [message]

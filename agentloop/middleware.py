@@ -128,9 +128,11 @@ from langchain.agents.middleware import (
     ModelRequest,
     ModelResponse,
     ProviderToolSearchMiddleware,
+    ToolErrorMiddleware,
     ToolRetryMiddleware,
 )
 from langchain.agents.middleware.types import ExtendedModelResponse
+from langchain_core.exceptions import ModelRefusalError
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -148,12 +150,11 @@ from agentloop.errors import (
     model_error_message,
 )
 from agentloop.model_calls import AsyncHandler, Handler
-from agentloop.system_prompt import loop_rules, with_app_instructions
 from agentloop.tools.injected import command_outcome, tool_runtime
 from agentloop.tools.layers import Proceed, ToolInvocation
 from agentloop.tools.outcome import ToolOutcome
 
-__all__ = ["MODEL_CALL_KEY", "LoopMiddleware", "ModelCall", "Render", "ToolCallFailed"]
+__all__ = ["MODEL_CALL_KEY", "Compose", "LoopMiddleware", "ModelCall", "ToolCallFailed"]
 
 T = TypeVar("T")
 H = TypeVar("H", bound=Callable[..., Any])
@@ -163,12 +164,8 @@ MODEL_CALL_KEY = "agentloop_model_call"
 `"structured_response"` (the `response_format` call that follows the answer)."""
 
 
-Render = Callable[[Sequence[BaseMessage]], list[BaseMessage] | None]
-"""The prompt of a model call for the transcript a middleware passed on (None: unchanged)."""
-
-
-def _without_system(messages: list[BaseMessage]) -> list[BaseMessage]:
-    return messages[1:] if messages and isinstance(messages[0], SystemMessage) else messages
+Compose = Callable[[SystemMessage | None, list[BaseMessage], list[Any]], list[BaseMessage]]
+"""What a model call sends for its request's system message, messages and tools."""
 
 
 def _overrides(middleware: AgentMiddleware[Any, Any, Any], hook: str) -> bool:
@@ -187,6 +184,11 @@ def _normalized(result: Any) -> ModelResponse[Any]:
         return result
     msg = f"wrap_model_call returned {type(result).__name__}, not a ModelResponse or AIMessage"
     raise TypeError(msg)
+
+
+_UNREAD_REPLY = AIMessage("")
+"""What a model call's layers get for its reply when none of them reads it (the loop's own
+retry and fallback): the reply itself is not made into a message."""
 
 
 def _failed(error: Exception) -> Exception:
@@ -246,7 +248,11 @@ class LoopMiddleware:
         `ProviderToolSearchMiddleware` has no tool to defer there, and would refuse the
         call (its `searchable_tools` not bound), so it is left out, once, here."""
         self.tool_calls = [m for m in middleware if self._wraps(m, "wrap_tool_call")]
-        self.tool_retries = [m for m in middleware if isinstance(m, ToolRetryMiddleware)]
+        self.tool_retries = [
+            m for m in middleware if isinstance(m, ToolRetryMiddleware | ToolErrorMiddleware)
+        ]
+        """The app's middleware that deals with a failed tool call: it retries it
+        (`ToolRetryMiddleware`) or turns it into an answer (`ToolErrorMiddleware`)."""
         self.tools: list[BaseTool] = [
             tool for m in middleware for tool in getattr(m, "tools", None) or ()
         ]
@@ -257,49 +263,12 @@ class LoopMiddleware:
 
     # -- model calls ---------------------------------------------------------------------
 
-    def _request(
-        self,
-        which: ModelCall,
-        model: BaseChatModel,
-        messages: Sequence[BaseMessage],
-        state: Mapping[str, Any],
-        runtime: Runtime[Any],
-        tools: Sequence[Any],
-        transcript: Sequence[BaseMessage] | None,
-    ) -> tuple[ModelRequest[Any], SystemMessage | None, list[BaseMessage]]:
-        """The request middleware sees, the loop's rules its handler adds back, the prompt.
-
-        The request's `messages` are the transcript when there is one, else the prompt
-        without its system message (which is the prompt returned).
-        """
-        system, rules, rest = None, None, list(messages)
-        if rest and isinstance(rest[0], SystemMessage):
-            system, rules = self.instructions, loop_rules(rest[0], self.instructions)
-            rest = rest[1:]
-        request = ModelRequest(
-            model=model,
-            messages=rest if transcript is None else list(transcript),  # type: ignore[arg-type]
-            system_message=system,
-            tools=list(tools),
-            state={**state, MODEL_CALL_KEY: which},  # type: ignore[arg-type]
-            runtime=runtime,
-        )
-        return request, rules, rest
-
-    @staticmethod
-    def _sent(
-        system: SystemMessage | None, rules: SystemMessage | None, body: list[BaseMessage]
-    ) -> list[BaseMessage]:
-        """What the handler sends: the request's system message, the loop's rules, the body."""
-        if rules is not None:
-            return with_app_instructions([rules, *body], system)
-        return [system, *body] if system is not None else list(body)
-
     async def call_model(
         self,
         which: ModelCall,
         model: BaseChatModel,
         messages: Sequence[BaseMessage],
+        compose: Compose,
         call: Callable[[BaseChatModel, list[BaseMessage], dict[str, Any], list[Any]], Awaitable[T]],
         reply_of: Callable[[T], AIMessage],
         result_of: Callable[[AIMessage, BaseChatModel], T],
@@ -307,15 +276,16 @@ class LoopMiddleware:
         state: Mapping[str, Any],
         runtime: Runtime[Any],
         tools: Sequence[Any] = (),
-        transcript: Sequence[BaseMessage] | None = None,
-        render: Render | None = None,
     ) -> T:
         """Make a model call through every layer's `wrap_model_call` (or `awrap_model_call`).
 
         Args:
-            which: The planner's call or the answer's.
+            which: The planner's call, the answer's, or the typed result's.
             model: The model (the loop's fallback layer may change it).
-            messages: The request, system message first.
+            messages: The transcript the request carries (`transcript_view`).
+            compose: What is sent for the request's system message, messages and tools
+                as the middleware passed them on: the system message with the loop's
+                rules, then the messages (for a JSON planner, as text).
             call: The loop's call (one call, not retried) of a model with messages,
                 the request's `model_settings` (bound to the model: provider options such
                 as prompt-cache markers) and the request's `tools` (the planner is offered
@@ -326,41 +296,31 @@ class LoopMiddleware:
             runtime: The node's runtime.
             tools: The tools the request offers (the loop's tools, for the planner; none
                 for the other calls, whose stack is `toolless_stack`).
-            transcript: The run's transcript (`state["messages"]`), which the request's
-                `messages` carry in place of the prompt, as `create_agent`'s carry its
-                conversation (None: they carry the prompt).
-            render: With a transcript: the prompt (system message first) for the
-                transcript as the middleware passed it on, or None when their edits
-                change nothing the prompt shows (`messages` is sent). Messages a
-                middleware added after the transcript follow the prompt.
         """
         produced: dict[int, T] = {}
-
-        def body(request: ModelRequest[Any]) -> list[BaseMessage]:
-            given: list[BaseMessage] = list(request.messages)
-            if shown is None:
-                return given
-            if request.messages is shown:  # no middleware replaced the messages
-                return prompt
-            rendered = render(given[: len(shown)]) if render is not None else None
-            kept = prompt if rendered is None else _without_system(rendered)
-            return [*kept, *given[len(shown) :]]
+        reads_reply = bool(self.models)  # the loop's own layers never read the reply
 
         async def innermost(request: ModelRequest[Any]) -> ModelResponse[Any]:
-            sent = self._sent(request.system_message, rules, body(request))
-            options = dict(request.model_settings)
-            result = await call(request.model, sent, options, list(request.tools))
-            reply = reply_of(result)
+            offered = list(request.tools)
+            sent = compose(request.system_message, list(request.messages), offered)
+            result = await call(request.model, sent, dict(request.model_settings), offered)
+            reply = reply_of(result) if reads_reply else _UNREAD_REPLY
             produced[id(reply)] = result
             return ModelResponse(result=[reply])
 
-        request, rules, prompt = self._request(
-            which, model, messages, state, runtime, tools, transcript
+        request = ModelRequest(
+            model=model,
+            messages=list(messages),  # type: ignore[arg-type]
+            system_message=self.instructions,
+            tools=list(tools),
+            state={**state, MODEL_CALL_KEY: which},  # type: ignore[arg-type]
+            runtime=runtime,
         )
-        shown = request.messages if transcript is not None else None
         stack = self.stack if which == "plan" else self.toolless_stack
         try:
             reply = _reply(await self._wrapped(request, innermost, stack))
+        except ModelRefusalError:
+            raise  # the app asked for a refusal to end the run, as create_agent raises it
         except Exception as error:
             raise _failed(error) from error
         return produced[id(reply)] if id(reply) in produced else result_of(reply, model)
@@ -432,13 +392,19 @@ class LoopMiddleware:
     # -- tool calls ----------------------------------------------------------------------
 
     def retries_tool(self, name: str) -> bool:
-        """Whether the app's `ToolRetryMiddleware` retries calls of a tool.
+        """Whether the app's middleware deals with a failed call of a tool itself.
 
-        The loop's own retry of such a tool is then off (`ToolRunner`), so a call is
-        retried once, by the middleware, as in `create_agent`.
+        A `ToolRetryMiddleware` that retries it, or a `ToolErrorMiddleware` that handles
+        its errors: the loop's own retry of such a tool is then off (`ToolRunner`), so a
+        failing call runs as often as under `create_agent`.
         """
-        # the middleware's own filter (its `tools=`), read where it keeps it
-        return any(m._should_retry_tool(name) for m in self.tool_retries)
+        # each middleware's own filter (its `tools=`), read where it keeps it
+        return any(
+            m._should_retry_tool(name)
+            if isinstance(m, ToolRetryMiddleware)
+            else m._should_handle_tool(name)
+            for m in self.tool_retries
+        )
 
     @property
     def sync_tool_calls(self) -> bool:

@@ -144,7 +144,9 @@ class PlanningOptions:
             request, after a round whose calls all succeeded, as the loop's earlier
             plans at that point say); `True`: with every planner call; `False`: never.
             In `plan_mode="native"` a started answer is used rather than the planner's
-            text reply (it was asked without the tool list, so it comes sooner).
+            text reply (it was asked without the tool list, so it comes sooner); "auto"
+            starts none where that reply would be the answer (the answer model is the
+            planner): the run then costs the planner's calls only, as `create_agent`'s.
             Off with `wrap_model_call` middleware, which every answer call goes through.
         streaming_dispatch: Start a plan's concurrency-safe, idempotent calls while the
             plan is still streaming (off anyway when the loop interrupts before

@@ -254,44 +254,34 @@ def render_prompt(name: str, **values: Any) -> str:
 
 
 _ROUND_VARIABLES = frozenset(
-    {
-        "conversation",
-        "conversation_section",
-        "user_input",
-        "user_extra_requirement",
-        "user_extra_requirement_section",
-        "history",
-        "history_section",
-        "done_plans",
-        "last_round_records",
-        "round_number",
-        "round_index",
-        "round_section",
-        "max_rounds",
-        "rollback_note",
-    }
+    {"round_number", "round_index", "round_section", "max_rounds", "rollback_note"}
 )
-"""What a plan request shows in every plan mode: the request, the rounds so far, the limits.
+"""What the message after the transcript tells a JSON or tool planner: the round, the
+limit and, after a rollback, why. `round_section` is the round and the limit in `<round>`
+tags, asking in the last round for only what is essential."""
 
-A `*_section` is its variable inside its tags (`<conversation>`, `<user_extra_requirement>`,
-`<rounds>` with a header line), or "" when there is nothing to show, so a prompt spends
-no tokens on empty sections; the bare variables say "(none)" instead. `round_section` is
-the round and the limit in `<round>` tags, asking in the last round for only what is
-essential."""
+_REQUIREMENT_VARIABLES = frozenset({"user_extra_requirement", "user_extra_requirement_section"})
+"""The run's extra instructions (`user_extra_requirement`): the text, "(none)" without
+one; or in `<user_extra_requirement>` tags, "" without one."""
 
 PROMPT_VARIABLES: dict[str, frozenset[str]] = {
-    "plan_system": frozenset({"plan_example", "reference_example", "max_rounds"}),
-    "plan_user": _ROUND_VARIABLES | {"available_tools"},
+    "plan_system": frozenset({"plan_example", "reference_example", "max_rounds"})
+    | _REQUIREMENT_VARIABLES
+    | {"available_tools"},
+    "plan_user": _ROUND_VARIABLES,
     "plan_reask": frozenset({"problem", "reply", "plan_example"}),
-    "plan_native_system": frozenset({"max_rounds"}),
-    "plan_native_user": _ROUND_VARIABLES,
+    "plan_native_system": frozenset({"max_rounds"}) | _REQUIREMENT_VARIABLES,
     "plan_native_reask": frozenset({"problem", "reply"}),
     "rollback_note": frozenset({"reasons"}),
     "answer_system": frozenset({"user_extra_requirement"}),
-    "answer_user": frozenset({"user_input", "conversation", "conversation_section"}),
     "answer_results": frozenset({"action_results", "result_notes"}),
 }
-"""Each template the loop renders, and the variables a template of that name may use."""
+"""Each template the loop renders, and the variables a template of that name may use.
+
+The planner's and the answer's requests are the run's transcript (`messages`) after
+these system messages: `plan_system` (JSON and tool plans, with the tool list) or
+`plan_native_system`, and `answer_system`; a JSON or tool planner then gets `plan_user`
+(the round), the answer model `answer_results` (when a tool ran)."""
 
 PromptSource = str | Path
 """A template's text, or the path of a file holding it."""

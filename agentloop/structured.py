@@ -26,7 +26,7 @@ from langchain.agents.structured_output import (
     ToolStrategy,
 )
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import Runnable
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.runtime import Runtime
@@ -35,7 +35,7 @@ from agentloop._sync import by_mode
 from agentloop.errors import ConfigurationError, ModelBehaviorError
 
 if TYPE_CHECKING:
-    from agentloop.middleware import LoopMiddleware
+    from agentloop.middleware import Compose, LoopMiddleware
 
 __all__ = [
     "STRUCTURED_ASK",
@@ -156,9 +156,9 @@ class StructuredOutput:
             raise ValueError(msg)
         return self.bindings[calls[0]["name"]].parse(calls[0]["args"])
 
-    def _request(self, messages: Sequence[BaseMessage], answer: str) -> list[BaseMessage]:
-        ask = HumanMessage(STRUCTURED_ASK.format(name=self.name))
-        return [*messages, AIMessage(answer), ask]
+    def _asked(self, answer: str) -> list[BaseMessage]:
+        """What follows the answer's request: the answer, then the ask for the typed result."""
+        return [AIMessage(answer), HumanMessage(STRUCTURED_ASK.format(name=self.name))]
 
     @staticmethod
     def _retry(reply: AIMessage, error: str) -> list[BaseMessage]:
@@ -174,7 +174,8 @@ class StructuredOutput:
     async def ask(
         self,
         model: BaseChatModel,
-        messages: Sequence[BaseMessage],
+        transcript: Sequence[BaseMessage],
+        compose: Compose,
         answer: str,
         through: Wrapped,
     ) -> StructuredResult:
@@ -182,13 +183,20 @@ class StructuredOutput:
 
         Args:
             model: The answer model.
-            messages: The answer's request.
+            transcript: The transcript the answer's request carried.
+            compose: What the answer's request sent: this request sends the same, then
+                the answer and the ask.
             answer: The text answer.
             through: The loop's model-call stack (`LoopMiddleware`: the app's middleware,
                 the loop's retry and fallback), with the state and runtime.
         """
-        result, request = StructuredResult(), self._request(messages, answer)
+        result, after = StructuredResult(), self._asked(answer)
         middleware, state, runtime = through
+
+        def asked(
+            system: SystemMessage | None, messages: list[BaseMessage], tools: list[Any]
+        ) -> list[BaseMessage]:
+            return [*compose(system, messages, tools), *after]
 
         async def call(
             model: BaseChatModel,
@@ -206,7 +214,8 @@ class StructuredOutput:
                 strategy, reply = await middleware.call_model(
                     "structured_response",
                     model,
-                    request,
+                    transcript,
+                    asked,
                     call,
                     _reply_of,
                     self._written,
@@ -218,7 +227,7 @@ class StructuredOutput:
                 return result
             if self._settle(result, reply, strategy):
                 return result
-            request = [*request, *self._retry(reply, result.error)]
+            after = [*after, *self._retry(reply, result.error)]
         return result
 
     def _written(self, reply: AIMessage, model: BaseChatModel) -> tuple[Strategy, Any]:

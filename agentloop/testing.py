@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 import uuid
@@ -35,7 +36,13 @@ from pydantic import PrivateAttr
 from agentloop._scripted_native import as_native_reply
 from agentloop._scripted_stream import estimate_usage, reply_chunks, reply_pieces
 
-__all__ = ["ScriptExhaustedError", "ScriptedChatModel", "plan_reply", "tool_call_turns"]
+__all__ = [
+    "ScriptExhaustedError",
+    "ScriptedChatModel",
+    "plan_reply",
+    "planning_round",
+    "tool_call_turns",
+]
 
 Reply: TypeAlias = (
     str | AIMessage | BaseException | Callable[[list[BaseMessage]], "str | AIMessage"]
@@ -405,3 +412,32 @@ def tool_call_turns(
         )
         for turn, calls in enumerate(rounds)
     ]
+
+
+_ROUND = re.compile(r"round_index: (\d+)")
+
+
+def planning_round(messages: Sequence[BaseMessage]) -> int:
+    """The round a planner request asks for (0: the run's first), for a scripted responder.
+
+    A JSON or tool planner's request says it (`round_index: N`, in its last message); a
+    native planner's is the transcript, whose rounds since the request are counted (each
+    an `AIMessage` with tool calls).
+
+    Example:
+        ```python
+        def planner(messages):
+            return plan_reply("execute", [search]) if planning_round(messages) == 0 else "done"
+        ```
+    """
+    if messages:
+        last = messages[-1]
+        if isinstance(last.content, str) and (found := _ROUND.search(last.content)):
+            return int(found.group(1))
+    rounds = 0
+    for message in reversed(messages):
+        if isinstance(message, AIMessage) and message.tool_calls:
+            rounds += 1
+        elif message.type == "human":
+            break
+    return rounds

@@ -16,19 +16,15 @@ message keeps its id) or answer some with a `ToolMessage` of its own
 or answered does not run, an edited one runs with the message's name and arguments, and
 the end of the round adds no second `ToolMessage` for a call that has one (`round_outcomes`).
 
-Earlier turns of a conversation are rendered for the planner and the answer model as
-the user's messages and the final answers only (`agentloop.messages.conversation_turns`):
-a run's results reach its own prompts through its round records, never twice.
-
-A `wrap_model_call` middleware sees this transcript in `ModelRequest.messages`, as
-`create_agent`'s sees its own; what it changes there (`ContextEditingMiddleware` clears
-old `ToolMessage`s, and with `clear_tool_inputs` the arguments of their calls) is read
-back onto the round records the prompts are rendered from (`edited_round_state`).
+This transcript is what every model request carries (`agentloop.planning.prompt`): a
+`before_model` hook or a `wrap_model_call` middleware that changes it (`PIIMiddleware`
+redacting a result, `SummarizationMiddleware` replacing old turns,
+`ContextEditingMiddleware` clearing old results) changes what the model reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,19 +33,14 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCa
 from agentloop.messages import NOT_HUMAN_TYPES
 from agentloop.prompts import to_prompt_json
 from agentloop.state import (
-    LoopState,
     PreparedCall,
-    RoundState,
     ToolCommand,
     ToolExecutionRecord,
-    empty_round_state,
 )
 from agentloop.tools.call_id import CallId, tool_call_id
 
 __all__ = [
     "RoundReadBack",
-    "edited_round_state",
-    "edited_prompt",
     "outcome_content",
     "plan_message",
     "plan_message_id",
@@ -293,107 +284,3 @@ def tool_message(
         artifact=fields["artifact"],
         id=f"{call_id}:outcome" if call_id else None,
     )
-
-
-def _edits(
-    before: Sequence[BaseMessage], after: Sequence[BaseMessage]
-) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """What a middleware changed in the transcript, by `tool_call_id`.
-
-    Returns:
-        The new content of each `ToolMessage` whose content changed, and the new
-        arguments of each call whose arguments changed on its `AIMessage`. Messages
-        are matched by `tool_call_id`, so a message left out or added is no edit.
-    """
-    results: dict[str, ToolMessage] = {}
-    arguments: dict[str, Any] = {}
-    for message in before:
-        if isinstance(message, ToolMessage):
-            results[message.tool_call_id] = message
-        elif isinstance(message, AIMessage):
-            for call in message.tool_calls:
-                if call.get("id"):
-                    arguments[str(call["id"])] = call["args"]
-    contents: dict[str, Any] = {}
-    kwargs: dict[str, dict[str, Any]] = {}
-    for message in after:
-        if isinstance(message, ToolMessage):
-            old = results.get(message.tool_call_id)
-            if old is not None and message is not old and message.content != old.content:
-                contents[message.tool_call_id] = message.content
-        elif isinstance(message, AIMessage) and message.tool_calls:
-            for call in message.tool_calls:
-                call_id = str(call.get("id") or "")
-                if call_id in arguments and call["args"] != arguments[call_id]:
-                    kwargs[call_id] = dict(call["args"]) if isinstance(call["args"], dict) else {}
-    return contents, kwargs
-
-
-def _edited(
-    record: ToolExecutionRecord, contents: dict[str, Any], kwargs: dict[str, dict[str, Any]]
-) -> ToolExecutionRecord:
-    """A record with a middleware's edits of its `ToolMessage` and its call's arguments.
-
-    The new content stands where the prompts show the call's outcome: the result, or
-    the error of a call that failed (of a stale fallback, both); a cleared result
-    takes its attachments with it.
-    """
-    call_id = record.get("tool_call_id") or record.get("call_id") or ""
-    if call_id not in contents and call_id not in kwargs:
-        return record
-    edited: ToolExecutionRecord = {**record}
-    if call_id in kwargs:
-        edited["kwargs"] = kwargs[call_id]
-    if call_id in contents:
-        content = contents[call_id]
-        shows_result = record["success"] and not record.get("flagged")
-        if shows_result or record.get("stale"):
-            edited["result"] = content
-        if not shows_result:
-            edited["error"] = content if isinstance(content, str) else to_prompt_json(content)
-        edited.pop("attachments", None)
-    return edited
-
-
-def edited_prompt(
-    state: LoopState, build: Callable[[LoopState], list[BaseMessage]]
-) -> Callable[[Sequence[BaseMessage]], list[BaseMessage] | None]:
-    """A model call's prompt for the transcript as a `wrap_model_call` middleware left it.
-
-    The prompt is built (`build`) from the state with the round records edited as the
-    middleware edited their `ToolMessage`s and calls (`edited_round_state`: a result
-    `ContextEditingMiddleware` cleared shows as its placeholder); None when the edits
-    touch no record, and the request is sent as it was built.
-    """
-    before = state.get("messages") or []
-    round_state = state.get("round_state") or empty_round_state()
-
-    def render(after: Sequence[BaseMessage]) -> list[BaseMessage] | None:
-        edited = edited_round_state(round_state, before, after)
-        return None if edited is None else build({**state, "round_state": edited})
-
-    return render
-
-
-def edited_round_state(
-    round_state: RoundState, before: Sequence[BaseMessage], after: Sequence[BaseMessage]
-) -> RoundState | None:
-    """The round state with what a middleware changed in the transcript, or None.
-
-    Args:
-        round_state: The run's round state, whose records the prompts render.
-        before: The transcript the middleware was given.
-        after: The transcript as the middleware passed it on.
-
-    Returns:
-        The round state whose records carry the edits (a `ToolMessage`'s new content,
-        a call's new arguments), or None when no edit touches a record.
-    """
-    contents, kwargs = _edits(before, after)
-    if not contents and not kwargs:
-        return None
-    done = [_edited(record, contents, kwargs) for record in round_state["done_plans"]]
-    last = [_edited(record, contents, kwargs) for record in round_state["last_round_records"]]
-    if all(new is old for new, old in zip(done, round_state["done_plans"], strict=True)):
-        return None
-    return {**round_state, "done_plans": done, "last_round_records": last}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from agentloop.demo.questions import (
     _STOPWORDS,
@@ -27,10 +27,10 @@ from agentloop.demo.questions import (
     _Question,
     _read_question,
     _relevant,
-    _section,
     _Text,
 )
 from agentloop.messages import message_text
+from agentloop.planning.prompt import shown_result
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 __all__ = ["answer_text", "demo_answer_model", "demo_planner"]
@@ -103,9 +103,14 @@ def _describe_passages(question: _Question, passages: list[_Text]) -> tuple[bool
 
 def _answer(messages: list[BaseMessage]) -> str:
     """Answer by quoting the tool results found in the request, or say none were found."""
-    text = message_text(messages[-1])
-    results = _json_section(text, "action_results", {})
-    return answer_text(str(_json_section(text, "user_request", "")), results)
+    results = _json_section(message_text(messages[-1]), "action_results", {})
+    return answer_text(_user_messages(messages)[-1], results)
+
+
+def _user_messages(messages: list[BaseMessage]) -> list[str]:
+    """The user's messages in a request, oldest first (not the loop's tagged sections)."""
+    texts = [message_text(m) for m in messages if m.type == "human"]
+    return [text for text in texts if not text.startswith(("<", "The tools' results"))] or [""]
 
 
 def answer_text(request: str, results: Any) -> str:
@@ -153,18 +158,6 @@ def demo_answer_model() -> ScriptedChatModel:
 
 
 # -- the planner ----------------------------------------------------------------------------
-
-
-def _history(section: str) -> list[Any]:
-    """The records of the prompt's history: one JSON object per line."""
-    records = []
-    for line in section.splitlines():
-        if line.startswith("{"):
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return records
 
 
 def _command(purpose: str, tool_name: str, todo: str, **kwargs: Any) -> dict[str, Any]:
@@ -280,13 +273,40 @@ def _plan_commands(
     return commands
 
 
-def _earlier_questions(section: str) -> list[str]:
-    """The user's earlier questions in the prompt's conversation, oldest first."""
-    return [
-        str(turn.get("text", ""))
-        for turn in _history(section)
-        if isinstance(turn, dict) and turn.get("role") == "user"
-    ]
+def _run_records(messages: list[BaseMessage]) -> list[list[dict[str, Any]]]:
+    """The calls of this request's run so far, a list per round, with their results.
+
+    A native planner's request holds each round as an `AIMessage` with tool calls and
+    its `ToolMessage`s; a JSON planner's as the plan's JSON and a `<tool_results>`
+    message (a line per call, by its number in the plan).
+    """
+    start = max(i for i, m in enumerate(messages) if m.type == "human" and not
+                message_text(m).startswith("<"))  # fmt: skip
+    rounds: list[list[dict[str, Any]]] = []
+    for message in messages[start + 1 :]:
+        text = message_text(message)
+        if isinstance(message, AIMessage) and message.tool_calls:
+            rounds.append([
+                {"tool_name": c["name"], "kwargs": c["args"], "id": c["id"]}
+                for c in message.tool_calls
+            ])  # fmt: skip
+        elif isinstance(message, AIMessage) and text.startswith("{"):
+            commands = json.loads(text).get("execution_commands") or []
+            rounds.append([
+                {"tool_name": c["tool_name"], "kwargs": c["tool_kwargs"]} for c in commands
+            ])  # fmt: skip
+        elif isinstance(message, ToolMessage) and rounds:
+            for record in rounds[-1]:
+                if record.get("id") == message.tool_call_id:
+                    record["result"] = shown_result(message.content)
+                    record["success"] = message.status != "error"
+        elif text.startswith("<tool_results>") and rounds:
+            for line in text.splitlines()[1:-1]:
+                item = json.loads(line)
+                record = rounds[-1][int(item["call"]) - 1]
+                record["success"] = "error" not in item
+                record["result"] = item.get("result", item.get("error"))
+    return rounds
 
 
 def _plan(
@@ -294,33 +314,45 @@ def _plan(
 ) -> str | AIMessage:
     """Plan one round from the planner's request (a follow-up reads the conversation).
 
-    The tools are those the request lists, or, in `plan_mode="native"` (no list), those
-    bound to the planner.
+    The tools are those the request's system message lists, or, in
+    `plan_mode="native"` (no list), those bound to the planner.
     """
-    text = message_text(messages[-1])
-    earlier = _earlier_questions(_section(text, "conversation"))
-    question = _read_question(str(_json_section(text, "user_input", "")), earlier)
-    if "<available_tools>" in text:
-        tools = {t.get("name", "") for t in _json_section(text, "available_tools", []) if t}
+    system = message_text(messages[0])
+    users = _user_messages(messages)
+    question = _read_question(users[-1], users[:-1])
+    if "<available_tools>" in system:
+        tools = {t.get("name", "") for t in _json_section(system, "available_tools", []) if t}
     else:
         tools = {tool["function"]["name"] for tool in bound_tools()}
-    records = [
-        record
-        for record in _history(_section(text, "rounds"))
-        if isinstance(record, dict) and record.get("tool_name")
-    ]
-    if "<planner_note>" in text:  # the last plan was rolled back: the rules know no other
+    if "<planner_note>" in message_text(messages[-1]):  # the last plan was rolled back
         return plan_reply("response")
+    rounds = _run_records(messages)
+    records = [record for calls in rounds for record in calls]
     commands = _plan_commands(question, tools, records)
     if commands:
         return plan_reply("execute", commands)
-    if "<available_tools>" not in text:  # native: the planner's text reply may be the answer
-        results = {
-            str(record.get("purpose") or f"Use {record['tool_name']}"): record.get("result")
-            for record in records
-        }
-        return answer_text(question.text, results)
+    if "<available_tools>" not in system:  # native: the planner's text reply may be the answer
+        return answer_text(question.text, _by_purpose(question, tools, rounds))
     return plan_reply("response")
+
+
+def _by_purpose(
+    question: _Question, tools: set[str], rounds: list[list[dict[str, Any]]]
+) -> dict[str, Any]:
+    """Each call's result keyed by the purpose the rules gave it (planned again, round by round)."""
+    results: dict[str, Any] = {}
+    before: list[dict[str, Any]] = []
+    for calls in rounds:
+        planned = _plan_commands(question, tools, before)
+        for record in calls:
+            purpose = next(
+                (c["purpose"] for c in planned
+                 if c["tool_name"] == record["tool_name"] and c["tool_kwargs"] == record["kwargs"]),
+                f"Use {record['tool_name']}",
+            )  # fmt: skip
+            results[purpose] = record.get("result")
+        before += calls
+    return results
 
 
 def demo_planner() -> ScriptedChatModel:

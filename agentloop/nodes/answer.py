@@ -8,32 +8,35 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
 from agentloop.errors import ModelBehaviorError
 from agentloop.events import AnswerCompleted, AnswerStarted, HeldEvents
 from agentloop.hooks import HookRun, held_events, waiting_reply
-from agentloop.messages import conversation_turns, message_text
-from agentloop.middleware import Render
+from agentloop.messages import message_text
+from agentloop.middleware import Compose
 from agentloop.model_calls import Answer
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.answer_call import call_answerer
 from agentloop.nodes.parts import LoopParts
-from agentloop.planning.prompt import conversation_text, default_prompts
+from agentloop.planning.prompt import MessageViews, shown_result, transcript_view
 from agentloop.prompts import (
-    PromptSet,
     quote_user_text,
     result_notes,
-    tagged_section,
     to_prompt_json,
 )
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, ToolExecutionRecord, empty_round_state, invocation_of
 from agentloop.structured import StructuredResult
-from agentloop.system_prompt import with_app_instructions
-from agentloop.transcript import edited_prompt
+from agentloop.system_prompt import system_message
 from agentloop.updates import AnswerUpdate
 from agentloop.usage import message_usage, sum_usage, usage_entry, wasted_usage
 
@@ -45,7 +48,7 @@ __all__ = [
     "ANSWER_TAGS",
     "AnswerPrompt",
     "answer_prompt",
-    "build_answer_messages",
+    "answer_compose",
     "make_answer",
     "make_answer_after_model",
     "media_blocks",
@@ -59,16 +62,27 @@ AFTER_ANSWER_NODE = "answer.after_model"
 
 ANSWER_TAGS = ["agentloop:answer"]
 
+_RECORDED: Any = object()
+"""A record's result as it recorded it (not the transcript's)."""
+_GONE: Any = object()
+"""No `ToolMessage` of the call is left in the transcript."""
 
-def _result_value(record: ToolExecutionRecord) -> Any:
+
+def _result_value(record: ToolExecutionRecord, shown: Any = _RECORDED) -> Any:
+    """A record's result as the answer reads it: `shown`, the transcript's, else the record's."""
+    result = record["result"] if shown is _RECORDED else shown
     if record.get("stale"):
+        if shown is not _RECORDED:
+            return shown  # the transcript gives the error and the stale result together
         age = record.get("stale_age_s", 0.0)
-        return {"error": record["error"], "stale_result": record["result"], "stale_age_s": age}
+        return {"error": record["error"], "stale_result": result, "stale_age_s": age}
     if not record["success"]:
-        return {"error": record["error"], "result": record["result"]}
+        if shown is not _RECORDED:
+            return {"error": shown}
+        return {"error": record["error"], "result": result}
     if record.get("fallback"):
-        return {"result": record["result"], "fallback": record["fallback"]}
-    return record["result"]
+        return {"result": result, "fallback": record["fallback"]}
+    return result
 
 
 _NOT_RUN_KEY = "commands not run (over the round's cap)"
@@ -76,7 +90,9 @@ _NOT_RUN_KEY = "commands not run (over the round's cap)"
 per-round cap (`{"error", "not_run"}`)."""
 
 
-def to_action_results(records: Iterable[ToolExecutionRecord]) -> dict[str, Any]:
+def to_action_results(
+    records: Iterable[ToolExecutionRecord], shown: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Key each record's result by its purpose, as the answer model sees them.
 
     A command without a purpose is named by its tool and arguments. Repeated purposes
@@ -88,6 +104,9 @@ def to_action_results(records: Iterable[ToolExecutionRecord]) -> dict[str, Any]:
 
     Args:
         records: `done_plans`, oldest first.
+        shown: The result each call's `ToolMessage` holds in the transcript, by
+            `tool_call_id`, as the middleware left it (a call whose message is gone is
+            left out; a failed call's is its error); None: the records' own results.
 
     Returns:
         The action results (empty when nothing ran).
@@ -105,10 +124,15 @@ def to_action_results(records: Iterable[ToolExecutionRecord]) -> dict[str, Any]:
             value: Any = refused
         else:
             refused = None
+            shown_value: Any = _RECORDED
+            if shown is not None:
+                shown_value = shown.get(record.get("tool_call_id") or "", _GONE)
+                if shown_value is _GONE:
+                    continue
             purpose = record["purpose"] or (
                 f"{record['tool_name']} {to_prompt_json(record['kwargs'])}"
             )
-            value = _result_value(record)
+            value = _result_value(record, shown_value)
         counts[purpose] = counts.get(purpose, 0) + 1
         key = purpose if counts[purpose] == 1 else f"{purpose} ({counts[purpose]})"
         while key in results:
@@ -159,48 +183,81 @@ def media_blocks(
     return blocks
 
 
-def build_answer_messages(
-    user_input: str,
-    user_extra_requirement: str,
-    action_results: dict[str, Any],
-    media: Sequence[dict[str, Any]] = (),
-    *,
-    conversation: Sequence[dict[str, str]] = (),
-    prompts: PromptSet | None = None,
-) -> list[BaseMessage]:
-    """Render the answer request; tool results are injected only when a tool ran.
+def _conversation(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """What the answer model reads of the transcript: the user's messages and the answers.
 
-    Earlier turns of the conversation come before the request; media (from
-    `media_blocks`) follow the text in the same human message.
+    The rounds' calls and results are left out: the run's results follow, injected.
     """
-    prompts = prompts or default_prompts()
-    system = prompts.render(
+    view: list[BaseMessage] = []
+    for message in messages:
+        kind = message.type
+        if kind == "human":
+            view.append(message)
+        elif kind == "ai" and not getattr(message, "tool_calls", None):
+            if message_text(message).strip():
+                view.append(AIMessage(message_text(message)))
+        elif kind not in ("ai", "tool") and message_text(message).strip():
+            view.append(HumanMessage(message_text(message)))
+    return view
+
+
+def _shown(message: BaseMessage) -> Any:
+    return shown_result(message.content)
+
+
+def _shown_results(
+    messages: Sequence[BaseMessage], calls: frozenset[str], views: MessageViews
+) -> dict[str, Any]:
+    """The result each of the run's calls' `ToolMessage` holds, by `tool_call_id`."""
+    return {
+        message.tool_call_id: views.of("shown", message, _shown)
+        for message in messages
+        if isinstance(message, ToolMessage) and message.tool_call_id in calls
+    }
+
+
+def answer_compose(
+    parts: LoopParts,
+    state: LoopState,
+    media: Sequence[dict[str, Any]] = (),
+) -> Compose:
+    """What the answer model is sent for the request's system message and transcript.
+
+    The app's instructions and the loop's answer rules, the conversation (the user's
+    messages and the answers, as the middleware left them), then, when a tool ran, the
+    run's results keyed by purpose as their `ToolMessage`s hold them, with the
+    quote-your-sources instruction, and the tools' media.
+    """
+    prompts = parts.prompts
+    extra = state.get("user_extra_requirement", "")
+    rules = prompts.render(
         "answer_system",
         user_extra_requirement=(
-            f"Also follow this requirement: {quote_user_text(user_extra_requirement)}"
-            if user_extra_requirement
-            else ""
+            f"Also follow this requirement: {quote_user_text(extra)}" if extra else ""
         ),
     )
-    turns = conversation_text(conversation)
-    human = prompts.render(
-        "answer_user",
-        user_input=quote_user_text(user_input),
-        conversation=turns,
-        conversation_section=tagged_section("conversation", turns) if conversation else "",
-    )
-    if action_results:
-        results = to_prompt_json(action_results)
-        human += "\n\n" + prompts.render(
-            "answer_results", action_results=results, result_notes=result_notes(results)
-        )
-    if media:
-        return [SystemMessage(system), HumanMessage([{"type": "text", "text": human}, *media])]
-    return [SystemMessage(system), HumanMessage(human)]
+    records = (state.get("round_state") or empty_round_state())["done_plans"]
+    calls = frozenset(record.get("tool_call_id") or "" for record in records)
 
+    def compose(
+        system: SystemMessage | None, messages: list[BaseMessage], tools: list[Any]
+    ) -> list[BaseMessage]:
+        request = [system_message(system, rules), *_conversation(messages)]
+        held = _shown_results(messages, calls, parts.views) if records else {}
+        results = to_action_results(records, held) if records else {}
+        if not results and not media:
+            return request
+        text = ""
+        if results:
+            shown = to_prompt_json(results)
+            text = prompts.render(
+                "answer_results", action_results=shown, result_notes=result_notes(shown)
+            )
+        if media:
+            return [*request, HumanMessage([{"type": "text", "text": text}, *media])]
+        return [*request, HumanMessage(text)]
 
-_PROMPT_KEYS = ("messages", "user_input", "user_extra_requirement", "round_state")
-"""The state keys the answer's prompt is built from."""
+    return compose
 
 
 def _configure(model: Runnable[Any, BaseMessage]) -> Runnable[Any, BaseMessage]:
@@ -213,7 +270,12 @@ class AnswerPrompt:
 
     answerer: BaseChatModel
     """The answer model (the loop's fallback layer may take a failed call over)."""
+    transcript: list[BaseMessage]
+    """The transcript the request carries (`transcript_view`)."""
+    compose: Compose
+    """What is sent for the request (`answer_compose`)."""
     messages: list[BaseMessage]
+    """What is sent when no middleware changes the request."""
     action_results: dict[str, Any]
     media: int
     """How many media attachments the request carries."""
@@ -226,29 +288,23 @@ def answer_prompt(parts: LoopParts, state: LoopState, scope: RunScope) -> Answer
     answerer = parts.models.answerer(scope.loop)
     media = media_blocks(round_state["done_plans"], answerer)
     settings = scope.settings
-    messages = build_answer_messages(
-        state.get("user_input", ""),
-        state.get("user_extra_requirement", ""),
-        action_results,
-        media,
-        conversation=conversation_turns(
-            state.get("messages") or [],
-            max_turns=settings.history_turns,
-            max_chars=settings.history_chars,
-        ),
-        prompts=parts.prompts,
+    transcript = transcript_view(
+        state.get("messages") or (),
+        keep_tool_results=None,
+        history_turns=settings.history_turns,
+        history_chars=settings.history_chars,
     )
-    messages = with_app_instructions(messages, parts.system_prompt)
-    return AnswerPrompt(answerer, messages, action_results, len(media) // 2)
+    compose = answer_compose(parts, state, media)
+    messages = compose(parts.system_prompt, transcript, [])
+    return AnswerPrompt(answerer, transcript, compose, messages, action_results, len(media) // 2)
 
 
 @dataclass
 class _AnswerCall:
-    """One answer request: its run scope, the results it injects, the model call's arguments."""
+    """One answer request: its run scope and what it asks."""
 
     scope: RunScope
-    action_results: dict[str, Any]
-    arguments: tuple[Any, ...]
+    prompt: AnswerPrompt
     started: float
     unplanned: str = ""
     """The reply when the planner failed before any tool ran (no model is asked then)."""
@@ -298,16 +354,8 @@ class _Answer:
                 scope.emit(started)
             else:
                 held.append(started)
-        arguments = (
-            prompt.answerer,
-            prompt.messages,
-            self.parts.model_retry,
-            self.parts.model_limits,
-            message_text,
-            _configure,
-        )
         speculative = self.accelerator.take_answer(invocation_of(state))
-        call = _AnswerCall(scope, prompt.action_results, arguments, time.perf_counter(), unplanned)
+        call = _AnswerCall(scope, prompt, time.perf_counter(), unplanned)
         call.adopted = adopted
         call.held = held
         if speculative is not None:
@@ -338,7 +386,7 @@ class _Answer:
         answer: Answer | None,
         error: BaseException | None = None,
     ) -> AnswerUpdate:
-        scope, action_results, started = call.scope, call.action_results, call.started
+        scope, action_results, started = call.scope, call.prompt.action_results, call.started
         reply = answer.message if answer is not None else None
         status, reason = state.get("status") or "ok", state.get("status_reason") or ""
         if status == "running":
@@ -399,10 +447,9 @@ class _Answer:
         hooks = HookRun(self.parts.hooks, "answer", state, runtime, call.held)
         asks = not call.unplanned and call.adopted is None  # a model call, with its hooks
         if asks and (await hooks.before()) is not None:
-            return hooks.merged(AnswerUpdate(action_results=call.action_results))  # no call
-        if hooks.changed(_PROMPT_KEYS):  # the prompt is built from the state the hooks left
-            prompt = answer_prompt(self.parts, hooks.state, call.scope)
-            call.arguments = (call.arguments[0], prompt.messages, *call.arguments[2:])
+            return hooks.merged(AnswerUpdate(action_results=call.prompt.action_results))
+        if hooks.state is not state:  # the request is the transcript as the hooks left it
+            call.prompt = answer_prompt(self.parts, hooks.state, call.scope)
         state = hooks.state
         update = await self._answered(state, call, runtime)
         # with after_model hooks the answer is checkpointed first, and they run in
@@ -418,9 +465,11 @@ class _Answer:
         if not _structurable(update):
             update = AnswerUpdate(**update, structured_response=None)
             return hooks.merged(update, deferred=deferred)
-        model, messages = call.arguments[:2]
+        prompt = call.prompt
         through = (self.parts.middleware, state, runtime)
-        result = await structured.ask(model, messages, update["answer"], through)
+        result = await structured.ask(
+            prompt.answerer, prompt.transcript, prompt.compose, update["answer"], through
+        )
         return hooks.merged(self._structured(update, result), deferred=deferred)
 
     async def _answered(
@@ -437,17 +486,10 @@ class _Answer:
             if adopted is not None:
                 return self._update(state, call, adopted)
         try:
-            render = self._render(state, call) if self.parts.middleware.models else None
-            answer = await call_answerer(self.parts, state, runtime, call.arguments, render)
+            answer = await call_answerer(self.parts, state, runtime, call.prompt, _configure)
         except ModelBehaviorError as error:
             return self._update(state, call, None, error)
         return self._update(state, call, answer)
-
-    def _render(self, state: LoopState, call: _AnswerCall) -> Render:
-        """The answer's request for the transcript as a `wrap_model_call` middleware left it."""
-        return edited_prompt(
-            state, lambda edited: answer_prompt(self.parts, edited, call.scope).messages
-        )
 
     def _structured(self, update: AnswerUpdate, result: StructuredResult) -> AnswerUpdate:
         """The answer's update with the typed result, or the status that says it failed."""
@@ -475,19 +517,38 @@ def _final_message(text: str, reply: BaseMessage | None, refusal: str) -> AIMess
 
 
 def refusal_of(message: AIMessage | None) -> str:
-    """A reply's refusal (`additional_kwargs["refusal"]`, as langchain-openai gives it)."""
-    refusal = message.additional_kwargs.get("refusal") if message is not None else None
-    return refusal if isinstance(refusal, str) else ""
+    """A reply's refusal: langchain-openai's `additional_kwargs["refusal"]`, or its blocks.
+
+    Its standard `refusal` content blocks, joined ("" when it refused nothing).
+    """
+    if message is None:
+        return ""
+    refusal = message.additional_kwargs.get("refusal")
+    if isinstance(refusal, str):
+        return refusal
+    if type(message.content) is not list:
+        return ""
+    return "".join(
+        str(block.get("refusal") or "")
+        for block in message.content
+        if isinstance(block, dict) and block.get("type") == "refusal"
+    )
 
 
 def refusal_message(refusal: str, provider: str, decision: Mapping[str, Any]) -> AIMessage:
-    """The refused reply as the model gave it: no text, the refusal beside it."""
-    metadata = {"model_provider": provider} if provider else {}
+    """The refused reply as the model gave it: no text, the refusal beside it.
+
+    As langchain-openai gives it (`additional_kwargs["refusal"]`) for its provider, else
+    as the standard `refusal` content block; either reads as one in `content_blocks`.
+    """
+    message_id = decision.get("reply_id") or None
+    if provider != "openai":
+        return AIMessage([{"type": "refusal", "refusal": refusal}], id=message_id)
     return AIMessage(
         "",
-        id=decision.get("reply_id") or None,
+        id=message_id,
         additional_kwargs={"refusal": refusal},
-        response_metadata=metadata,
+        response_metadata={"model_provider": provider},
     )
 
 

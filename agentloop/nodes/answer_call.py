@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, cast
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 from langgraph.runtime import Runtime
 
-from agentloop.middleware import Render
+from agentloop.messages import message_text
 from agentloop.model_calls import Answer, invoke_answer
 from agentloop.nodes.parts import LoopParts
 from agentloop.state import LoopState
+
+if TYPE_CHECKING:
+    from agentloop.nodes.answer import AnswerPrompt
 
 __all__ = ["call_answerer"]
 
@@ -40,41 +43,38 @@ async def call_answerer(
     parts: LoopParts,
     state: LoopState,
     runtime: Runtime[Any],
-    arguments: Sequence[Any],
-    render: Render | None = None,
+    prompt: AnswerPrompt,
+    configure: Configure,
 ) -> Answer:
     """Ask the answer model through the model-call stack (the app's middleware, retry, fallback).
 
     Args:
         parts: The loop's parts.
-        state: The loop's state.
+        state: The loop's state (as the `before_model` hooks left it).
         runtime: The answer node's runtime.
-        arguments: `invoke_answer`'s arguments (the model and messages first).
-        render: The request for the transcript as a `wrap_model_call` middleware passed
-            it on (None when its edits change nothing the request shows): middleware
-            sees the transcript in `ModelRequest.messages`, as under `create_agent`.
+        prompt: The request: the answer model, the transcript it carries, what is sent.
+        configure: Tags and names the answer's model call.
 
     Raises:
         ModelBehaviorError: Every model failed (or a middleware did).
     """
     workers = parts.runner.invoker.threads.workers
-    model, messages, retry, limits, text_of, configure = arguments
+    retry, limits = parts.model_retry, parts.model_limits
 
     def call(
         model: BaseChatModel, sent: list[BaseMessage], options: dict[str, Any], tools: list[Any]
     ) -> Coroutine[Any, Any, Answer]:
         configured = _with(configure, options)
-        return invoke_answer(model, sent, retry, limits, text_of, configured, workers=workers)
+        return invoke_answer(model, sent, retry, limits, message_text, configured, workers=workers)
 
     return await parts.middleware.call_model(
         "answer",
-        model,
-        messages,
+        prompt.answerer,
+        prompt.transcript,
+        prompt.compose,
         call,
         _reply_of,
         _answer_of,
         state=state,
         runtime=runtime,
-        transcript=state.get("messages") or [],
-        render=render,
     )

@@ -18,7 +18,7 @@ from agentloop.model_stream import ModelLimits
 from agentloop.models import ModelProvider
 from agentloop.nodes.reads import RunReplays
 from agentloop.planned_arguments import PlannedArguments
-from agentloop.planning.prompt import HistoryLines
+from agentloop.planning.prompt import MessageViews
 from agentloop.prompts import PromptSet
 from agentloop.redaction import Redact
 from agentloop.settings import LoopSettings, RunScope
@@ -87,8 +87,8 @@ class LoopParts:
     """The app's `before_model` / `after_model` (and agent) hooks (None: there are none)."""
     system_prompt: SystemMessage | None = None
     """The app's instructions, which come first in every planner and answer request."""
-    history_lines: HistoryLines = field(default_factory=HistoryLines)
-    """The planner's history lines this loop rendered (`agentloop.planning.prompt`)."""
+    views: MessageViews = field(default_factory=MessageViews)
+    """What requests showed of each transcript message (`agentloop.planning.prompt`)."""
     replays: RunReplays = field(default_factory=RunReplays)
     """The last replay of each recent run's reads and writes (`agentloop.nodes.reads`)."""
     identities: RunIdentities = field(default_factory=RunIdentities)

@@ -15,6 +15,7 @@ from langchain_core.messages import (
     BaseMessage,
     BaseMessageChunk,
     RemoveMessage,
+    SystemMessage,
 )
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
@@ -24,8 +25,8 @@ from agentloop.durability import current_checkpointer
 from agentloop.errors import ModelBehaviorError, model_error_message
 from agentloop.events import HeldEvents, PlanDecided, PlanReasked, RoundStarted
 from agentloop.hooks import JUMP_KEY, HookRun, held_events, waiting_reply
-from agentloop.messages import conversation_turns, message_text
-from agentloop.middleware import Render
+from agentloop.messages import message_text
+from agentloop.middleware import Compose
 from agentloop.model_stream import BoundedRead
 from agentloop.nodes._runnable import LoopNode, NodeCoroutine
 from agentloop.nodes.answer import answer_prompt
@@ -39,7 +40,7 @@ from agentloop.nodes.execute import (
     state_after,
 )
 from agentloop.nodes.parts import LoopParts
-from agentloop.nodes.plan_call import call_planner
+from agentloop.nodes.plan_call import call_planner, listed_tools
 from agentloop.nodes.plan_model import PLAN_TAGS, check_native_planners, planner_runnable
 from agentloop.nodes.routes import route_start
 from agentloop.planning.check import (
@@ -50,8 +51,10 @@ from agentloop.planning.check import (
 )
 from agentloop.planning.native import NativePlanReader
 from agentloop.planning.normalize import unparseable_decision
-from agentloop.planning.prompt import build_plan_messages
+from agentloop.planning.prompt import as_text_transcript, round_message, transcript_view
 from agentloop.planning.reader import PlanRead
+from agentloop.planning.references import GENERIC_REFERENCE_EXAMPLE
+from agentloop.prompts import quote_user_text, tagged_section
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import (
     LoopState,
@@ -62,9 +65,9 @@ from agentloop.state import (
     run_id_of,
     run_limit,
 )
-from agentloop.system_prompt import with_app_instructions
+from agentloop.system_prompt import system_message
 from agentloop.tools.call_id import CallId, round_label
-from agentloop.transcript import edited_prompt, plan_message_id, planned_message
+from agentloop.transcript import plan_message_id, planned_message
 from agentloop.updates import PlanUpdate
 from agentloop.usage import sum_usage, usage_entry, wasted_usage
 
@@ -84,16 +87,6 @@ AFTER_PLAN_NODE = "plan.after_model"
 """The node of the planner reply's `after_model` hooks, named as `create_agent` names its."""
 
 
-_PROMPT_KEYS = (
-    "messages",
-    "user_input",
-    "user_extra_requirement",
-    "round_state",
-    "run_book",
-)
-"""The state keys the planner's prompt is built from."""
-
-
 def plan_chunk_size(chunk: BaseMessageChunk) -> int:
     """Characters a streamed plan chunk adds: its text and its tool-call argument text."""
     calls = getattr(chunk, "tool_call_chunks", None) or []
@@ -105,7 +98,6 @@ class _Attempts:
     """The planner calls of one plan node run: the request, what came back, the usage."""
 
     scope: RunScope
-    messages: list[BaseMessage]
     example: str
     ahead: PlanAcceleration
     """What runs ahead of the plan: its early calls, a speculative answer."""
@@ -119,6 +111,8 @@ class _Attempts:
     model: str = ""
     judged: tuple[PlanDecision, str] | None = None
     """The last reply's decision and why it cannot be used ("" when it can)."""
+    reask: list[BaseMessage] = field(default_factory=list)
+    """What follows the transcript when the planner is asked again."""
 
     def count(self, read: PlanRead) -> None:
         self.calls += 1
@@ -138,6 +132,7 @@ class _Plan:
         self.prepare = prepare
         # the tool list the examples were written for, the plan and the reference example
         self._examples: tuple[str, str, str] = ("", "", "")
+        self._rules_kept: tuple[tuple[str, int, str, bool] | None, str] = (None, "")
 
     def _bounded(self) -> BoundedRead[BaseMessageChunk]:
         limits = self.parts.model_limits
@@ -159,37 +154,60 @@ class _Plan:
             )
         return self._examples[1], self._examples[2]
 
-    def _prompt(self, state: LoopState, scope: RunScope) -> list[BaseMessage]:
-        """The planner's request for a state: the loop's rules, the app's instructions."""
+    def _rules(self, state: LoopState, scope: RunScope, tool_list: str) -> str:
+        """The loop's rules for the planner (its system message after the app's), kept once."""
         settings = scope.settings
-        round_state = state.get("round_state") or empty_round_state()
+        native = settings.plan_mode == "native"
+        extra = state.get("user_extra_requirement", "")
+        key = (tool_list, run_limit(state, "max_rounds"), extra, native)
+        if self._rules_kept[0] == key:
+            return self._rules_kept[1]
         example, with_reference = self._plan_examples()
-        messages = build_plan_messages(
-            user_input=state.get("user_input", ""),
-            user_extra_requirement=state.get("user_extra_requirement", ""),
-            available_tools=self.parts.tool_list,
-            round_state=round_state,
-            max_rounds=run_limit(state, "max_rounds"),  # the run's, as the routers read it
-            keep_tool_results=settings.keep_tool_results,
-            rollback_note=run_book(state).get("rollback_note", ""),
-            conversation=conversation_turns(
-                state.get("messages") or [],
-                max_turns=settings.history_turns,
-                max_chars=settings.history_chars,
-            ),
-            plan_example=example,
-            reference_example=with_reference,
-            prompts=self.parts.prompts,
-            native=settings.plan_mode == "native",
-            history_lines=self.parts.history_lines,
+        quoted = quote_user_text(extra) if extra else ""
+        rules = self.parts.prompts.render(
+            "plan_native_system" if native else "plan_system",
+            plan_example=example or '{"next_action": "response", "execution_commands": []}',
+            reference_example=with_reference or GENERIC_REFERENCE_EXAMPLE,
+            max_rounds=key[1],  # the run's, as the routers read it
+            available_tools=tool_list,
+            user_extra_requirement=quoted or "(none)",
+            user_extra_requirement_section=tagged_section("user_extra_requirement", quoted),
         )
-        return with_app_instructions(messages, self.parts.system_prompt)
+        self._rules_kept = (key, rules)
+        return rules
 
-    def _render(self, state: LoopState, attempts: _Attempts) -> Render:
-        """The planner's request for the transcript as a `wrap_model_call` middleware left it."""
-        return edited_prompt(  # the re-ask, if any, follows the prompt
-            state, lambda edited: [*self._prompt(edited, attempts.scope), *attempts.messages[2:]]
+    def _compose(self, state: LoopState, attempts: _Attempts) -> Compose:
+        """What the planner is sent for the request's system message, transcript and tools.
+
+        Native: the app's instructions and the loop's rules, then the transcript, as
+        `create_agent`'s model gets it. JSON or tool plans: the rules with the tool list
+        (only the tools a middleware left in the request), the transcript as text, then
+        the round. A re-ask follows either.
+        """
+        scope = attempts.scope
+        native = scope.settings.plan_mode == "native"
+        round_state = state.get("round_state") or empty_round_state()
+        facts = (
+            None
+            if native
+            else round_message(
+                self.parts.prompts,
+                round_state["round_index"],
+                run_limit(state, "max_rounds"),
+                run_book(state).get("rollback_note", ""),
+            )
         )
+
+        def compose(
+            system: SystemMessage | None, messages: list[BaseMessage], tools: list[Any]
+        ) -> list[BaseMessage]:
+            listed = "" if native else listed_tools(self.parts, tools)
+            head = system_message(system, self._rules(state, scope, listed))
+            if facts is None:
+                return [head, *messages, *attempts.reask]
+            return [head, *as_text_transcript(messages, self.parts.views), facts, *attempts.reask]
+
+        return compose
 
     def _request(
         self,
@@ -202,7 +220,6 @@ class _Plan:
         scope = self.parts.scope(runtime)
         round_state = state.get("round_state") or empty_round_state()
         example = self._plan_examples()[0]
-        messages = self._prompt(state, scope)
         started = RoundStarted(
             round_index=round_state["round_index"],
             replan=bool(run_book(state).get("rollback_note")),
@@ -220,7 +237,7 @@ class _Plan:
         ahead = accelerator.plan_started(
             state, scope, get_config(), answer, asynchronous=asynchronous
         )
-        attempts = _Attempts(scope, messages, example, ahead)
+        attempts = _Attempts(scope, example, ahead)
         attempts.whole_reply = accelerator.reads_whole_reply(state, scope, ahead)
         return attempts
 
@@ -269,7 +286,7 @@ class _Plan:
         message = reask_message(
             self.parts.prompts, problem, read.reply_text, attempts.example, native=native
         )
-        attempts.messages = [*attempts.messages[:2], message]
+        attempts.reask = [message]
 
     def _may_reask(self, state: LoopState, attempts: _Attempts, problem: str) -> bool:
         return (
@@ -481,15 +498,18 @@ class _Plan:
         while self._calls_left(state, attempts) > 0:
             if (await hooks.before()) is not None:
                 break  # the planner is not called
-            if hooks.changed(_PROMPT_KEYS):  # built from the state as the hooks left it
-                prompt = self._prompt(hooks.state, attempts.scope)
-                attempts.messages = [*prompt, *attempts.messages[2:]]
-            wrapped = bool(self.parts.middleware.models)
-            render = self._render(hooks.state, attempts) if wrapped else None
+            # the request is the transcript as the hooks left it
+            settings = attempts.scope.settings
+            view = transcript_view(
+                hooks.state.get("messages") or (),
+                keep_tool_results=settings.keep_tool_results,
+                history_turns=settings.history_turns,
+                history_chars=settings.history_chars,
+                views=self.parts.views,
+            )
+            compose = self._compose(hooks.state, attempts)
             try:
-                read = await call_planner(
-                    self.parts, hooks.state, runtime, attempts.messages, attempt, render
-                )
+                read = await call_planner(self.parts, hooks.state, runtime, view, compose, attempt)
             except ModelBehaviorError as error:
                 return hooks.merged(self._finish(state, attempts, None, error))
             attempts.count(read)

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.runtime import Runtime
 
-from agentloop.middleware import Render
+from agentloop.middleware import Compose
 from agentloop.nodes.parts import LoopParts
 from agentloop.planning.reader import PlanRead
 from agentloop.settings import PlanMode
 from agentloop.state import LoopState
 from agentloop.tools.registry import dict_tool_name
 
-__all__ = ["call_planner"]
+__all__ = ["call_planner", "listed_tools"]
 
 Attempt = Callable[
     [BaseChatModel, list[BaseMessage], dict[str, Any], list[dict[str, Any]] | None],
@@ -32,20 +32,18 @@ async def call_planner(
     state: LoopState,
     runtime: Runtime[Any],
     messages: list[BaseMessage],
+    compose: Compose,
     attempt: Attempt,
-    render: Render | None = None,
 ) -> PlanRead:
     """Ask the planner through the model-call stack (the app's middleware, retry, fallback).
 
     Args:
         parts: The loop's parts.
-        state: The loop's state.
+        state: The loop's state (as the `before_model` hooks left it).
         runtime: The plan node's runtime.
-        messages: The planner's request.
+        messages: The transcript the request carries (`transcript_view`).
+        compose: What is sent for the request as the middleware passed it on.
         attempt: One streamed call of a model with a request, model settings and tools.
-        render: The request for the transcript as a `wrap_model_call` middleware passed
-            it on (None when its edits change nothing the request shows): middleware
-            sees the transcript in `ModelRequest.messages`, as under `create_agent`.
 
     Raises:
         ModelBehaviorError: Every model failed (or a middleware did).
@@ -59,7 +57,7 @@ async def call_planner(
         options: dict[str, Any],
         tools: list[Any] | None = None,
     ) -> PlanRead:
-        sent, schemas, offered = _offer(parts, plan_mode, sent, tools)
+        schemas, offered = _offer(parts, plan_mode, tools)
         read = await attempt(model, sent, options, schemas)
         read.offered = offered
         return read
@@ -68,14 +66,13 @@ async def call_planner(
         "plan",
         parts.models.planner(scope.loop),
         messages,
+        compose,
         call,
         PlanRead.as_message,
         partial(_read_of, plan_mode=plan_mode),
         state=state,
         runtime=runtime,
         tools=parts.tools.offered,  # the loop's, in every plan mode
-        transcript=state.get("messages") or [],
-        render=render,
     )
 
 
@@ -83,33 +80,41 @@ def _name(tool: Any) -> str:
     return dict_tool_name(tool) if isinstance(tool, dict) else str(tool.name)
 
 
-def _offer(
-    parts: LoopParts, plan_mode: PlanMode, sent: list[BaseMessage], tools: list[Any] | None
-) -> tuple[list[BaseMessage], list[dict[str, Any]] | None, frozenset[str] | None]:
-    """The request, the schemas to bind and the tool names offered, for the request's tools.
-
-    When a middleware narrowed the tools (`LLMToolSelectorMiddleware`), the planner is
-    offered only those: bound in native mode, in the prompt's tool list otherwise.
-    Otherwise the request is as it is, with the loop's tools (None, None).
-    """
+def _narrowed_to(parts: LoopParts, tools: Sequence[Any] | None) -> frozenset[str] | None:
+    """The names of the request's tools when a middleware narrowed them (None: it did not)."""
     if tools is None:
-        return sent, None, None
+        return None
     names = frozenset(_name(tool) for tool in tools)
     if names == frozenset(_name(tool) for tool in parts.tools.offered):
-        return sent, None, None
-    text, schemas = parts.tools.narrowed(names)
+        return None
+    return names
+
+
+def listed_tools(parts: LoopParts, tools: Sequence[Any]) -> str:
+    """A JSON or tool planner's tool list: the loop's, or only those the request still offers.
+
+    When a middleware narrowed the tools (`LLMToolSelectorMiddleware`), the list shows
+    only those.
+    """
+    names = _narrowed_to(parts, tools)
+    return parts.tool_list if names is None else parts.tools.narrowed(names)[0]
+
+
+def _offer(
+    parts: LoopParts, plan_mode: PlanMode, tools: list[Any] | None
+) -> tuple[list[dict[str, Any]] | None, frozenset[str] | None]:
+    """The schemas to bind and the tool names offered, for the request's tools.
+
+    When a middleware narrowed the tools, the planner is offered only those: bound in
+    native mode, in the tool list otherwise. Otherwise (None, None): the loop's tools.
+    """
+    names = _narrowed_to(parts, tools)
+    if names is None or tools is None:
+        return None, None
+    _, schemas = parts.tools.narrowed(names)
     if plan_mode == "native":
-        return sent, _as_requested(schemas, tools, parts), names
-    listed = parts.tool_list
-    narrowed = [
-        message.model_copy(update={"content": message.content.replace(listed, text, 1)})
-        if isinstance(message, HumanMessage)
-        and isinstance(message.content, str)
-        and listed in message.content
-        else message
-        for message in sent
-    ]
-    return narrowed, schemas, names
+        return _as_requested(schemas, tools, parts), names
+    return schemas, names
 
 
 def _as_requested(

@@ -37,7 +37,7 @@ from agentloop.durability import (
 )
 from agentloop.durability.retry import RETRY_WITHOUT_RECORD
 from agentloop.events import DurabilityWarning, McpServerUnavailable
-from agentloop.messages import resolve_request
+from agentloop.messages import resolve_request, with_request
 from agentloop.nodes.parts import LoopParts
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, RunBook, empty_round_state, run_book, valid_idempotency_key
@@ -63,9 +63,10 @@ def run_anchor(
     The key of the parent loop's call it serves (a sub-agent: its `position_key`, which a
     deploy of new code does not change, else its `call_key`; the parent's run already
     names who asked), else who asked (`owner`) with the id of the human message it
-    answers, else with its turn on the thread and a digest of the request (and the parent
-    task's namespace when the loop is a subgraph). Two users sending the same request on
-    one thread at once make two runs.
+    answers, else with the thread's run before it (its id, so a thread whose checkpoints
+    lost a turn still names each new run anew; its turn number where no run is recorded)
+    and a digest of the request (and the parent task's namespace when the loop is a
+    subgraph). Two users sending the same request on one thread at once make two runs.
     """
     parent_call = call_info(get_config())
     if parent_call is not None:
@@ -75,7 +76,8 @@ def run_anchor(
     task_ns = scope.execution.checkpoint_ns if scope.execution else ""
     parent_ns = task_ns.rsplit("|", 1)[0] if "|" in task_ns else ""
     digest = hashlib.sha256(request.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"turn:{owner}:{parent_ns}:{runs_before(state, human)}:{digest}"
+    before = run_book(state).get("run_id") or runs_before(state, human)
+    return f"turn:{owner}:{parent_ns}:{before}:{digest}"
 
 
 def new_invocation(scope: RunScope) -> str:
@@ -229,7 +231,9 @@ def make_prepare(parts: LoopParts) -> Any:
     async def prepare(state: LoopState, runtime: Runtime[LoopContext]) -> PrepareUpdate:
         nonlocal warned_exit, warned_ledger
         scope = parts.scope(runtime)
-        request, human = resolve_request(state)
+        request, given = resolve_request(state)
+        # the request is the run's message (a `user_input` becomes one), as models see it
+        human, update_messages = with_request(state, request, given)
         namespace = loop_namespace(scope.execution.checkpoint_ns if scope.execution else "")
         owner = run_identities(scope.config, scope.context, known=parts.identities)[1]
         anchor = run_anchor(state, request, human, scope, owner)
@@ -272,8 +276,7 @@ def make_prepare(parts: LoopParts) -> Any:
             "rollback_note": "",
             "server_run": named.server_run,  # "" for a run no server run recorded
         }
-        if human is not None:
-            book["answered_message_id"] = human.id or ""
+        book["answered_message_id"] = human.id or ""
         update: PrepareUpdate = {
             "user_input": request,
             "user_extra_requirement": state.get("user_extra_requirement") or "",
@@ -291,8 +294,8 @@ def make_prepare(parts: LoopParts) -> Any:
             "status": "running",
             "status_reason": "",
         }
-        if human is None and request:
-            update["messages"] = [HumanMessage(request)]
+        if update_messages:
+            update["messages"] = update_messages
         return parts.safe(update)
 
     return prepare

@@ -79,7 +79,10 @@ class PlanRead:
     offered: frozenset[str] | None = None
     """The tools the planner was offered, when a middleware narrowed them (None: all)."""
     refusal: str = ""
-    """The model's refusal (`additional_kwargs["refusal"]`, as langchain-openai gives it)."""
+    """The model's refusal (`additional_kwargs["refusal"]`, as langchain-openai gives it,
+    or a standard `refusal` content block)."""
+    refusal_block: bool = False
+    """The refusal came as a content block (kept as one for middleware)."""
     provider: str = ""
     """The reply's `model_provider`, which says how its content blocks are read."""
     written: str | None = None
@@ -131,6 +134,8 @@ class PlanRead:
         middleware reads it from `content_blocks` (`ModelRefusalMiddleware`).
         """
         extra: dict[str, Any] = {}
+        if self.refusal_block:
+            return AIMessage([{"type": "refusal", "refusal": self.refusal}], **extra)
         if self.refusal:
             extra["additional_kwargs"] = {"refusal": self.refusal}
         if self.provider:
@@ -156,6 +161,11 @@ class PlanRead:
         refusal = chunk.additional_kwargs.get("refusal")
         if isinstance(refusal, str):
             self.refusal += refusal
+        elif type(chunk.content) is list:  # a standard content block of a refusal
+            for block in chunk.content:
+                if isinstance(block, dict) and block.get("type") == "refusal":
+                    self.refusal += str(block.get("refusal") or "")
+                    self.refusal_block = True
         self.provider = str(chunk.response_metadata.get("model_provider") or self.provider)
         self.tokens_in += tokens_in
         self.tokens_out += tokens_out

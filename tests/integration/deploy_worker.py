@@ -37,7 +37,7 @@ from typing import Any
 from langchain_core.tools import BaseTool, tool
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 ARGS: argparse.Namespace
 REQUEST = "invoice acme"
@@ -105,7 +105,7 @@ VERSIONS: dict[str, tuple[list[BaseTool], dict[str, ToolPolicy]]] = {
 
 
 def planner(messages: list[Any]) -> str:
-    if "round_index: 0" not in str(messages[-1].content):
+    if planning_round(messages) != 0:
         return str(plan_reply("response"))
     commands = [
         {"tool_name": "get_customer", "tool_kwargs": {"customer": "acme"}},

@@ -22,7 +22,7 @@ from langchain_core.tools import tool
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.durability import LedgerRetention
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 EFFECTS = Path(os.environ["AGENTLOOP_TEST_EFFECTS"])
 HOLD = int(os.environ.get("AGENTLOOP_TEST_HOLD") or 0)
@@ -63,12 +63,11 @@ async def wait_for_go() -> str:
 
 
 def planner(messages: list[Any]) -> str:
-    request = str(messages[-1].content)
     payment = {"tool_name": "send_payment", "tool_kwargs": {"amount": 5}}
-    if "round_index: 0" in request:
+    if planning_round(messages) == 0:
         first = {"tool_name": "wait_for_go", "tool_kwargs": {}} if GO else payment
         return str(plan_reply("execute", [first]))
-    if GO and "round_index: 1" in request:
+    if GO and planning_round(messages) == 1:
         return str(plan_reply("execute", [payment]))
     return str(plan_reply("response"))
 

@@ -15,7 +15,7 @@ from agentloop import ModelOptions, create_tool_loop
 from agentloop.mcp import MCPSessionPool, MCPToolError, MCPToolset, load_mcp_config
 from agentloop.servers import bundled_servers_config
 from agentloop.servers.notes import MAX_BODY_CHARS
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +65,7 @@ def notes_planner(*commands: dict[str, object]) -> ScriptedChatModel:
     """Runs `commands` in its first round, then answers (for each run of the loop)."""
 
     def respond(messages: list[BaseMessage]) -> str:
-        if "round_index: 0" in str(messages[-1].content):
+        if planning_round(messages) == 0:
             return str(plan_reply("execute", list(commands)))
         return str(plan_reply("response"))
 

@@ -19,13 +19,13 @@ from langchain_core.tools import tool
 from postgres import postgres_dsn
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 pytestmark = pytest.mark.integration
 
 
 def planner(messages: list[Any]) -> str:
-    if "round_index: 0" not in str(messages[-1].content):
+    if planning_round(messages) != 0:
         return str(plan_reply("response"))
     command = {"tool_name": "send_payment", "tool_kwargs": {"to": "bob", "amount": 10}}
     return str(plan_reply("execute", [command]))

@@ -15,7 +15,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import ModelOptions, create_tool_loop
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 pytestmark = pytest.mark.integration
 
@@ -30,10 +30,9 @@ async def get_greeting(user: str) -> str:
 
 
 def plan(messages: list[Any]) -> str:
-    prompt = str(messages[-1].content)
-    user = re.search(r'<user_input>\s*"I am (\w+)', prompt)
+    user = re.search(r"I am (\w+)", str(messages[1].content))  # the request
     assert user is not None
-    if "round_index: 0" in prompt:
+    if planning_round(messages) == 0:
         command = {"tool_name": "get_greeting", "tool_kwargs": {"user": user.group(1)}}
         return str(plan_reply("execute", [command]))
     return str(plan_reply("response"))

@@ -65,7 +65,7 @@ async def test_loop_runs_mcp_tools_with_one_session_per_server(
     assert records[1]["result"]["result"] == 10.5
     assert records[4]["result"]["result"] == 42
     # the planner was told about the MCP tools and their schemas
-    prompt = str(planner.requests[0][-1].content)
+    prompt = "\n".join(str(message.content) for message in planner.requests[0])
     assert "search_documents" in prompt and "expression" in prompt
     # one note written, with the stable call key as idempotency key
     lines = (tmp_path / "notes.jsonl").read_text().splitlines()

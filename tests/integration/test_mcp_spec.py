@@ -28,7 +28,7 @@ from third_party import (
 from agentloop import ModelOptions, create_tool_loop
 from agentloop.errors import MCPTransportError
 from agentloop.mcp import MCPToolset
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 from agentloop.tools.policy import resolve_policy
 
 pytestmark = pytest.mark.integration
@@ -42,14 +42,6 @@ def loop_with(
         planner, [toolset], models=ModelOptions(answer_model=ScriptedChatModel([answer])), **options
     )
     return graph, planner
-
-
-def section(messages: Any, tag: str) -> str:
-    """The text of one tagged section of a planner request ("" when it has none)."""
-    text = str(messages[-1].content)
-    if f"<{tag}>" not in text:
-        return ""
-    return text.split(f"<{tag}>", 1)[1].split(f"</{tag}>", 1)[0]
 
 
 async def wait_for(condition: Any, timeout_s: float = 30.0) -> None:
@@ -159,7 +151,7 @@ async def test_runs_and_threads_share_one_session_per_server(run_loop: Any) -> N
         assert {tool.name for tool in tools} >= {"get_current_time", "convert_time"}
 
         def plan(messages: Any) -> Any:
-            if '"tool_name": "get_current_time"' in section(messages, "rounds"):
+            if planning_round(messages) != 0:
                 return plan_reply("response")
             return plan_reply("execute", [cmd("get_current_time", timezone="UTC")])
 

@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import ModelOptions, create_tool_loop
 from agentloop.mcp import MCPToolset
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 pytestmark = pytest.mark.integration
 
@@ -23,10 +23,9 @@ def planner() -> ScriptedChatModel:
     """Logs in as the user named in a "login NAME" request; asks `whoami` otherwise."""
 
     def respond(messages: list[BaseMessage]) -> str:
-        prompt = str(messages[-1].content)
-        if "round_index: 0" not in prompt:
+        if planning_round(messages) != 0:
             return str(plan_reply("response"))
-        request = prompt.split("<user_input>", 1)[1].split("</user_input>", 1)[0]
+        request = str(messages[-2].content)  # the user's, before the round
         for user in ("alice", "bob"):
             if f"login {user}" in request:
                 command = {"tool_name": "login", "tool_kwargs": {"user": user}}

@@ -32,7 +32,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 pytestmark = pytest.mark.integration
 
@@ -99,7 +99,7 @@ class Invoicing:
             return f"invoice {invoice_id} sent"
 
         def planner(messages: list[Any]) -> str:
-            if "round_index: 0" not in str(messages[-1].content):
+            if planning_round(messages) != 0:
                 return str(plan_reply("response"))
             command = {"tool_name": "send_invoice", "tool_kwargs": {"invoice_id": "INV-9"}}
             return str(plan_reply("execute", [command]))

@@ -20,13 +20,13 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from agentloop import GovernanceOptions, LoopContext, ModelOptions, ToolPolicy, create_tool_loop
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 pytestmark = pytest.mark.integration
 
 
 def planner(messages: list[Any]) -> str:
-    if "round_index: 0" not in str(messages[-1].content):
+    if planning_round(messages) != 0:
         return str(plan_reply("response"))
     commands = [
         {"tool_name": "get_balance", "tool_kwargs": {"customer": "bob"}},

@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.durability import LedgerKey, PostgresUriLedger, ledger_for
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +59,7 @@ def payments_loop(effects: list[str]) -> Any:
         return f"paid {amount}"
 
     def planner(messages: list[Any]) -> str:
-        if "round_index: 0" in str(messages[-1].content):
+        if planning_round(messages) == 0:
             command = {"tool_name": "send_payment", "tool_kwargs": {"amount": 5}}
             return str(plan_reply("execute", [command]))
         return str(plan_reply("response"))

@@ -101,8 +101,8 @@ def make_repo(path: Path) -> Path:
 
 
 def prompt_tools(messages: Any) -> dict[str, dict[str, Any]]:
-    """The tool list of a planner request, by name."""
-    text = str(messages[-1].content)
+    """The tool list of a planner request (the end of its system message), by name."""
+    text = str(messages[0].content)
     start = text.index("<available_tools>") + len("<available_tools>")
     listed = text[start : text.index("</available_tools>")].replace("<\\/", "</")
     return {tool["name"]: tool for tool in json.loads(listed)}

@@ -21,7 +21,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import GovernanceOptions, ModelOptions, create_tool_loop
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 BIG = 30_000
 """Characters of a file: more than a record keeps, so `$1` hands over the kept whole value."""
@@ -34,7 +34,7 @@ CHECKPOINTERS = pytest.mark.parametrize("saver", [None, "memory"])
 
 def _planner(commands: Any) -> ScriptedChatModel:
     def respond(messages: Any) -> str:
-        if "round_index: 0" in str(messages[-1].content):
+        if planning_round(messages) == 0:
             return str(plan_reply("execute", commands(ASKER.get())))
         return str(plan_reply("response"))
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from langchain.agents.middleware import ModelCallLimitMiddleware, before_model
-from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
@@ -27,9 +27,8 @@ from agentloop import (
     create_tool_loop,
 )
 from agentloop.errors import PromptTemplateError
-from agentloop.planning.prompt import build_plan_messages
-from agentloop.prompts import PromptFile, PromptSet
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.prompts import PromptFile
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 
 @tool
@@ -42,12 +41,31 @@ def get_weather(city: str) -> str:
 
 def weather_planner(messages: list[BaseMessage]) -> str:
     """Plans one weather call for the city the request names, then responds."""
-    prompt = str(messages[-1].content)
-    request = prompt.split("<user_input>")[1].split("</user_input>")[0]
-    if "round_index: 0" not in prompt:
+    if planning_round(messages) != 0:
         return plan_reply("response")
-    city = "Paris" if "Paris" in request else "Lumen Bay"
+    city = "Paris" if "Paris" in asked(messages) else "Lumen Bay"
     return plan_reply("execute", [{"tool_name": "get_weather", "tool_kwargs": {"city": city}}])
+
+
+def asked(messages: list[BaseMessage]) -> str:
+    """The request a planner or answer request is for: its last message from the user."""
+    return next(text for role, text in reversed(turns_of(messages)) if role == "user")
+
+
+def turns_of(request: list[BaseMessage]) -> list[tuple[str, str]]:
+    """The conversation a request shows: the user's messages and the answers, in order.
+
+    The loop's own messages are left out: its system message, a JSON planner's plans
+    (`{...}`), results (`<tool_results>`, the answer's results) and round (`<round>`).
+    """
+    turns = []
+    for message in request[1:]:
+        text = str(message.content)
+        if message.type == "human" and not text.startswith(("<", "The tools' results")):
+            turns.append(("user", text))
+        elif isinstance(message, AIMessage) and text and not text.startswith("{"):
+            turns.append(("assistant", text))
+    return turns
 
 
 def chat_app(planner: ScriptedChatModel, answerer: ScriptedChatModel, **options: Any) -> Any:
@@ -73,7 +91,7 @@ async def test_a_follow_up_question_is_planned_and_answered_with_the_first_turn(
     planner = ScriptedChatModel(responder=weather_planner)
 
     def answer(messages: list[BaseMessage]) -> str:
-        if "And in Paris?" in str(messages[-1].content):
+        if asked(messages) == "And in Paris?":
             return "In Paris it rains, 11 C."
         return "In Lumen Bay it is clear, 18 C."
 
@@ -85,26 +103,25 @@ async def test_a_follow_up_question_is_planned_and_answered_with_the_first_turn(
     out = await run_loop(app, {"messages": [HumanMessage("And in Paris?")]}, config)
 
     assert out["messages"][-1].content == "In Paris it rains, 11 C."
-    follow_up_plan = planner.requests[2][-1]
-    turns = [json.loads(line) for line in section(follow_up_plan, "conversation").splitlines()]
-    assert turns == [
-        {"role": "user", "text": "What is the weather in Lumen Bay?"},
-        {"role": "assistant", "text": "In Lumen Bay it is clear, 18 C."},
+    follow_up_plan = planner.requests[2]
+    assert turns_of(follow_up_plan) == [
+        ("user", "What is the weather in Lumen Bay?"),
+        ("assistant", "In Lumen Bay it is clear, 18 C."),
+        ("user", "And in Paris?"),
     ]
-    assert section(follow_up_plan, "user_input") == '"And in Paris?"'
-    assert "Lumen Bay: clear" not in section(follow_up_plan, "conversation")  # no tool chatter
-    answer_request = answerer.requests[-1][-1]
-    assert "What is the weather in Lumen Bay?" in section(answer_request, "conversation")
-    assert "Paris: rain, 11 C" in str(answer_request.content)
-    first_plan = planner.requests[0][-1]
-    assert "<conversation>" not in str(first_plan.content)  # no empty section
+    # the first turn's call and result too, as the transcript holds them
+    shown = "\n".join(str(message.content) for message in follow_up_plan)
+    assert '"tool_name": "get_weather"' in shown and "Lumen Bay: clear" in shown
+    answer_request = answerer.requests[-1]
+    assert turns_of(answer_request)[0] == ("user", "What is the weather in Lumen Bay?")
+    assert "Paris: rain, 11 C" in str(answer_request[-1].content)
+    assert "Lumen Bay: clear" not in str(answer_request)  # the answer reads its own results
+    assert turns_of(planner.requests[0]) == [("user", "What is the weather in Lumen Bay?")]
 
 
 async def test_by_default_the_models_see_the_whole_conversation(run_loop: Any) -> None:
     planner = ScriptedChatModel(responder=weather_planner)
-    answerer = ScriptedChatModel(
-        responder=lambda messages: f"answer to {section(messages[-1], 'user_request')}"
-    )
+    answerer = ScriptedChatModel(responder=lambda messages: f"answer to {asked(messages)}")
     app = chat_app(planner, answerer)  # as create_agent's model, every earlier turn in view
     config = {"configurable": {"thread_id": "chat"}}
     questions = [f"question {n} about Lumen Bay" for n in range(1, 8)]
@@ -112,27 +129,22 @@ async def test_by_default_the_models_see_the_whole_conversation(run_loop: Any) -
         await run_loop(app, {"messages": [HumanMessage(question)]}, config)
     earlier = []
     for question in questions[:-1]:
-        earlier += [
-            {"role": "user", "text": question},
-            {"role": "assistant", "text": f'answer to "{question}"'},
-        ]
-    last_plan, last_answer = planner.requests[-2][-1], answerer.requests[-1][-1]
-    for prompt in (last_plan, last_answer):
-        turns = [json.loads(line) for line in section(prompt, "conversation").splitlines()]
-        assert turns == earlier  # six earlier turns, none trimmed
+        earlier += [("user", question), ("assistant", f"answer to {question}")]
+    for request in (planner.requests[-2], answerer.requests[-1]):
+        assert turns_of(request) == [*earlier, ("user", questions[-1])]  # none trimmed
 
     trimmed = ScriptedChatModel(responder=weather_planner)
     answerer = ScriptedChatModel(responder=lambda messages: "noted")
     app = chat_app(trimmed, answerer, planning=PlanningOptions(history_turns=2))
     for question in questions:
         await run_loop(app, {"messages": [HumanMessage(question)]}, config)
-    for prompt in (trimmed.requests[-2][-1], answerer.requests[-1][-1]):
-        conversation = section(prompt, "conversation")
-        assert [json.loads(line)["text"] for line in conversation.splitlines()] == [
+    for request in (trimmed.requests[-2], answerer.requests[-1]):
+        assert [text for _, text in turns_of(request)] == [
             questions[4],
             "noted",
             questions[5],
             "noted",
+            questions[6],
         ]
 
 
@@ -143,8 +155,7 @@ async def test_the_conversation_budget_keeps_the_newest_turns(run_loop: Any) -> 
     config = {"configurable": {"thread_id": "chat"}}
     for question in ("first question", "second question", "third question"):
         await run_loop(app, {"messages": [HumanMessage(question)]}, config)
-    last_plan = planner.requests[-2][-1]  # the third run's first plan
-    conversation = section(last_plan, "conversation")
+    conversation = str(planner.requests[-2])  # the third run's first plan
     assert "second question" in conversation
     assert "first question" not in conversation
 
@@ -170,30 +181,19 @@ async def test_a_before_model_hook_trims_the_conversation_as_under_create_agent(
     assert [m.content for m in theirs["messages"]] == kept
     assert [m.content for m in ours["messages"]] == kept
     assert [m.content for m in agent.model.requests[-1]] == kept[:-1]
-    for prompt in (loop.planner.requests[-1][-1], loop.answerer.requests[-1][-1]):
-        turns = [json.loads(line)["text"] for line in section(prompt, "conversation").splitlines()]
-        assert turns == kept[:4]
+    for request in (loop.planner.requests[-1], loop.answerer.requests[-1]):
+        assert [text for _, text in turns_of(request)] == kept[:-1]
 
 
-def test_the_conversation_character_budget_cuts_the_oldest_text() -> None:
-    from langchain_core.messages import AIMessage, ToolMessage
-
-    from agentloop.messages import conversation_turns
-
-    messages = [
-        HumanMessage("a" * 50),
-        AIMessage("", tool_calls=[{"name": "t", "args": {}, "id": "1"}]),
-        ToolMessage("tool output", tool_call_id="1"),
-        AIMessage("b" * 50),
-        HumanMessage("now"),
-    ]
-    assert conversation_turns(messages, max_turns=5, max_chars=60) == [
-        {"role": "assistant", "text": "b" * 50}
-    ]
-    assert conversation_turns(messages, max_turns=5, max_chars=20) == [
-        {"role": "assistant", "text": "[...] " + "b" * 20}
-    ]
-    assert conversation_turns(messages, max_turns=0, max_chars=100) == []
+async def test_the_conversation_character_budget_drops_the_oldest_turns(run_loop: Any) -> None:
+    planner = ScriptedChatModel(responder=weather_planner)
+    answerer = ScriptedChatModel(responder=lambda _messages: "noted")
+    app = chat_app(planner, answerer, planning=PlanningOptions(history_chars=60))
+    config = {"configurable": {"thread_id": "chat"}}
+    for question in ("a" * 50, "b" * 20, "the request"):
+        await run_loop(app, {"messages": [HumanMessage(question)]}, config)
+    for request in (planner.requests[-2], answerer.requests[-1]):
+        assert [text for _, text in turns_of(request)] == ["b" * 20, "noted", "the request"]
 
 
 # --- PlanningOptions(prompts=) ------------------------------------------------------------
@@ -234,9 +234,10 @@ async def test_a_prompt_file_replaces_the_shipped_one(run_loop: Any, tmp_path: P
     [
         ({"plan_system": "Round $round_nubmer"}, r"uses \$round_nubmer, which it may not"),
         ({"plan_sytem": "text"}, "no template named 'plan_sytem'"),
-        ({"answer_user": "broken $"}, "invalid placeholder"),
-        ({"answer_user": "/nowhere/answer.md"}, "cannot read /nowhere/answer.md"),
-        ({"answer_user": "  "}, "must be non-empty text"),
+        ({"answer_results": "broken $"}, "invalid placeholder"),
+        ({"answer_results": "/nowhere/answer.md"}, "cannot read /nowhere/answer.md"),
+        ({"answer_results": "  "}, "must be non-empty text"),
+        ({"answer_user": "Asked: $user_input"}, "no template named 'answer_user'"),
     ],
 )
 def test_a_bad_prompt_is_refused_when_the_loop_is_built(
@@ -276,7 +277,7 @@ async def test_the_plan_prompts_tool_list_is_compact_json(run_loop: Any) -> None
     governance = GovernanceOptions(policies={"order_book": ToolPolicy(read_only=False)})
     graph = create_tool_loop(planner, [get_weather, order_book], governance=governance)
     await run_loop(graph, {"user_input": "hi"})
-    prompt = str(planner.requests[0][-1].content)
+    prompt = str(planner.requests[0][0].content)  # the list is the system message's end
     listed = prompt.split("<available_tools>\n")[1].split("\n</available_tools>")[0]
     assert len(listed.splitlines()) == 2  # one tool per line
     weather, order = json.loads(listed)
@@ -342,11 +343,11 @@ async def test_the_plan_system_prompt_is_the_same_every_round(run_loop: Any) -> 
     assert out["round_state"]["round_index"] == 1
     first, second = planner.requests
     assert first[0].content == second[0].content
-    # what changes between rounds comes last: the prompts share everything up to the rounds
-    assert str(second[1].content).startswith(str(first[1].content).split("<round>\n")[0])
+    # what changes between rounds comes last: the requests share all but the round
+    assert second[: len(first) - 1] == first[:-1]
 
 
-async def test_the_plan_prompt_history_only_grows_at_its_end(run_loop: Any) -> None:
+async def test_the_plan_request_only_grows_at_its_end(run_loop: Any) -> None:
     @tool
     def get_page(n: int) -> str:
         """Page n of a report."""
@@ -364,11 +365,9 @@ async def test_the_plan_prompt_history_only_grows_at_its_end(run_loop: Any) -> N
         ),
         {"user_input": "read pages 1 to 4"},
     )
-    prompts = [str(request[1].content) for request in planner.requests]
-    for before, after in itertools.pairwise(prompts[1:]):
-        history = before.split("\n</rounds>")[0]
-        assert after.startswith(history)  # everything but the last lines is reused
-        assert after[len(history) :].split("\n</rounds>")[0].count("\n") == 1  # a record
+    for before, after in itertools.pairwise(planner.requests):
+        assert after[: len(before) - 1] == before[:-1]  # all but the round is reused
+        assert len(after) == len(before) + 2  # the round's plan and its results
 
 
 # --- bounded planning ----------------------------------------------------------------------
@@ -517,7 +516,37 @@ def test_input_and_output_json_schemas() -> None:
     assert "messages" in app.compile().get_input_jsonschema()["properties"]
 
 
-# --- empty sections ------------------------------------------------------------------------
+# --- what each request holds -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("plan_mode", ["json", "native"])
+async def test_a_plan_request_shows_no_empty_section(run_loop: Any, plan_mode: str) -> None:
+    planner = ScriptedChatModel(responder=weather_planner)
+    answerer = ScriptedChatModel(["ok", "ok"])
+    graph = create_tool_loop(
+        planner, [get_weather], models=ModelOptions(answer_model=answerer), plan_mode=plan_mode
+    )
+    await run_loop(graph, {"user_input": "weather in Paris?"})
+    first = "\n".join(str(message.content) for message in planner.requests[0])
+    for tag in ("user_extra_requirement", "tool_results", "conversation", "rounds"):
+        assert f"<{tag}>\n" not in first
+    assert "(none" not in first
+    await run_loop(graph, {"user_input": "weather in Paris?", "user_extra_requirement": "in C"})
+    system = str(planner.requests[-1][0].content)
+    assert '<user_extra_requirement>\n"in C"\n</user_extra_requirement>' in system
+
+
+def test_the_answer_request_explains_only_what_its_results_hold() -> None:
+    from agentloop.nodes.answer import to_action_results
+    from agentloop.prompts import result_notes, to_prompt_json
+
+    plain = result_notes(to_prompt_json(to_action_results([_record("fine")])))
+    assert plain == ""
+    failed = {**_record("boom"), "success": False, "error": "boom"}
+    stub = {**_record("x"), "fallback": "stub"}
+    noted = result_notes(to_prompt_json(to_action_results([failed, stub])))
+    assert '"error" key' in noted and '"fallback" key' in noted
+    assert "attachment HANDLE" not in noted
 
 
 def _record(purpose: str) -> Any:
@@ -528,78 +557,21 @@ def _record(purpose: str) -> Any:
     }  # fmt: skip
 
 
-def plan_prompt(
-    records: list[Any], *, extra: str = "", turns: tuple[dict[str, str], ...] = (), **kw: Any
-) -> str:
-    round_state = {"done_plans": records, "last_round_records": records, "round_index": 1}
-    messages = build_plan_messages(
-        user_input="weather in Paris?", user_extra_requirement=extra, available_tools="[]",
-        round_state=round_state if records else {**round_state, "round_index": 0},
-        max_rounds=5, keep_tool_results=5, conversation=turns, **kw,
-    )  # fmt: skip
-    return str(messages[1].content)
-
-
-@pytest.mark.parametrize("native", [False, True])
-def test_a_plan_prompt_shows_no_empty_section(native: bool) -> None:
-    first = plan_prompt([], native=native)
-    for tag in ("conversation", "user_extra_requirement", "rounds"):
-        assert f"<{tag}>" not in first and f"</{tag}>" not in first
-    assert "(none" not in first
-    later = plan_prompt(
-        [_record("Use get_weather")],
-        extra="in Celsius",
-        turns=({"role": "user", "text": "hi"},),
-        native=native,
+async def test_the_last_round_asks_for_only_what_is_essential(run_loop: Any) -> None:
+    plans = [plan_reply("execute", [{"tool_name": "get_weather", "tool_kwargs": {"city": c}}])
+             for c in ("Paris", "Rome", "Oslo")]  # fmt: skip
+    planner = ScriptedChatModel(plans)
+    graph = create_tool_loop(
+        planner,
+        [get_weather],
+        models=ModelOptions(answer_model=ScriptedChatModel(["ok"])),
+        max_rounds=3,
     )
-    assert section(HumanMessage(later), "user_extra_requirement") == '"in Celsius"'
-    assert '"text": "hi"' in section(HumanMessage(later), "conversation")
-    history = section(HumanMessage(later), "rounds")
-    assert history.startswith("Calls so far")
-    assert '"tool_name": "get_weather"' in history and "purpose" not in history
-
-
-def test_a_purpose_the_planner_wrote_stays_in_the_history() -> None:
-    history = section(HumanMessage(plan_prompt([_record("Check the rain")])), "rounds")
-    assert '"purpose": "Check the rain"' in history
-
-
-def test_a_template_with_the_bare_variables_still_says_none() -> None:
-    prompts = PromptSet({"plan_user": "$conversation|$user_extra_requirement|$history|"
-                                      "$history_section"})  # fmt: skip
-    assert plan_prompt([], prompts=prompts) == "(none)|(none)|(none yet)|"
-
-
-def test_the_answer_prompt_explains_only_what_its_results_hold() -> None:
-    from agentloop.nodes.answer import build_answer_messages
-
-    plain = str(build_answer_messages("q", "", {"Use a": "fine"})[1].content)
-    assert "<conversation>" not in plain  # no earlier turn: no empty section
-    assert '"error" key' not in plain and '"fallback" key' not in plain
-    assert "attachment HANDLE" not in plain
-    mixed = {"Use a": {"error": "boom", "result": None}, "Use b": {"result": 1, "fallback": "x"}}
-    noted = str(build_answer_messages("q", "", mixed)[1].content)
-    assert '"error" key' in noted and '"fallback" key' in noted
-    turns = [{"user": "hi", "assistant": "hello"}]
-    with_turns = str(build_answer_messages("q", "", {}, conversation=turns)[1].content)
-    assert with_turns.startswith("<conversation>\n") and '"hi"' in with_turns
-
-
-def test_the_last_round_asks_for_only_what_is_essential() -> None:
-    from agentloop.planning.prompt import build_plan_messages
-    from agentloop.state import empty_round_state
-
-    def native_prompt(round_index: int) -> str:
-        state = {**empty_round_state(), "round_index": round_index}
-        messages = build_plan_messages(
-            user_input="q", user_extra_requirement="", available_tools="[]",
-            round_state=state, max_rounds=3, keep_tool_results=1, native=True,
-        )  # fmt: skip
-        return str(messages[1].content)
-
-    assert "round_index: 0, max_rounds: 3\n" in native_prompt(0)
-    assert "essential" not in native_prompt(1)
-    assert "round_index: 2, max_rounds: 3 (the last round" in native_prompt(2)
+    await run_loop(graph, {"user_input": "weather everywhere"})
+    rounds = [str(request[-1].content) for request in planner.requests]
+    assert "round_index: 0, max_rounds: 3\n" in rounds[0]
+    assert "essential" not in rounds[1].split("</round>")[0]
+    assert "round_index: 2, max_rounds: 3 (the last round" in rounds[2]
 
 
 def test_a_prompt_file_fills_its_placeholders_as_string_template_does() -> None:

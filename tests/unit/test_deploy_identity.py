@@ -23,7 +23,7 @@ from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_l
 from agentloop._sync import run_blocking
 from agentloop.durability import CallGuard, LedgerKey, MemoryLedger, Settled, position_key
 from agentloop.durability.ledger import OWNER
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 WRITE = ToolPolicy(read_only=False, idempotent=False, concurrency_safe=False)
 READ_ONLY = ToolPolicy(read_only=True)
@@ -82,7 +82,7 @@ class App:
 
     def loop(self, version: str) -> Any:
         def planner(messages: list[Any]) -> str:
-            if "round_index: 0" not in str(messages[-1].content):
+            if planning_round(messages) != 0:
                 return str(plan_reply("response"))
             commands = [
                 {"tool_name": "get_customer", "tool_kwargs": {"customer": "acme"}},

@@ -32,7 +32,7 @@ from agentloop.durability.ledger import (
     owner_is_gone,
     unmark_running,
 )
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 from agentloop.tools.registry import ToolRegistry
 
 KEY = LedgerKey("thread", "", "call-1")
@@ -251,8 +251,7 @@ def side_effect_tools(effects: Effects) -> list[Any]:
 
 
 def invoicing_planner(messages: list[Any]) -> str:
-    prompt = str(messages[-1].content)
-    if "round_index: 0" not in prompt:
+    if planning_round(messages) != 0:
         return str(plan_reply("response"))
     commands = [
         {"tool_name": "get_balance", "tool_kwargs": {"customer": "bob"}},
@@ -368,7 +367,7 @@ async def test_a_timed_out_sub_agent_with_side_effects_is_not_retried(
             responder=lambda messages: str(
                 plan_reply("execute", [{"tool_name": "send_invoice",
                                         "tool_kwargs": {"customer": "bob"}}])
-                if "round_index: 0" in str(messages[-1].content)
+                if planning_round(messages) == 0
                 else plan_reply("response")
             )
         ),

@@ -49,7 +49,7 @@ from agentloop.durability.server_database import (
     dev_ledger_path,
 )
 from agentloop.durability.store import LEDGER_NAMESPACE
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 KEY = LedgerKey("thread.with.dots", "agent|call_tool", "call-1")
 DEAD_OWNER = f"{OWNER.split('|')[0]}|999999999|1|deadbeef"
@@ -110,7 +110,7 @@ def payments_loop(
         return f"paid {amount}"
 
     def planner(messages: list[Any]) -> str:
-        if "round_index: 0" in str(messages[-1].content):
+        if planning_round(messages) == 0:
             command = {"tool_name": "send_payment", "tool_kwargs": {"amount": 5}}
             return str(plan_reply("execute", [command]))
         return str(plan_reply("response"))

@@ -33,7 +33,7 @@ from agentloop import (
     create_tool_loop,
 )
 from agentloop.durability import StoreLedger
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 
 class Payments:
@@ -54,8 +54,7 @@ class Payments:
 
 
 def payment_planner(messages: list[Any]) -> str:
-    prompt = str(messages[-1].content)
-    if "round_index: 0" not in prompt:
+    if planning_round(messages) != 0:
         return str(plan_reply("response"))
     command = {"tool_name": "send_payment", "tool_kwargs": {"to": "bob", "amount": 10}}
     return str(plan_reply("execute", [command]))
@@ -315,8 +314,7 @@ async def test_another_users_key_is_another_key(run_loop: Any, tmp_path: Path) -
 
 def amount_planner(messages: list[Any]) -> str:
     """Pays the amount the request names."""
-    prompt = str(messages[-1].content)
-    if "round_index: 0" not in prompt:
+    if planning_round(messages) != 0:
         return str(plan_reply("response"))
     amount = 99 if "pay bob 99" in str(messages) else 10
     command = {"tool_name": "send_payment", "tool_kwargs": {"to": "bob", "amount": amount}}

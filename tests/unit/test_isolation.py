@@ -9,7 +9,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 from agentloop.tools.cache_scope import run_identity
 
 ORDERS = {"alice": "orders of alice: card **** 1111", "bob": "orders of bob: card **** 2222"}
@@ -20,7 +20,7 @@ def _planner() -> ScriptedChatModel:
     return ScriptedChatModel(
         responder=lambda messages: str(
             plan_reply("execute", [command])
-            if "round_index: 0" in str(messages[-1].content)
+            if planning_round(messages) == 0
             else plan_reply("response")
         )
     )

@@ -17,7 +17,7 @@ import pytest
 from langchain_core.tools import tool
 
 from agentloop import ModelOptions, create_tool_loop
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 from agentloop.tools.results import WholeResult
 from agentloop.tools.whole_results import WholeResults, memory_size
 
@@ -102,7 +102,7 @@ def _loop(store: Any) -> Any:
     ]
 
     def plan(messages: Any) -> str:
-        first = "round_index: 0" in str(messages[-1].content)
+        first = planning_round(messages) == 0
         return str(plan_reply("execute", commands) if first else plan_reply("response"))
 
     return create_tool_loop(

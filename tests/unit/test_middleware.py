@@ -357,7 +357,7 @@ async def test_middleware_tools_join_the_loops_tools(run_loop: Any) -> None:
     )
     out = await run_loop(graph, {"user_input": "time?"})
     assert out["tool_logs"][0]["result"] == "12:00"
-    assert '"clock"' in planner.requests[0][1].content
+    assert '"clock"' in planner.requests[0][0].content  # the tool list, in the rules
 
 
 def test_node_hooks_build_and_only_non_middleware_is_refused() -> None:

@@ -218,8 +218,11 @@ async def test_a_chat_ui_streams_the_speculative_answer_and_no_plan_text(entry: 
     def reply(messages: list[Any]) -> str:
         return "PLANNER TEXT " * 8 if "You plan" in messages[0].text else ANSWER
 
-    # a model that answers from the request (not a script in order): "auto" speculates
-    graph = native(ScriptedChatModel([], responder=reply, chunk_size=4))
+    # speculated: the answer streams from the answer node while the plan is read
+    graph = native(
+        ScriptedChatModel([], responder=reply, chunk_size=4),
+        planning=PlanningOptions(speculative_answer=True),
+    )
     payload, config = {"user_input": "Say hello"}, thread(f"chat-ui-{entry}")
     items = await messages_stream(graph, payload, config, entry)
     chunks = [(m, meta["langgraph_node"]) for m, meta in items if isinstance(m, AIMessageChunk)]
@@ -228,6 +231,18 @@ async def test_a_chat_ui_streams_the_speculative_answer_and_no_plan_text(entry: 
     assert not any("PLANNER" in str(m.content) for m, _ in items)
     state = graph.get_state(config).values
     assert state["answer"] == ANSWER and state["messages"][-1].content == ANSWER
+
+
+@pytest.mark.parametrize("entry", ["stream", "astream"])
+async def test_auto_asks_no_second_model_for_the_planners_own_answer(entry: str) -> None:
+    model = ScriptedChatModel([], responder=lambda messages: ANSWER, chunk_size=4)
+    graph = native(model)  # "auto": the planner's reply is the answer, as create_agent's is
+    items = await messages_stream(graph, {"user_input": "Say hello"}, thread(f"one-{entry}"), entry)
+    assert model.request_count == 1
+    shown = [
+        m for m, meta in items if isinstance(m, AIMessage) and meta["langgraph_node"] == "answer"
+    ]
+    assert [m.content for m in shown] == [ANSWER]
 
 
 @pytest.mark.parametrize("entry", ["stream", "astream"])

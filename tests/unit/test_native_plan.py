@@ -12,6 +12,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.memory import InMemorySaver
+from parity import kinds
 
 from agentloop import (
     ConfigurationError,
@@ -124,10 +125,13 @@ async def test_two_rounds_then_answer(run_loop: Any) -> None:
     assert set(bound) == {"lookup", "add", "save_note"}
     assert set(bound["lookup"]["parameters"]["properties"]) == {"query"}
     assert "side effects" in bound["save_note"]["description"]
-    # a prompt that asks for tool calls, not a JSON plan, with the rounds so far
-    system, human = planner.requests[2][0].text, planner.requests[2][-1].text
-    assert "JSON" not in system and "next_action" not in system
-    assert "found cats" in human and '"tool_name": "add"' in human
+    # the rules ask for tool calls, not a JSON plan; then the transcript, as create_agent's
+    system, *transcript = planner.requests[2]
+    assert "JSON" not in system.text and "next_action" not in system.text
+    assert transcript == out["messages"][: len(transcript)]
+    shape = ["Human", "AI(tool_calls)", "Tool(success)", "AI(tool_calls)", "Tool(success)"]
+    assert kinds(transcript) == shape
+    assert transcript[2].content == "found cats" and transcript[3].tool_calls[0]["name"] == "add"
     assert len(answerer.requests) == 1
 
 

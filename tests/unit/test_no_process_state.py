@@ -79,7 +79,7 @@ def _owned(graph: Any) -> dict[str, Any]:
     parts = _loop_parts(graph)
     runner = parts.runner
     return {
-        "history_lines": parts.history_lines,
+        "planned_arguments": parts.planned_arguments,
         "replays": parts.replays,
         "identities": parts.identities,
         "accelerator": _accelerator(graph),
@@ -132,9 +132,10 @@ async def test_a_run_of_one_loop_fills_only_its_own_caches(run_loop: Any) -> Non
     config = {"configurable": {"thread_id": "prices"}}
     out = await run_loop(first, {"user_input": "what do plums and pears cost?"}, config)
     assert [record["success"] for record in out["round_state"]["done_plans"]] == [True, True]
-    filled = ("history_lines", "replays", "identities", "result_cache")
+    filled = ("replays", "identities", "result_cache")
     assert all(len(mine[name]) > 0 for name in filled), {n: len(mine[n]) for n in filled}
-    assert all(len(theirs[name]) == 0 for name in (*filled, "whole_results"))
+    kept = (*filled, "whole_results", "planned_arguments")
+    assert all(len(theirs[name]) == 0 for name in kept)
 
 
 def _call_of(sampler: str) -> CallInfo:

@@ -78,12 +78,22 @@ def _agent_saw(request: list[BaseMessage]) -> Seen:
 
 
 def _planner_saw(request: list[BaseMessage]) -> Seen:
-    """The calls a planner request shows: its history's lines (one JSON object a call)."""
-    text = str(request[1].content)
-    rounds = text[text.index("<rounds>") : text.index("</rounds>")]
-    lines = (line for line in rounds.splitlines() if line.startswith("{"))
-    items = [json.loads(line) for line in lines]
-    return [(item["tool_name"], item["kwargs"], item["result"]) for item in items]
+    """The calls a planner request shows: a native one's as `create_agent`'s; a JSON one's
+    as its plans' JSON and their `<tool_results>` (a line a call, by its number)."""
+    if any(isinstance(message, ToolMessage) for message in request):
+        return _agent_saw(request)
+    seen: Seen = []
+    commands: list[dict[str, Any]] = []
+    for message in request[1:]:
+        text = str(message.content)
+        if isinstance(message, AIMessage) and text.startswith("{"):
+            commands = json.loads(text)["execution_commands"]
+        elif text.startswith("<tool_results>"):
+            for line in text.splitlines()[1:-1]:
+                item = json.loads(line)
+                command = commands[item["call"] - 1]
+                seen.append((command["tool_name"], command["tool_kwargs"], item["result"]))
+    return seen
 
 
 def _answerer_saw(request: list[BaseMessage]) -> list[Any]:
@@ -208,7 +218,7 @@ async def test_a_middleware_sees_the_transcript_and_its_edits_reach_the_planner(
     assert loop_shapes[: len(agent_shapes)] == agent_shapes  # the same transcript, call by call
 
 
-async def test_a_message_a_middleware_adds_after_the_transcript_follows_the_prompt(
+async def test_a_message_a_middleware_adds_after_the_transcript_follows_it(
     run_loop: Any, plan_mode: str
 ) -> None:
     class Remind(AgentMiddleware):  # type: ignore[type-arg]
@@ -224,6 +234,10 @@ async def test_a_message_a_middleware_adds_after_the_transcript_follows_the_prom
             return await handler(self._added(request))  # type: ignore[no-any-return]
 
     model, _, planner, answerer, _ = await _both(run_loop, plan_mode, lambda: [Remind()])
-    requests = [*model.requests, *planner.requests, *answerer.requests]
-    assert {request[-1].text for request in requests} == {"Be brief."}
-    assert "<rounds>" in str(planner.requests[-1][1].content)  # after the loop's own prompt
+    # after the transcript, as under create_agent; the loop's round (a JSON planner's) and
+    # the answer's injected results come after it: the instruction to reply is last
+    assert {request[-1].text for request in model.requests} == {"Be brief."}
+    planned = [request[-1 if plan_mode == "native" else -2] for request in planner.requests]
+    assert {message.text for message in planned} == {"Be brief."}
+    assert answerer.requests[-1][-2].text == "Be brief."
+    assert "<action_results>" in answerer.requests[-1][-1].text

@@ -72,4 +72,4 @@ async def test_the_calls_of_a_plan_over_its_cap_are_refused_and_the_run_goes_on(
         0,
     )
     # the planner is told, as the model is told under create_agent, and answers
-    assert "at most 2 run per round" in str(loop.planner.requests[-1][-1].content)
+    assert "at most 2 run per round" in "\n".join(str(m.content) for m in loop.planner.requests[-1])

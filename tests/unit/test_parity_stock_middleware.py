@@ -227,7 +227,9 @@ async def test_tool_error_middleware_sees_the_tools_own_exception(
     assert not record["success"] and record["attempts"] == 1
     assert "ValueError in parse_date: fix the input" in record["error"]
     # the planner's next request quotes the middleware's message, as the model's does
-    assert "ValueError in parse_date: fix the input" in loop.planner.requests[1][-1].text
+    assert "ValueError in parse_date: fix the input" in "\n".join(
+        str(m.content) for m in loop.planner.requests[1]
+    )
 
 
 async def test_an_exception_tool_error_middleware_lets_through_fails_the_call(

@@ -1,16 +1,15 @@
-"""The planner's history: each earlier record rendered once, the prompt unchanged by it."""
+"""The planner's view of the transcript: older long results left out in blocks."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from agentloop import ModelOptions, PlanningOptions, create_tool_loop
+from agentloop import ConfigurationError, ModelOptions, PlanningOptions, create_tool_loop
 from agentloop.planning import prompt
-from agentloop.planning.prompt import omitted_results, planner_view
-from agentloop.prompts import to_prompt_json
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 ROUNDS = 4
@@ -33,139 +32,116 @@ def _plans() -> list[Any]:
     return [*rounds, plan_reply("response")]
 
 
-def _loop(**planning: Any) -> tuple[Any, ScriptedChatModel]:
+def _loop(plan_mode: str = "json", **planning: Any) -> tuple[Any, ScriptedChatModel]:
     planner = ScriptedChatModel(_plans())
     graph = create_tool_loop(
         planner,
         [get_item],
         models=ModelOptions(answer_model=ScriptedChatModel(replies=["done"])),
-        planning=PlanningOptions(keep_tool_results=2, **planning),
+        planning=PlanningOptions(**planning),
+        plan_mode=plan_mode,  # type: ignore[arg-type]
     )
     return graph, planner
 
 
-async def test_each_earlier_record_is_rendered_once_per_form(
-    run_loop: Any, monkeypatch: pytest.MonkeyPatch
+def _text(messages: list[BaseMessage]) -> str:
+    return "\n".join(str(message.content) for message in messages)
+
+
+@pytest.mark.parametrize("plan_mode", ["json", "native"])
+async def test_the_planner_sees_the_last_round_and_one_more_result_by_default(
+    run_loop: Any, plan_mode: str
 ) -> None:
-    rendered: list[str] = []
-
-    def counting(value: Any) -> str:
-        if isinstance(value, dict) and "tool_name" in value:
-            rendered.append(f"{value['kwargs']}:{value.get('result') == prompt.OMITTED}")
-        return to_prompt_json(value)
-
-    monkeypatch.setattr(prompt, "to_prompt_json", counting)
-    graph, planner = _loop()
+    graph, planner = _loop(plan_mode)
     out = await run_loop(graph, {"user_input": "read the items"})
+    last_request = _text(planner.requests[-1])
     records = out["round_state"]["done_plans"]
-    assert len(records) == 2 * ROUNDS
-    # each record once with its result, once more when it is omitted: not once per round
-    assert len(rendered) == len(set(rendered)) <= 2 * len(records)
-
-    last_prompt = str(planner.requests[-1][-1].content)
-    seen = len(records) - 2
-    view = planner_view(records, keep_full=len(records) - omitted_results(seen, 2))
-    assert "\n".join(to_prompt_json(item) for item in view) in last_prompt
+    shown = [r for r in records if str(r["result"]) in last_request]
+    assert len(shown) == 3  # the last round's two and the latest one before them
+    assert last_request.count(prompt.OMITTED) == len(records) - 3
+    # the transcript itself keeps every result: only the request leaves some out
+    assert all(str(r["result"]) in _text(out["messages"]) for r in records)
 
 
-async def test_a_plan_template_may_still_show_the_records_as_lists(run_loop: Any) -> None:
-    template = (
-        "Tools: $available_tools\nAsked: $user_input\nDone: $done_plans\nLast: $last_round_records"
-    )
-    graph, planner = _loop(prompts={"plan_user": template})
+async def test_each_plan_request_is_the_transcript_bounded(run_loop: Any) -> None:
+    graph, planner = _loop("native", keep_tool_results=2)
     out = await run_loop(graph, {"user_input": "read the items"})
-    records = out["round_state"]["done_plans"]
-    last_prompt = str(planner.requests[-1][-1].content)
-    last = records[-2:]
-    assert f"Last: {to_prompt_json(planner_view(last, keep_full=2))}" in last_prompt
-    assert f"Done: {to_prompt_json(planner_view(records[:-2], keep_full=2))}" in last_prompt
+    transcript = out["messages"][:-1]  # before the answer
+    request = planner.requests[-1]
+    assert request[1:] == prompt.transcript_view(transcript, keep_tool_results=2)
+    assert [m.id for m in request[1:]] == [m.id for m in transcript]
 
 
-def _record(n: int, result: Any, *, success: bool = True) -> dict[str, Any]:
-    return {
-        "call_id": f"c{n}",
-        "round_index": n,
-        "purpose": "Use get_item",
-        "tool_name": "get_item",
-        "kwargs": {"n": n},
-        "success": success,
-        "result": result,
-        "error": "" if success else "boom",
-    }
+def _transcript(results: list[Any], failed: tuple[int, ...] = ()) -> list[BaseMessage]:
+    """A request, then one round per result."""
+    messages: list[BaseMessage] = [HumanMessage("read", id="ask")]
+    for n, result in enumerate(results):
+        messages.append(AIMessage("", id=f"plan-{n}", tool_calls=[_call(n)]))
+        status = "error" if n in failed else "success"
+        messages.append(ToolMessage(result, tool_call_id=f"c{n}", id=f"out-{n}", status=status))
+    return messages
 
 
-def _state(records: list[dict[str, Any]]) -> Any:
-    return {"done_plans": records, "last_round_records": records[-1:], "round_index": len(records)}
+def _call(n: int) -> Any:
+    return {"name": "get_item", "args": {"n": n}, "id": f"c{n}", "type": "tool_call"}
 
 
-def test_short_results_are_never_omitted_and_long_ones_are() -> None:
-    short = "ID-7"
-    long = "page " + "x" * (prompt.SHORT_RESULT_CHARS + 1)
-    records = [_record(0, short), _record(1, long), _record(2, 12), _record(3, long)]
-    view = planner_view(records, keep_full=1)
-    assert [item["result"] for item in view] == [short, prompt.OMITTED, 12, long]
-    assert all("success" not in item for item in view)  # only a failure says so
-    failed = planner_view([_record(0, None, success=False)], keep_full=0)[0]
-    assert failed["success"] is False and failed["error"] == "boom"
+def _results(messages: list[BaseMessage]) -> list[Any]:
+    return [message.content for message in messages if isinstance(message, ToolMessage)]
+
+
+def test_short_and_failed_results_are_never_omitted_and_long_ones_are() -> None:
+    short, long = "ID-7", "page " + "x" * (prompt.SHORT_RESULT_CHARS + 1)
+    messages = _transcript([short, long, "12", long, long], failed=(3,))
+    view = prompt.transcript_view(messages, keep_tool_results=1)
+    assert _results(view) == [short, prompt.OMITTED, "12", long, long]
+    assert [m.id for m in view] == [m.id for m in messages]  # the same messages, edited
+    assert _results(messages)[1] == long  # the transcript given is not changed
+    assert prompt.transcript_view(messages, keep_tool_results=None) == messages
 
 
 def test_omits_results_is_true_only_when_a_long_result_is_left_out() -> None:
     long = "x" * 500
-    assert not prompt.omits_results(_state([_record(n, "short") for n in range(6)]), 1)
-    assert not prompt.omits_results(_state([_record(0, long), _record(1, long)]), 1)
-    assert prompt.omits_results(_state([_record(n, long) for n in range(3)]), 1)
-    assert not prompt.omits_results(_state([_record(n, long) for n in range(3)]), 5)
-
-
-async def test_the_planner_sees_the_last_round_and_one_more_result_by_default(
-    run_loop: Any,
-) -> None:
-    planner = ScriptedChatModel(_plans())
-    graph = create_tool_loop(
-        planner, [get_item], models=ModelOptions(answer_model=ScriptedChatModel(["done"]))
-    )
-    out = await run_loop(graph, {"user_input": "read the items"})
-    last_prompt = str(planner.requests[-1][-1].content)
-    records = out["round_state"]["done_plans"]
-    shown = [r for r in records if str(r["result"]) in last_prompt]
-    assert len(shown) == 3  # the last round's two and the latest one before them
-    assert last_prompt.count(prompt.OMITTED) == len(records) - 3
-
-
-def _run_record(run: str, round_index: int, position: int, *, refused: bool) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "call_id": f"{run}:{round_index}:{position}",
-        "round_index": round_index,
-        "purpose": "read an item",
-        "tool_name": "get_item",
-        "kwargs": {"n": position},
-        "success": not refused,
-        "result": "" if refused else f"item {position} " + "x" * (120 * (position % 2)),
-        "error": "over the round's cap" if refused else "",
-    }
-    if refused:
-        record["error_type"] = "too_many_commands"
-    return record
+    assert not prompt.omits_results(_transcript(["short"] * 6), 1)
+    assert not prompt.omits_results(_transcript([long, long]), 1)
+    assert prompt.omits_results(_transcript([long] * 3), 1)
+    assert not prompt.omits_results(_transcript([long] * 3), 5)
 
 
 @pytest.mark.parametrize("keep", [0, 1, 2, 3])
-def test_a_loops_kept_history_reads_as_one_rendered_afresh(keep: int) -> None:
-    lines = prompt.HistoryLines()
-    runs: dict[str, list[Any]] = {"a": [], "b": []}
-    for round_index in range(9):
-        for run, records in runs.items():
-            size = 1 + (round_index + len(run)) % 4
-            new = [
-                _run_record(
-                    run, round_index, position, refused=position == 3 and round_index % 3 == 1
-                )
-                for position in range(size)
-            ]
-            records.extend(new)
-            kept = prompt.history_text(records, len(new), keep, lines)
-            assert kept == prompt.history_text(records, len(new), keep)
-    # a fork: the same first record, then other records of its own
-    fork = [*runs["a"][:5], _run_record("a", 2, 9, refused=False)]
-    kept = prompt.history_text(fork, 1, 1, lines)
-    assert kept == prompt.history_text(fork, 1, 1)
-    assert '"n": 9' in kept
+def test_results_are_left_out_in_blocks_so_a_request_changes_only_at_its_end(keep: int) -> None:
+    long = "x" * 500
+    changed_inside = 0
+    for rounds in range(1, 12):
+        before = prompt.transcript_view(_transcript([long] * rounds), keep_tool_results=keep)
+        after = prompt.transcript_view(_transcript([long] * (rounds + 1)), keep_tool_results=keep)
+        changed_inside += before != after[: len(before)]
+    # the older results change sides once every `keep` rounds, not every round
+    assert changed_inside <= (11 if keep == 0 else 11 // keep + 1)
+
+
+def test_the_earliest_turns_are_trimmed_to_the_budget() -> None:
+    turns: list[BaseMessage] = []
+    for n in range(4):
+        turns += [HumanMessage(f"question {n}", id=f"q{n}"), AIMessage(f"answer {n}", id=f"a{n}")]
+    turns.append(HumanMessage("the request", id="now"))
+    kept = prompt.transcript_view(turns, keep_tool_results=None, history_turns=1)
+    assert [m.id for m in kept] == ["q3", "a3", "now"]
+    none = prompt.transcript_view(turns, keep_tool_results=None, history_turns=0)
+    assert [m.id for m in none] == ["now"]
+    by_chars = prompt.transcript_view(
+        turns, keep_tool_results=None, history_chars=40
+    )  # 18 characters a turn
+    assert [m.id for m in by_chars] == ["q2", "a2", "q3", "a3", "now"]
+
+
+async def test_a_plan_template_shows_the_round_as_the_app_writes_it(run_loop: Any) -> None:
+    graph, planner = _loop(prompts={"plan_user": "Round $round_number of $max_rounds. Go."})
+    await run_loop(graph, {"user_input": "read the items"})
+    assert str(planner.requests[0][-1].content) == "Round 1 of 5. Go."
+    assert str(planner.requests[2][-1].content) == "Round 3 of 5. Go."
+
+
+def test_a_template_asking_for_the_records_is_refused_with_what_it_may_use() -> None:
+    with pytest.raises(ConfigurationError, match=r"\$done_plans.*it may use .*\$round_index"):
+        _loop(prompts={"plan_user": "Done: $done_plans"})

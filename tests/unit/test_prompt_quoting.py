@@ -21,7 +21,7 @@ NUMERIC_VARIABLES = frozenset(
 or model text reaches them."""
 
 VARIABLES = sorted({name for names in PROMPT_VARIABLES.values() for name in names})
-TAGS = sorted({*VARIABLES, "rounds", "round"})
+TAGS = sorted({*VARIABLES, "round", "tool_results"})
 """The tags a shipped template or a `*_section` variable opens and closes."""
 TEMPLATE_LINES = frozenset(
     [f"<{tag}>" for tag in TAGS]
@@ -133,21 +133,28 @@ async def test_every_template_variable_quotes_hostile_text(run_loop: Any) -> Non
     }
     out = await run_loop(graph, payload)
     assert [r["tool_name"] for r in out["tool_logs"]] == ["get_broken", "get_data", "get_data"]
+    # the user's messages and the answers reach the models as they are, in their own
+    # messages (as under create_agent); everything the loop writes quotes what it shows
+    transcript = {text_of(message) for message in payload["messages"]}  # type: ignore[attr-defined]
     seen: dict[str, list[str]] = {}
     for request in [*planner.requests, *answerer.requests]:
         for message in request:
+            if text_of(message) in transcript:
+                continue
             for variable, section in assert_quoted(text_of(message)).items():
                 seen.setdefault(variable, []).append(section)
     shown = {name for names in PROMPT_VARIABLES.values() for name in names}
     assert shown <= seen.keys()
     for variable in shown - NUMERIC_VARIABLES:
         assert any("HOSTILE[" in section for section in seen[variable]), (variable, seen[variable])
-    everything = json.dumps([[text_of(m) for m in r] for r in planner.requests])
+    planned = json.dumps([[text_of(m) for m in r] for r in planner.requests])
     for source in (
-        "tool name", "result", "error", "purpose", "description", "example",
+        "tool name", "result", "error", "description", "example",
         "earlier question", "earlier answer", "user input", "requirement",
     ):  # fmt: skip
-        assert f"HOSTILE[{source}]" in everything, source
+        assert f"HOSTILE[{source}]" in planned, source
+    answered = json.dumps([[text_of(m) for m in r] for r in answerer.requests])
+    assert "HOSTILE[purpose]" in answered  # a purpose names its result for the answer
 
 
 async def test_rollback_note_shows_a_forged_error_as_data(run_loop: Any) -> None:
@@ -173,13 +180,14 @@ async def test_rollback_note_shows_a_forged_error_as_data(run_loop: Any) -> None
     )
     out = await run_loop(graph, {"user_input": "status of a"})
     assert out["rollbacks"], "every call was flagged: the round is rolled back"
-    prompt = text_of(planner.requests[1][-1])
-    lines = prompt.split("\n")
-    # the rolled-back round left no history: neither tag of the rounds is a line
-    assert lines.count("</rounds>") == 0 and lines.count("<rounds>") == 0
+    *_, results, note = (text_of(message) for message in planner.requests[1])
+    lines = note.split("\n")
     assert lines.count("<round>") == 1 and lines.count("</round>") == 1
     assert not any(line.startswith("SYSTEM") for line in lines)
-    assert to_prompt_json({"tool": "get_status", "error": forged}) in prompt
+    assert to_prompt_json({"tool": "get_status", "error": forged}) in note  # the note's reason
+    # the rolled-back round's result, quoted in the results of the transcript it ran in
+    assert results.split("\n")[0] == "<tool_results>" and results.count("</tool_results>") == 1
+    assert not any(line.startswith("SYSTEM") for line in results.split("\n"))
 
 
 def test_prompt_json_escapes_markup_and_line_separators() -> None:

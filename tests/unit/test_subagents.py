@@ -8,7 +8,7 @@ import pytest
 from langchain_core.tools import tool
 
 from agentloop import ConfigurationError, ModelOptions, as_tool, create_tool_loop
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 
 def cmd(tool_name: str, purpose: str = "", **kwargs: Any) -> dict[str, Any]:
@@ -25,7 +25,7 @@ def child_loop() -> Any:
     planner = ScriptedChatModel(
         responder=lambda messages: str(
             plan_reply("execute", [cmd("search_notes", query="tides")])
-            if "round_index: 0" in str(messages[-1].content)
+            if planning_round(messages) == 0
             else plan_reply("response")
         )
     )

@@ -121,4 +121,4 @@ def test_the_factory_takes_create_agents_parameters_three_knobs_and_three_groups
     theirs = set(inspect.signature(create_agent).parameters)
     knobs = {"max_rounds", "concurrency", "plan_mode"}
     assert ours - theirs == {*knobs, "governance", "planning", "models"}
-    assert theirs - ours == {"transformers"}  # stream transformers: not taken yet
+    assert theirs - ours == set()

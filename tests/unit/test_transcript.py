@@ -197,14 +197,14 @@ async def test_a_second_turn_sees_each_result_once(run_loop: Any, plan_mode: str
     # the second turn: planned before its round, then once more after it
     before, after = (_prompt_text(request) for request in planner.requests[2:4])
     assert "And Rome?" in before and "And Rome?" in after
-    for prompt in (before, after):  # the earlier turn: its question and answer, once
-        assert prompt.count("sunny in Paris") == 1
+    for prompt in (before, after):  # the earlier turn as the transcript holds it, once
         assert prompt.count("Paris?") == 1
+        assert prompt.count("sunny in Paris") == 2  # its result, its answer
     assert "sunny in Rome" not in before
-    assert after.count("sunny in Rome") == 1  # its own round record, not a ToolMessage too
+    assert after.count("sunny in Rome") == 1  # its result, once
     answer_prompt = _prompt_text(answerer.requests[1])
-    assert answer_prompt.count("sunny in Paris") == 1
-    assert answer_prompt.count("sunny in Rome") == 1
+    assert answer_prompt.count("sunny in Paris") == 1  # the earlier answer only
+    assert answer_prompt.count("sunny in Rome") == 1  # this turn's result, injected
 
 
 def _agent_script(rounds: list[Round]) -> list[AIMessage | str]:
