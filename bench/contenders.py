@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from agentloop import ModelOptions, create_tool_loop, testing
-from agentloop.testing import ScriptedChatModel, plan_reply
+from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 __all__ = [
     "ONE_CHUNK",
@@ -54,10 +54,6 @@ RECURSION_LIMIT = 100_000
 """LangGraph's step limit for the long runs (a round of our loop takes several steps)."""
 ANSWER = "All done."
 """The final answer of every scripted run."""
-ROUND_SECTION = "<round>"
-"""The planner prompt's section that names the round (in its last message)."""
-FIRST_ROUND = "round_index: 0,"
-"""How that section names the first round."""
 
 
 class BenchChatModel(ScriptedChatModel):
@@ -241,10 +237,9 @@ def loop_responder(
 ) -> Callable[[list[BaseMessage]], str | AIMessage]:
     """A planner for concurrent runs: `command` in round 0, then `response`.
 
-    The round is read from the request itself (`round_index: 0` in the planner's prompt),
-    so concurrent runs sharing the model never share a position in a script. It is read
-    from the message that holds the round section, the last one (a substring test, as
-    cheap as `agent_responder`'s look at the last message), not by scanning the prompt.
+    The round is read from the request itself (`planning_round`: the round a JSON plan's
+    request names last, the rounds a native planner's transcript holds), so concurrent
+    runs sharing the model never share a position in a script.
 
     Args:
         command: The call of round 0.
@@ -254,15 +249,8 @@ def loop_responder(
     execute = None if native else plan_reply("execute", _with_purposes([command]))
     respond = ANSWER if native else plan_reply("response")
 
-    def first_round(messages: list[BaseMessage]) -> bool:
-        for message in reversed(messages):
-            content = message.content
-            if isinstance(content, str) and ROUND_SECTION in content:
-                return FIRST_ROUND in content
-        return False
-
     def respond_to(messages: list[BaseMessage]) -> str | AIMessage:
-        if not first_round(messages):
+        if planning_round(messages) != 0:
             return respond
         return _tool_call(command) if execute is None else execute
 

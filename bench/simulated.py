@@ -46,10 +46,10 @@ __all__ = [
 
 CHARS_PER_TOKEN = 4
 """The token estimate: one token per 4 characters, rounded up."""
-PLAN_MARKER = "</user_input>"
-"""Text only our planner's prompt contains (it closes the request), in both plan modes
-(the answer prompt puts the request in `<user_request>`): a request with tools bound
-that carries it is our native planner's, not `create_agent`'s."""
+PLAN_MARKER = "You plan"
+"""How our planner's rules begin, in its system message, in both plan modes (the answer's
+rules begin otherwise): a request with tools bound that carries it is our native
+planner's, not `create_agent`'s."""
 
 RequestKind = Literal["plan", "answer", "agent"]
 """Our planner, our answer model, or a tool-calling turn of `create_agent`."""
@@ -247,7 +247,7 @@ class SimulatedChatModel(BaseChatModel):
     ) -> tuple[ModelRequest, AIMessage]:
         """Record the request and choose its reply."""
         kind: RequestKind
-        if any(PLAN_MARKER in message.text for message in messages):
+        if messages and messages[0].type == "system" and PLAN_MARKER in messages[0].text:
             kind = "plan"
         elif tools:
             kind = "agent"

@@ -2,7 +2,10 @@
 
 The same scripted work as the overhead benchmark (20 rounds of 4 zero-time tool calls,
 then the answer), once through `ainvoke` and once through `invoke`, ours against
-`langchain.agents.create_agent`. Each side is built and run once before it is counted
+`langchain.agents.create_agent`, in JSON mode and in `plan_mode="native"`; then a short
+run (one tool call and its answer), the throughput suite's, each side against the
+contender of its own shape (native against plain `create_agent`, JSON mode against
+`create_agent` with an answer step). Each side is built and run once before it is counted
 (imports, schema caches), then built afresh and counted over one whole run. The count is
 what the interpreter reports (`pstats.Stats.total_calls`: every Python function call,
 primitive or recursive, plus built-in calls), so it moves only when the code path does.
@@ -33,16 +36,23 @@ from bench.contenders import (
     loop_input,
 )
 from bench.harness import Figure, Settings, Target
+from bench.suites import throughput
 from bench.suites.overhead import _rounds
 
 __all__ = ["NAME", "count_calls", "count_steps", "profile_workload", "run"]
 
 NAME = "calls"
 TARGET = Target(1.0)
+JSON_TARGET = Target(1.1)
+"""JSON mode's long run against create_agent: its plans are text, its answer a third call."""
 
 
 def _ours() -> Graph:
     return build_loop(_rounds(), [both_forms_tool()])
+
+
+def _ours_native() -> Graph:
+    return build_loop(_rounds(), [both_forms_tool()], plan_mode="native")
 
 
 def _create_agent() -> Graph:
@@ -136,10 +146,48 @@ async def run(settings: Settings) -> list[Figure]:
                 float(agent),
                 "calls",
                 "create_agent",
-                TARGET,
+                JSON_TARGET,
                 {"ours": [float(ours)], "contender": [float(agent)]},
                 "a cProfile count of one whole run, in the caller's thread and every "
                 "thread the run starts",
+            )
+        )
+    native = await count_calls(_ours_native, loop_input())
+    agent = await count_calls(_create_agent, agent_input())
+    figures.append(
+        Figure(
+            "Python function calls per run (20 x 4 calls, ainvoke, plan_mode='native')",
+            float(native),
+            float(agent),
+            "calls",
+            "create_agent",
+            TARGET,
+            {"ours": [float(native)], "contender": [float(agent)]},
+            "create_agent's shape: one model plans by tool calls",
+        )
+    )
+    short = (
+        ("plan_mode='native'", throughput._ours_native, throughput._agent, "create_agent"),
+        (
+            "JSON mode",
+            throughput._ours,
+            throughput._agent_answering,
+            "create_agent + answer step",
+        ),
+    )
+    for label, ours_side, their_side, contender in short:
+        mine = await count_calls(ours_side, loop_input())
+        theirs = await count_calls(their_side, agent_input())
+        figures.append(
+            Figure(
+                f"Python function calls per short run (1 call + answer, {label})",
+                float(mine),
+                float(theirs),
+                "calls",
+                contender,
+                TARGET,
+                {"ours": [float(mine)], "contender": [float(theirs)]},
+                "the throughput suite's run, each side against the contender of its shape",
             )
         )
     ours_steps = await count_steps(_ours(), loop_input())

@@ -24,6 +24,7 @@ from typing import Any
 from langchain_core.tools import tool
 
 from agentloop import ModelOptions, create_tool_loop
+from agentloop.testing import planning_round
 from bench.contenders import ONE_CHUNK, BenchChatModel
 from bench.harness import Figure, Settings, Target, median
 
@@ -67,7 +68,7 @@ def _graph(result: Any) -> Any:
     )
     done = '{"next_action": "response", "execution_commands": []}'
     planner = BenchChatModel(
-        responder=lambda messages: plan if "round_index: 0" in str(messages[-1].content) else done,
+        responder=lambda messages: plan if planning_round(messages) == 0 else done,
         chunk_size=ONE_CHUNK,
     )
     return create_tool_loop(

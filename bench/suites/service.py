@@ -57,7 +57,7 @@ WALL_TARGETS: dict[PlanMode, dict[str, float]] = {
 """Wall time, ours / create_agent, by plan mode and task."""
 TOKEN_TARGETS: dict[PlanMode, dict[str, float]] = {
     "json": {"chat": 8.0, "fanout": 3.0, "chain": 3.0, "chainref": 3.0, "long": 2.0},
-    "native": {"chat": 3.0, "fanout": 1.5, "chain": 1.5, "chainref": 1.5, "long": 1.5},
+    "native": {"chat": 1.5, "fanout": 1.5, "chain": 1.5, "chainref": 1.5, "long": 1.5},
 }
 """Input tokens, ours / create_agent, by plan mode and task."""
 
