@@ -21,7 +21,7 @@ from mcp.types import (
     JSONRPCResponse,
 )
 
-from agentloop.mcp.client import AnsweringSession
+from agentloop.mcp.sdk import AnsweringSession
 
 
 def question(request_id: int, text: str) -> SessionMessage:
