@@ -186,13 +186,28 @@ class _FailFastTransport(StreamableHTTPTransport):
 
     A request whose POST cannot connect, or whose connection breaks, is answered with an
     error saying which (`NOT_CONNECTED`: it never left), where the SDK would end the
-    whole session and leave the caller unable to tell whether the server got it.
+    whole session and leave the caller unable to tell whether the server got it. Once the
+    server answered 404 to the session's id (it does not know the session), each error
+    says `SESSION_TERMINATED`, whatever the server's body said (mcp 2.x passes the body on).
     """
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.session_gone = False
+        """The server answered 404 to a request with the session's id."""
+
+    async def note_response(self, response: Any) -> None:
+        """An HTTP response arrived (the client's event hook): note a 404 to the session."""
+        request = response.request
+        post = request.method == "POST" and request.headers.get("mcp-session-id")
+        if response.status_code == 404 and post:
+            self.session_gone = True
 
     async def _handle_post_request(self, ctx: Any) -> None:
         root = message_root(ctx.session_message)
+        watch = _Answered(ctx.read_stream_writer, None, self)
         try:
-            await super()._handle_post_request(ctx)
+            await super()._handle_post_request(dataclasses.replace(ctx, read_stream_writer=watch))
         except http.TransportError as error:
             if not isinstance(root, mcp_types.JSONRPCRequest):
                 raise
@@ -202,7 +217,7 @@ class _FailFastTransport(StreamableHTTPTransport):
     async def _handle_sse_response(self, response: Any, ctx: Any, *args: Any) -> None:
         root = message_root(ctx.session_message)
         related = root.id if isinstance(root, mcp_types.JSONRPCRequest) else None
-        watch = _Answered(ctx.read_stream_writer, related)
+        watch = _Answered(ctx.read_stream_writer, related, self)
         await super()._handle_sse_response(
             response, dataclasses.replace(ctx, read_stream_writer=cast(Any, watch)), *args
         )
@@ -225,16 +240,22 @@ class _Answered:
     in each request the server sends on the stream (an elicitation, a sampling request:
     `RELATED_REQUEST_META` in its `_meta`), so the client answers it for the call it
     belongs to. The error mcp 2.x's transport gives a request whose stream ended
-    unanswered says so as `STREAM_CLOSED`.
+    unanswered says so as `STREAM_CLOSED`; an error after the server forgot the session,
+    as `SESSION_TERMINATED`.
     """
 
-    def __init__(self, inner: Any, related: Any) -> None:
+    def __init__(self, inner: Any, related: Any, transport: _FailFastTransport) -> None:
         self.inner = inner
         self.related = related
+        self.transport = transport
         self.answered = False
 
     async def send(self, item: Any) -> None:
         root = message_root(item)
+        if isinstance(root, mcp_types.JSONRPCError) and self.transport.session_gone:
+            error = mcp_types.ErrorData(code=root.error.code, message=SESSION_TERMINATED)
+            root = mcp_types.JSONRPCError(jsonrpc="2.0", id=root.id, error=error)
+            item = jsonrpc_message(root)
         if isinstance(root, mcp_types.JSONRPCError) and (
             root.error.code == mcp_types.CONNECTION_CLOSED
             and root.error.message.startswith(_SDK_STREAM_FAILED)
@@ -250,16 +271,20 @@ class _Answered:
         await self.inner.send(item)
 
 
-def _http_client(connection: dict[str, Any]) -> Any:
+def _http_client(connection: dict[str, Any], transport: _FailFastTransport) -> Any:
     """The HTTP client of a connection (`headers`, `timeout`, `sse_read_timeout`, `auth`)."""
     timeout = _seconds(connection.get("timeout"), 30.0)
     read_timeout = _seconds(connection.get("sse_read_timeout"), 300.0)
     factory = connection.get("httpx_client_factory") or sdk.create_mcp_http_client
-    return factory(
+    client = factory(
         headers=connection.get("headers"),
         timeout=http.Timeout(timeout, read=read_timeout),
         auth=connection.get("auth"),
     )
+    hooks = client.event_hooks
+    hooks["response"] = [*hooks.get("response", []), transport.note_response]
+    client.event_hooks = hooks
+    return client
 
 
 @contextlib.asynccontextmanager
@@ -273,7 +298,7 @@ async def streamable_http(
     transport = _FailFastTransport(connection["url"])
     async with sdk.open_streamable_http(
         transport,
-        _http_client(connection),
+        _http_client(connection, transport),
         terminate_on_close=connection.get("terminate_on_close", True),
     ) as streams:
         yield streams

@@ -164,8 +164,11 @@ def request_meta(context: Any) -> dict[str, Any]:
     meta = getattr(context, "meta", None)
     if meta is None:
         return {}
-    if isinstance(meta, Mapping):
-        return dict(meta)
+    if isinstance(meta, Mapping):  # mcp 2.x: a dict, its progress token as `progress_token`
+        found = dict(meta)
+        if "progress_token" in found:
+            found["progressToken"] = found.pop("progress_token")
+        return found
     found = dict(meta.model_extra or {})
     token = getattr(meta, "progressToken", None)
     if token is not None:
