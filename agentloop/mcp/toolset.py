@@ -169,6 +169,12 @@ class MCPToolset:
     def _authorized(self, spec: MCPServerSpec, given: MCPAuth | http.Auth | None) -> MCPServerSpec:
         """`spec` with its authorization (config and code merged) in its connection."""
         where = f"MCP server {spec.name!r}"
+        if given is not None and not isinstance(given, MCPAuth | http.Auth):
+            msg = (
+                f"{where}: 'auth' must be an MCPAuth or an {http.__name__}.Auth (the HTTP "
+                f"library of the installed mcp SDK), got {type(given).__name__}"
+            )
+            raise ConfigurationError(msg)
         merged = given.over(spec.auth) if isinstance(given, MCPAuth) else spec.auth
         if given is None and merged is None:
             return spec

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from mcp.client.auth import OAuthClientProvider
 
 from agentloop.errors import ConfigurationError
 from agentloop.mcp import MCPAuth, MCPToolset, load_mcp_config
+from agentloop.mcp.sdk import http
 
 URL = "https://crm.example.invalid/mcp"
 SECRET = "s3cret-client-value"
@@ -92,14 +92,19 @@ def test_an_authorization_code_flow_needs_the_apps_handlers() -> None:
 
 
 def test_auth_given_in_code_only_or_as_any_httpx_auth(toolsets: list[MCPToolset]) -> None:
-    basic = httpx.BasicAuth("user", "password-of-test")
+    basic = http.BasicAuth("user", "password-of-test")  # httpx, or httpx2 for mcp 2.x
     config = {"a": {"url": URL}, "b": {"url": URL}}
     toolset = MCPToolset(config, auth={"a": basic, "b": MCPAuth(flow="bearer", token=SECRET)})
     toolsets.append(toolset)
     a, b = toolset.specs
     assert a.connection["auth"] is basic
-    assert isinstance(b.connection["auth"], httpx.Auth)
+    assert isinstance(b.connection["auth"], http.Auth)
     assert SECRET in toolset.secrets and SECRET not in repr(b.connection["auth"])
+
+
+def test_auth_of_another_kind_is_refused_with_what_it_takes() -> None:
+    with pytest.raises(ConfigurationError, match=r"'a'.* must be an MCPAuth or an httpx2?\.Auth"):
+        MCPToolset({"a": {"url": URL}}, auth={"a": f"Bearer {SECRET}"})  # type: ignore[dict-item]
 
 
 def test_auth_for_an_unknown_server_is_refused() -> None:
