@@ -61,7 +61,6 @@ else:
 
 __all__ = [
     "MCP_MAJOR",
-    "MCP_PROTOCOL_VERSIONS",
     "RELATED_REQUEST_META",
     "ClientCredentialsOAuthProvider",
     "ClientSession",
@@ -112,13 +111,6 @@ MCP_MAJOR = 2 if hasattr(_exceptions, "MCPError") else 1
 
 if not TYPE_CHECKING:
     http = importlib.import_module("httpx2" if MCP_MAJOR >= 2 else "httpx")
-
-MCP_PROTOCOL_VERSIONS: tuple[str, ...] = (
-    ("2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
-    if MCP_MAJOR >= 2
-    else ("2025-03-26", "2025-06-18", "2025-11-25")
-)
-"""The protocol revisions the client speaks on this SDK (the newest the server offers wins)."""
 
 RELATED_REQUEST_META = "agentloop/relatedRequestId"
 """The `_meta` key that names, in a request the server sent, the client's request it
