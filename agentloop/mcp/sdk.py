@@ -27,6 +27,7 @@ What differs, and is settled here:
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -60,28 +61,22 @@ else:
     McpError = getattr(_exceptions, "MCPError", None) or _exceptions.McpError
 
 __all__ = [
+    # the SDK's major, its sessions and types
     "MCP_MAJOR",
     "RELATED_REQUEST_META",
-    "ClientCredentialsOAuthProvider",
+    "AnsweringSession",
     "ClientSession",
     "McpError",
-    "OAuthClientInformationFull",
-    "OAuthClientMetadata",
-    "OAuthClientProvider",
-    "OAuthContext",
-    "OAuthToken",
-    "PrivateKeyJWTOAuthProvider",
-    "SignedJWTParameters",
     "SessionMessage",
     "StdioServerParameters",
     "StreamableHTTPTransport",
+    "http",
+    "types",
+    # sessions and requests
     "call_tool",
     "cancelled_notification",
-    "code_result",
     "connect",
-    "create_mcp_http_client",
     "error",
-    "http",
     "is_modern",
     "jsonrpc_message",
     "list_page",
@@ -93,15 +88,25 @@ __all__ = [
     "request_meta",
     "set_log_level",
     "sse_client",
-    "static_assertion_provider",
     "stdio_client",
+    "create_mcp_http_client",
+    "wire",
+    # OAuth
+    "ClientCredentialsOAuthProvider",
+    "OAuthClientInformationFull",
+    "OAuthClientMetadata",
+    "OAuthClientProvider",
+    "OAuthContext",
+    "OAuthToken",
+    "PrivateKeyJWTOAuthProvider",
+    "SignedJWTParameters",
+    "TokenStorage",
     "client_metadata",
     "code_flow_options",
+    "code_result",
     "identity_assertion_provider",
     "scope_option",
-    "TokenStorage",
-    "types",
-    "wire",
+    "static_assertion_provider",
 ]
 
 logger = logging.getLogger(__name__)
@@ -123,7 +128,16 @@ _STATE_ONLY_WAIT_S = (0.05, 0.25)
 """The first and the longest wait before a call answered "input required" with no
 question (only its state) is sent again."""
 
-_CLIENT_INFO: dict[str, Any] = {"name": "agentloop", "version": "0.1.0"}
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("agentloop")
+    except importlib.metadata.PackageNotFoundError:  # a source checkout not installed
+        return "0"
+
+
+_CLIENT_INFO: dict[str, Any] = {"name": "agentloop", "version": _version()}
+"""What the client calls itself in `initialize` (and in each 2026-07-28 request's `_meta`)."""
 
 
 def wire(model: BaseModel) -> dict[str, Any]:
