@@ -28,6 +28,7 @@ from datetime import timedelta
 from typing import Any, TypeVar, cast
 
 import anyio
+from pydantic import ValidationError
 
 from agentloop.errors import MCPToolError, MCPTransportError
 from agentloop.mcp import sdk
@@ -551,6 +552,15 @@ class Connection:
         except (OSError, anyio.EndOfStream) as exc:
             msg = f"MCP server {name!r} failed during {what}: {describe(exc)}"
             raise await self._died(msg, sent=True) from exc
+        except ValidationError as exc:  # the server answered, with what the protocol forbids
+            problems = exc.errors()
+            first = problems[0] if problems else {"loc": (), "msg": str(exc)}
+            where = ".".join(str(part) for part in first["loc"]) or "the result"
+            msg = (
+                f"MCP server {name!r} answered {what} with a result the protocol does not "
+                f"allow ({len(problems)} problems; {where}: {first['msg']})"
+            )
+            raise MCPToolError(msg, server=name) from exc
 
 
 async def _settle(call: asyncio.Future[Any]) -> None:

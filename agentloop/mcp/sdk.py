@@ -278,8 +278,28 @@ def new_session(
     """
     info = types.Implementation.model_validate(_CLIENT_INFO)
     if MCP_MAJOR >= 2:
-        callbacks["log_level"] = log_level
+        callbacks.update(dispatcher=_complete_by_default()(read, write), log_level=log_level)
+        return AnsweringSession(client_info=info, **callbacks)
     return AnsweringSession(read, write, client_info=info, **callbacks)
+
+
+def _complete_by_default() -> Any:
+    """The dispatcher of mcp 2.x, reading a result without `resultType` as `complete`.
+
+    Protocol 2026-07-28 says a client must assume `"resultType": "complete"` where a
+    result names none (SEP-2322); the SDK refuses such a result instead. (A session of
+    an earlier revision drops the field.)
+    """
+    base = importlib.import_module("mcp.shared.jsonrpc_dispatcher").JSONRPCDispatcher
+
+    class CompleteByDefault(base):  # type: ignore[misc, valid-type]
+        async def send_raw_request(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            raw: dict[str, Any] = await super().send_raw_request(*args, **kwargs)
+            if isinstance(raw, dict) and "resultType" not in raw:
+                raw["resultType"] = "complete"
+            return raw
+
+    return CompleteByDefault
 
 
 async def connect(session: ClientSession) -> types.ServerCapabilities:

@@ -78,7 +78,31 @@ async def test_the_client_declares_only_what_the_loop_serves(
     assert "elicitation" not in quiet_declares and "roots" not in quiet_declares
 
 
+async def test_a_result_the_protocol_does_not_allow_is_the_servers_failure(
+    run_loop: Any,
+) -> None:
+    with MCPToolset({"contract": own_server("contract")}) as toolset:
+        graph, _ = loop_with(toolset, plan_reply("execute", [cmd("malformed")]))
+        out = await run_loop(graph, {"user_input": "-"})
+    (record,) = out["tool_logs"]
+    assert not record["success"]
+    assert (
+        "answered a call to 'malformed' with a result the protocol does not allow"
+        in (record["error"])
+    )
+    assert record["result"]["error"] != "invalid_arguments"  # not the planner's mistake
+
+
 needs_2026 = pytest.mark.skipif(MCP_MAJOR < 2, reason="multi-round requests need mcp 2.x")
+
+
+@needs_2026
+async def test_a_2026_result_that_names_no_result_type_is_complete(run_loop: Any) -> None:
+    with MCPToolset({"contract": own_server("contract", "--modern")}) as toolset:
+        graph, _ = loop_with(toolset, plan_reply("execute", [cmd("bare")]))
+        out = await run_loop(graph, {"user_input": "-"})
+    (record,) = out["tool_logs"]
+    assert record["success"] and record["result"] == "bare", record
 
 
 @needs_2026

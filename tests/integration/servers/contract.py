@@ -5,7 +5,8 @@
 Its tools: `weather` (a `title`, an `outputSchema`, structured content that conforms),
 `forecast` (a title in its annotations only), `broken_weather` (structured content that
 breaks the schema), `unstructured_weather` (an `outputSchema`, no structured content),
-`declared` (the capabilities the client declared, as JSON text) and `confirm`.
+`bare` (no `resultType` in a 2026-07-28 result), `malformed` (content that is not a
+list), `declared` (the capabilities the client declared, as JSON text) and `confirm`.
 
 With `--modern` it speaks protocol 2026-07-28 only: it answers `server/discover` (not
 `initialize`), reads the client's capabilities from each request's `_meta`, and `confirm`
@@ -66,6 +67,18 @@ TOOLS = [
         "annotations": {"readOnlyHint": True},
     },
     {
+        "name": "bare",
+        "description": "A result that names no resultType (2026-07-28: it is complete).",
+        "inputSchema": {"type": "object", "properties": {}},
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": "malformed",
+        "description": "A result the protocol does not allow.",
+        "inputSchema": {"type": "object", "properties": {}},
+        "annotations": {"readOnlyHint": True},
+    },
+    {
         "name": "confirm",
         "description": "Ask the person to confirm, then answer.",
         "inputSchema": {"type": "object", "properties": {}},
@@ -102,6 +115,10 @@ def call(params: dict[str, Any]) -> dict[str, Any]:
         return {**text(json.dumps(structured)), "structuredContent": structured}
     if name == "unstructured_weather":
         return text("21.5 degrees")
+    if name == "bare":
+        return {**text("bare"), "_bare": True}
+    if name == "malformed":
+        return {"content": "not a list of blocks"}
     if name == "declared":
         seen = (params.get("_meta") or {}).get(CAPABILITIES_META) if MODERN else declared
         return text(json.dumps(seen, sort_keys=True))
@@ -159,7 +176,7 @@ def main() -> None:
             error = {"code": -32601, "message": f"Method not found: {message['method']}"}
             reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"], "error": error}
         else:
-            if MODERN and "resultType" not in result:
+            if MODERN and "resultType" not in result and not result.pop("_bare", False):
                 result["resultType"] = "complete"
             reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
         sys.stdout.write(json.dumps(reply) + "\n")
