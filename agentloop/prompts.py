@@ -174,6 +174,7 @@ def _compact_tool(description: Mapping[str, Any]) -> dict[str, Any]:
         schema.pop("type")
     tool: dict[str, Any] = {
         "name": description.get("name"),
+        **({"title": description["title"]} if description.get("title") else {}),
         "description": description.get("description"),
         "args_schema": schema,
         "side_effects": bool(description.get("side_effects")),
@@ -186,10 +187,11 @@ def _compact_tool(description: Mapping[str, Any]) -> dict[str, Any]:
 def tool_list_json(descriptions: Sequence[Mapping[str, Any]]) -> str:
     """The planner's tool list: a JSON array, one tool per line, quoted for a prompt.
 
-    Each tool is its name, description, argument schema (without `title` annotations,
-    the repeated description, or `"type": "object"` around its properties), and
-    `side_effects`; `idempotent` is given for tools with side effects only (a read-only
-    tool is always safe to repeat). Tool text is quoted as by `to_prompt_json`.
+    Each tool is its name, display title (where it has one, as an MCP tool's `title`),
+    description, argument schema (without `title` annotations, the repeated description,
+    or `"type": "object"` around its properties), and `side_effects`; `idempotent` is
+    given for tools with side effects only (a read-only tool is always safe to repeat).
+    Tool text is quoted as by `to_prompt_json`.
     """
     lines = ",\n".join(to_prompt_json(_compact_tool(tool)) for tool in descriptions)
     return f"[{lines}]"

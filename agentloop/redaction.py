@@ -625,9 +625,10 @@ class EnvironmentRedactor:
 
 # --- log lines -----------------------------------------------------------------------------
 
-REDACTED_LOGGERS = ("agentloop", "mcp", "httpx", "httpcore")
+REDACTED_LOGGERS = ("agentloop", "mcp", "client", "httpx", "httpcore", "httpx2", "httpcore2")
 """Loggers (and their children) whose records are redacted: the library's, and those of the
-MCP SDK and its HTTP client, which log server URLs and messages."""
+MCP SDK and its HTTP client, which log server URLs and messages (mcp 2.x's session logs as
+`client`, its HTTP client as `httpx2` and `httpcore2`)."""
 
 
 def _redact_text(text: str, hooks: Iterable[Any]) -> str:
@@ -758,7 +759,8 @@ def install_log_redaction(*hooks: Any) -> LogRedaction:
 
     The library changes no process-wide logging by itself: an application (the
     `agentloop` command does) calls this once. From then on every record of the
-    `agentloop`, `mcp`, `httpx` and `httpcore` loggers and their children is redacted
+    `agentloop` and `mcp` loggers, the MCP SDK's HTTP client's (`httpx`, `httpcore`, or
+    `httpx2`, `httpcore2` and `client` on mcp 2.x) and their children is redacted
     when it is made, before any filter or handler sees it: its message, its exception
     text and every field given with `extra=` (walked by `redact_data`, whatever its
     shape), by an `EnvironmentRedactor` (the secrets the environment holds at that

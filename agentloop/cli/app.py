@@ -199,7 +199,8 @@ def cli_logging(*, quiet: bool, verbose: bool = False) -> Iterator[None]:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("agentloop: %(levelname)s: %(message)s"))
     library = logging.getLogger("agentloop")
-    loggers = [logging.getLogger(name) for name in ("agentloop", "mcp", "asyncio", "httpx")]
+    sdk = ("mcp", "client", "httpx", "httpx2")  # the MCP SDK's (mcp 2.x: its session's, httpx2)
+    loggers = [logging.getLogger(name) for name in ("agentloop", "asyncio", *sdk)]
     saved = [(logger, logger.level) for logger in loggers]
     propagate = library.propagate
     library.addHandler(handler)

@@ -1,5 +1,7 @@
 """MCP servers as tools of a loop: config, sessions, client features, results.
 
+- `sdk`: the one module that knows the installed `mcp` SDK's major (1.x or 2.x); the
+  others take the SDK's names from it and read what servers send as wire data;
 - `config`: reading `mcpServers` configs (`load_mcp_config`, `MCPServerSpec`);
 - `auth`: an HTTP server's authorization (`MCPAuth`: OAuth flows of the `mcp` SDK);
 - `connection`: one server's session held open by a background task;

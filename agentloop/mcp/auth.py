@@ -1,18 +1,25 @@
 """Authorization of HTTP MCP servers: a server's `auth` entry, run by the `mcp` SDK's OAuth.
 
 A server's `auth` (in its config, or `MCPToolset(auth={name: MCPAuth(...)})`) names one
-flow; the toolset turns it into one `httpx.Auth` per server, shared by all of that
-server's sessions, so a token is obtained once and refreshed by the SDK:
+flow; the toolset turns it into one `Auth` of the SDK's HTTP library per server, shared
+by all of that server's sessions, so a token is obtained once and refreshed by the SDK:
 
 - `bearer`: a static token sent as `Authorization: Bearer ...` (as a `headers` entry does);
 - `client_credentials`: a client id and secret (`ClientCredentialsOAuthProvider`);
 - `private_key_jwt`: client credentials proved by a JWT signed with the client's private
-  key (`PrivateKeyJWTOAuthProvider`);
+  key, or by a JWT given whole (`assertion`: workload identity federation)
+  (`PrivateKeyJWTOAuthProvider`);
+- `identity_assertion` (mcp 2.x): enterprise-managed authorization (SEP-990): an identity
+  assertion grant (ID-JAG) from the enterprise's identity provider, exchanged with the
+  RFC 7523 jwt-bearer grant at the configured `issuer` (`IdentityAssertionOAuthProvider`);
 - `authorization_code` (the default): the SDK's `OAuthClientProvider`, with PKCE, dynamic
   registration (or a pre-registered `client_id`, or a `client_metadata_url`), scope
   selection and step-up; the app supplies the `redirect_handler` (sends the person, or a
-  headless client, to the authorization URL) and the `callback_handler` (returns the code
-  and state the redirect carried).
+  headless client, to the authorization URL) and the `callback_handler` (returns the code,
+  state and, where the redirect has one, `iss` the redirect carried). On mcp 2.x the SDK
+  also checks that `iss` (RFC 9207), registers again with an authorization server the
+  resource moved to, asks for the union of the scopes on a step-up, asks for
+  `offline_access` where the server offers it, and names the client's `application_type`.
 
 Tokens are kept by the app's `storage` (the SDK's `TokenStorage` protocol), or in memory
 for the toolset's life. Every token the flow obtains, and the configured secrets, are
@@ -22,24 +29,29 @@ its `repr`.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
+from urllib.parse import urlsplit
 
-import httpx
-from mcp.client.auth import OAuthClientProvider, TokenStorage
-from mcp.client.auth.extensions.client_credentials import (
-    ClientCredentialsOAuthProvider,
-    PrivateKeyJWTOAuthProvider,
-    SignedJWTParameters,
-)
-from mcp.client.auth.oauth2 import OAuthContext
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from pydantic import AnyUrl
 
 from agentloop.errors import ConfigurationError
+from agentloop.mcp import sdk
+from agentloop.mcp.sdk import (
+    ClientCredentialsOAuthProvider,
+    OAuthClientInformationFull,
+    OAuthClientProvider,
+    OAuthContext,
+    OAuthToken,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+    TokenStorage,
+    http,
+)
 from agentloop.redaction import Redactor
 
 __all__ = [
@@ -53,8 +65,10 @@ __all__ = [
     "build_auth",
 ]
 
-AuthFlow = Literal["authorization_code", "client_credentials", "private_key_jwt", "bearer"]
-"""The flows an `auth` entry may name."""
+AuthFlow = Literal[
+    "authorization_code", "client_credentials", "private_key_jwt", "identity_assertion", "bearer"
+]
+"""The flows an `auth` entry may name (`identity_assertion` needs mcp 2.x)."""
 
 TokenEndpointAuthMethod = Literal["client_secret_basic", "client_secret_post", "none"]
 """How a client proves itself to the token endpoint (RFC 7591)."""
@@ -62,13 +76,21 @@ TokenEndpointAuthMethod = Literal["client_secret_basic", "client_secret_post", "
 RedirectHandler = Callable[[str], Awaitable[None]]
 """Sends the person (or a headless client) to the authorization URL it is given."""
 
-CallbackHandler = Callable[[], Awaitable[tuple[str, str | None]]]
-"""Returns the authorization code and state the redirect back carried."""
+CallbackHandler = Callable[[], Awaitable[Any]]
+"""Returns what the redirect back carried: `(code, state)`, or `(code, state, iss)` (or a
+mapping with those keys) where the redirect has an `iss` parameter (RFC 9207: mcp 2.x
+checks it against the authorization server)."""
+
+AssertionProvider = Callable[[str, str], Awaitable[str]]
+"""`identity_assertion`: given the authorization server's issuer (the ID-JAG's audience)
+and the MCP server's resource, returns an ID-JAG from the enterprise's identity provider."""
 
 DEFAULT_REDIRECT_URI = "http://localhost:3000/callback"
 """The redirect URI registered when an `authorization_code` entry names none."""
+DEFAULT_FLOW_TIMEOUT_S = 300.0
+"""How long the authorization code flow waits for the redirect back, by default."""
 
-_SECRET_FIELDS = ("client_secret", "private_key", "token")
+_SECRET_FIELDS = ("client_secret", "private_key", "token", "assertion")
 
 
 @dataclass(frozen=True)
@@ -81,8 +103,8 @@ class MCPAuth:
     """
 
     flow: AuthFlow | None = None
-    """`authorization_code` (the default), `client_credentials`, `private_key_jwt` or
-    `bearer`."""
+    """`authorization_code` (the default), `client_credentials`, `private_key_jwt`,
+    `identity_assertion` (mcp 2.x) or `bearer`."""
     scopes: tuple[str, ...] | None = None
     """The scopes to ask for where the server names none; scopes it names (in a 401's
     `WWW-Authenticate`, or its `scopes_supported`) win, as the spec's scope selection says."""
@@ -100,7 +122,14 @@ class MCPAuth:
     """The JWT algorithm of `private_key_jwt` (default `RS256`)."""
     issuer: str | None = None
     """The authorization server the client credentials belong to: they are sent to no
-    other (recommended for the client credentials flows)."""
+    other (recommended for the client credentials flows; required by
+    `identity_assertion`)."""
+    assertion: str | None = field(default=None, repr=False)
+    """A JWT given whole: `private_key_jwt`'s client assertion instead of a `private_key`
+    (workload identity federation), or `identity_assertion`'s ID-JAG."""
+    assertion_provider: AssertionProvider | None = field(default=None, repr=False)
+    """`identity_assertion`: obtains a fresh ID-JAG for each token request (instead of a
+    fixed `assertion`)."""
     redirect_uri: str | None = None
     """The redirect URI of `authorization_code` (default `http://localhost:3000/callback`)."""
     client_name: str | None = None
@@ -117,7 +146,7 @@ class MCPAuth:
     storage: TokenStorage | None = field(default=None, repr=False)
     """Where tokens and the registered client are kept (default: in memory, per toolset)."""
     timeout_s: float | None = None
-    """How long the authorization code flow may take (default 300 s)."""
+    """How long the authorization code flow waits for the redirect back (default 300 s)."""
 
     @property
     def secrets(self) -> frozenset[str]:
@@ -153,7 +182,7 @@ def auth_from_config(entry: Any, *, where: str) -> MCPAuth:
     known = {
         "flow", "scopes", "client_id", "client_secret", "token_endpoint_auth_method",
         "private_key", "signing_algorithm", "issuer", "redirect_uri", "client_name",
-        "client_metadata_url", "token", "timeout_s",
+        "client_metadata_url", "token", "timeout_s", "assertion",
     }  # fmt: skip
     unknown = sorted(set(entry) - known)
     if unknown:
@@ -205,17 +234,27 @@ def check_auth(auth: MCPAuth, *, where: str, handlers_later: bool = False) -> No
             f"{', '.join(get_args(TokenEndpointAuthMethod))}"
         )
         raise ConfigurationError(msg)
+    if flow == "identity_assertion" and sdk.identity_assertion_provider() is None:
+        msg = f"{where}: auth flow 'identity_assertion' needs mcp 2.x (installed: mcp 1.x)"
+        raise ConfigurationError(msg)
     needs: tuple[str, ...] = {
         "bearer": ("token",),
         "client_credentials": ("client_id", "client_secret"),
-        "private_key_jwt": ("client_id", "private_key"),
+        "private_key_jwt": ("client_id",),
+        "identity_assertion": ("client_id", "client_secret", "issuer"),
         "authorization_code": () if handlers_later else ("redirect_handler", "callback_handler"),
     }[flow]
     missing = [name for name in needs if getattr(auth, name) is None]
+    if flow == "private_key_jwt" and auth.private_key is None and auth.assertion is None:
+        missing.append("private_key (or assertion)")
+    given = auth.assertion is not None or auth.assertion_provider is not None
+    if flow == "identity_assertion" and not handlers_later and not given:
+        missing.append("assertion_provider (or assertion)")
     if missing:
         hint = (
             f" (give them in code: MCPToolset(..., auth={{server: MCPAuth({missing[0]}=...)}}))"
-            if flow == "authorization_code"
+            if flow in ("authorization_code", "identity_assertion")
+            and missing[0].endswith(("handler", "provider (or assertion)"))
             else ""
         )
         msg = f"{where}: auth flow {flow!r} needs {', '.join(missing)}{hint}"
@@ -316,10 +355,10 @@ class _ConfiguredScope:
     context: OAuthContext
     configured_scope: str | None = None
 
-    async def _perform_authorization(self) -> httpx.Request:
+    async def _perform_authorization(self) -> http.Request:
         if self.context.client_metadata.scope is None:
             self.context.client_metadata.scope = self.configured_scope
-        return cast(httpx.Request, await super()._perform_authorization())  # type: ignore[misc]
+        return cast(http.Request, await super()._perform_authorization())  # type: ignore[misc]
 
 
 class _AuthorizationCode(_ConfiguredScope, OAuthClientProvider):
@@ -334,7 +373,7 @@ class _PrivateKeyJWT(_ConfiguredScope, PrivateKeyJWTOAuthProvider):
     pass
 
 
-class _Bearer(httpx.Auth):
+class _Bearer(http.Auth):
     """A static bearer token."""
 
     def __init__(self, token: str) -> None:
@@ -343,15 +382,15 @@ class _Bearer(httpx.Auth):
     def __repr__(self) -> str:
         return "_Bearer(token=[REDACTED])"
 
-    def auth_flow(self, request: httpx.Request) -> Any:
+    def auth_flow(self, request: http.Request) -> Any:
         request.headers["Authorization"] = f"Bearer {self._token}"
         yield request
 
 
 def build_auth(
     auth: MCPAuth, server_url: str, *, where: str, learn: Callable[..., None]
-) -> httpx.Auth:
-    """The `httpx.Auth` that runs `auth`'s flow for the server at `server_url`.
+) -> http.Auth:
+    """The `Auth` (of the SDK's HTTP library) that runs `auth`'s flow for the server.
 
     Args:
         auth: The server's entry (config and code merged).
@@ -380,58 +419,128 @@ def build_auth(
             scope=scope,
         )
     storage = _Storage(auth.storage or _InMemoryStorage(), preregistered, learn)
-    provider: _ConfiguredScope
     try:
-        if flow == "client_credentials":
-            method = auth.token_endpoint_auth_method or "client_secret_basic"
-            if method == "none":
-                msg = f"{where}: client_credentials needs client_secret_basic or client_secret_post"
-                raise ConfigurationError(msg)
-            provider = _ClientCredentials(
-                server_url,
-                storage,
-                cast(str, auth.client_id),
-                cast(str, auth.client_secret),
-                token_endpoint_auth_method=method,
-                scopes=scope,
-                issuer=auth.issuer,
-            )
-        elif flow == "private_key_jwt":
-            client_id = cast(str, auth.client_id)
+        if flow == "identity_assertion":
+            return _identity_assertion(auth, server_url, storage, scope)
+        provider = _provider(auth, server_url, storage, scope, redirect, where=where)
+    except ValueError as error:  # the SDK's checks (an issuer or metadata URL)
+        problem = Redactor(auth.secrets)(" ".join(str(error).split()))
+        msg = f"{where}: invalid auth: {problem}"
+        raise ConfigurationError(msg) from None
+    provider.configured_scope = scope
+    return cast(http.Auth, provider)
+
+
+def _provider(
+    auth: MCPAuth,
+    server_url: str,
+    storage: _Storage,
+    scope: str | None,
+    redirect: AnyUrl,
+    *,
+    where: str,
+) -> _ConfiguredScope:
+    """The SDK's provider of an OAuth flow (all but `bearer` and `identity_assertion`)."""
+    flow = auth.resolved_flow
+    if flow == "client_credentials":
+        method = auth.token_endpoint_auth_method or "client_secret_basic"
+        if method == "none":
+            msg = f"{where}: client_credentials needs client_secret_basic or client_secret_post"
+            raise ConfigurationError(msg)
+        return _ClientCredentials(
+            server_url,
+            storage,
+            cast(str, auth.client_id),
+            cast(str, auth.client_secret),
+            token_endpoint_auth_method=method,
+            issuer=auth.issuer,
+            **sdk.scope_option(scope),
+        )
+    if flow == "private_key_jwt":
+        client_id = cast(str, auth.client_id)
+        if auth.assertion is not None:
+            assertion = sdk.static_assertion_provider(auth.assertion)
+        else:
             signed = SignedJWTParameters(
                 issuer=client_id,
                 subject=client_id,
                 signing_key=cast(str, auth.private_key),
                 signing_algorithm=auth.signing_algorithm or "RS256",
             )
-            provider = _PrivateKeyJWT(
-                server_url,
-                storage,
-                client_id,
-                signed.create_assertion_provider(),
-                scopes=scope,
-                issuer=auth.issuer,
-            )
-        else:
-            metadata = OAuthClientMetadata(
-                client_name=auth.client_name or "agentloop",
-                redirect_uris=[redirect],
-                grant_types=["authorization_code", "refresh_token"],
-                response_types=["code"],
-                scope=scope,
-            )
-            provider = _AuthorizationCode(
-                server_url,
-                metadata,
-                storage,
-                redirect_handler=auth.redirect_handler,
-                callback_handler=auth.callback_handler,
-                timeout=auth.timeout_s or 300.0,
-                client_metadata_url=auth.client_metadata_url,
-            )
-    except ValueError as error:  # the SDK's checks (an issuer or metadata URL)
-        problem = Redactor(auth.secrets)(" ".join(str(error).split()))
-        msg = f"{where}: invalid auth: {problem}"
-        raise ConfigurationError(msg) from None
-    provider.configured_scope = scope
-    return cast(httpx.Auth, provider)
+            assertion = signed.create_assertion_provider()
+        return _PrivateKeyJWT(
+            server_url,
+            storage,
+            client_id,
+            assertion,
+            issuer=auth.issuer,
+            **sdk.scope_option(scope),
+        )
+    host = urlsplit(str(redirect)).hostname or ""
+    metadata = sdk.client_metadata(
+        client_name=auth.client_name or "agentloop",
+        redirect_uris=[redirect],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        scope=scope,
+        application_type="native" if host in _THIS_MACHINE else "web",
+    )
+    return _AuthorizationCode(
+        server_url,
+        metadata,
+        storage,
+        redirect_handler=auth.redirect_handler,
+        callback_handler=_answered(auth),
+        client_metadata_url=auth.client_metadata_url,
+        **sdk.code_flow_options(auth.timeout_s or DEFAULT_FLOW_TIMEOUT_S),
+    )
+
+
+_THIS_MACHINE = {"localhost", "127.0.0.1", "::1", "[::1]"}
+
+
+def _answered(auth: MCPAuth) -> Callable[[], Awaitable[Any]] | None:
+    """The app's callback handler, its answer as the SDK takes it, within the flow's time."""
+    handler = auth.callback_handler
+    if handler is None:
+        return None
+    limit = auth.timeout_s or DEFAULT_FLOW_TIMEOUT_S
+
+    async def callback() -> Any:
+        try:
+            answer = await asyncio.wait_for(handler(), limit)
+        except TimeoutError:
+            msg = f"no answer from the authorization redirect within {limit:g}s"
+            raise TimeoutError(msg) from None
+        return sdk.code_result(answer)
+
+    return callback
+
+
+def _identity_assertion(
+    auth: MCPAuth, server_url: str, storage: _Storage, scope: str | None
+) -> http.Auth:
+    """The SEP-990 provider of mcp 2.x: the ID-JAG exchanged with the jwt-bearer grant."""
+    fixed = auth.assertion
+    given = auth.assertion_provider
+
+    async def assertion(audience: str, resource: str) -> str:
+        if given is not None:
+            return await given(audience, resource)
+        return cast(str, fixed)
+
+    provider_type = sdk.identity_assertion_provider()
+    method = auth.token_endpoint_auth_method or "client_secret_post"
+    return cast(
+        http.Auth,
+        provider_type(
+            server_url,
+            storage,
+            cast(str, auth.client_id),
+            cast(str, auth.client_secret),
+            cast(str, auth.issuer),
+            assertion,
+            scope=scope,
+            token_endpoint_auth_method=method,
+        ),
+    )

@@ -38,7 +38,6 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.config import get_stream_writer
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import interrupt
-from mcp import types
 from pydantic import ValidationError
 
 from agentloop.durability import current_checkpointer
@@ -46,6 +45,7 @@ from agentloop.errors import ToolCallError
 from agentloop.events import Emit, LoopEvent, McpLog, ToolProgress, make_emitter, null_emit
 from agentloop.mcp.client import CallHooks
 from agentloop.mcp.pools import Started, mark_retrieved
+from agentloop.mcp.sdk import types, wire
 from agentloop.redaction import Redact, redact_data
 
 __all__ = [
@@ -260,18 +260,19 @@ class CallBridge:
 
     def request(self, params: types.ElicitRequestParams) -> dict[str, Any]:
         """What a person (or a handler) is asked: the interrupt's value, redacted."""
+        asked = wire(params)
         value: dict[str, Any] = {
             "type": ELICITATION_INTERRUPT,
             "server": self.server,
             "tool": self.tool,
             "call_id": self.call_id,
-            "mode": getattr(params, "mode", "form"),
-            "message": params.message,
+            "mode": asked.get("mode", "form"),
+            "message": asked.get("message", ""),
         }
         if isinstance(params, types.ElicitRequestURLParams):
-            value["url"] = params.url
+            value["url"] = asked.get("url")
         else:
-            value["requested_schema"] = params.requestedSchema
+            value["requested_schema"] = asked.get("requestedSchema")
         redacted: dict[str, Any] = redact_data(value, self._redact) if self._redact else value
         return redacted
 
@@ -362,7 +363,10 @@ class CallBridge:
 
 
 def _schema(params: types.ElicitRequestParams) -> dict[str, Any] | None:
-    return None if isinstance(params, types.ElicitRequestURLParams) else params.requestedSchema
+    if isinstance(params, types.ElicitRequestURLParams):
+        return None
+    schema = wire(params).get("requestedSchema")
+    return schema if isinstance(schema, dict) else None
 
 
 async def _finish(done: asyncio.Future[Any]) -> None:

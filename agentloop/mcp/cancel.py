@@ -1,10 +1,10 @@
 """Cancelling a request on the server (`notifications/cancelled`, MCP spec 2025-06-18).
 
-The mcp SDK cancels a request only locally: it stops waiting, and the server goes on
-running it. The spec's way to stop it there is a `notifications/cancelled` naming the
-request's id, which the SDK's `send_request` takes from its session without saying.
-`next_request_id` reads it (the one place that touches the SDK's private counter,
-pinned by a contract test).
+The mcp SDK 1.x cancels a request only locally: it stops waiting, and the server goes on
+running it (2.x sends the notification itself once the caller stops waiting). The spec's
+way to stop it there while the answer is still awaited is a `notifications/cancelled`
+naming the request's id, which the SDK's `send_request` takes from its session without
+saying; `next_request_id` (of `agentloop.mcp.sdk`) reads it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from mcp import ClientSession
-from mcp.types import CancelledNotification, CancelledNotificationParams, ClientNotification
+from agentloop.mcp.sdk import ClientSession, cancelled_notification, next_request_id
 
 __all__ = ["CANCEL_GRACE_S", "CANCEL_REASON", "next_request_id", "send_cancelled"]
 
@@ -29,22 +28,9 @@ NOTIFY_TIMEOUT_S = 2.0
 """How long sending the cancellation itself may take."""
 
 
-def next_request_id(session: ClientSession) -> int:
-    """The id the session's next request will take.
-
-    Read it in the same step as the request is sent (no `await` in between), so that no
-    other request takes it first.
-    """
-    return int(session._request_id)  # the SDK's own counter: see the module docstring
-
-
 async def send_cancelled(session: ClientSession, request_id: int, reason: str) -> bool:
     """Tell the server to stop a request; returns whether the notification was sent."""
-    notification = ClientNotification(
-        CancelledNotification(
-            params=CancelledNotificationParams(requestId=request_id, reason=reason)
-        )
-    )
+    notification = cancelled_notification(request_id, reason)
     try:
         await asyncio.wait_for(session.send_notification(notification), NOTIFY_TIMEOUT_S)
     except Exception as error:  # the link is gone: the server cannot be running it for long

@@ -17,9 +17,10 @@
   `resources/list_changed` notification makes the toolset fetch its lists again.
 
 The mcp SDK only declares a capability when its callback is given, so each server gets
-the callbacks its config allows. It also answers each request of the server inside its
-receive loop, so while one question waited for a person nothing else reached the
-session; `AnsweringSession` answers questions and sampling requests apart from it.
+the callbacks its config allows. On protocol 2026-07-28 a server asks its questions by
+answering a call "input required" (multi-round requests): they reach these same
+callbacks, named by that call (`sdk.call_tool`). What the server sends is read as wire
+data (`sdk.wire`), the same on both SDK majors.
 """
 
 from __future__ import annotations
@@ -29,22 +30,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-from anyio.abc import TaskStatus
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from mcp import ClientSession, types
-from mcp.shared.session import RequestResponder
-from mcp.types import RequestId
 
 from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.output import ServerOutput
+from agentloop.mcp.sdk import RELATED_REQUEST_META, ClientSession, request_meta, types, wire
 from agentloop.messages import message_text
 from agentloop.redaction import Redact, Redactor
 
 __all__ = [
     "RELATED_REQUEST_META",
-    "AnsweringSession",
     "CallHooks",
     "ClientHandlers",
     "server_logger",
@@ -52,48 +48,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-RELATED_REQUEST_META = "agentloop/relatedRequestId"
-"""The `_meta` key that names, in a request the server sent, the client's request it
-belongs to (added by the streamable HTTP transport, from the stream it came on)."""
-
 ProgressHook = Callable[[float, float | None, str | None], None]
 LogHook = Callable[[types.LoggingMessageNotificationParams], None]
 ElicitationHook = Callable[[types.ElicitRequestParams], Awaitable[types.ElicitResult]]
-
-
-_ANSWERED_APART = (types.ElicitRequest, types.CreateMessageRequest)
-
-
-class AnsweringSession(ClientSession):
-    """The SDK's `ClientSession`, answering the server's questions apart from its receive loop.
-
-    The SDK awaits the answer to each request of the server in the loop that reads the
-    session: a question that waits for a person held up every other message of the
-    session, another call's question and every call's result among them. Elicitation
-    and sampling requests are answered in tasks of their own (in the session's task
-    group, so they end with it); each has entered its request's cancel scope before the
-    loop reads on, so a `notifications/cancelled` for it still finds it.
-    """
-
-    async def _received_request(
-        self, responder: RequestResponder[types.ServerRequest, types.ClientResult]
-    ) -> None:
-        if not isinstance(responder.request.root, _ANSWERED_APART):
-            await super()._received_request(responder)
-            return
-        await self._task_group.start(self._answer_apart, responder)
-
-    async def _answer_apart(
-        self,
-        responder: RequestResponder[types.ServerRequest, types.ClientResult],
-        *,
-        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-    ) -> None:
-        task_status.started()  # the SDK enters the responder before its first await
-        try:
-            await super()._received_request(responder)
-        except Exception as error:  # never the session's end: its loop would have logged it
-            logger.warning("answering a request of an MCP server failed: %s", error)
 
 
 def server_logger(name: str) -> logging.Logger:
@@ -167,7 +124,7 @@ class ClientHandlers:
         self.in_flight[self._next] = hooks
         return self._next
 
-    def sending(self, token: int, session: ClientSession, request_id: RequestId) -> None:
+    def sending(self, token: int, session: ClientSession, request_id: int | str) -> None:
         """The call's request is being sent on `session` with this id (again, on a new one)."""
         self._sent[token] = (session, str(request_id))
 
@@ -178,9 +135,8 @@ class ClientHandlers:
 
     def _call_of(self, context: Any) -> CallHooks | None:
         """The call a request of the server belongs to, when the request names it."""
-        meta = getattr(context, "meta", None)
-        extra = (meta.model_extra or {}) if meta is not None else {}
-        named = extra.get(RELATED_REQUEST_META, getattr(meta, "progressToken", None))
+        meta = request_meta(context)
+        named = meta.get(RELATED_REQUEST_META, meta.get("progressToken"))
         if named is None:
             return None
         session = getattr(context, "session", None)
@@ -215,12 +171,15 @@ class ClientHandlers:
         if isinstance(message, Exception):
             self.logger.debug("unreadable message from the server: %s", message)
             return
-        root = getattr(message, "root", None)
+        root = getattr(message, "root", message)  # mcp 1.x wraps it, 2.x does not
         if isinstance(root, _LIST_CHANGED):
             self.on_tools_changed(self.spec.name)
 
     async def _roots(self, context: Any) -> types.ListRootsResult:
-        roots = [types.Root(uri=uri, name=uri.rsplit("/", 1)[-1] or uri) for uri in self.spec.roots]  # type: ignore[arg-type]
+        roots = [
+            types.Root.model_validate({"uri": uri, "name": uri.rsplit("/", 1)[-1] or uri})
+            for uri in self.spec.roots
+        ]
         return types.ListRootsResult(roots=roots)
 
     async def _elicit(
@@ -256,17 +215,19 @@ class ClientHandlers:
             model = calling[0] if calling else self.sampler()
         if model is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message="no model to sample with")
+        asked = wire(params)
         messages: list[BaseMessage] = []
-        if params.systemPrompt:
-            messages.append(SystemMessage(params.systemPrompt))
-        for message in params.messages:
-            text = _sampling_text(message.content)
-            messages.append(HumanMessage(text) if message.role == "user" else AIMessage(text))
-        options: dict[str, Any] = {"max_tokens": params.maxTokens}
-        if params.stopSequences:
-            options["stop"] = list(params.stopSequences)
-        if params.temperature is not None:
-            options["temperature"] = params.temperature
+        if asked.get("systemPrompt"):
+            messages.append(SystemMessage(asked["systemPrompt"]))
+        for message in asked.get("messages", []):
+            text = _sampling_text(message.get("content"))
+            user = message.get("role") == "user"
+            messages.append(HumanMessage(text) if user else AIMessage(text))
+        options: dict[str, Any] = {"max_tokens": asked.get("maxTokens")}
+        if asked.get("stopSequences"):
+            options["stop"] = list(asked["stopSequences"])
+        if asked.get("temperature") is not None:
+            options["temperature"] = asked["temperature"]
         try:
             reply = await _bound(model, options).ainvoke(messages)
         except Exception as error:
@@ -283,7 +244,9 @@ class ClientHandlers:
 
 def _sampling_text(content: Any) -> str:
     blocks = content if isinstance(content, list) else [content]
-    texts = [block.text for block in blocks if isinstance(block, types.TextContent)]
+    texts = [
+        block["text"] for block in blocks if isinstance(block, dict) and block.get("type") == "text"
+    ]
     skipped = len(blocks) - len(texts)
     return "\n".join(texts) + (f"\n[{skipped} non-text content blocks omitted]" if skipped else "")
 

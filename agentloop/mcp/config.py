@@ -56,9 +56,9 @@ class MCPServerSpec:
     name: str
     """The server's name in the config; also `metadata["mcp_server"]` of its tools."""
     connection: dict[str, Any]
-    """A `langchain_mcp_adapters` connection: stdio (`command`, `args`, `env`,
-    `cwd`), `streamable_http` or `sse` (`url`, `headers`, and `auth`: an `httpx.Auth`,
-    which `MCPToolset` builds from the `auth` entry)."""
+    """A connection in langchain-mcp-adapters' shape: stdio (`command`, `args`, `env`,
+    `cwd`), `streamable_http` or `sse` (`url`, `headers`, and `auth`: an `Auth` of the
+    SDK's HTTP library, which `MCPToolset` builds from the `auth` entry)."""
     allow: frozenset[str] | None = None
     """The tool names to keep, or glob patterns of them (`"git_*"`); `None` keeps all."""
     deny: frozenset[str] = frozenset()

@@ -1,9 +1,8 @@
 """One server's session, held open by a background task (the transport side of the pool).
 
-stdio sessions are opened here rather than by langchain-mcp-adapters because the
-adapter cannot give the server process a stderr of our own: each server's stderr goes
-to its own logger (`agentloop.mcp.server.<name>`), not the terminal. Streamable HTTP
-sessions are opened here too, on the mcp SDK's transport with a few changes: a response
+Sessions are opened on the mcp SDK's transports (through `agentloop.mcp.sdk`, on either
+major). A stdio server's stderr goes to its own logger (`agentloop.mcp.server.<name>`),
+not the terminal. Streamable HTTP sessions use the SDK's transport with a few changes: a response
 stream the server closes before the answer (and that cannot be resumed with
 `Last-Event-ID`) fails its request at once, instead of leaving it to its timeout, and
 a request whose connection cannot be opened (refused) or breaks is answered with an
@@ -14,7 +13,7 @@ connection broke after it left is not: the server may have run it
 (`MCPTransportError.sent`). A request the server sends on a call's response stream
 (a question) names that call in its `_meta` (`RELATED_REQUEST_META`). Both kinds of
 session answer the server's questions apart from their receive loop
-(`AnsweringSession`). SSE sessions are opened by the adapter.
+(`sdk.AnsweringSession` on mcp 1.x; 2.x does so itself).
 """
 
 from __future__ import annotations
@@ -29,33 +28,27 @@ from datetime import timedelta
 from typing import Any, TypeVar, cast
 
 import anyio
-import httpx
-from langchain_mcp_adapters.sessions import Connection as AdapterConnection
-from langchain_mcp_adapters.sessions import create_session
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import RequestContext, StreamableHTTPTransport
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.exceptions import McpError
-from mcp.shared.message import SessionMessage
-from mcp.types import (
-    CONNECTION_CLOSED,
-    ErrorData,
-    JSONRPCError,
-    JSONRPCMessage,
-    JSONRPCRequest,
-    JSONRPCResponse,
-    RequestId,
-    ServerCapabilities,
-)
+from pydantic import ValidationError
 
 from agentloop.errors import MCPToolError, MCPTransportError
+from agentloop.mcp import sdk
 from agentloop.mcp.cancel import CANCEL_GRACE_S, CANCEL_REASON, next_request_id, send_cancelled
-from agentloop.mcp.client import RELATED_REQUEST_META, AnsweringSession, ClientHandlers
+from agentloop.mcp.client import ClientHandlers
 from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.output import ServerLog, quote_output
+from agentloop.mcp.sdk import (
+    RELATED_REQUEST_META,
+    ClientSession,
+    McpError,
+    StdioServerParameters,
+    StreamableHTTPTransport,
+    http,
+    jsonrpc_message,
+    message_root,
+)
+from agentloop.mcp.sdk import types as mcp_types
 
-__all__ = ["Connection", "NotSentError", "describe", "open_session", "streamable_http"]
+__all__ = ["Connection", "NotSentError", "describe", "open_session", "sse", "streamable_http"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +89,7 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def _error_text(error: ErrorData) -> str:
+def _error_text(error: mcp_types.ErrorData) -> str:
     """An error answer's message, with its `data` when that is text (what went wrong)."""
     data = error.data
     return error.message + (f" ({data})" if isinstance(data, str) and data else "")
@@ -108,8 +101,10 @@ async def open_session(
 ) -> AsyncIterator[ClientSession]:
     """Open a session with the server's client callbacks.
 
-    langchain-mcp-adapters opens HTTP sessions; stdio sessions are opened here because
-    the adapter cannot give the process a stderr of our own (its logger, not the terminal).
+    The connection's keys mean what they mean to langchain-mcp-adapters (`transport`:
+    `stdio`, `streamable_http` or `sse`; `command`, `args`, `env`, `cwd`; `url`,
+    `headers`, `timeout`, `sse_read_timeout`, `auth`); a stdio server's stderr goes to
+    its logger, not the terminal.
 
     Args:
         spec: The server.
@@ -127,17 +122,20 @@ async def open_session(
             await inner(message)
 
         session_kwargs["message_handler"] = message_handler
+    level = spec.log_level
     if connection.get("transport") in _STREAMABLE_HTTP:
         async with (
             streamable_http(connection) as (read, write),
-            AnsweringSession(read, write, **session_kwargs) as session,
+            sdk.new_session(read, write, log_level=level, **session_kwargs) as session,
         ):
             yield session
         return
     if connection.get("transport") != "stdio":
-        connection["session_kwargs"] = session_kwargs
-        async with create_session(cast(AdapterConnection, connection)) as adapted:
-            yield adapted
+        async with (
+            sse(connection) as (read, write),
+            sdk.new_session(read, write, log_level=level, **session_kwargs) as session,
+        ):
+            yield session
         return
     parameters = StdioServerParameters(
         command=connection["command"],
@@ -150,8 +148,8 @@ async def open_session(
     log = ServerLog(handlers.output)
     try:
         async with (
-            stdio_client(parameters, errlog=log.file) as (read, write),
-            AnsweringSession(read, write, **session_kwargs) as session,
+            sdk.stdio_client(parameters, errlog=log.file) as (read, write),
+            sdk.new_session(read, write, log_level=level, **session_kwargs) as session,
         ):
             yield session
     finally:
@@ -178,8 +176,10 @@ CONNECTION_BROKE = "the connection broke before the answer"
 """The error of a request whose HTTP connection broke after it was opened."""
 _LINK_ERRORS = {_SDK_CONNECTION_CLOSED, STREAM_CLOSED, NOT_CONNECTED, CONNECTION_BROKE}
 """The errors (code `CONNECTION_CLOSED`) of a link that failed, not of the server."""
-_NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-"""httpx's errors raised before a request's first byte is written."""
+_NEVER_SENT = (http.ConnectError, http.ConnectTimeout, http.PoolTimeout)
+"""The HTTP library's errors raised before a request's first byte is written."""
+_SDK_STREAM_FAILED = "SSE stream"
+"""How mcp 2.x's transport starts the error of a request whose stream ended unanswered."""
 
 
 class _FailFastTransport(StreamableHTTPTransport):
@@ -187,38 +187,51 @@ class _FailFastTransport(StreamableHTTPTransport):
 
     A request whose POST cannot connect, or whose connection breaks, is answered with an
     error saying which (`NOT_CONNECTED`: it never left), where the SDK would end the
-    whole session and leave the caller unable to tell whether the server got it.
+    whole session and leave the caller unable to tell whether the server got it. Once the
+    server answered 404 to the session's id (it does not know the session), each error
+    says `SESSION_TERMINATED`, whatever the server's body said (mcp 2.x passes the body on).
     """
 
-    async def _handle_post_request(self, ctx: RequestContext) -> None:
-        root = ctx.session_message.message.root
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.session_gone = False
+        """The server answered 404 to a request with the session's id."""
+
+    async def note_response(self, response: Any) -> None:
+        """An HTTP response arrived (the client's event hook): note a 404 to the session."""
+        request = response.request
+        post = request.method == "POST" and request.headers.get("mcp-session-id")
+        if response.status_code == 404 and post:
+            self.session_gone = True
+
+    async def _handle_post_request(self, ctx: Any) -> None:
+        root = message_root(ctx.session_message)
+        watch = _Answered(ctx.read_stream_writer, None, self)
         try:
-            await super()._handle_post_request(ctx)
-        except httpx.TransportError as error:
-            if not isinstance(root, JSONRPCRequest):
+            await super()._handle_post_request(dataclasses.replace(ctx, read_stream_writer=watch))
+        except http.TransportError as error:
+            if not isinstance(root, mcp_types.JSONRPCRequest):
                 raise
             message = NOT_CONNECTED if isinstance(error, _NEVER_SENT) else CONNECTION_BROKE
-            failed = ErrorData(code=CONNECTION_CLOSED, message=message, data=describe(error))
-            reply = JSONRPCMessage(JSONRPCError(jsonrpc="2.0", id=root.id, error=failed))
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                await ctx.read_stream_writer.send(SessionMessage(reply))
+            await _fail(ctx.read_stream_writer, root.id, message, describe(error))
 
-    async def _handle_sse_response(
-        self, response: httpx.Response, ctx: RequestContext, is_initialization: bool = False
-    ) -> None:
-        root = ctx.session_message.message.root
-        related = root.id if isinstance(root, JSONRPCRequest) else None
-        watch = _Answered(ctx.read_stream_writer, related)
+    async def _handle_sse_response(self, response: Any, ctx: Any, *args: Any) -> None:
+        root = message_root(ctx.session_message)
+        related = root.id if isinstance(root, mcp_types.JSONRPCRequest) else None
+        watch = _Answered(ctx.read_stream_writer, related, self)
         await super()._handle_sse_response(
-            response,
-            dataclasses.replace(ctx, read_stream_writer=cast(Any, watch)),
-            is_initialization,
+            response, dataclasses.replace(ctx, read_stream_writer=cast(Any, watch)), *args
         )
-        if isinstance(root, JSONRPCRequest) and not watch.answered:  # resumption failed too
-            error = ErrorData(code=CONNECTION_CLOSED, message=STREAM_CLOSED)
-            reply = JSONRPCMessage(JSONRPCError(jsonrpc="2.0", id=root.id, error=error))
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                await ctx.read_stream_writer.send(SessionMessage(reply))
+        if isinstance(root, mcp_types.JSONRPCRequest) and not watch.answered:  # resumption failed
+            await _fail(ctx.read_stream_writer, root.id, STREAM_CLOSED)
+
+
+async def _fail(stream: Any, request_id: Any, message: str, data: str | None = None) -> None:
+    """Answer a request whose link failed with an error (code `CONNECTION_CLOSED`)."""
+    failed = mcp_types.ErrorData(code=mcp_types.CONNECTION_CLOSED, message=message, data=data)
+    reply = mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=failed)
+    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+        await stream.send(jsonrpc_message(reply))
 
 
 class _Answered:
@@ -227,24 +240,52 @@ class _Answered:
     It notes whether a response or an error passed through it, and names that request
     in each request the server sends on the stream (an elicitation, a sampling request:
     `RELATED_REQUEST_META` in its `_meta`), so the client answers it for the call it
-    belongs to.
+    belongs to. The error mcp 2.x's transport gives a request whose stream ended
+    unanswered says so as `STREAM_CLOSED`; an error after the server forgot the session,
+    as `SESSION_TERMINATED`.
     """
 
-    def __init__(self, inner: Any, related: RequestId | None) -> None:
+    def __init__(self, inner: Any, related: Any, transport: _FailFastTransport) -> None:
         self.inner = inner
         self.related = related
+        self.transport = transport
         self.answered = False
 
     async def send(self, item: Any) -> None:
-        root = getattr(getattr(item, "message", None), "root", None)
-        if isinstance(root, JSONRPCResponse | JSONRPCError):
+        root = message_root(item)
+        if isinstance(root, mcp_types.JSONRPCError) and self.transport.session_gone:
+            error = mcp_types.ErrorData(code=root.error.code, message=SESSION_TERMINATED)
+            root = mcp_types.JSONRPCError(jsonrpc="2.0", id=root.id, error=error)
+            item = jsonrpc_message(root)
+        if isinstance(root, mcp_types.JSONRPCError) and (
+            root.error.code == mcp_types.CONNECTION_CLOSED
+            and root.error.message.startswith(_SDK_STREAM_FAILED)
+        ):
+            return  # `_FailFastTransport` answers it, as this module words it
+        if isinstance(root, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError):
             self.answered = True
-        elif isinstance(root, JSONRPCRequest) and self.related is not None:
+        elif isinstance(root, mcp_types.JSONRPCRequest) and self.related is not None:
             params = dict(root.params or {})
             params["_meta"] = {**(params.get("_meta") or {}), RELATED_REQUEST_META: self.related}
             request = root.model_copy(update={"params": params})
-            item = SessionMessage(JSONRPCMessage(request), metadata=item.metadata)
+            item = jsonrpc_message(request, getattr(item, "metadata", None))
         await self.inner.send(item)
+
+
+def _http_client(connection: dict[str, Any], transport: _FailFastTransport) -> Any:
+    """The HTTP client of a connection (`headers`, `timeout`, `sse_read_timeout`, `auth`)."""
+    timeout = _seconds(connection.get("timeout"), 30.0)
+    read_timeout = _seconds(connection.get("sse_read_timeout"), 300.0)
+    factory = connection.get("httpx_client_factory") or sdk.create_mcp_http_client
+    client = factory(
+        headers=connection.get("headers"),
+        timeout=http.Timeout(timeout, read=read_timeout),
+        auth=connection.get("auth"),
+    )
+    hooks = client.event_hooks
+    hooks["response"] = [*hooks.get("response", []), transport.note_response]
+    client.event_hooks = hooks
+    return client
 
 
 @contextlib.asynccontextmanager
@@ -253,44 +294,33 @@ async def streamable_http(
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The streams of a streamable HTTP connection (`url`, `headers`, `timeout`, `auth`, ...).
 
-    The SDK's `streamable_http_client`, on `_FailFastTransport`; the connection's keys
-    mean what they mean to langchain-mcp-adapters.
+    The SDK's streamable HTTP client, on `_FailFastTransport`.
     """
-    timeout = _seconds(connection.get("timeout"), 30.0)
-    read_timeout = _seconds(connection.get("sse_read_timeout"), 300.0)
-    factory = connection.get("httpx_client_factory") or create_mcp_http_client
-    client = factory(
-        headers=connection.get("headers"),
-        timeout=httpx.Timeout(timeout, read=read_timeout),
-        auth=connection.get("auth"),
-    )
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     transport = _FailFastTransport(connection["url"])
-    async with client, anyio.create_task_group() as tasks:
-        try:
+    async with sdk.open_streamable_http(
+        transport,
+        _http_client(connection, transport),
+        terminate_on_close=connection.get("terminate_on_close", True),
+    ) as streams:
+        yield streams
 
-            def start_get_stream() -> None:
-                tasks.start_soon(transport.handle_get_stream, client, read_writer)
 
-            tasks.start_soon(
-                transport.post_writer,
-                client,
-                write_reader,
-                read_writer,
-                write_stream,
-                start_get_stream,
-                tasks,
-            )
-            try:
-                yield read_stream, write_stream
-            finally:
-                if transport.session_id and connection.get("terminate_on_close", True):
-                    await transport.terminate_session(client)
-                tasks.cancel_scope.cancel()
-        finally:
-            await read_writer.aclose()
-            await write_stream.aclose()
+@contextlib.asynccontextmanager
+async def sse(connection: dict[str, Any]) -> AsyncIterator[tuple[Any, Any]]:
+    """The streams of an SSE connection (`url`, `headers`, `timeout`, `auth`, ...)."""
+    async with sdk.sse_client(
+        connection["url"],
+        headers=connection.get("headers"),
+        timeout=_seconds(connection.get("timeout"), 5.0),
+        sse_read_timeout=_seconds(connection.get("sse_read_timeout"), 300.0),
+        auth=connection.get("auth"),
+        **(
+            {"httpx_client_factory": connection["httpx_client_factory"]}
+            if connection.get("httpx_client_factory")
+            else {}
+        ),
+    ) as streams:
+        yield streams[0], streams[1]
 
 
 def _seconds(value: Any, default: float) -> float:
@@ -310,7 +340,7 @@ class Connection:
     def __init__(self, spec: MCPServerSpec, handlers: ClientHandlers) -> None:
         self.spec = spec
         self.handlers = handlers
-        self.capabilities: ServerCapabilities | None = None
+        self.capabilities: mcp_types.ServerCapabilities | None = None
         self._stop = asyncio.Event()
         self.ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
         self.ready.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -391,8 +421,7 @@ class Connection:
         self.handlers.output.clear()
         try:
             async with open_session(self.spec, self.handlers, self._bad_output) as session:
-                initialized = await session.initialize()
-                self.capabilities = initialized.capabilities
+                self.capabilities = await sdk.connect(session)
                 await self._set_log_level(session)
                 self.ready.set_result(session)
                 if self.bad_output is not None:
@@ -412,12 +441,15 @@ class Connection:
                 self.ready.set_exception(MCPTransportError(self.explain(reason)))
 
     async def _set_log_level(self, session: ClientSession) -> None:
-        """Ask the server for the configured log level (`logging/setLevel`), if it logs."""
+        """Ask the server for the configured log level (`logging/setLevel`), if it logs.
+
+        A 2026-07-28 session asks for it with every request instead.
+        """
         level = self.spec.log_level
         if level is None or self.capabilities is None or self.capabilities.logging is None:
             return
         try:
-            await session.set_logging_level(level)
+            await sdk.set_log_level(session, level)
         except McpError as error:
             logger.warning(
                 "MCP server %r refused log level %r: %s", self.spec.name, level, describe(error)
@@ -510,7 +542,7 @@ class Connection:
             error = exc.error
             if error.message == SESSION_TERMINATED:  # a 404: it does not know the session
                 raise NotSentError(f"the server ended the session ({error.message})") from exc
-            if error.code != CONNECTION_CLOSED or error.message not in _LINK_ERRORS:
+            if error.code != mcp_types.CONNECTION_CLOSED or error.message not in _LINK_ERRORS:
                 raise MCPToolError(error.message, server=name) from exc  # the server's
             if error.message == NOT_CONNECTED:
                 raise NotSentError(describe(exc)) from exc
@@ -520,6 +552,15 @@ class Connection:
         except (OSError, anyio.EndOfStream) as exc:
             msg = f"MCP server {name!r} failed during {what}: {describe(exc)}"
             raise await self._died(msg, sent=True) from exc
+        except ValidationError as exc:  # the server answered, with what the protocol forbids
+            problems = exc.errors()
+            first = problems[0] if problems else {"loc": (), "msg": str(exc)}
+            where = ".".join(str(part) for part in first["loc"]) or "the result"
+            msg = (
+                f"MCP server {name!r} answered {what} with a result the protocol does not "
+                f"allow ({len(problems)} problems; {where}: {first['msg']})"
+            )
+            raise MCPToolError(msg, server=name) from exc
 
 
 async def _settle(call: asyncio.Future[Any]) -> None:

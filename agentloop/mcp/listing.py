@@ -9,19 +9,20 @@ moves only when something the planner sees changed, so its prompt stays cacheabl
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from langchain_core.tools import BaseTool
-from mcp import ClientSession
-from mcp.types import Resource, ResourceTemplate, Tool
 
 from agentloop.errors import ConfigurationError, MCPToolError, MCPTransportError
 from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.pools import SessionPools
+from agentloop.mcp.sdk import ClientSession, wire
 from agentloop.mcp.session import MCPSessionPool, check_unique_names
 
 __all__ = [
@@ -46,11 +47,14 @@ MAX_ENTRY_CHARS = 160
 
 @dataclass(frozen=True)
 class ServerListing:
-    """What one server offers (its resources bounded to what the planner is shown)."""
+    """What one server offers (its resources bounded to what the planner is shown).
 
-    tools: list[Tool]
-    resources: list[Resource] = field(default_factory=list)
-    templates: list[ResourceTemplate] = field(default_factory=list)
+    Each entry is as the server listed it, as wire data (`sdk.wire`).
+    """
+
+    tools: list[dict[str, Any]]
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    templates: list[dict[str, Any]] = field(default_factory=list)
     more_resources: bool = False
     """The server has more resources (or templates) than are listed."""
 
@@ -71,7 +75,7 @@ class Listings:
         specs: Sequence[MCPServerSpec],
         pools: SessionPools,
         make_pool: Callable[[Sequence[MCPServerSpec]], MCPSessionPool],
-        route: Callable[[str, Tool], BaseTool],
+        route: Callable[[str, dict[str, Any]], BaseTool],
         retry_interval_s: float,
     ) -> None:
         self.specs = list(specs)
@@ -137,7 +141,10 @@ class Listings:
                 self._accept(spec.name, result)
         if fatal:
             raise fatal[0]
-        check_unique_names((spec.name, self.server_tools.get(spec.name, [])) for spec in self.specs)
+        check_unique_names(
+            (spec.name, [tool.name for tool in self.server_tools.get(spec.name, [])])
+            for spec in self.specs
+        )
         self.discovered = True
 
     async def _list(self, server: str) -> ServerListing:
@@ -150,8 +157,10 @@ class Listings:
     def _accept(self, server: str, listing: ServerListing) -> None:
         """Use a server's listing; the version moves only when it changed."""
         tools = listing.tools
-        listed = [item.model_dump_json() for item in [*tools, *listing.resources]]
-        listed += [t.model_dump_json() for t in listing.templates]
+        listed = [
+            json.dumps(item, sort_keys=True)
+            for item in [*tools, *listing.resources, *listing.templates]
+        ]
         if self._listed.get(server) == listed and server in self.server_tools:
             return
         taken = {
@@ -160,7 +169,7 @@ class Listings:
             if name != server
             for tool in others
         }
-        clashes = sorted(tool.name for tool in tools if tool.name in taken)
+        clashes = sorted(tool["name"] for tool in tools if tool["name"] in taken)
         if clashes and self.discovered:
             logger.error(
                 "MCP server %r: tools %s are left out: another server offers tools of the "
@@ -168,7 +177,7 @@ class Listings:
                 server,
                 ", ".join(clashes),
             )
-            tools = [tool for tool in tools if tool.name not in taken]
+            tools = [tool for tool in tools if tool["name"] not in taken]
         self._listed[server] = listed
         self.offers[server] = listing
         if listing.resources or listing.templates:
@@ -264,17 +273,18 @@ async def _offers(pool: MCPSessionPool, server: str) -> ServerListing:
         return ServerListing(tools)
 
     async def first_pages(session: ClientSession) -> ServerListing:
-        resources = await session.list_resources()
-        templates = await session.list_resource_templates()
+        resources = wire(await session.list_resources())
+        templates = wire(await session.list_resource_templates())
+        listed, shapes = resources.get("resources", []), templates.get("resourceTemplates", [])
         more = (
-            bool(resources.nextCursor or templates.nextCursor)
-            or len(resources.resources) > MAX_LISTED_RESOURCES
-            or len(templates.resourceTemplates) > MAX_LISTED_TEMPLATES
+            bool(resources.get("nextCursor") or templates.get("nextCursor"))
+            or len(listed) > MAX_LISTED_RESOURCES
+            or len(shapes) > MAX_LISTED_TEMPLATES
         )
         return ServerListing(
             tools,
-            resources.resources[:MAX_LISTED_RESOURCES],
-            templates.resourceTemplates[:MAX_LISTED_TEMPLATES],
+            listed[:MAX_LISTED_RESOURCES],
+            shapes[:MAX_LISTED_TEMPLATES],
             more_resources=more,
         )
 
@@ -290,15 +300,16 @@ def resource_catalog(listed: Sequence[tuple[str, ServerListing]]) -> str:
     lines: list[str] = []
     for server, listing in listed:
         for resource in listing.resources:
-            about = resource.title or resource.name
-            if resource.description and resource.description != about:
-                about = f"{about}: {resource.description}"
-            lines.append(_entry(f"{resource.uri} ({server}) {about}"))
+            about = resource.get("title") or resource.get("name", "")
+            description = resource.get("description")
+            if description and description != about:
+                about = f"{about}: {description}"
+            lines.append(_entry(f"{resource.get('uri')} ({server}) {about}"))
         for template in listing.templates:
-            about = template.title or template.name
-            if template.description:
-                about = f"{about}: {template.description}"
-            lines.append(_entry(f"{template.uriTemplate} ({server}, template) {about}"))
+            about = template.get("title") or template.get("name", "")
+            if template.get("description"):
+                about = f"{about}: {template['description']}"
+            lines.append(_entry(f"{template.get('uriTemplate')} ({server}, template) {about}"))
         if listing.more_resources:
             lines.append(f"- ({server} has more resources than are listed here)")
     return "Resources:\n" + "\n".join(lines) if lines else ""

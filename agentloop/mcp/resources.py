@@ -81,7 +81,7 @@ class Resources:
             offers = self._listings.offers
             for name, listing in offers.items():
                 for resource in listing.resources:
-                    self._owner.setdefault(str(resource.uri), name)
+                    self._owner.setdefault(str(resource.get("uri")), name)
             listed = [(name, offers[name]) for name in self._names if name in offers]
             self._tool = (version, read_resource_tool(read, resource_catalog(listed)))
         return self._tool[1]

@@ -16,24 +16,14 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from langchain_core.tools import BaseTool
-from mcp import ClientSession
-from mcp.types import (
-    CallToolRequest,
-    CallToolRequestParams,
-    CallToolResult,
-    ClientRequest,
-    ReadResourceResult,
-    ServerCapabilities,
-    Tool,
-)
-from pydantic import AnyUrl
 
 from agentloop.errors import ConfigurationError, MCPToolError, MCPTransportError
-from agentloop.mcp.cancel import next_request_id
+from agentloop.mcp import sdk
 from agentloop.mcp.client import CallHooks, ClientHandlers
 from agentloop.mcp.config import MCPServerSpec, is_pattern, matches
 from agentloop.mcp.connection import Connection, NotSentError, describe
-from agentloop.mcp.decode import DecodedResult, decode_result
+from agentloop.mcp.decode import DecodedResult, OutputCheck, decode_result, output_check
+from agentloop.mcp.sdk import ClientSession, types, wire
 from agentloop.mcp.tools import langchain_tool, offered_tools
 
 __all__ = ["MCPSessionPool", "check_unique_names", "every_page"]
@@ -48,34 +38,37 @@ HEALTH_CHECK_IDLE_S = 30.0
 """A session idle this long is pinged before it is used again (restarted if it is dead)."""
 
 
-async def every_page(list_page: Callable[..., Awaitable[Any]], items: str) -> list[Any]:
-    """Every item of a paginated MCP list: `list_page(cursor=...)`'s `items`, page by page."""
+async def every_page(session: ClientSession, kind: str) -> list[Any]:
+    """Every item of a paginated MCP list (`tools`, `prompts`, ...), page by page."""
+    list_page = sdk.list_page(session, kind)
     found: list[Any] = []
     cursor: str | None = None
     while True:
-        page = await list_page(cursor=cursor)
-        found.extend(getattr(page, items))
-        cursor = page.nextCursor
+        page, cursor = await list_page(cursor)
+        found.extend(getattr(page, kind))
         if not cursor:
             return found
 
 
-def check_unique_names(offers: Iterable[tuple[str, Iterable[Tool | BaseTool]]]) -> None:
+def check_unique_names(offers: Iterable[tuple[str, Iterable[str]]]) -> None:
     """Refuse two servers offering a tool of the same name (servers in config order).
+
+    Args:
+        offers: Each server's name and its tools' names.
 
     Raises:
         ConfigurationError: Two servers offer a tool of the same name.
     """
     owners: dict[str, str] = {}
-    for server, tools in offers:
-        for tool in tools:
-            if tool.name in owners:
+    for server, names in offers:
+        for name in names:
+            if name in owners:
                 msg = (
-                    f"MCP servers {owners[tool.name]!r} and {server!r} both offer a tool "
-                    f"named {tool.name!r}; deny it on one of them"
+                    f"MCP servers {owners[name]!r} and {server!r} both offer a tool "
+                    f"named {name!r}; deny it on one of them"
                 )
                 raise ConfigurationError(msg)
-            owners[tool.name] = server
+            owners[name] = server
 
 
 class MCPSessionPool:
@@ -237,14 +230,21 @@ class MCPSessionPool:
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def capabilities(self, server: str) -> ServerCapabilities | None:
+    async def capabilities(self, server: str) -> types.ServerCapabilities | None:
         """The capabilities a server declared (starting it if needed)."""
         connection, _ = await self._session(server)
         return connection.capabilities
 
-    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> Any:
+    async def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        check: OutputCheck | None = None,
+    ) -> Any:
         """Call one tool and return its result as plain data (see `call_tool_result`)."""
-        return (await self.call_tool_result(server, tool, arguments)).value
+        return (await self.call_tool_result(server, tool, arguments, check=check)).value
 
     async def call_tool_result(
         self,
@@ -255,6 +255,7 @@ class MCPSessionPool:
         hooks: CallHooks | None = None,
         prefix: str = "",
         meta: dict[str, Any] | None = None,
+        check: OutputCheck | None = None,
     ) -> DecodedResult:
         """Call one tool and decode its result.
 
@@ -269,19 +270,14 @@ class MCPSessionPool:
             hooks: Progress and elicitation hooks of this call.
             prefix: Starts the handles of the result's attachments.
             meta: The request's `_meta` (such as whom the call serves).
+            check: Checks the result against the tool's `outputSchema` (`output_check`).
 
         Raises:
-            MCPToolError: The tool reported an error, or the server refused the call.
+            MCPToolError: The tool reported an error, the server refused the call, or the
+                result breaks the tool's `outputSchema`.
             MCPTransportError: The server could not be started or its connection broke.
             ConfigurationError: The server is not configured.
         """
-        request = ClientRequest(
-            CallToolRequest(
-                params=CallToolRequestParams.model_validate(
-                    {"name": tool, "arguments": arguments, **({"_meta": meta} if meta else {})}
-                )
-            )
-        )
         hooks = hooks or CallHooks()
         handlers = self.handlers.get(server)
         token = handlers.register(hooks) if handlers is not None else 0
@@ -290,13 +286,22 @@ class MCPSessionPool:
             if hooks.on_progress is not None:
                 hooks.on_progress(progress, total, message)
 
+        def sending(session: ClientSession, request_id: int) -> None:
+            if handlers is not None:  # the server's questions name the call by this id
+                handlers.sending(token, session, request_id)
+
         # Sent as a bare request rather than through `ClientSession.call_tool`, which
         # may send a second request after the call: a broken pipe then would look
         # like an unsent call, and a retry would run the tool twice.
-        def send(session: ClientSession) -> Awaitable[CallToolResult]:
-            if handlers is not None:  # the server's questions name the call by this id
-                handlers.sending(token, session, next_request_id(session))
-            return session.send_request(request, CallToolResult, progress_callback=on_progress)
+        def send(session: ClientSession) -> Awaitable[types.CallToolResult]:
+            return sdk.call_tool(
+                session,
+                tool,
+                arguments,
+                meta=meta,
+                on_progress=on_progress,
+                on_send=lambda request_id: sending(session, request_id),
+            )
 
         try:
             result = await self.request(
@@ -309,22 +314,25 @@ class MCPSessionPool:
             if handlers is not None:
                 handlers.unregister(token)
         try:
-            return decode_result(result, server=server, tool=tool, prefix=prefix or tool)
+            return decode_result(
+                wire(result), server=server, tool=tool, prefix=prefix or tool, check=check
+            )
         except MCPToolError:
             raise
         except Exception as exc:  # an unreadable result is the tool's fault, not the link's
             raise MCPToolError(describe(exc), server=server, tool=tool) from exc
 
-    async def read_resource(self, server: str, uri: str) -> ReadResourceResult:
-        """Read a resource of a server (`resources/read`).
+    async def read_resource(self, server: str, uri: str) -> dict[str, Any]:
+        """Read a resource of a server (`resources/read`): the result as wire data.
 
         Raises:
             MCPToolError: The server refused (an unknown URI, say).
             MCPTransportError: The server could not be started or its connection broke.
         """
-        return await self.request(
-            server, lambda session: session.read_resource(AnyUrl(uri)), what=f"reading {uri}"
+        result = await self.request(
+            server, lambda session: sdk.read_resource(session, uri), what=f"reading {uri}"
         )
+        return wire(result)
 
     async def list_tools(self) -> list[BaseTool]:
         """Start every server and return its tools as LangChain tools.
@@ -344,11 +352,14 @@ class MCPSessionPool:
         """
         per_server = await asyncio.gather(*(self.list_server_tools(name) for name in self._specs))
         offers = list(zip(self._specs, per_server, strict=True))
-        check_unique_names(offers)
+        check_unique_names((server, [tool["name"] for tool in tools]) for server, tools in offers)
         return [self._langchain_tool(server, tool) for server, tools in offers for tool in tools]
 
-    async def list_server_tools(self, server: str) -> list[Tool]:
+    async def list_server_tools(self, server: str) -> list[dict[str, Any]]:
         """The tools of one server the loop can use: allowed, not denied, not task-only.
+
+        Each is the tool as the server listed it, as wire data (`name`, `title`,
+        `inputSchema`, `outputSchema`, `annotations`, ...).
 
         Allow and deny entries are names or glob patterns (`"git_*"`); a name the server
         lacks is an error, a pattern that matches nothing is not.
@@ -357,11 +368,12 @@ class MCPSessionPool:
             ConfigurationError: Its `allow` list names a tool the server lacks.
             MCPTransportError: The server could not be started.
         """
-        mcp_tools: list[Tool] = await self.request(
-            server, lambda session: every_page(session.list_tools, "tools"), what="listing tools"
+        listed: list[Any] = await self.request(
+            server, lambda session: every_page(session, "tools"), what="listing tools"
         )
+        mcp_tools = [wire(tool) for tool in listed]
         spec = self._specs[server]
-        offered = {t.name for t in mcp_tools}
+        offered = {t["name"] for t in mcp_tools}
         names = {name for name in spec.allow or () if not is_pattern(name)}
         if missing := sorted(names - offered):
             msg = (
@@ -372,8 +384,8 @@ class MCPSessionPool:
         allowed = [
             t
             for t in mcp_tools
-            if (spec.allow is None or matches(t.name, spec.allow))
-            and not matches(t.name, spec.deny)
+            if (spec.allow is None or matches(t["name"], spec.allow))
+            and not matches(t["name"], spec.deny)
         ]
         if spec.allow is not None and not allowed and mcp_tools:
             logger.warning(
@@ -384,9 +396,11 @@ class MCPSessionPool:
             )
         return offered_tools(server, allowed)
 
-    def _langchain_tool(self, server: str, tool: Tool) -> BaseTool:
-        async def call(**arguments: Any) -> Any:
-            return await self.call_tool(server, tool.name, arguments)
+    def _langchain_tool(self, server: str, tool: dict[str, Any]) -> BaseTool:
+        check = output_check(tool)
 
-        policy = self._specs[server].policies.get(tool.name)
+        async def call(**arguments: Any) -> Any:
+            return await self.call_tool(server, tool["name"], arguments, check=check)
+
+        policy = self._specs[server].policies.get(tool["name"])
         return langchain_tool(server, tool, call, policy=policy)

@@ -1,4 +1,8 @@
-"""MCP tools as LangChain tools: metadata (annotations, server), schema, and which to offer."""
+"""MCP tools as LangChain tools: metadata (annotations, server), schema, and which to offer.
+
+A tool is read as the server listed it, as wire data (`sdk.wire`: `inputSchema`,
+`annotations.readOnlyHint`, ...), the same on either SDK major.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
-from mcp.types import TASK_REQUIRED, Tool
 
 from agentloop.mcp.decode import DecodedResult
 from agentloop.tools.artifacts import ATTACHMENTS_ARTIFACT, RESULT_ARTIFACT
@@ -25,6 +28,7 @@ __all__ = [
     "read_resource_tool",
     "result_text",
     "tool_output",
+    "tool_title",
 ]
 
 logger = logging.getLogger(__name__)
@@ -52,21 +56,28 @@ def mcp_tool_annotations(tool: BaseTool) -> dict[str, bool]:
     return {key: metadata[key] for key in MCP_HINTS if isinstance(metadata.get(key), bool)}
 
 
-def _metadata(server: str, tool: Tool) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"mcp_server": server, "mcp_tool": tool.name}
-    if tool.annotations is not None:
-        for key in MCP_HINTS:
-            value = getattr(tool.annotations, key)
-            if value is not None:
-                metadata[key] = value
-    if tool.title:
-        metadata["title"] = tool.title
-    if tool.meta:
-        metadata["_meta"] = tool.meta
+def tool_title(tool: dict[str, Any]) -> str | None:
+    """A listed tool's display name: its `title`, else `annotations.title` (the spec's order)."""
+    annotations = tool.get("annotations") or {}
+    title = tool.get("title") or annotations.get("title")
+    return title if isinstance(title, str) and title else None
+
+
+def _metadata(server: str, tool: dict[str, Any]) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"mcp_server": server, "mcp_tool": tool["name"]}
+    annotations = tool.get("annotations") or {}
+    for key in MCP_HINTS:
+        value = annotations.get(key)
+        if isinstance(value, bool):
+            metadata[key] = value
+    if title := tool_title(tool):
+        metadata["title"] = title
+    if tool.get("_meta"):
+        metadata["_meta"] = tool["_meta"]
     return metadata
 
 
-def offered_tools(server: str, tools: list[Tool]) -> list[Tool]:
+def offered_tools(server: str, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The tools the loop can call: a tool that requires task augmentation is left out.
 
     The loop calls tools with plain `tools/call` requests; a server answers one for a
@@ -74,12 +85,12 @@ def offered_tools(server: str, tools: list[Tool]) -> list[Tool]:
     """
     kept = []
     for tool in tools:
-        if tool.execution is not None and tool.execution.taskSupport == TASK_REQUIRED:
+        if (tool.get("execution") or {}).get("taskSupport") == "required":
             logger.info(
                 "MCP server %r: tool %r is left out: it can only run as a task, "
                 "which this client does not request",
                 server,
-                tool.name,
+                tool["name"],
             )
             continue
         kept.append(tool)
@@ -93,7 +104,7 @@ def result_text(value: Any) -> str:
 
 def langchain_tool(
     server: str,
-    tool: Tool,
+    tool: dict[str, Any],
     coroutine: Callable[..., Awaitable[Any]],
     *,
     response_format: Literal["content", "content_and_artifact"] = "content",
@@ -103,7 +114,7 @@ def langchain_tool(
 
     Args:
         server: The server's name (`metadata["mcp_server"]`).
-        tool: The tool as the server lists it.
+        tool: The tool as the server lists it (wire data).
         coroutine: Called with the tool's arguments (and `config`, if it takes one).
         response_format: As for `StructuredTool`.
         policy: The server config's policy of this tool (`metadata["agentloop"]`).
@@ -112,9 +123,9 @@ def langchain_tool(
     if policy:
         metadata["agentloop"] = dict(policy)
     return StructuredTool(
-        name=tool.name,
-        description=tool.description or tool.title or tool.name,
-        args_schema=tool.inputSchema or {"type": "object", "properties": {}},
+        name=tool["name"],
+        description=tool.get("description") or tool_title(tool) or tool["name"],
+        args_schema=tool.get("inputSchema") or {"type": "object", "properties": {}},
         coroutine=coroutine,
         response_format=response_format,
         metadata=metadata,

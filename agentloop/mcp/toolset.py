@@ -31,13 +31,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-import httpx
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from mcp import ClientSession
-from mcp.types import Completion, Prompt, Tool
 
 from agentloop.durability import resuming
 from agentloop.durability.identity import OWNER_META_KEY
@@ -46,11 +43,12 @@ from agentloop.mcp.auth import MCPAuth, TokenRedactor, build_auth
 from agentloop.mcp.bridge import CallBridge, ElicitationHandler, Suspended, Suspensions
 from agentloop.mcp.client import CallHooks, ClientHandlers
 from agentloop.mcp.config import MCPServerSpec, load_mcp_config
-from agentloop.mcp.decode import DecodedResult
+from agentloop.mcp.decode import DecodedResult, OutputCheck, output_check
 from agentloop.mcp.listing import Listings
 from agentloop.mcp.pools import SessionPools
 from agentloop.mcp.prompts import completion_reference, list_prompts, prompt_messages
 from agentloop.mcp.resources import Resources
+from agentloop.mcp.sdk import ClientSession, http, types
 from agentloop.mcp.session import MCPSessionPool
 from agentloop.mcp.tools import READ_RESOURCE_TOOL, langchain_tool, tool_output
 from agentloop.redaction import redact_data
@@ -108,7 +106,8 @@ class MCPToolset:
         auth: Per server name, how to authorize with it: an `MCPAuth` whose set fields
             win over the server's `auth` config entry (the code gives what a config
             file cannot: an authorization code flow's `redirect_handler` and
-            `callback_handler`, a token `storage`), or any `httpx.Auth`.
+            `callback_handler`, a token `storage`), or any `Auth` of the HTTP library
+            the SDK uses (`httpx` for mcp 1.x, `httpx2` for mcp 2.x).
 
     Raises:
         ConfigurationError: The config is invalid.
@@ -125,7 +124,7 @@ class MCPToolset:
         elicitation_handler: ElicitationHandler | None = None,
         elicitation_wait_s: float = 600.0,
         max_tools: int | None = MAX_TOOLS,
-        auth: Mapping[str, MCPAuth | httpx.Auth] | None = None,
+        auth: Mapping[str, MCPAuth | http.Auth] | None = None,
     ) -> None:
         if isinstance(servers, str | Mapping):
             servers = load_mcp_config(servers)
@@ -171,9 +170,15 @@ class MCPToolset:
         """The servers' own `env`, `headers`, URL and `auth` secrets (always redacted)."""
         return frozenset().union(*(spec.secrets for spec in self.specs))
 
-    def _authorized(self, spec: MCPServerSpec, given: MCPAuth | httpx.Auth | None) -> MCPServerSpec:
+    def _authorized(self, spec: MCPServerSpec, given: MCPAuth | http.Auth | None) -> MCPServerSpec:
         """`spec` with its authorization (config and code merged) in its connection."""
         where = f"MCP server {spec.name!r}"
+        if given is not None and not isinstance(given, MCPAuth | http.Auth):
+            msg = (
+                f"{where}: 'auth' must be an MCPAuth or an {http.__name__}.Auth (the HTTP "
+                f"library of the installed mcp SDK), got {type(given).__name__}"
+            )
+            raise ConfigurationError(msg)
         merged = given.over(spec.auth) if isinstance(given, MCPAuth) else spec.auth
         if given is None and merged is None:
             return spec
@@ -181,9 +186,9 @@ class MCPToolset:
         if not isinstance(url, str):
             msg = f"{where}: 'auth' is for HTTP servers (a stdio server gets its secrets in 'env')"
             raise ConfigurationError(msg)
-        if isinstance(given, httpx.Auth):
+        if isinstance(given, http.Auth):
             return dataclasses.replace(spec, connection={**spec.connection, "auth": given})
-        if merged is None:  # an httpx.Auth was handled above
+        if merged is None:  # an http.Auth was handled above
             return spec
         built = build_auth(merged, url, where=where, learn=lambda *v: self.redact.learn(*v))
         return dataclasses.replace(
@@ -374,8 +379,10 @@ class MCPToolset:
         """
         return self._listings.settle(timeout_s)
 
-    def _routed_tool(self, server: str, tool: Tool) -> BaseTool:
-        read_only = bool(tool.annotations and tool.annotations.readOnlyHint)
+    def _routed_tool(self, server: str, tool: dict[str, Any]) -> BaseTool:
+        name = tool["name"]
+        read_only = (tool.get("annotations") or {}).get("readOnlyHint") is True
+        check = output_check(tool)
 
         async def call(config: RunnableConfig, **arguments: Any) -> tuple[str, dict[str, Any]]:
             info = call_info(config)
@@ -386,10 +393,10 @@ class MCPToolset:
                 bridge, started = paused.bridge, paused.call
             else:
                 if key is not None and not read_only and resuming(config):
-                    raise UnknownOutcomeError(_LOST_PAUSE.format(tool=tool.name, server=server))
+                    raise UnknownOutcomeError(_LOST_PAUSE.format(tool=name, server=server))
                 bridge = CallBridge(
                     server=server,
-                    tool=tool.name,
+                    tool=name,
                     call_id=info["call_id"] if info else "",
                     read_only=read_only,
                     loop_name=info.get("loop", "") if info else "",
@@ -401,13 +408,14 @@ class MCPToolset:
                 started = self._pools.start(
                     self._call_on_loop(
                         server,
-                        tool.name,
+                        name,
                         arguments,
                         run_id=info["run_id"] if info else "",
                         thread_id=thread_id,
                         meta=self._meta(server, info),
                         hooks=bridge.hooks,
-                        prefix=f"{tool.name}:{position}" if position else tool.name,
+                        prefix=f"{name}:{position}" if position else name,
+                        check=check,
                     )
                 )
 
@@ -428,7 +436,7 @@ class MCPToolset:
             output: tuple[str, dict[str, Any]] = redact_data(tool_output(decoded), self.redact)
             return output
 
-        policy = self._specs[server].policies.get(tool.name)
+        policy = self._specs[server].policies.get(name)
         return langchain_tool(
             server, tool, call, response_format="content_and_artifact", policy=policy
         )
@@ -482,12 +490,13 @@ class MCPToolset:
         meta: dict[str, Any] | None = None,
         hooks: CallHooks | None = None,
         prefix: str = "",
+        check: OutputCheck | None = None,
     ) -> DecodedResult:
         """One call, on the background loop."""
         pool = self._pools.pool_of(server, run_id, thread_id)
         try:
             decoded = await pool.call_tool_result(
-                server, tool, arguments, hooks=hooks, prefix=prefix, meta=meta
+                server, tool, arguments, hooks=hooks, prefix=prefix, meta=meta, check=check
             )
         finally:
             self._pools.touch(run_id, thread_id)
@@ -514,14 +523,14 @@ class MCPToolset:
 
     # -- prompts and completion ------------------------------------------------------------
 
-    async def list_prompts(self) -> dict[str, list[Prompt]]:
+    async def list_prompts(self) -> dict[str, list[types.Prompt]]:
         """The prompts of each server that offers some (starting the servers as needed).
 
         Raises:
             MCPTransportError: A server could not be started or reached.
         """
 
-        async def on_loop() -> dict[str, list[Prompt]]:
+        async def on_loop() -> dict[str, list[types.Prompt]]:
             listed = {s.name: await list_prompts(self._pool_of(s.name), s.name) for s in self.specs}
             return {server: prompts for server, prompts in listed.items() if prompts}
 
@@ -550,7 +559,7 @@ class MCPToolset:
         prompt: str | None = None,
         resource_template: str | None = None,
         context: dict[str, str] | None = None,
-    ) -> Completion:
+    ) -> types.Completion:
         """Suggestions for an argument of a prompt or resource template (`completion/complete`).
 
         Args:

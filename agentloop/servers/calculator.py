@@ -12,7 +12,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from mcp.server.fastmcp import FastMCP
+try:
+    from mcp.server.fastmcp import FastMCP
+    from mcp.server.fastmcp.exceptions import ToolError
+except ImportError:  # mcp 2.x names it MCPServer
+    from mcp.server.mcpserver import MCPServer as FastMCP  # type: ignore[import-not-found, no-redef]
+    from mcp.server.mcpserver.exceptions import (  # type: ignore[import-not-found, no-redef, unused-ignore]
+        ToolError,
+    )
 from mcp.types import ToolAnnotations
 from typing_extensions import TypedDict
 
@@ -202,7 +209,11 @@ def calculate(expression: str) -> Calculation:
     Args:
         expression: For example "2 * (3 + 4)" or "round(sqrt(2), 3)".
     """
-    return Calculation(expression=expression, result=evaluate(expression))
+    try:
+        result = evaluate(expression)
+    except ValueError as error:  # the caller's mistake: its message reaches the model
+        raise ToolError(str(error)) from None
+    return Calculation(expression=expression, result=result)
 
 
 def main() -> None:

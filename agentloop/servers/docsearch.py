@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 
-from mcp.server.fastmcp import FastMCP
+try:
+    from mcp.server.fastmcp import FastMCP
+    from mcp.server.fastmcp.exceptions import ToolError
+except ImportError:  # mcp 2.x names it MCPServer
+    from mcp.server.mcpserver import MCPServer as FastMCP  # type: ignore[import-not-found, no-redef]
+    from mcp.server.mcpserver.exceptions import (  # type: ignore[import-not-found, no-redef, unused-ignore]
+        ToolError,
+    )
 from mcp.types import ToolAnnotations
 from typing_extensions import TypedDict
 
@@ -126,11 +133,11 @@ def search_documents(query: str, limit: int = 3) -> list[SearchHit]:
     """
     if not 1 <= limit <= MAX_LIMIT:
         msg = f"limit must be between 1 and {MAX_LIMIT}, got {limit}"
-        raise ValueError(msg)
+        raise ToolError(msg)
     terms = set(_terms(query))
     if not terms:
         msg = "query has no searchable words"
-        raise ValueError(msg)
+        raise ToolError(msg)
     hits: list[SearchHit] = []
     for doc in load_documents().values():
         counts = Counter(_terms(doc.text))
@@ -155,7 +162,7 @@ def read_document(doc_id: str) -> DocumentText:
     if doc is None:
         known = ", ".join(documents)
         msg = f"unknown doc_id {doc_id!r}; known ids: {known}"
-        raise ValueError(msg)
+        raise ToolError(msg)
     return DocumentText(doc_id=doc.doc_id, title=doc.title, text=doc.text)
 
 

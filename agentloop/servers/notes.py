@@ -21,9 +21,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import ToolAnnotations
 from typing_extensions import TypedDict
+
+try:
+    from mcp.server.fastmcp import Context, FastMCP
+    from mcp.server.fastmcp.exceptions import ToolError
+
+    CallContext = Context[Any, Any, Any]
+except ImportError:  # mcp 2.x names it MCPServer, its context has two type parameters
+    from mcp.server.mcpserver import Context  # type: ignore[import-not-found, no-redef]
+    from mcp.server.mcpserver import (  # type: ignore[import-not-found, no-redef, unused-ignore]
+        MCPServer as FastMCP,
+    )
+    from mcp.server.mcpserver.exceptions import (  # type: ignore[import-not-found, no-redef, unused-ignore]
+        ToolError,
+    )
+
+    CallContext = Context[Any, Any]  # type: ignore[misc]
 
 from agentloop.servers import DEFAULT_NOTES_FILE, NOTES_FILE_ENV, OWNER_META_KEY
 
@@ -91,13 +106,14 @@ def _lock(handle: IO[str]) -> None:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
 
 
-def _owner(ctx: Context[Any, Any, Any] | None) -> str:
+def _owner(ctx: CallContext | None) -> str:
     """Whom the call serves: `_meta["agentloop/owner"]` of the request ("" when absent)."""
     try:
         meta = ctx.request_context.meta if ctx is not None else None
     except (AttributeError, ValueError, LookupError):
         return ""
-    owner = (meta.model_extra or {}).get(OWNER_META_KEY) if meta is not None else None
+    extra = meta if isinstance(meta, dict) else getattr(meta, "model_extra", None)  # mcp 2.x, 1.x
+    owner = (extra or {}).get(OWNER_META_KEY)
     return owner if isinstance(owner, str) else ""
 
 
@@ -135,7 +151,7 @@ def _read_all(owner: str) -> list[Note]:
 
 @mcp.tool(annotations=_WRITES)
 def save_note(  # noqa: D417 - `ctx` is the server's, not shown to the model
-    title: str, body: str, idempotency_key: str = "", ctx: Context[Any, Any, Any] | None = None
+    title: str, body: str, idempotency_key: str = "", ctx: CallContext | None = None
 ) -> SavedNote:
     """Save a note and return it with its new id.
 
@@ -147,10 +163,10 @@ def save_note(  # noqa: D417 - `ctx` is the server's, not shown to the model
     """
     if not title.strip():
         msg = "title must not be empty"
-        raise ValueError(msg)
+        raise ToolError(msg)
     if len(title) > MAX_TITLE_CHARS or len(body) > MAX_BODY_CHARS:
         msg = f"a note's title is at most {MAX_TITLE_CHARS} characters, its body {MAX_BODY_CHARS}"
-        raise ValueError(msg)
+        raise ToolError(msg)
     owner = _owner(ctx)
     path = notes_file()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -178,7 +194,7 @@ def save_note(  # noqa: D417 - `ctx` is the server's, not shown to the model
 
 
 @mcp.tool(annotations=_READ_ONLY)
-def list_notes(ctx: Context[Any, Any, Any] | None = None) -> list[NoteSummary]:
+def list_notes(ctx: CallContext | None = None) -> list[NoteSummary]:
     """List the saved notes, oldest first, without their bodies."""
     return [
         NoteSummary(id=n["id"], title=n["title"], created_at=n["created_at"])
@@ -188,7 +204,7 @@ def list_notes(ctx: Context[Any, Any, Any] | None = None) -> list[NoteSummary]:
 
 @mcp.tool(annotations=_READ_ONLY)
 def read_note(  # noqa: D417 - `ctx` is the server's, not shown to the model
-    note_id: str, ctx: Context[Any, Any, Any] | None = None
+    note_id: str, ctx: CallContext | None = None
 ) -> Note:
     """Return one saved note in full.
 
@@ -199,7 +215,7 @@ def read_note(  # noqa: D417 - `ctx` is the server's, not shown to the model
         if note["id"] == note_id:
             return note
     msg = f"unknown note_id {note_id!r}"
-    raise ValueError(msg)
+    raise ToolError(msg)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -115,9 +115,11 @@ class ToolSpec:
         return self.arguments.validate(repaired), [*ignored, *renames]
 
     def description(self) -> dict[str, Any]:
-        """What the planner is told about the tool."""
+        """What the planner is told about the tool (its display `title` too, when it has one)."""
+        title = (self.tool.metadata or {}).get("title")
         return {
             "name": self.name,
+            **({"title": title} if isinstance(title, str) and title else {}),
             "description": self.tool.description,
             "args_schema": self.schema,
             "read_only": self.policy.read_only,
@@ -132,6 +134,9 @@ class ToolSpec:
         the others run in parallel); the schema is `compact_schema`'s.
         """
         description = (self.tool.description or self.name).strip()
+        title = self.description().get("title")
+        if title and title not in description:
+            description = f"{title}: {description}"
         if not self.policy.read_only:
             description += "\n(has side effects; runs alone, in the order called, never repeated)"
         return {

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from processes import free_port, serving
+from third_party import SERVER_PYTHON
 
 from agentloop import (
     GovernanceOptions,
@@ -45,7 +45,7 @@ CLIENT_ID, CLIENT_SECRET = "agentloop-test", "client-secret-for-tests"
 @pytest.fixture(scope="module")
 def oauth_server() -> Iterator[str]:
     port = free_port()
-    with serving([sys.executable, str(SERVER), str(port)], port, "OAuth MCP server"):
+    with serving([SERVER_PYTHON, str(SERVER), str(port)], port, "OAuth MCP server"):
         yield f"http://127.0.0.1:{port}/mcp"
 
 

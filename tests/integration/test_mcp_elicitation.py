@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from processes import free_port, serving
-from third_party import OWN_SERVERS, cmd, own_server
+from third_party import OWN_SERVERS, SERVER_PYTHON, cmd, own_server
 
 from agentloop import ModelOptions, create_tool_loop
 from agentloop.mcp import ELICITATION_INTERRUPT, MCPToolset
@@ -170,7 +169,7 @@ def asking_server(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
         yield own_server("asks_after_writing", "--echo-progress-token")
         return
     port = free_port()
-    command = [sys.executable, str(OWN_SERVERS / "asks_after_writing.py"), "--port", str(port)]
+    command = [SERVER_PYTHON, str(OWN_SERVERS / "asks_after_writing.py"), "--port", str(port)]
     with serving(command, port, "HTTP MCP server"):
         yield {"url": f"http://127.0.0.1:{port}/mcp"}
 

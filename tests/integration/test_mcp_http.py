@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
 from processes import free_port, serving
+from third_party import SERVER_PYTHON
 
 from agentloop import GovernanceOptions, MCPToolset, ModelOptions, create_tool_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
@@ -31,7 +31,7 @@ def http_server(http_process: tuple[str, subprocess.Popen[bytes]]) -> str:
 @pytest.fixture
 def http_process() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
-    with serving([sys.executable, "-c", SERVE, str(port)], port, "HTTP MCP server") as process:
+    with serving([SERVER_PYTHON, "-c", SERVE, str(port)], port, "HTTP MCP server") as process:
         yield f"http://127.0.0.1:{port}/mcp", process
 
 

@@ -16,7 +16,6 @@ import asyncio
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
-from third_party import OWN_SERVERS, cmd
+from third_party import OWN_SERVERS, SERVER_PYTHON, cmd
 
 from agentloop import ModelOptions, create_tool_loop
 from agentloop.errors import MCPTransportError
@@ -51,7 +50,7 @@ class HttpServer:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(OWN_SERVERS / "http_streams.py"), str(self.port), *self.options],
+            [SERVER_PYTHON, str(OWN_SERVERS / "http_streams.py"), str(self.port), *self.options],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

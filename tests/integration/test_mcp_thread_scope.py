@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from third_party import SERVER_PYTHON
 
 from agentloop import ModelOptions, create_tool_loop
 from agentloop.mcp import MCPToolset
@@ -36,7 +36,7 @@ def planner() -> ScriptedChatModel:
 
 
 def loop(scope: str) -> tuple[Any, MCPToolset]:
-    config = {"mcpServers": {"login": {"command": sys.executable, "args": [LOGIN_SERVER]}}}
+    config = {"mcpServers": {"login": {"command": SERVER_PYTHON, "args": [LOGIN_SERVER]}}}
     config["mcpServers"]["login"]["scope"] = scope  # type: ignore[index]
     toolset = MCPToolset(config)
     graph = create_tool_loop(

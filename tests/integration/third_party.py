@@ -3,6 +3,10 @@
 `.ci/run` installs them: mcp-server-time and mcp-server-git with the dev extras, the
 node servers with `npm ci --prefix .ci/mcp-servers`. Outside CI a missing server skips
 its tests; in CI it fails them.
+
+The Python servers (the third-party ones and this suite's own, written for mcp 1.x) run
+on `SERVER_PYTHON`: this interpreter, or the one `AGENTLOOP_TEST_SERVER_PYTHON` names (an
+mcp 1.x environment, when the client under test runs on mcp 2.x).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ NODE_MODULES = Path(
     os.environ.get("AGENTLOOP_TEST_NODE_MODULES", ROOT / ".ci" / "mcp-servers" / "node_modules")
 )
 OWN_SERVERS = Path(__file__).resolve().parent / "servers"
+SERVER_PYTHON = os.environ.get("AGENTLOOP_TEST_SERVER_PYTHON") or sys.executable
+"""The Python that runs the test servers (and whose environment has the Python ones)."""
 
 
 def _missing(what: str) -> None:
@@ -32,7 +38,7 @@ def _missing(what: str) -> None:
 
 
 def _python_script(name: str) -> str:
-    path = Path(sys.executable).parent / name
+    path = Path(SERVER_PYTHON).parent / name
     if not path.exists():
         _missing(name)
     return str(path)
@@ -81,7 +87,7 @@ def filesystem_server(*directories: Path, **options: Any) -> dict[str, Any]:
 def own_server(script: str, *args: str, **options: Any) -> dict[str, Any]:
     """One of this suite's small servers (`tests/integration/servers/<script>.py`)."""
     return {
-        "command": sys.executable,
+        "command": SERVER_PYTHON,
         "args": [str(OWN_SERVERS / f"{script}.py"), *args],
         **options,
     }

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from mcp.client.auth import OAuthClientProvider
 
 from agentloop.errors import ConfigurationError
 from agentloop.mcp import MCPAuth, MCPToolset, load_mcp_config
+from agentloop.mcp.sdk import MCP_MAJOR, http
 
 URL = "https://crm.example.invalid/mcp"
 SECRET = "s3cret-client-value"
@@ -50,7 +50,7 @@ def test_an_auth_entry_is_read_and_its_secrets_redacted() -> None:
     [
         ({"flow": "password"}, "unknown auth flow"),
         ({"flow": "client_credentials", "client_id": "a"}, "needs client_secret"),
-        ({"flow": "private_key_jwt", "client_id": "a"}, "needs private_key"),
+        ({"flow": "private_key_jwt", "client_id": "a"}, r"needs private_key \(or assertion\)"),
         ({"flow": "bearer"}, "needs token"),
         ({"scopes": 3}, "list of scopes"),
         ({"client_secrett": "x"}, "unknown 'auth' keys"),
@@ -86,20 +86,70 @@ def test_the_toolset_runs_the_sdks_oauth_provider(toolsets: list[MCPToolset]) ->
     assert SECRET in toolset.secrets
 
 
+def test_a_workload_assertion_stands_in_for_the_private_key(toolsets: list[MCPToolset]) -> None:
+    assertion = "eyJhbGciOiJFUzI1NiJ9.workload-identity-assertion.signature"
+    config = server(
+        flow="private_key_jwt",
+        client_id="workload",
+        assertion=assertion,
+        issuer="https://auth.example.invalid",
+    )
+    (spec,) = load_mcp_config(config)
+    assert assertion in spec.secrets and assertion not in repr(spec)
+    toolset = MCPToolset(config)
+    toolsets.append(toolset)
+    assert isinstance(toolset.specs[0].connection["auth"], OAuthClientProvider)
+
+
+IDENTITY_ASSERTION = {
+    "flow": "identity_assertion",
+    "client_id": "agentloop",
+    "client_secret": SECRET,
+    "issuer": "https://auth.example.invalid",
+}
+
+
+@pytest.mark.skipif(MCP_MAJOR < 2, reason="the SDK offers it from mcp 2.x on")
+def test_an_identity_assertion_runs_the_sdks_provider(toolsets: list[MCPToolset]) -> None:
+    from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
+
+    async def id_jag(audience: str, resource: str) -> str:
+        return "an-id-jag"
+
+    with pytest.raises(ConfigurationError, match="needs assertion_provider"):
+        MCPToolset(server(**IDENTITY_ASSERTION))
+    given = MCPAuth(assertion_provider=id_jag)
+    toolset = MCPToolset(server(**IDENTITY_ASSERTION), auth={"crm": given})
+    toolsets.append(toolset)
+    assert isinstance(toolset.specs[0].connection["auth"], IdentityAssertionOAuthProvider)
+    assert SECRET in toolset.secrets
+
+
+@pytest.mark.skipif(MCP_MAJOR >= 2, reason="mcp 2.x offers it")
+def test_an_identity_assertion_says_it_needs_mcp_2() -> None:
+    with pytest.raises(ConfigurationError, match=r"'identity_assertion' needs mcp 2\.x"):
+        load_mcp_config(server(**IDENTITY_ASSERTION))
+
+
 def test_an_authorization_code_flow_needs_the_apps_handlers() -> None:
     with pytest.raises(ConfigurationError, match="redirect_handler, callback_handler"):
         MCPToolset(server(scopes=["crm.read"]))
 
 
 def test_auth_given_in_code_only_or_as_any_httpx_auth(toolsets: list[MCPToolset]) -> None:
-    basic = httpx.BasicAuth("user", "password-of-test")
+    basic = http.BasicAuth("user", "password-of-test")  # httpx, or httpx2 for mcp 2.x
     config = {"a": {"url": URL}, "b": {"url": URL}}
     toolset = MCPToolset(config, auth={"a": basic, "b": MCPAuth(flow="bearer", token=SECRET)})
     toolsets.append(toolset)
     a, b = toolset.specs
     assert a.connection["auth"] is basic
-    assert isinstance(b.connection["auth"], httpx.Auth)
+    assert isinstance(b.connection["auth"], http.Auth)
     assert SECRET in toolset.secrets and SECRET not in repr(b.connection["auth"])
+
+
+def test_auth_of_another_kind_is_refused_with_what_it_takes() -> None:
+    with pytest.raises(ConfigurationError, match=r"'a'.* must be an MCPAuth or an httpx2?\.Auth"):
+        MCPToolset({"a": {"url": URL}}, auth={"a": f"Bearer {SECRET}"})  # type: ignore[dict-item]
 
 
 def test_auth_for_an_unknown_server_is_refused() -> None:

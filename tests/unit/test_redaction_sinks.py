@@ -334,15 +334,17 @@ def test_child_and_mcp_sdk_loggers_are_redacted(
     graph = leaky_loop(monkeypatch)
     install_log_redaction()  # the environment holds the secret
     caplog.set_level(logging.DEBUG)
-    for name in ("agentloop.mcp.toolset", "agentloop.tools.catalog", "mcp.client.stdio", "httpx"):
+    names = ("agentloop.mcp.toolset", "agentloop.tools.catalog", "mcp.client.stdio", "httpx")
+    sdk_2 = ("client", "httpx2", "httpcore2.http11")  # the mcp 2.x session's, its HTTP client's
+    for name in (*names, *sdk_2):
         logging.getLogger(name).warning("connecting with %s", SECRET)
     try:
         raise RuntimeError(SECRET)
     except RuntimeError:
         logging.getLogger("agentloop.mcp.pools").exception("failed")
-    assert len(caplog.records) == 5
+    assert len(caplog.records) == 8
     assert SECRET not in caplog.text
-    assert caplog.text.count(REDACTED) == 5
+    assert caplog.text.count(REDACTED) == 8
     del graph
 
 

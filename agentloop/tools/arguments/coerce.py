@@ -193,12 +193,22 @@ def _parse_json(value: Any, expected: type) -> Any:
 def _fill_defaults(
     arguments: dict[str, Any], declared: Mapping[str, Any], context: SchemaContext
 ) -> None:
+    """Give absent properties their defaults.
+
+    A null where null is not allowed means "not given": the property gets its default,
+    or is left out when it is optional (a required one stays missing).
+    """
+    required = context.root.get("required") if isinstance(context.root, Mapping) else None
+    needed = set(required) if isinstance(required, list) else set()
     for name, schema in declared.items():
         present = arguments.get(name, ABSENT)
         if present is not ABSENT and (present is not None or allows_null(schema, context)):
             continue
         default = _default_of(schema, context)
         if default is ABSENT or (present is None and default is None):
+            if present is None and name not in needed:
+                del arguments[name]
+                context.notes.append(f"{name}: None -> left out")
             continue
         try:
             arguments[name] = copy.deepcopy(default)
