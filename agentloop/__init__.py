@@ -11,8 +11,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentloop.audit import AuditLog
-    from agentloop.display import report, show_graph
     from agentloop.durability import SideEffectLedger
     from agentloop.errors import (
         AgentLoopError,
@@ -27,15 +25,21 @@ if TYPE_CHECKING:
         PromptTemplateError,
         ToolCallError,
     )
-    from agentloop.events import EVENT_TYPES
+    from agentloop.governance.cache import ResultCache
+    from agentloop.governance.outcome import ToolOutcome
+    from agentloop.governance.policy import ToolPolicy, ToolRetry
+    from agentloop.governance.threads import ToolThreads
     from agentloop.graph import create_tool_loop
     from agentloop.mcp import MCPToolset
-    from agentloop.model_calls import ModelRetryPolicy
-    from agentloop.model_stream import ModelLimits
-    from agentloop.nodes.answer import to_action_results
+    from agentloop.models.calls import ModelRetryPolicy
+    from agentloop.models.stream import ModelLimits
+    from agentloop.nodes.answer_call import to_action_results
+    from agentloop.observability.audit import AuditLog
+    from agentloop.observability.display import report, show_graph
+    from agentloop.observability.events import EVENT_TYPES
+    from agentloop.observability.redaction import LogRedaction, Redactor, install_log_redaction
     from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions
     from agentloop.planning import normalize_plan_decision
-    from agentloop.redaction import LogRedaction, Redactor, install_log_redaction
     from agentloop.settings import LoopContext
     from agentloop.state import (
         CallStatus,
@@ -50,10 +54,6 @@ if TYPE_CHECKING:
         call_status,
     )
     from agentloop.subagents import as_tool
-    from agentloop.tools.cache import ResultCache
-    from agentloop.tools.outcome import ToolOutcome
-    from agentloop.tools.policy import ToolPolicy, ToolRetry
-    from agentloop.tools.threads import ToolThreads
 
 __all__ = [
     # building a loop
@@ -118,22 +118,22 @@ _EXPORTS: dict[str, str] = {
     "PlanningOptions": "agentloop.options",
     "LoopContext": "agentloop.settings",
     "MCPToolset": "agentloop.mcp",
-    "ModelLimits": "agentloop.model_stream",
-    "ModelRetryPolicy": "agentloop.model_calls",
+    "ModelLimits": "agentloop.models.stream",
+    "ModelRetryPolicy": "agentloop.models.calls",
     "as_tool": "agentloop.subagents",
-    "report": "agentloop.display",
-    "show_graph": "agentloop.display",
-    "AuditLog": "agentloop.audit",
-    "Redactor": "agentloop.redaction",
-    "LogRedaction": "agentloop.redaction",
-    "install_log_redaction": "agentloop.redaction",
-    "ResultCache": "agentloop.tools.cache",
+    "report": "agentloop.observability.display",
+    "show_graph": "agentloop.observability.display",
+    "AuditLog": "agentloop.observability.audit",
+    "Redactor": "agentloop.observability.redaction",
+    "LogRedaction": "agentloop.observability.redaction",
+    "install_log_redaction": "agentloop.observability.redaction",
+    "ResultCache": "agentloop.governance.cache",
     "SideEffectLedger": "agentloop.durability",
-    "ToolOutcome": "agentloop.tools.outcome",
-    "ToolPolicy": "agentloop.tools.policy",
-    "ToolRetry": "agentloop.tools.policy",
-    "ToolThreads": "agentloop.tools.threads",
-    "EVENT_TYPES": "agentloop.events",
+    "ToolOutcome": "agentloop.governance.outcome",
+    "ToolPolicy": "agentloop.governance.policy",
+    "ToolRetry": "agentloop.governance.policy",
+    "ToolThreads": "agentloop.governance.threads",
+    "EVENT_TYPES": "agentloop.observability.events",
     "ErrorType": "agentloop.errors",
     "InputState": "agentloop.state",
     "LoopState": "agentloop.state",
@@ -146,7 +146,7 @@ _EXPORTS: dict[str, str] = {
     "CallStatus": "agentloop.state",
     "call_status": "agentloop.state",
     "normalize_plan_decision": "agentloop.planning",
-    "to_action_results": "agentloop.nodes.answer",
+    "to_action_results": "agentloop.nodes.answer_call",
     "AgentLoopError": "agentloop.errors",
     "ConfigurationError": "agentloop.errors",
     "IdempotencyConflictError": "agentloop.errors",

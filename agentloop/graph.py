@@ -14,10 +14,17 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.store.base import BaseStore
 from langgraph.types import All, Send
 
-from agentloop.accelerate import Accelerator
 from agentloop.durability import check_server_database
 from agentloop.errors import ConfigurationError
-from agentloop.hooks import (
+from agentloop.governance.cache import ResultCache
+from agentloop.governance.catalog import ToolCatalog
+from agentloop.governance.invoke import ToolInvoker
+from agentloop.governance.pipeline import ToolRunner
+from agentloop.governance.policy import ToolRetry
+from agentloop.governance.registry import POLICY_LOGGER, DictTool, ToolLike, dict_tool_name
+from agentloop.governance.threads import ToolThreads
+from agentloop.mcp.toolset import MCPToolset
+from agentloop.middleware.hooks import (
     JUMP_KEY,
     LoopHooks,
     agent_hook_node,
@@ -25,10 +32,9 @@ from agentloop.hooks import (
     resolve_schemas,
     waiting_reply,
 )
-from agentloop.mcp.toolset import MCPToolset
-from agentloop.middleware import LoopMiddleware
-from agentloop.model_calls import ModelRetryPolicy, model_layers
-from agentloop.models import ModelLike, ModelProvider
+from agentloop.middleware.stack import LoopMiddleware
+from agentloop.models.calls import ModelRetryPolicy, model_layers
+from agentloop.models.resolve import ModelLike, ModelProvider
 from agentloop.nodes import (
     CALL_NODE,
     LoopNode,
@@ -44,23 +50,17 @@ from agentloop.nodes import (
     route_plan,
     route_start,
 )
+from agentloop.nodes.accelerate import Accelerator
 from agentloop.nodes.answer import AFTER_ANSWER_NODE, make_answer_after_model
 from agentloop.nodes.plan import AFTER_PLAN_NODE, make_plan_after_model, reviews_after
+from agentloop.nodes.structured import StructuredOutput
+from agentloop.nodes.updates import ReleaseSessionsUpdate
+from agentloop.observability.redaction import Redactor
 from agentloop.options import GovernanceOptions, ModelOptions, PlanningOptions
-from agentloop.prompts import PromptSet
-from agentloop.redaction import Redactor
+from agentloop.planning.system_prompt import app_instructions
+from agentloop.planning.templates import PromptSet
 from agentloop.settings import LoopContext, LoopSettings, PlanMode
 from agentloop.state import InputState, LoopState, OutputState, run_id_of
-from agentloop.structured import StructuredOutput
-from agentloop.system_prompt import app_instructions
-from agentloop.tools.cache import ResultCache
-from agentloop.tools.catalog import ToolCatalog
-from agentloop.tools.invoke import ToolInvoker
-from agentloop.tools.pipeline import ToolRunner
-from agentloop.tools.policy import ToolRetry
-from agentloop.tools.registry import POLICY_LOGGER, DictTool, ToolLike, dict_tool_name
-from agentloop.tools.threads import ToolThreads
-from agentloop.updates import ReleaseSessionsUpdate
 
 __all__ = ["create_tool_loop"]
 
@@ -116,7 +116,7 @@ def create_tool_loop(
             call inside the ledger's guard; `before_agent` / `after_agent` run as nodes
             around the run, `before_model` / `after_model` around every planner and
             answer call, with `jump_to`; middleware `state_schema` keys join the state
-            and middleware `tools` the tools (see `agentloop.middleware`).
+            and middleware `tools` the tools (see `agentloop.middleware.stack`).
         response_format: A typed result beside the text answer, as in `create_agent`: a
             pydantic model, dataclass, TypedDict or JSON schema (native structured output
             where the answer model has it, a tool call otherwise), or a `ToolStrategy` /

@@ -25,15 +25,15 @@ from langgraph.types import RetryPolicy
 
 from agentloop.durability import LedgerRetention, SideEffectLedger
 from agentloop.errors import ConfigurationError
-from agentloop.model_calls import ModelRetryPolicy
-from agentloop.model_stream import ModelLimits
-from agentloop.models import ModelLike
-from agentloop.prompts import PromptSource
-from agentloop.redaction import Redact
-from agentloop.tools.cache import ResultCache
-from agentloop.tools.policy import DEFAULT_TIMEOUT_S, ToolPolicy, ToolRetry
-from agentloop.tools.threads import ToolThreads
-from agentloop.usage import Prices
+from agentloop.governance.cache import ResultCache
+from agentloop.governance.policy import DEFAULT_TIMEOUT_S, ToolPolicy, ToolRetry
+from agentloop.governance.threads import ToolThreads
+from agentloop.models.calls import ModelRetryPolicy
+from agentloop.models.resolve import ModelLike
+from agentloop.models.stream import ModelLimits
+from agentloop.models.usage import Prices
+from agentloop.observability.redaction import Redact
+from agentloop.planning.templates import PromptSource
 
 __all__ = ["GovernanceOptions", "ModelOptions", "PlanningOptions", "check_int"]
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 from langgraph.config import get_config
 
 from agentloop.errors import ConfigurationError
-from agentloop.events import Emit, make_emitter
+from agentloop.observability.events import Emit, make_emitter
 from agentloop.options import PlanningOptions, check_int
+from agentloop.planning.stream import PlanMode
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -21,9 +22,6 @@ __all__ = ["LOOP_CONFIG_KEY", "LoopContext", "LoopSettings", "PlanMode", "RunSco
 
 LOOP_CONFIG_KEY = "agentloop"
 """The `configurable` key of a run's `LoopContext` when the graph's context is the app's own."""
-
-PlanMode = Literal["json", "tool", "native"]
-"""How the planner writes its plan: JSON text, one plan tool call, or the tools' own calls."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from langgraph.graph.message import add_messages
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
-from agentloop.call_shapes import (
+from agentloop.base.call_shapes import (
     Attachment,
     CallStatus,
     PlanDecision,
@@ -32,10 +32,10 @@ from agentloop.call_shapes import (
     ToolExecutionRecord,
     call_status,
 )
-from agentloop.checkpoint_safe import safe_text
+from agentloop.base.checkpoint_safe import safe_text
 from agentloop.durability.identity import IDEMPOTENCY_KEY_MAX_CHARS
 from agentloop.errors import InputError
-from agentloop.usage import add_usage
+from agentloop.models.usage import add_usage
 
 __all__ = [
     "Attachment",
@@ -462,7 +462,7 @@ class InputState(TypedDict, total=False):
     messages: Transcript
     """The conversation, shared with a parent graph, as `create_agent` keeps it: each
     executed plan is appended as an AIMessage with `tool_calls`, each call's outcome as
-    a ToolMessage, and the answer as the last AIMessage (`agentloop.transcript`)."""
+    a ToolMessage, and the answer as the last AIMessage (`agentloop.middleware.transcript`)."""
     idempotency_key: Annotated[str, reduce_idempotency_key]
     """Names the request (optional): submitted again with the same key, to this loop, on
     the same thread or another, the run finds the first submission's calls in the

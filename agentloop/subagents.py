@@ -22,11 +22,11 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.config import get_stream_writer
 from pydantic import BaseModel, Field
 
-from agentloop._sync import has_running_loop, run_blocking
+from agentloop.base.sync import has_running_loop, run_blocking
 from agentloop.errors import ConfigurationError
-from agentloop.events import AgentCompleted, AgentProgress, AgentStarted
-from agentloop.tools.artifacts import AGENT_USAGE_ARTIFACT
-from agentloop.tools.policy import SUBAGENT_METADATA
+from agentloop.governance.artifacts import AGENT_USAGE_ARTIFACT
+from agentloop.governance.policy import SUBAGENT_METADATA
+from agentloop.observability.events import AgentCompleted, AgentProgress, AgentStarted
 
 __all__ = ["SubAgentInput", "as_tool"]
 

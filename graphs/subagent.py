@@ -11,8 +11,8 @@ import json
 from langchain_core.messages import BaseMessage
 
 from agentloop import ModelOptions, as_tool, create_tool_loop
-from agentloop.demo import DEMO_QUESTION, build_demo_loop
-from agentloop.messages import message_text
+from agentloop.base.messages import message_text
+from agentloop.cli.demo import DEMO_QUESTION, build_demo_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 PURPOSE = "Delegate the research"

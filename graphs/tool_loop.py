@@ -8,7 +8,7 @@ can also pick a model in Studio's context form (`model`).
 import os
 
 from agentloop import create_tool_loop
-from agentloop.demo import build_demo_loop, demo_tools
+from agentloop.cli.demo import build_demo_loop, demo_tools
 
 _model = os.environ.get("AGENTLOOP_MODEL", "").strip()
 

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from agentloop import PlanningOptions
-from agentloop.redaction import installed_log_redaction
+from agentloop.observability.redaction import installed_log_redaction
 
 FIGURE = "figure"
 """The `user_properties` name of a figure line (it travels from an xdist worker)."""

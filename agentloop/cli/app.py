@@ -31,7 +31,7 @@ from agentloop.cli.parser import (
 )
 from agentloop.cli.screen import Progress, Screen
 from agentloop.errors import ConfigurationError
-from agentloop.redaction import install_log_redaction, installed_log_redaction
+from agentloop.observability.redaction import install_log_redaction, installed_log_redaction
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -126,7 +126,7 @@ def resolve_model(name: str) -> BaseChatModel:
     Raises:
         ConfigurationError: No known provider or model, or the provider's package is missing.
     """
-    from agentloop.models import resolve_model as resolve
+    from agentloop.models.resolve import resolve_model as resolve
 
     return resolve(name)
 
@@ -138,9 +138,9 @@ def _notes_file() -> Path:
 def _run_command(
     args: argparse.Namespace, screen: Screen, failures: ModelFailures
 ) -> dict[str, Any]:
+    from agentloop.cli.servers import bundled_servers_config
     from agentloop.graph import create_tool_loop
     from agentloop.mcp import MCPToolset, load_mcp_config
-    from agentloop.servers import bundled_servers_config
 
     name = args.model or os.environ.get(MODEL_ENV, "").strip()
     if not name:
@@ -235,9 +235,9 @@ def cli_logging(*, quiet: bool, verbose: bool = False) -> Iterator[None]:
 def _demo_command(
     args: argparse.Namespace, screen: Screen, failures: ModelFailures
 ) -> dict[str, Any]:
-    from agentloop.demo import DEMO_QUESTION, build_demo_loop, demo_notes_file
+    from agentloop.cli.demo import DEMO_QUESTION, build_demo_loop, demo_notes_file
+    from agentloop.cli.servers import bundled_servers_config
     from agentloop.mcp import MCPToolset
-    from agentloop.servers import bundled_servers_config
 
     toolset = MCPToolset(bundled_servers_config(demo_notes_file()))
     redaction = install_log_redaction(toolset.redact)  # before any server starts and logs

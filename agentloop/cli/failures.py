@@ -27,10 +27,10 @@ from langchain_core.exceptions import (
 )
 
 from agentloop.cli.parser import EXIT_FAILED, EXIT_MODEL_UNAVAILABLE, EXIT_USAGE
-from agentloop.display import shorten
 from agentloop.errors import is_retryable_model_error, status_code
-from agentloop.nodes.answer import ANSWER_TAGS
+from agentloop.nodes.answer_call import ANSWER_TAGS
 from agentloop.nodes.plan import PLAN_TAGS
+from agentloop.observability.display import shorten
 
 __all__ = ["ModelFailure", "ModelFailures", "describe_model_error"]
 

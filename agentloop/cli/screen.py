@@ -25,9 +25,9 @@ from rich.progress import Progress as LiveProgress
 from rich.progress import ProgressColumn, SpinnerColumn, Task, TaskID, TextColumn
 from rich.text import Text
 
-from agentloop.display import RunReport, compact_json, shorten
-from agentloop.messages import message_text
-from agentloop.nodes.answer import ANSWER_TAGS
+from agentloop.base.messages import message_text
+from agentloop.nodes.answer_call import ANSWER_TAGS
+from agentloop.observability.display import RunReport, compact_json, shorten
 
 __all__ = ["AnswerView", "Progress", "Screen", "is_answer_token"]
 

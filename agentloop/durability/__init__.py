@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentloop._sync import by_mode, run_blocking
+    from agentloop.base.sync import by_mode, run_blocking
     from agentloop.durability._langgraph import (
         Durability,
         current_checkpointer,
@@ -149,7 +149,7 @@ def __getattr__(name: str) -> Any:
     if name not in __all__:
         msg = f"module 'agentloop.durability' has no attribute {name!r}"
         raise AttributeError(msg)
-    from agentloop import _sync
+    from agentloop.base import sync as _sync
     from agentloop.durability import (
         _langgraph,
         guard,

@@ -21,7 +21,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config
 from langgraph.runtime import ExecutionInfo
 
-from agentloop._sync import by_mode
+from agentloop.base.sync import by_mode
 
 __all__ = [
     "Durability",

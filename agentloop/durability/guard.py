@@ -149,7 +149,7 @@ class CallGuard:
         gone = owner_is_gone(self.ledger, self.key, entry.owner)
         return Settled("unknown_outcome", reason=STARTED_BEFORE_STOP if gone else STARTED_ELSEWHERE)
 
-    # -- the rules, as coroutines that block under `run_blocking` (`agentloop._sync`) ------
+    # -- the rules, as coroutines that block under `run_blocking` (`agentloop.base.sync`) ------
 
     def _ledger(self, name: OpName, outcome: Record | None = None) -> Coroutine[Any, Any, Any]:
         return self.ledger.operation(LedgerOp(name, self.key, OWNER, outcome))

@@ -5,7 +5,7 @@ run (`settle_idempotency_key` gives the name), so a later submission of the same
 finds the first one's calls in the ledger. What a key names:
 
 - **Whose.** A key is scoped by the loop's namespace and by who asked (the run's
-  `context` and user configuration: `agentloop.tools.cache_scope.run_identity` without
+  `context` and user configuration: `agentloop.governance.cache_scope.run_identity` without
   the thread, the LangGraph server's authenticated user among them), so the same key
   from another user is another key and never returns your calls' results.
 - **Which request.** The first submission claims the key with a digest of its request

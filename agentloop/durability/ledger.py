@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from agentloop._sync import pause, run_blocking
+from agentloop.base.sync import pause, run_blocking
 
 __all__ = [
     "OWNER",
@@ -131,7 +131,7 @@ class SideEffectLedger(ABC):
 
     A backend writes each operation once, as a coroutine (`operation`) that takes each
     step of I/O (a statement, a store read) in the form the caller runs in
-    (`agentloop._sync.by_mode`): awaited with an event loop in the thread, blocking
+    (`agentloop.base.sync.by_mode`): awaited with an event loop in the thread, blocking
     without one. `await ledger.operation(op)` performs it from async code, `perform(op)`
     from sync code. The sync methods (`get`, `claim`, `finish`, `release`, `take_over`,
     `forget_thread`) are shorthands for `perform`.

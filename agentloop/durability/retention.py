@@ -37,7 +37,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentloop._sync import by_mode
+from agentloop.base.sync import by_mode
 from agentloop.durability.identity import KEY_THREAD_PREFIX
 from agentloop.durability.ledger import OWNER, LedgerKey, LedgerOp, SideEffectLedger
 from agentloop.errors import ConfigurationError
@@ -171,7 +171,7 @@ async def sweep_ledger(
 
     Looks at every thread whose newest entry is old enough, `retention.threads` at a time
     (a loop's own sweep looks at one such page per `every_s`, going on where it stopped).
-    Awaited from async code; run with `run_blocking` from sync code (`agentloop._sync`).
+    Awaited from async code; run with `run_blocking` from sync code (`agentloop.base.sync`).
 
     Args:
         ledger: The ledger; it must keep only threads of `checkpointer`.

@@ -41,7 +41,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from agentloop._sync import by_mode
+from agentloop.base.sync import by_mode
 from agentloop.durability.ledger import OWNER, LedgerKey, LedgerOp, SideEffectLedger
 
 __all__ = [

@@ -29,7 +29,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from agentloop._sync import by_mode
+from agentloop.base.sync import by_mode
 from agentloop.durability.sql import (
     _CREATE,
     PostgresLedger,

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from typing import Any
 
-from agentloop._sync import blocked_loop, by_mode
+from agentloop.base.sync import blocked_loop, by_mode
 from agentloop.durability.ledger import LedgerEntry, LedgerKey, LedgerOp, SideEffectLedger
 
 __all__ = ["AsyncPostgresLedger", "AsyncSqliteLedger", "PostgresLedger", "SqliteLedger"]

@@ -31,7 +31,7 @@ from typing import Any
 from langgraph.config import get_store
 from langgraph.store.base import BaseStore, Item
 
-from agentloop._sync import by_mode
+from agentloop.base.sync import by_mode
 from agentloop.durability.ledger import LedgerEntry, LedgerKey, LedgerOp, SideEffectLedger
 
 __all__ = ["LEDGER_NAMESPACE", "StoreLedger", "is_memory_only"]

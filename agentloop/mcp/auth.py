@@ -52,7 +52,7 @@ from agentloop.mcp.sdk import (
     TokenStorage,
     http,
 )
-from agentloop.redaction import Redactor
+from agentloop.observability.redaction import Redactor
 
 __all__ = [
     "AuthFlow",

@@ -42,11 +42,18 @@ from pydantic import ValidationError
 
 from agentloop.durability import current_checkpointer
 from agentloop.errors import ToolCallError
-from agentloop.events import Emit, LoopEvent, McpLog, ToolProgress, make_emitter, null_emit
 from agentloop.mcp.client import CallHooks
 from agentloop.mcp.pools import Started, mark_retrieved
 from agentloop.mcp.sdk import types, wire
-from agentloop.redaction import Redact, redact_data
+from agentloop.observability.events import (
+    Emit,
+    LoopEvent,
+    McpLog,
+    ToolProgress,
+    make_emitter,
+    null_emit,
+)
+from agentloop.observability.redaction import Redact, redact_data
 
 __all__ = [
     "ELICITATION_INTERRUPT",

@@ -33,11 +33,11 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
+from agentloop.base.messages import message_text
 from agentloop.mcp.config import MCPServerSpec
 from agentloop.mcp.output import ServerOutput
 from agentloop.mcp.sdk import RELATED_REQUEST_META, ClientSession, request_meta, types, wire
-from agentloop.messages import message_text
-from agentloop.redaction import Redact, Redactor
+from agentloop.observability.redaction import Redact, Redactor
 
 __all__ = [
     "RELATED_REQUEST_META",

@@ -15,9 +15,9 @@ from urllib.parse import parse_qsl, urlsplit
 import yaml
 
 from agentloop.errors import ConfigurationError
+from agentloop.governance.policy import ToolPolicy
 from agentloop.mcp.auth import MCPAuth, auth_from_config
-from agentloop.redaction import REDACTED, Redactor, redact_data
-from agentloop.tools.policy import ToolPolicy
+from agentloop.observability.redaction import REDACTED, Redactor, redact_data
 
 __all__ = [
     "INHERITED_ENV",

@@ -18,7 +18,7 @@ import time
 from collections import deque
 from typing import Any, TextIO
 
-from agentloop.redaction import Redact, Redactor
+from agentloop.observability.redaction import Redact, Redactor
 
 __all__ = ["TAIL_CHARS", "TAIL_LINES", "ServerLog", "ServerOutput", "quote_output"]
 

@@ -14,10 +14,10 @@ from typing import Any, Literal
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 
+from agentloop.governance.artifacts import ATTACHMENTS_ARTIFACT, RESULT_ARTIFACT
+from agentloop.governance.call_config import call_info
+from agentloop.governance.policy import MCP_HINTS
 from agentloop.mcp.decode import DecodedResult
-from agentloop.tools.artifacts import ATTACHMENTS_ARTIFACT, RESULT_ARTIFACT
-from agentloop.tools.call_config import call_info
-from agentloop.tools.policy import MCP_HINTS
 
 __all__ = [
     "MCP_HINTS",

@@ -39,6 +39,7 @@ from langchain_core.tools import BaseTool
 from agentloop.durability import resuming
 from agentloop.durability.identity import OWNER_META_KEY
 from agentloop.errors import ConfigurationError, MCPToolError, UnknownOutcomeError
+from agentloop.governance.call_config import CallInfo, Samplers, call_info, call_thread
 from agentloop.mcp.auth import MCPAuth, TokenRedactor, build_auth
 from agentloop.mcp.bridge import CallBridge, ElicitationHandler, Suspended, Suspensions
 from agentloop.mcp.client import CallHooks, ClientHandlers
@@ -51,8 +52,7 @@ from agentloop.mcp.resources import Resources
 from agentloop.mcp.sdk import ClientSession, http, types
 from agentloop.mcp.session import MCPSessionPool
 from agentloop.mcp.tools import READ_RESOURCE_TOOL, langchain_tool, tool_output
-from agentloop.redaction import redact_data
-from agentloop.tools.call_config import CallInfo, Samplers, call_info, call_thread
+from agentloop.observability.redaction import redact_data
 
 __all__ = ["READ_RESOURCE_TOOL", "MCPToolset", "McpServersConfig"]
 

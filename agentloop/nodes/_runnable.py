@@ -6,7 +6,7 @@ written once for both entry points (plan, call_tool, answer), so a thread hop pe
 would cost more than the work and starve the pool when many runs share a process. These
 two small `Runnable`s run the node inline: a coroutine is awaited under `ainvoke` and
 run with `run_blocking` under `invoke` (each step of I/O then blocks: see
-`agentloop._sync.by_mode`). Nodes read LangGraph's `Runtime` through its public
+`agentloop.base.sync.by_mode`). Nodes read LangGraph's `Runtime` through its public
 `get_runtime()`.
 """
 
@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.runtime import Runtime, get_runtime
 
-from agentloop._sync import run_blocking
+from agentloop.base.sync import run_blocking
 from agentloop.settings import LoopContext
 
 __all__ = ["LoopNode", "NodeCoroutine", "NodeFunc", "Router"]

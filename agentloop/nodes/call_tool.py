@@ -26,22 +26,22 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from agentloop.durability import current_checkpointer, save_step_input
+from agentloop.governance.call_id import kept_under
+from agentloop.governance.deferred import complete_call
+from agentloop.governance.outcome import ToolOutcome
+from agentloop.governance.pipeline import emit_settled
+from agentloop.governance.planned_arguments import NOTHING_PLANNED, planned, unavailable_message
+from agentloop.governance.records import make_record
+from agentloop.middleware.transcript import tool_message
 from agentloop.nodes._runnable import LoopNode
 from agentloop.nodes.guarded import guarded_call, ledger_record, tool_config
 from agentloop.nodes.parts import LoopParts
-from agentloop.planned_arguments import NOTHING_PLANNED, planned, unavailable_message
+from agentloop.nodes.updates import CallToolUpdate
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord
-from agentloop.tools.call_id import kept_under
-from agentloop.tools.deferred import complete_call
-from agentloop.tools.outcome import ToolOutcome
-from agentloop.tools.pipeline import emit_settled
-from agentloop.tools.records import make_record
-from agentloop.transcript import tool_message
-from agentloop.updates import CallToolUpdate
 
 if TYPE_CHECKING:
-    from agentloop.accelerate import Accelerator
+    from agentloop.nodes.accelerate import Accelerator
 
 __all__ = ["make_call_tool"]
 

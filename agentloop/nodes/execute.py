@@ -16,7 +16,7 @@
   started (before a deploy made its tool unknown or its arguments invalid) takes that
   execution's record from the side-effect ledger instead: replayed, or
   `unknown_outcome`. The commands are read back from the round's `AIMessage` when the
-  plan node wrote one for `after_model` hooks (`agentloop.transcript.read_back`): a call
+  plan node wrote one for `after_model` hooks (`agentloop.middleware.transcript.read_back`): a call
   a hook removed or answered with its own `ToolMessage` is settled without running
   (`refused`), an edited one is prepared with the message's arguments; otherwise the
   preparation writes that message.
@@ -40,8 +40,26 @@ from langchain_core.messages import ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite, Send
 
-from agentloop._sync import pause
-from agentloop.events import (
+from agentloop.base.messages import message_text
+from agentloop.base.sync import pause
+from agentloop.governance.deferred import referenced_outcome
+from agentloop.governance.judge import compact_record
+from agentloop.governance.outcome import ToolOutcome
+from agentloop.governance.pipeline import emit_settled, make_record
+from agentloop.middleware.transcript import (
+    plan_message,
+    plan_message_id,
+    read_back,
+    round_outcomes,
+    tool_messages,
+)
+from agentloop.models.usage import add_usage, sum_usage
+from agentloop.nodes._runnable import NodeCoroutine
+from agentloop.nodes.guarded import ledger_record
+from agentloop.nodes.parts import LoopParts
+from agentloop.nodes.preparation import PlanPreparation
+from agentloop.nodes.updates import CollectUpdate, ExecuteUpdate
+from agentloop.observability.events import (
     Emit,
     QueueDrained,
     RoundCompleted,
@@ -49,12 +67,7 @@ from agentloop.events import (
     ToolRolledBack,
     null_emit,
 )
-from agentloop.messages import message_text
-from agentloop.nodes._runnable import NodeCoroutine
-from agentloop.nodes.guarded import ledger_record
-from agentloop.nodes.parts import LoopParts
-from agentloop.nodes.preparation import PlanPreparation
-from agentloop.prompts import to_prompt_json
+from agentloop.planning.templates import to_prompt_json
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import (
     LoopState,
@@ -68,22 +81,9 @@ from agentloop.state import (
     run_book,
     run_limit,
 )
-from agentloop.tools.deferred import referenced_outcome
-from agentloop.tools.judge import compact_record
-from agentloop.tools.outcome import ToolOutcome
-from agentloop.tools.pipeline import emit_settled, make_record
-from agentloop.transcript import (
-    plan_message,
-    plan_message_id,
-    read_back,
-    round_outcomes,
-    tool_messages,
-)
-from agentloop.updates import CollectUpdate, ExecuteUpdate
-from agentloop.usage import add_usage, sum_usage
 
 if TYPE_CHECKING:
-    from agentloop.accelerate import Accelerator
+    from agentloop.nodes.accelerate import Accelerator
 
 __all__ = [
     "CALL_NODE",

@@ -25,7 +25,7 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 
-from agentloop._sync import has_running_loop
+from agentloop.base.sync import has_running_loop
 from agentloop.durability import (
     CallGuard,
     LateLedgerWriter,
@@ -38,15 +38,15 @@ from agentloop.durability import (
 from agentloop.durability.guard import STARTED_BEFORE_STOP, STARTED_ELSEWHERE, SUBMISSION_FIELD
 from agentloop.durability.ledger import owner_is_gone
 from agentloop.durability.retry import RUN_RECORD_LOST
-from agentloop.events import DurabilityWarning, Emit, ToolCompleted
+from agentloop.governance.cache_scope import run_identities
+from agentloop.governance.call_config import CallInfo, with_call_info
+from agentloop.governance.call_id import kept_under, tool_call_id
+from agentloop.governance.outcome import ToolOutcome
+from agentloop.governance.pipeline import emit_settled, make_record
 from agentloop.nodes.parts import LoopParts
+from agentloop.observability.events import DurabilityWarning, Emit, ToolCompleted
 from agentloop.settings import RunScope
 from agentloop.state import PreparedCall, ToolExecutionRecord, call_status
-from agentloop.tools.cache_scope import run_identities
-from agentloop.tools.call_config import CallInfo, with_call_info
-from agentloop.tools.call_id import kept_under, tool_call_id
-from agentloop.tools.outcome import ToolOutcome
-from agentloop.tools.pipeline import emit_settled, make_record
 
 __all__ = [
     "CANCELLED_WHILE_RUNNING",
@@ -192,7 +192,7 @@ async def guarded_call(
 ) -> ToolExecutionRecord:
     """A prepared call through the ledger guard and the pipeline: its safe record.
 
-    Awaited from async code; run with `run_blocking` from sync code (`agentloop._sync`).
+    Awaited from async code; run with `run_blocking` from sync code (`agentloop.base.sync`).
 
     Args:
         parts: The loop's parts.

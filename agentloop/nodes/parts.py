@@ -8,27 +8,27 @@ from typing import Any
 from langchain_core.messages import SystemMessage
 from langgraph.runtime import Runtime
 
-from agentloop.call_shapes import PlanDecision, ToolCommand, ToolExecutionRecord
-from agentloop.checkpoint_safe import UpdateT, checkpoint_safe, safe_update
+from agentloop.base.call_shapes import PlanDecision, ToolCommand, ToolExecutionRecord
+from agentloop.base.checkpoint_safe import UpdateT, checkpoint_safe, safe_update
 from agentloop.durability import LedgerRetention, LedgerSweeps, RunRecords, SideEffectLedger
-from agentloop.hooks import LoopHooks
-from agentloop.middleware import LoopMiddleware
-from agentloop.model_calls import ModelRetryPolicy
-from agentloop.model_stream import ModelLimits
-from agentloop.models import ModelProvider
+from agentloop.governance.cache_scope import RunIdentities
+from agentloop.governance.call_config import SamplingModel
+from agentloop.governance.catalog import ToolCatalog
+from agentloop.governance.pipeline import ToolRunner
+from agentloop.governance.planned_arguments import PlannedArguments
+from agentloop.governance.registry import ToolRegistry
+from agentloop.middleware.hooks import LoopHooks
+from agentloop.middleware.stack import LoopMiddleware
+from agentloop.models.calls import ModelRetryPolicy
+from agentloop.models.resolve import ModelProvider
+from agentloop.models.stream import ModelLimits
+from agentloop.models.usage import USAGE_FIELDS, Prices
 from agentloop.nodes.reads import RunReplays
-from agentloop.planned_arguments import PlannedArguments
+from agentloop.nodes.structured import StructuredOutput
+from agentloop.observability.redaction import Redact
 from agentloop.planning.prompt import MessageViews
-from agentloop.prompts import PromptSet
-from agentloop.redaction import Redact
+from agentloop.planning.templates import PromptSet
 from agentloop.settings import LoopSettings, RunScope
-from agentloop.structured import StructuredOutput
-from agentloop.tools.cache_scope import RunIdentities
-from agentloop.tools.call_config import SamplingModel
-from agentloop.tools.catalog import ToolCatalog
-from agentloop.tools.pipeline import ToolRunner
-from agentloop.tools.registry import ToolRegistry
-from agentloop.usage import USAGE_FIELDS, Prices
 
 __all__ = ["LoopParts"]
 
@@ -92,7 +92,7 @@ class LoopParts:
     replays: RunReplays = field(default_factory=RunReplays)
     """The last replay of each recent run's reads and writes (`agentloop.nodes.reads`)."""
     identities: RunIdentities = field(default_factory=RunIdentities)
-    """Whom recent runs serve (`agentloop.tools.cache_scope.run_identity`)."""
+    """Whom recent runs serve (`agentloop.governance.cache_scope.run_identity`)."""
     run_records: RunRecords = field(default_factory=RunRecords)
     """The server runs whose ledger records this loop looked up (`agentloop.nodes.guarded`)."""
     planned_arguments: PlannedArguments = field(default_factory=PlannedArguments)

@@ -20,16 +20,18 @@ from langchain_core.messages import (
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
-from agentloop._sync import has_running_loop, pause
+from agentloop.base.messages import message_text
+from agentloop.base.sync import has_running_loop, pause
 from agentloop.durability import current_checkpointer
 from agentloop.errors import ModelBehaviorError, model_error_message
-from agentloop.events import HeldEvents, PlanDecided, PlanReasked, RoundStarted
-from agentloop.hooks import JUMP_KEY, HookRun, held_events, waiting_reply
-from agentloop.messages import message_text
-from agentloop.middleware import Compose
-from agentloop.model_stream import BoundedRead
+from agentloop.governance.call_id import CallId, round_label
+from agentloop.middleware.hooks import JUMP_KEY, HookRun, held_events, waiting_reply
+from agentloop.middleware.stack import Compose
+from agentloop.middleware.transcript import plan_message_id, planned_message
+from agentloop.models.stream import BoundedRead
+from agentloop.models.usage import sum_usage, usage_entry, wasted_usage
 from agentloop.nodes._runnable import LoopNode, NodeCoroutine
-from agentloop.nodes.answer import answer_prompt
+from agentloop.nodes.answer_call import answer_prompt
 from agentloop.nodes.execute import (
     SETTLED_PER_TURN,
     after_round,
@@ -43,6 +45,8 @@ from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.plan_call import call_planner, listed_tools
 from agentloop.nodes.plan_model import PLAN_TAGS, check_native_planners, planner_runnable
 from agentloop.nodes.routes import route_start
+from agentloop.nodes.updates import PlanUpdate
+from agentloop.observability.events import HeldEvents, PlanDecided, PlanReasked, RoundStarted
 from agentloop.planning.check import (
     plan_example,
     plan_problem,
@@ -54,7 +58,8 @@ from agentloop.planning.normalize import unparseable_decision
 from agentloop.planning.prompt import as_text_transcript, round_message, transcript_view
 from agentloop.planning.reader import PlanRead
 from agentloop.planning.references import GENERIC_REFERENCE_EXAMPLE
-from agentloop.prompts import quote_user_text, tagged_section
+from agentloop.planning.system_prompt import system_message
+from agentloop.planning.templates import quote_user_text, tagged_section
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import (
     LoopState,
@@ -65,14 +70,9 @@ from agentloop.state import (
     run_id_of,
     run_limit,
 )
-from agentloop.system_prompt import system_message
-from agentloop.tools.call_id import CallId, round_label
-from agentloop.transcript import plan_message_id, planned_message
-from agentloop.updates import PlanUpdate
-from agentloop.usage import sum_usage, usage_entry, wasted_usage
 
 if TYPE_CHECKING:
-    from agentloop.accelerate import Accelerator, PlanAcceleration
+    from agentloop.nodes.accelerate import Accelerator, PlanAcceleration
 
 __all__ = [
     "AFTER_PLAN_NODE",
@@ -548,7 +548,7 @@ class _Plan:
 
         As `create_agent`'s model node writes the reply before its `after_model` nodes, a
         plan to execute is the round's `AIMessage` with its tool calls
-        (`agentloop.transcript.planned_message`); a reply that is no such plan (the
+        (`agentloop.middleware.transcript.planned_message`); a reply that is no such plan (the
         answer comes next, or the plan is asked again) is an `AIMessage` without tool
         calls, so a hook never takes an earlier round's calls for this reply's.
         """

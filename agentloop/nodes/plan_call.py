@@ -1,4 +1,4 @@
-"""One planner call, through the model-call stack (`agentloop.middleware.LoopMiddleware`)."""
+"""One planner call, through the model-call stack (`agentloop.middleware.stack.LoopMiddleware`)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.runtime import Runtime
 
-from agentloop.middleware import Compose
+from agentloop.governance.registry import dict_tool_name
+from agentloop.middleware.stack import Compose
 from agentloop.nodes.parts import LoopParts
 from agentloop.planning.reader import PlanRead
 from agentloop.settings import PlanMode
 from agentloop.state import LoopState
-from agentloop.tools.registry import dict_tool_name
 
 __all__ = ["call_planner", "listed_tools"]
 

@@ -19,6 +19,10 @@ from collections.abc import Sequence
 from typing import cast
 
 from agentloop.durability import call_key, ledger_thread, position_key
+from agentloop.governance.call_id import CallId, round_label
+from agentloop.governance.deferred import reference_failed_record, referenced_outcome
+from agentloop.governance.outcome import ToolOutcome
+from agentloop.governance.pipeline import make_record
 from agentloop.nodes.parts import LoopParts
 from agentloop.nodes.reads import mark_after_write, note_call, run_reads
 from agentloop.planning.references import command_dependencies
@@ -34,10 +38,6 @@ from agentloop.state import (
     run_book,
     run_id_of,
 )
-from agentloop.tools.call_id import CallId, round_label
-from agentloop.tools.deferred import reference_failed_record, referenced_outcome
-from agentloop.tools.outcome import ToolOutcome
-from agentloop.tools.pipeline import make_record
 
 __all__ = ["PlanPreparation"]
 
@@ -70,7 +70,7 @@ class PlanPreparation:
         self.round_index = round_state["round_index"]
         self.round_label = round_label(self.round_index, rollbacks)
         self.allow_duplicates = rollbacks >= settings.max_consecutive_rollbacks
-        self.reads = run_reads(parts, state)
+        self.reads = run_reads(parts.registry, parts.replays, state)
         self.calls: list[PreparedCall] = []
         self.settled: dict[str, ToolExecutionRecord] = {}
         self._occurrences: dict[str, int] = {}
@@ -161,7 +161,7 @@ class PlanPreparation:
         """Settle a command without preparing or running it, with the outcome given.
 
         For a call beyond the round's cap, or one an `after_model` hook answered or
-        removed (`agentloop.transcript.read_back`). Without `keyed`, its `query_key` is
+        removed (`agentloop.middleware.transcript.read_back`). Without `keyed`, its `query_key` is
         left empty.
         """
         call = self.parts.runner.unprepared(
@@ -190,7 +190,7 @@ class PlanPreparation:
             call["tool_call_id"] = self.call_id(call["index"]).tool_call_id
         self._tool_call_ids.add(call["tool_call_id"])
         if record is None:
-            follows = note_call(self.parts, self.reads, call)
+            follows = note_call(self.parts.registry, self.reads, call)
             if follows:
                 call["follows"] = follows
         else:

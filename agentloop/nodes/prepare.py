@@ -19,6 +19,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
+from agentloop.base.messages import resolve_request, with_request
 from agentloop.durability import (
     current_checkpointer,
     current_durability,
@@ -36,14 +37,13 @@ from agentloop.durability import (
     sweep_page,
 )
 from agentloop.durability.retry import RETRY_WITHOUT_RECORD
-from agentloop.events import DurabilityWarning, McpServerUnavailable
-from agentloop.messages import resolve_request, with_request
+from agentloop.governance.cache_scope import run_identities
+from agentloop.governance.call_config import call_info
 from agentloop.nodes.parts import LoopParts
+from agentloop.nodes.updates import PrepareUpdate
+from agentloop.observability.events import DurabilityWarning, McpServerUnavailable
 from agentloop.settings import LoopContext, RunScope
 from agentloop.state import LoopState, RunBook, empty_round_state, run_book, valid_idempotency_key
-from agentloop.tools.cache_scope import run_identities
-from agentloop.tools.call_config import call_info
-from agentloop.updates import PrepareUpdate
 
 __all__ = ["make_prepare", "new_invocation", "run_anchor", "run_idempotency_key", "runs_before"]
 

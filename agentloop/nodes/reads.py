@@ -2,7 +2,7 @@
 
 Both prepare a round's calls in command order against the same history: the records of
 the run (rolled-back rounds included) replayed into a `ReadTracker`
-(`agentloop.tools.freshness`), then each call of the round noted as it is placed, so a
+(`agentloop.governance.freshness`), then each call of the round noted as it is placed, so a
 repeated read is a duplicate only while no write came between, and a read and a possible
 write of the same state keep their order.
 
@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from agentloop.checkpoint_safe import decode_arguments
+from agentloop.base.checkpoint_safe import decode_arguments
+from agentloop.governance.freshness import ReadTracker, replay_records, state_touch
+from agentloop.governance.policy import ResolvedPolicy
+from agentloop.governance.registry import ToolRegistry
 from agentloop.state import (
     LoopState,
     PreparedCall,
@@ -26,12 +29,6 @@ from agentloop.state import (
     empty_round_state,
     invocation_of,
 )
-from agentloop.tools.freshness import ReadTracker, replay_records, state_touch
-from agentloop.tools.policy import ResolvedPolicy
-from agentloop.tools.registry import ToolRegistry
-
-if TYPE_CHECKING:
-    from agentloop.nodes.parts import LoopParts
 
 __all__ = ["RunReplays", "mark_after_write", "note_call", "run_history", "run_reads"]
 
@@ -114,7 +111,7 @@ _REPLAYED_FIELDS = (
 same values of them replay alike."""
 
 
-def run_reads(parts: LoopParts, state: LoopState) -> ReadTracker:
+def run_reads(registry: ToolRegistry, replays: RunReplays, state: LoopState) -> ReadTracker:
     """The reads of the run so far that no later write made stale.
 
     Each call returns a tracker of its own. The records are replayed once: a history
@@ -123,9 +120,8 @@ def run_reads(parts: LoopParts, state: LoopState) -> ReadTracker:
     """
     history = run_history(state)
     keys = [tuple(map(record.get, _REPLAYED_FIELDS)) for record in history]
-    registry = parts.registry
     run_id = invocation_of(state)
-    last = parts.replays.get(run_id)
+    last = replays.get(run_id)
     done = 0
     if last is not None and last.registry is registry and keys[: len(last.keys)] == last.keys:
         done = len(last.keys)
@@ -134,11 +130,11 @@ def run_reads(parts: LoopParts, state: LoopState) -> ReadTracker:
         tracker = ReadTracker()
     if done < len(keys) or last is None:
         replay_records(tracker, history[done:], registry.policy_or_none)
-        parts.replays.keep(run_id, _Replayed(registry, keys, tracker.copy()))
+        replays.keep(run_id, _Replayed(registry, keys, tracker.copy()))
     return tracker
 
 
-def note_call(parts: LoopParts, reads: ReadTracker, call: PreparedCall) -> list[int]:
+def note_call(registry: ToolRegistry, reads: ReadTracker, call: PreparedCall) -> list[int]:
     """Note a call of the round that will run: a write makes overlapping reads stale.
 
     A call whose arguments wait for other commands' results touches its whole state.
@@ -148,7 +144,7 @@ def note_call(parts: LoopParts, reads: ReadTracker, call: PreparedCall) -> list[
         are concurrency-safe: for a read, the calls that may write what it reads; for a
         call that may write, the reads of what it may change.
     """
-    spec = parts.registry.spec(call["tool_name"])
+    spec = registry.spec(call["tool_name"])
     if spec is None:
         return []
     policy = spec.policy

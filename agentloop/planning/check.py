@@ -16,7 +16,7 @@ from langchain_core.messages import HumanMessage
 
 from agentloop.durability.identity import IDEMPOTENCY_ARGUMENT
 from agentloop.planning.references import GENERIC_REFERENCE_EXAMPLE, reference_problem
-from agentloop.prompts import PromptSet, to_prompt_json
+from agentloop.planning.templates import PromptSet, to_prompt_json
 from agentloop.state import PlanDecision, ToolCommand
 
 __all__ = [

@@ -24,11 +24,15 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessageChunk
 
-from agentloop.messages import message_text
-from agentloop.model_calls import needs_another_try
+from agentloop.base.messages import message_text
+from agentloop.models.calls import needs_another_try
 from agentloop.planning.normalize import normalize_plan_decision
-from agentloop.planning.stream import PlanParseError, PlanStreamParser, extract_json_object
-from agentloop.settings import PlanMode
+from agentloop.planning.stream import (
+    PlanMode,
+    PlanParseError,
+    PlanStreamParser,
+    extract_json_object,
+)
 from agentloop.state import PlanDecision
 
 __all__ = ["NativeCallParser", "NativePlanReader", "adopts_planner_reply", "decode_arguments"]

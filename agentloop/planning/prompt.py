@@ -26,8 +26,8 @@ from typing import Any, TypeVar, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from agentloop.messages import message_text
-from agentloop.prompts import PromptSet, tagged_section, to_prompt_json
+from agentloop.base.messages import message_text
+from agentloop.planning.templates import PromptSet, tagged_section, to_prompt_json
 
 __all__ = [
     "OMITTED",

@@ -10,14 +10,13 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessageChunk, ToolCall
 from langchain_core.messages.tool import tool_call_chunk
 
-from agentloop.messages import message_text
-from agentloop.models import model_name
+from agentloop.base.messages import message_text
+from agentloop.models.resolve import model_name
+from agentloop.models.usage import message_usage
 from agentloop.planning.native import NativePlanReader
 from agentloop.planning.normalize import normalize_plan_decision, unparseable_decision
-from agentloop.planning.stream import PlanParseError, PlanStreamParser
-from agentloop.settings import PlanMode
+from agentloop.planning.stream import PlanMode, PlanParseError, PlanStreamParser
 from agentloop.state import PlanDecision
-from agentloop.usage import message_usage
 
 __all__ = ["PlanRead", "PlanReader"]
 

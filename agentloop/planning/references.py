@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentloop._jsonable import copy_data
+from agentloop.base.jsonable import copy_data
 from agentloop.state import ToolCommand
 
 __all__ = [

@@ -10,7 +10,10 @@ from typing import Any, Literal
 import json_repair
 from langchain_core.utils.json import parse_partial_json
 
-__all__ = ["PlanParseError", "PlanStreamParser", "extract_json_object"]
+__all__ = ["PlanMode", "PlanParseError", "PlanStreamParser", "extract_json_object"]
+
+PlanMode = Literal["json", "tool", "native"]
+"""How the planner writes its plan: JSON text, one plan tool call, or the tools' own calls."""
 
 _STRUCTURAL = re.compile(r'[{}\[\]":,]')
 """The characters that change the scanner's state outside a string."""

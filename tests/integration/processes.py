@@ -33,8 +33,8 @@ def child_pids(marker: str) -> list[int]:
 
 
 def server_pids(module: str) -> list[int]:
-    """Children of this process running `python -m agentloop.servers.<module>`."""
-    return child_pids(f"agentloop.servers.{module}\0")
+    """Children of this process running `python -m agentloop.cli.servers.<module>`."""
+    return child_pids(f"agentloop.cli.servers.{module}\0")
 
 
 async def wait_until_gone(pid: int) -> None:

@@ -19,9 +19,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
 from agentloop.durability import LedgerKey, ledger_for
+from agentloop.governance.late import LATE_NOTE
+from agentloop.governance.threads import ToolThreads
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.late import LATE_NOTE
-from agentloop.tools.threads import ToolThreads
 
 effects: list[str] = []
 

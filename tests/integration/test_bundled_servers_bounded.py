@@ -12,9 +12,9 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from agentloop import ModelOptions, create_tool_loop
+from agentloop.cli.servers import bundled_servers_config
+from agentloop.cli.servers.notes import MAX_BODY_CHARS
 from agentloop.mcp import MCPSessionPool, MCPToolError, MCPToolset, load_mcp_config
-from agentloop.servers import bundled_servers_config
-from agentloop.servers.notes import MAX_BODY_CHARS
 from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 pytestmark = pytest.mark.integration

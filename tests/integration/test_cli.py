@@ -127,7 +127,7 @@ def test_demo_keeps_a_note_only_when_asked(tmp_path: Path) -> None:
 
 def test_python_dash_m_agentloop_demo_has_real_help(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "agentloop.demo", "--help"],
+        [sys.executable, "-m", "agentloop", "demo", "--help"],
         capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -288,7 +288,7 @@ def test_run_with_an_mcp_config_replaces_the_bundled_servers(
         "mcpServers": {
             "calc": {
                 "command": sys.executable,
-                "args": ["-m", "agentloop.servers.calculator"],
+                "args": ["-m", "agentloop.cli.servers.calculator"],
                 "env": {"PYTHONPATH": os.pathsep.join(sys.path)},
             }
         }
@@ -625,7 +625,7 @@ def test_ctrl_c_during_a_run_exits_130_under_python_m(tmp_path: Path) -> None:
 _SERVERS_HANG_AT_START = """
 import os, sys, time
 
-if any(arg.startswith("agentloop.servers.") for arg in sys.orig_argv):
+if any(arg.startswith("agentloop.cli.servers.") for arg in sys.orig_argv):
     here = os.path.dirname(os.path.abspath(__file__))
     with open(os.path.join(here, f"{os.getpid()}.server"), "w") as note:
         note.write(" ".join(sys.orig_argv))

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from agentloop import show_graph
-from agentloop.demo import DEMO_QUESTION, build_demo_loop
-from agentloop.servers.docsearch import load_documents
+from agentloop.cli.demo import DEMO_QUESTION, build_demo_loop
+from agentloop.cli.servers.docsearch import load_documents
 
 pytestmark = pytest.mark.integration
 
@@ -56,6 +56,6 @@ def test_the_docs_state_the_documented_track_length(path: Path) -> None:
 
 
 def test_show_graph_is_exported_at_the_top_level() -> None:
-    import agentloop.display
+    import agentloop.observability.display
 
-    assert show_graph is agentloop.display.show_graph
+    assert show_graph is agentloop.observability.display.show_graph

@@ -11,9 +11,9 @@ import pytest
 from third_party import cmd
 
 from agentloop import ModelOptions, create_tool_loop
+from agentloop.governance.policy import resolve_policy
 from agentloop.mcp import MCPToolset, mcp_tool_annotations
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.policy import resolve_policy
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +21,7 @@ CONNECTIONS: dict[str, Any] = {
     "calculator": {
         "transport": "stdio",
         "command": sys.executable,
-        "args": ["-m", "agentloop.servers.calculator"],
+        "args": ["-m", "agentloop.cli.servers.calculator"],
     }
 }
 """A `MultiServerMCPClient` connection dict, as an app of the adapters has it."""

@@ -18,10 +18,10 @@ from third_party import cmd, own_server
 
 from agentloop import ModelOptions, create_tool_loop
 from agentloop.errors import ConfigurationError, MCPTransportError
+from agentloop.governance.policy import ToolPolicy
 from agentloop.mcp import MCPToolset
 from agentloop.options import GovernanceOptions
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.policy import ToolPolicy
 
 pytestmark = pytest.mark.integration
 

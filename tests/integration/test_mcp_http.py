@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 
 SERVE = """
 import sys
-from agentloop.servers.calculator import mcp
+from agentloop.cli.servers.calculator import mcp
 mcp.settings.host = "127.0.0.1"
 mcp.settings.port = int(sys.argv[1])
 mcp.run(transport="streamable-http")

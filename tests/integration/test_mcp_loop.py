@@ -14,8 +14,8 @@ from langchain_core.tools import tool
 from processes import server_pids
 
 from agentloop import ModelOptions, create_tool_loop
+from agentloop.cli.servers import bundled_servers_config
 from agentloop.mcp import MCPToolset
-from agentloop.servers import bundled_servers_config
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 pytestmark = pytest.mark.integration
@@ -83,7 +83,7 @@ async def test_mcp_annotations_set_policies(toolset: MCPToolset) -> None:
     by_name = {t.name: t for t in toolset.tools}
     assert by_name["search_documents"].metadata["readOnlyHint"] is True
     assert by_name["save_note"].metadata["destructiveHint"] is True
-    from agentloop.tools.policy import resolve_policy
+    from agentloop.governance.policy import resolve_policy
 
     assert resolve_policy(by_name["search_documents"]).concurrency_safe
     save = resolve_policy(by_name["save_note"])

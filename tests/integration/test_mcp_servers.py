@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from processes import server_pids, wait_until_gone
 
+from agentloop.cli.servers import bundled_servers_config
 from agentloop.mcp import (
     MCPSessionPool,
     MCPToolError,
@@ -18,7 +19,6 @@ from agentloop.mcp import (
     load_mcp_config,
     mcp_tool_annotations,
 )
-from agentloop.servers import bundled_servers_config
 
 pytestmark = [
     pytest.mark.integration,
@@ -221,7 +221,7 @@ async def test_unstartable_servers_raise_transport_error() -> None:
     specs = load_mcp_config(
         {
             "missing": {"command": "/nonexistent/agentloop-server", "args": []},
-            "crashes": {"command": sys.executable, "args": ["-m", "agentloop.servers.absent"]},
+            "crashes": {"command": sys.executable, "args": ["-m", "agentloop.cli.servers.absent"]},
             "offline": {"url": "http://127.0.0.1:9/mcp"},
         }
     )

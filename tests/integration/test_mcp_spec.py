@@ -27,9 +27,9 @@ from third_party import (
 
 from agentloop import ModelOptions, create_tool_loop
 from agentloop.errors import MCPTransportError
+from agentloop.governance.policy import resolve_policy
 from agentloop.mcp import MCPToolset
 from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
-from agentloop.tools.policy import resolve_policy
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ MCP_SMOKE = """
 import asyncio, importlib.metadata, importlib.util, tempfile
 from pathlib import Path
 from agentloop import MCPToolset, create_tool_loop
-from agentloop.servers import bundled_servers_config
+from agentloop.cli.servers import bundled_servers_config
 from agentloop.testing import ScriptedChatModel, plan_reply
 config = bundled_servers_config(Path(tempfile.mkdtemp()) / "notes.jsonl")
 model = ScriptedChatModel([plan_reply("execute", [{"tool_name": "calculate",
@@ -35,9 +35,9 @@ print("INSTALLED", installed, "RESULT", out["tool_logs"][0]["result"])
 """
 
 SMOKE = """
-import asyncio, agentloop.prompts as p
+import asyncio, agentloop.planning.templates as p
 from agentloop import create_tool_loop
-from agentloop.demo import demo_tools
+from agentloop.cli.demo import demo_tools
 from agentloop.testing import ScriptedChatModel, plan_reply
 assert "site-packages" in str(p.prompts_dir()), p.prompts_dir()
 model = ScriptedChatModel([plan_reply("execute", [{"tool_name": "calculate",
@@ -123,7 +123,7 @@ def test_the_wheel_resolves_beside_either_mcp_major_and_runs_its_servers(
 
 def test_demo_command_runs_without_a_key(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "agentloop.demo"],
+        [sys.executable, "-m", "agentloop", "demo"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

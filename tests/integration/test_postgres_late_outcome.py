@@ -14,8 +14,8 @@ from postgres import postgres_dsn
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
 from agentloop.durability import LedgerKey, LedgerOp, ledger_for
+from agentloop.governance.late import LATE_NOTE
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.late import LATE_NOTE
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ BASH = re.findall(r"```bash\n(.*?)```", TEXT, re.DOTALL)
 
 SHELL_COMMANDS_RUN_ELSEWHERE = {
     # the demo command: tests/integration/test_packaging.py::test_demo_command_runs_without_a_key
-    "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && python -m agentloop.demo",
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && python -m agentloop demo",
     # the test command: .ci/run runs exactly this pytest command
     'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[dev]" '
     "&& python -m pytest tests -q -n auto --dist loadfile",
@@ -39,7 +39,7 @@ def expected_prints(code: str) -> list[str]:
 
 def test_readme_opens_with_the_two_commands() -> None:
     first, second = BASH[:2]
-    assert "python -m agentloop.demo" in first
+    assert "python -m agentloop demo" in first
     test_command = second.split("&& ")[-1].strip()
     assert test_command == "python -m pytest tests -q -n auto --dist loadfile"
     ci = (README.parent / ".ci" / "run").read_text()

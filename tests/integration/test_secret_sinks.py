@@ -16,8 +16,8 @@ import pytest
 from processes import free_port, serving
 
 from agentloop import MCPToolset, ModelOptions, create_tool_loop, install_log_redaction
-from agentloop.redaction import REDACTED
-from agentloop.servers import bundled_servers_config
+from agentloop.cli.servers import bundled_servers_config
+from agentloop.observability.redaction import REDACTED
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 TOKEN = "tok-leaky-5f4e3d2c1b0a"
@@ -29,7 +29,7 @@ LEAKY_SERVER = (
     "print('LEAKY ' + token.upper(), file=sys.stderr, flush=True)\n"
     "print('leaky b64 ' + base64.b64encode(token.encode()).decode(), file=sys.stderr, flush=True)\n"
     "sys.argv = ['calculator']\n"
-    "runpy.run_module('agentloop.servers.calculator', run_name='__main__')\n"
+    "runpy.run_module('agentloop.cli.servers.calculator', run_name='__main__')\n"
 )
 
 
@@ -98,7 +98,7 @@ CHATTY_SERVER = (
     f"for line in {list(PRINTED)!r}:\n"
     "    print('chatty ' + line, file=sys.stderr, flush=True)\n"
     "sys.argv = ['calculator']\n"
-    "runpy.run_module('agentloop.servers.calculator', run_name='__main__')\n"
+    "runpy.run_module('agentloop.cli.servers.calculator', run_name='__main__')\n"
 )
 
 
@@ -135,7 +135,7 @@ QUERY_TOKEN = "querytok-6a7b8c9d0e1f"
 
 SERVE_UNDER_SECRET_PATH = f"""
 import sys
-from agentloop.servers.calculator import mcp
+from agentloop.cli.servers.calculator import mcp
 mcp.settings.host = "127.0.0.1"
 mcp.settings.port = int(sys.argv[1])
 mcp.settings.streamable_http_path = "/t/{PATH_TOKEN}/mcp"

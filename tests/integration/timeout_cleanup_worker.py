@@ -48,8 +48,8 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
+from agentloop.governance.threads import ToolThreads
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.threads import ToolThreads
 
 IGNORES_SIGTERM = (
     "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"

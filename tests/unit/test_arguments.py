@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from langchain_core.tools import InjectedToolArg, StructuredTool, tool
 from pydantic import BaseModel, Field
 
-from agentloop.tools.arguments import (
+from agentloop.governance.arguments import (
     ArgumentError,
     ValidatedArguments,
     repair_argument_names,

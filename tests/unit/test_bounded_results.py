@@ -14,8 +14,8 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
+from agentloop.governance.results import UNREAD_MARKER
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.results import UNREAD_MARKER
 
 GUARD_ITEMS = 100_000
 """An endless generator in these tests gives up after this many items, so a loop that

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentloop.servers.calculator import MAX_DEPTH, evaluate
+from agentloop.cli.servers.calculator import MAX_DEPTH, evaluate
 
 
 @pytest.mark.parametrize(

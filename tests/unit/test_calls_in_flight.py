@@ -19,8 +19,8 @@ import pytest
 from langchain_core.tools import tool
 
 from agentloop import create_tool_loop
+from agentloop.governance.processes import CallChildren
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.processes import CallChildren
 
 SHORT_RUNS = 30
 

@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from agentloop.checkpoint_safe import (
+from agentloop.base.checkpoint_safe import (
     checkpoint_safe,
     decode_arguments,
     encode_arguments,
     safe_text,
 )
-from agentloop.redaction import REDACTED, Redactor, redact_data
+from agentloop.observability.redaction import REDACTED, Redactor, redact_data
 
 ANY_TEXT = st.text(alphabet=st.characters(blacklist_categories=()), max_size=30)
 """Text that may hold lone surrogates."""

@@ -27,7 +27,7 @@ from agentloop import (
     create_tool_loop,
 )
 from agentloop.errors import PromptTemplateError
-from agentloop.prompts import PromptFile
+from agentloop.planning.templates import PromptFile
 from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
 
 
@@ -537,8 +537,8 @@ async def test_a_plan_request_shows_no_empty_section(run_loop: Any, plan_mode: s
 
 
 def test_the_answer_request_explains_only_what_its_results_hold() -> None:
-    from agentloop.nodes.answer import to_action_results
-    from agentloop.prompts import result_notes, to_prompt_json
+    from agentloop.nodes.answer_call import to_action_results
+    from agentloop.planning.templates import result_notes, to_prompt_json
 
     plain = result_notes(to_prompt_json(to_action_results([_record("fine")])))
     assert plain == ""

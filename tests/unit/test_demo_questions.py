@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentloop.demo import DEMO_QUESTION, build_demo_loop
+from agentloop.cli.demo import DEMO_QUESTION, build_demo_loop
 
 
 def calls(out: dict[str, Any]) -> list[tuple[int, str, dict[str, Any]]]:
@@ -38,8 +38,8 @@ def test_the_default_question_searches_then_computes_from_the_found_figures(grap
 
 async def test_the_local_facts_are_the_bundled_documents() -> None:
     """`search_facts` quotes the documents the MCP `docs` server serves: one set of facts."""
-    from agentloop.demo import search_facts
-    from agentloop.servers.docsearch import load_documents
+    from agentloop.cli.demo import search_facts
+    from agentloop.cli.servers.docsearch import load_documents
 
     fact = await search_facts.ainvoke({"query": "Lumen Bay tram network km line"})
     assert fact in " ".join(load_documents()["lumen-bay-tram-network"].text.split())
@@ -170,7 +170,7 @@ async def test_the_native_demo_answers_for_real_without_a_speculative_answer(
     run_loop: Any, question: str, speculative: Any
 ) -> None:
     from agentloop import PlanningOptions
-    from agentloop._scripted_native import NATIVE_RESPONSE_TEXT
+    from agentloop.testing._native import NATIVE_RESPONSE_TEXT
 
     graph = build_demo_loop(
         use_mcp=False,

@@ -20,7 +20,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
-from agentloop._sync import run_blocking
+from agentloop.base.sync import run_blocking
 from agentloop.durability import CallGuard, LedgerKey, MemoryLedger, Settled, position_key
 from agentloop.durability.ledger import OWNER
 from agentloop.testing import ScriptedChatModel, plan_reply, planning_round

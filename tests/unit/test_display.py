@@ -11,7 +11,7 @@ import pytest
 from langchain_core.tools import tool
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
-from agentloop.display import RunReport, compact_json, report, shorten
+from agentloop.observability.display import RunReport, compact_json, report, shorten
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 SCRIPT = "<script>alert('x')</script>"

@@ -15,7 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphInterrupt
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, as_tool, create_tool_loop
-from agentloop._sync import run_blocking
+from agentloop.base.sync import run_blocking
 from agentloop.durability import (
     CallGuard,
     LedgerKey,
@@ -32,8 +32,8 @@ from agentloop.durability.ledger import (
     owner_is_gone,
     unmark_running,
 )
+from agentloop.governance.registry import ToolRegistry
 from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
-from agentloop.tools.registry import ToolRegistry
 
 KEY = LedgerKey("thread", "", "call-1")
 DEAD_OWNER = f"{OWNER.split('|')[0]}|999999999|1|deadbeef"

@@ -11,8 +11,8 @@ import pytest
 from langchain_core.tools import tool
 
 from agentloop import EVENT_TYPES, ModelOptions, as_tool, create_tool_loop
-from agentloop._event_base import is_optional
-from agentloop.events import (
+from agentloop.observability._event_base import is_optional
+from agentloop.observability.events import (
     EVENTS,
     DurabilityWarning,
     LoopEvent,

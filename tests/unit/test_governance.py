@@ -25,10 +25,10 @@ from agentloop import (
     create_tool_loop,
 )
 from agentloop.errors import is_transient_error
+from agentloop.governance.freshness import StateTouch
+from agentloop.governance.policy import resolve_policy
 from agentloop.planning.prompt import OMITTED
 from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
-from agentloop.tools.freshness import StateTouch
-from agentloop.tools.policy import resolve_policy
 
 FAST_RETRY = ToolRetry(max_attempts=3, initial_delay_s=0.01, max_delay_s=0.05)
 

@@ -16,7 +16,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.tools import tool
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
-from agentloop.model_calls import ModelRetryPolicy
+from agentloop.models.calls import ModelRetryPolicy
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 NO_RETRY = ModelRetryPolicy(max_attempts=1)

@@ -18,8 +18,8 @@ from langchain_core.tools import StructuredTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, create_tool_loop
-from agentloop.model_calls import ModelRetryPolicy
-from agentloop.model_stream import ModelLimits
+from agentloop.models.calls import ModelRetryPolicy
+from agentloop.models.stream import ModelLimits
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 NO_RETRY = ModelRetryPolicy(max_attempts=1)

@@ -244,13 +244,13 @@ def test_tool_message_results_are_their_content() -> None:
 
 
 def test_contract_the_private_config_keys_still_hold_the_runtime_and_state() -> None:
-    """`agentloop.tools.injected` reads two private LangGraph config keys, as `ToolNode` does."""
+    """`governance.injected` reads two private LangGraph config keys, as `ToolNode` does."""
     from langgraph.config import get_config
     from langgraph.graph import START, StateGraph
     from langgraph.runtime import Runtime
     from typing_extensions import TypedDict
 
-    from agentloop.tools.injected import _runtime_of, _state_of
+    from agentloop.governance.injected import _runtime_of, _state_of
 
     class State(TypedDict, total=False):
         question: str

@@ -9,8 +9,8 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
+from agentloop.governance.cache_scope import run_identity
 from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
-from agentloop.tools.cache_scope import run_identity
 
 ORDERS = {"alice": "orders of alice: card **** 1111", "bob": "orders of bob: card **** 2222"}
 
@@ -128,7 +128,7 @@ def test_run_identity_counts_users_and_threads_not_per_run_keys() -> None:
 
 
 def test_run_identity_digests_plain_identities_once(monkeypatch: Any) -> None:
-    import agentloop.tools.cache_scope as cache_scope
+    import agentloop.governance.cache_scope as cache_scope
 
     digests: list[bytes] = []
     sha256 = cache_scope.hashlib.sha256
@@ -163,7 +163,7 @@ def test_run_identity_digests_plain_identities_once(monkeypatch: Any) -> None:
 
 
 def test_the_server_user_counts_by_its_id_and_keeps_plain_identities_memoized() -> None:
-    import agentloop.tools.cache_scope as cache_scope
+    import agentloop.governance.cache_scope as cache_scope
 
     class User:  # the server's user object: a new one for every request
         def __init__(self, identity: str) -> None:

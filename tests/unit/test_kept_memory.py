@@ -17,9 +17,9 @@ import pytest
 from langchain_core.tools import tool
 
 from agentloop import ModelOptions, create_tool_loop
+from agentloop.governance.results import WholeResult
+from agentloop.governance.whole_results import WholeResults, memory_size
 from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
-from agentloop.tools.results import WholeResult
-from agentloop.tools.whole_results import WholeResults, memory_size
 
 FLOATS = 200_000
 

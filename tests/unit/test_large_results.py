@@ -14,8 +14,8 @@ from typing import Any
 from langchain_core.tools import StructuredTool, tool
 
 from agentloop import ModelOptions, create_tool_loop
+from agentloop.governance.results import UNREAD_TEXT_MARKER
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.results import UNREAD_TEXT_MARKER
 
 ROW = '{"id": 7, "name": "row", "tags": ["a", "b"]},'
 FIFTY_MB = "[" + ROW * (50_000_000 // len(ROW)) + '{"id": 0}]'

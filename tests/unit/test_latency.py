@@ -14,7 +14,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import ModelOptions, PlanningOptions, create_tool_loop
-from agentloop.model_stream import ModelLimits
+from agentloop.models.stream import ModelLimits
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 

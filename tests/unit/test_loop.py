@@ -21,7 +21,7 @@ from agentloop import (
     PlanningOptions,
     create_tool_loop,
 )
-from agentloop.model_calls import ModelRetryPolicy
+from agentloop.models.calls import ModelRetryPolicy
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
+from agentloop.cli.servers import NOTES_FILE_ENV, bundled_servers_config
 from agentloop.errors import ConfigurationError
 from agentloop.mcp import INHERITED_ENV, MCPServerSpec, load_mcp_config
-from agentloop.servers import NOTES_FILE_ENV, bundled_servers_config
 
 CONFIG: dict[str, Any] = {
     "mcpServers": {
         "calc": {
             "command": "python",
-            "args": ["-m", "agentloop.servers.calculator"],
+            "args": ["-m", "agentloop.cli.servers.calculator"],
             "env": {"MODE": "test", "PORT": 8080},
             "allow": ["calculate"],
         },
@@ -41,7 +41,7 @@ def test_dict_config_builds_connections() -> None:
     calc = specs["calc"].connection
     assert calc["transport"] == "stdio"
     assert calc["command"] == "python"
-    assert calc["args"] == ["-m", "agentloop.servers.calculator"]
+    assert calc["args"] == ["-m", "agentloop.cli.servers.calculator"]
     assert calc["env"]["MODE"] == "test"
     assert calc["env"]["PORT"] == "8080"
     assert specs["remote"].connection == {
@@ -83,7 +83,7 @@ def test_yaml_file_with_relative_cwd(tmp_path: Path) -> None:
         "mcpServers:\n"
         "  notes:\n"
         "    command: python\n"
-        "    args: [-m, agentloop.servers.notes]\n"
+        "    args: [-m, agentloop.cli.servers.notes]\n"
         "    cwd: work\n"
         "    deny: [save_note]\n",
         encoding="utf-8",
@@ -114,7 +114,7 @@ def test_bundled_servers_config_loads(tmp_path: Path) -> None:
 
     assert list(specs) == ["docs", "calculator", "notes"]
     assert specs["docs"].connection["command"] == sys.executable
-    assert specs["docs"].connection["args"] == ["-m", "agentloop.servers.docsearch"]
+    assert specs["docs"].connection["args"] == ["-m", "agentloop.cli.servers.docsearch"]
     assert specs["notes"].connection["args"][-2:] == ["--file", str(tmp_path / "notes.jsonl")]
     assert NOTES_FILE_ENV not in specs["notes"].connection["env"]
 

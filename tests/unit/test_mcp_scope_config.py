@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agentloop import ConfigurationError
+from agentloop.cli.servers import bundled_servers_config
 from agentloop.mcp.config import load_mcp_config
-from agentloop.servers import bundled_servers_config
 
 
 def test_thread_scope_and_send_owner_are_read() -> None:

@@ -9,9 +9,9 @@ from langgraph.prebuilt import ToolRuntime
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
 from agentloop import ModelOptions, create_tool_loop
+from agentloop.governance.policy import resolve_policy
+from agentloop.governance.spec import ToolSpec
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.policy import resolve_policy
-from agentloop.tools.spec import ToolSpec
 
 
 class Window(BaseModel):

@@ -13,9 +13,9 @@ from langchain_core.tools import tool
 
 from agentloop import ConfigurationError, ModelOptions, create_tool_loop
 from agentloop.errors import is_retryable_model_error
-from agentloop.middleware import MODEL_CALL_KEY
-from agentloop.model_calls import ModelRetryPolicy, is_degenerate, retry_after_s
-from agentloop.models import resolve_model
+from agentloop.middleware.stack import MODEL_CALL_KEY
+from agentloop.models.calls import ModelRetryPolicy, is_degenerate, retry_after_s
+from agentloop.models.resolve import resolve_model
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 FAST = ModelRetryPolicy(max_attempts=3, initial_delay_s=0.01, max_delay_s=0.5, jitter=False)

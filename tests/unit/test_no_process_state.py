@@ -24,11 +24,11 @@ from agentloop import (
     create_tool_loop,
     install_log_redaction,
 )
-from agentloop.accelerate import Accelerator
+from agentloop.governance.call_config import CallInfo
+from agentloop.nodes.accelerate import Accelerator
 from agentloop.nodes.parts import LoopParts
-from agentloop.redaction import REDACTED, installed_log_redaction
+from agentloop.observability.redaction import REDACTED, installed_log_redaction
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.call_config import CallInfo
 
 SECRET = "orchard-key-5f4e3d2c1b"
 
@@ -201,7 +201,7 @@ def test_install_log_redaction_is_idempotent_and_reversible(
 
     factory = logging.getLogRecordFactory()
     caplog.set_level(logging.INFO)
-    log = logging.getLogger("agentloop.tools.catalog")
+    log = logging.getLogger("agentloop.governance.catalog")
 
     redaction = install_log_redaction(hide_key)
     assert isinstance(redaction, LogRedaction)

@@ -1,6 +1,6 @@
 """One coroutine, two entry points: awaited under `ainvoke`, run blocking under `invoke`.
 
-What `agentloop._sync.run_blocking` and `by_mode` promise the coroutines the loop writes
+What `agentloop.base.sync.run_blocking` and `by_mode` promise the coroutines the loop writes
 once for both (the nodes, the ledger, the model-call stack, the retries).
 """
 
@@ -21,9 +21,9 @@ from tenacity import (
     wait_fixed,
 )
 
-from agentloop._retry import retry_lazily
-from agentloop._sync import by_mode, has_running_loop, pause, run_blocking
-from agentloop.tools.results import ReadLimits, read_items
+from agentloop.base.retry import retry_lazily
+from agentloop.base.sync import by_mode, has_running_loop, pause, run_blocking
+from agentloop.governance.results import ReadLimits, read_items
 
 
 async def run(coroutine: Coroutine[Any, Any, Any], mode: str) -> Any:

@@ -22,7 +22,7 @@ from parity import agent_of, ask, loop_of, thread
 from pydantic import BaseModel
 
 from agentloop import GovernanceOptions, ModelOptions, create_tool_loop
-from agentloop.planned_arguments import planned, restored
+from agentloop.governance.planned_arguments import planned, restored
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 ADDRESS = "bob.smith@example.com"

@@ -11,9 +11,9 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import ModelOptions, create_tool_loop
+from agentloop.governance.call_config import CallInfo, call_info
+from agentloop.governance.pipeline import ToolRunner
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.call_config import CallInfo, call_info
-from agentloop.tools.pipeline import ToolRunner
 
 
 def cmd(tool_name: str, **kwargs: Any) -> dict[str, Any]:

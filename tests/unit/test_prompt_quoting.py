@@ -11,7 +11,7 @@ from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, Field
 
 from agentloop import ModelOptions, PlanningOptions, create_tool_loop
-from agentloop.prompts import PROMPT_VARIABLES, to_prompt_json
+from agentloop.planning.templates import PROMPT_VARIABLES, to_prompt_json
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 NUMERIC_VARIABLES = frozenset(

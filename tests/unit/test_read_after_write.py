@@ -20,9 +20,9 @@ from agentloop import (
     ToolRetry,
     create_tool_loop,
 )
+from agentloop.governance.freshness import ReadTracker, StateTouch
+from agentloop.governance.policy import resolve_policy
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.freshness import ReadTracker, StateTouch
-from agentloop.tools.policy import resolve_policy
 
 
 def cmd(tool_name: str, **kwargs: Any) -> dict[str, Any]:

@@ -8,18 +8,17 @@ replayed into a tracker once per run, each round adding only its own.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 from langchain_core.tools import tool
 
 from agentloop import ModelOptions, create_tool_loop
+from agentloop.governance.freshness import ReadTracker, reads_so_far
+from agentloop.governance.registry import ToolRegistry
 from agentloop.nodes import reads
 from agentloop.state import LoopState, ToolExecutionRecord
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.freshness import ReadTracker, reads_so_far
-from agentloop.tools.registry import ToolRegistry
 
 
 @tool
@@ -101,15 +100,15 @@ def _fresh(tracker: ReadTracker, records: list[ToolExecutionRecord]) -> dict[str
 
 def test_a_history_that_does_not_extend_the_last_one_is_replayed_whole() -> None:
     registry = ToolRegistry([get_item, set_item])
-    parts: Any = SimpleNamespace(registry=registry, replays=reads.RunReplays())
+    replays = reads.RunReplays()
     first = [_record("get_item", 1, 1), _record("get_item", 2, 1)]
     fork = [_record("get_item", 1, 1), _record("set_item", 2, 1), _record("get_item", 3, 2)]
     everything = [*first, *fork]
 
-    assert _fresh(reads.run_reads(parts, _state("fork-run", first)), everything) == _fresh(
-        reads_so_far(first, registry.policy_or_none), everything
-    )
-    forked = reads.run_reads(parts, _state("fork-run", fork))
+    assert _fresh(
+        reads.run_reads(registry, replays, _state("fork-run", first)), everything
+    ) == _fresh(reads_so_far(first, registry.policy_or_none), everything)
+    forked = reads.run_reads(registry, replays, _state("fork-run", fork))
     assert _fresh(forked, everything) == _fresh(
         reads_so_far(fork, registry.policy_or_none), everything
     )
@@ -119,11 +118,11 @@ def test_a_history_that_does_not_extend_the_last_one_is_replayed_whole() -> None
 
 def test_each_caller_gets_a_tracker_of_its_own() -> None:
     registry = ToolRegistry([get_item])
-    parts: Any = SimpleNamespace(registry=registry, replays=reads.RunReplays())
+    replays = reads.RunReplays()
     state = _state("own-run", [_record("get_item", 1, 1)])
-    one = reads.run_reads(parts, state)
+    one = reads.run_reads(registry, replays, state)
     one.read("get_item-other", 2, reads.state_touch(registry.policy("get_item"), None))
-    two = reads.run_reads(parts, state)
+    two = reads.run_reads(registry, replays, state)
     assert one.ran_in("get_item-other") == 2
     assert two.ran_in("get_item-other") is None
 
@@ -143,11 +142,11 @@ def test_an_equal_copy_of_the_history_is_not_replayed_again(
 
     monkeypatch.setattr(reads, "replay_records", counting)
     registry = ToolRegistry([get_item, set_item])
-    parts: Any = SimpleNamespace(registry=registry, replays=reads.RunReplays())
+    replays = reads.RunReplays()
     first = [_record("get_item", 1, 1), _record("set_item", 2, 1)]
-    reads.run_reads(parts, _state("copy-run", first))
+    reads.run_reads(registry, replays, _state("copy-run", first))
     restored = [cast(ToolExecutionRecord, dict(record)) for record in first]  # a checkpoint's
     later = [*restored, _record("get_item", 3, 2)]
-    tracker = reads.run_reads(parts, _state("copy-run", later))
+    tracker = reads.run_reads(registry, replays, _state("copy-run", later))
     assert replayed == ["r:1:1", "r:1:2", "r:2:3"]  # equal records are not replayed again
     assert _fresh(tracker, later) == _fresh(reads_so_far(later, registry.policy_or_none), later)

@@ -30,7 +30,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import BaseModel
 
 from agentloop import ModelOptions, create_tool_loop, install_log_redaction
-from agentloop.redaction import REDACTED, Redactor
+from agentloop.observability.redaction import REDACTED, Redactor
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 SECRET = "Horse/Battery Staple+42"
@@ -261,7 +261,7 @@ def test_log_records_of_the_library_redact_extra_fields(
     graph = loop_of([shape])
     install_log_redaction()  # as the app does: the library changes no logging by itself
     handler = Records()
-    logger = logging.getLogger("agentloop.audit")
+    logger = logging.getLogger("agentloop.observability.audit")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     try:

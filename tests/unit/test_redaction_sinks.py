@@ -23,7 +23,7 @@ from agentloop import (
     install_log_redaction,
 )
 from agentloop.mcp.config import load_mcp_config
-from agentloop.redaction import REDACTED, Redactor, installed_log_redaction
+from agentloop.observability.redaction import REDACTED, Redactor, installed_log_redaction
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 SECRET = "Horse/Battery Staple+42"
@@ -334,7 +334,7 @@ def test_child_and_mcp_sdk_loggers_are_redacted(
     graph = leaky_loop(monkeypatch)
     install_log_redaction()  # the environment holds the secret
     caplog.set_level(logging.DEBUG)
-    names = ("agentloop.mcp.toolset", "agentloop.tools.catalog", "mcp.client.stdio", "httpx")
+    names = ("agentloop.mcp.toolset", "agentloop.governance.catalog", "mcp.client.stdio", "httpx")
     sdk_2 = ("client", "httpx2", "httpcore2.http11")  # the mcp 2.x session's, its HTTP client's
     for name in (*names, *sdk_2):
         logging.getLogger(name).warning("connecting with %s", SECRET)
@@ -382,7 +382,7 @@ def test_a_secret_exported_after_install_is_redacted_from_log_records(
     install_log_redaction()
     caplog.set_level(logging.INFO)
     monkeypatch.setenv("LATE_SERVICE_TOKEN", "late-secret-0123456789")
-    logging.getLogger("agentloop.tools.catalog").info("using late-secret-0123456789")
+    logging.getLogger("agentloop.governance.catalog").info("using late-secret-0123456789")
     assert "late-secret-0123456789" not in caplog.text
     assert REDACTED in caplog.text
 

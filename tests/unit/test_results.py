@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, ToolMessage
 from pydantic import BaseModel
 
-from agentloop.tools.results import (
+from agentloop.governance.results import (
     CYCLE_MARKER,
     TOO_DEEP_MARKER,
     TruncatedResult,

@@ -10,7 +10,7 @@ from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from agentloop import create_tool_loop
-from agentloop.display import MermaidDiagram, show_graph
+from agentloop.observability.display import MermaidDiagram, show_graph
 from agentloop.testing import ScriptedChatModel
 
 SNAPSHOT = Path(__file__).with_name("snapshots") / "tool_loop.mmd"

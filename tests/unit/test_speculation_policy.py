@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from agentloop import PlanningOptions, create_tool_loop
-from agentloop.accelerate import (
+from agentloop.errors import ConfigurationError
+from agentloop.nodes.accelerate import (
     MIN_RESPONSE_RATE,
     PRIORS,
     SpeculationEstimate,
@@ -17,7 +18,6 @@ from agentloop.accelerate import (
     should_speculate,
     tool_words,
 )
-from agentloop.errors import ConfigurationError
 from agentloop.testing import ScriptedChatModel
 
 ANSWERER = ScriptedChatModel(responder=lambda _messages: "an answer")

@@ -9,7 +9,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.tools import tool
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
-from agentloop._sync import has_running_loop
+from agentloop.base.sync import has_running_loop
 from agentloop.testing import ScriptedChatModel, plan_reply
 
 

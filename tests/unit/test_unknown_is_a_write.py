@@ -11,8 +11,8 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, ToolRetry, create_tool_loop
+from agentloop.governance.policy import resolve_policy
 from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.tools.policy import resolve_policy
 
 FAST_RETRY = ToolRetry(max_attempts=3, initial_delay_s=0, jitter=False)
 

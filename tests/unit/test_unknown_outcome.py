@@ -14,8 +14,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agentloop import GovernanceOptions, ModelOptions, ToolPolicy, as_tool, create_tool_loop
 from agentloop.durability import LedgerKey, ledger_for
+from agentloop.governance.late import LATE_NOTE
 from agentloop.testing import ScriptedChatModel, plan_reply, planning_round
-from agentloop.tools.late import LATE_NOTE
 
 
 def config() -> dict[str, Any]:

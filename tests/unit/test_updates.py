@@ -13,9 +13,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Overwrite
 
 from agentloop import ModelOptions, create_tool_loop
-from agentloop.state import LoopState
-from agentloop.testing import ScriptedChatModel, plan_reply
-from agentloop.updates import (
+from agentloop.nodes.updates import (
     AnswerUpdate,
     CallToolUpdate,
     ExecuteUpdate,
@@ -23,6 +21,8 @@ from agentloop.updates import (
     PrepareUpdate,
     ReleaseSessionsUpdate,
 )
+from agentloop.state import LoopState
+from agentloop.testing import ScriptedChatModel, plan_reply
 
 NODE_UPDATES: dict[str, Any] = {
     "prepare": PrepareUpdate,

@@ -1,1 +1,0 @@
-"""The governance pipeline of a tool call, one module per stage."""
