@@ -5,7 +5,8 @@ Usage:
                              [--max-rounds N] [--concurrency N]
                              [--plan-mode json|tool|native]
                              [--json] [--quiet] [--verbose]
-    agentloop demo ["question"] [--json] [--quiet] [--verbose]
+    agentloop demo ["question"] [--plan-mode json|tool|native]
+                               [--json] [--quiet] [--verbose]
     agentloop --version
 
 `run` plans with the model given by `--model` (default: the `AGENTLOOP_MODEL`
@@ -58,6 +59,7 @@ from agentloop.cli.parser import (
     MODEL_ENV,
     CliError,
     build_parser,
+    json_document,
 )
 
 __all__ = [
@@ -98,19 +100,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = build_parser().parse_args(argv)
         except SystemExit as exit_:  # --help, --version
             return exit_.code if isinstance(exit_.code, int) else EXIT_OK
-        with _ctrl_c_leaves_at_once():
+    except CliError as error:  # a usage error
+        return _say(error.message, error.code)
+    except KeyboardInterrupt:
+        return _say("interrupted", EXIT_INTERRUPTED)
+    interrupted = ""
+    if args.json:  # the document a Ctrl-C leaves on stdout before the run's own handling
+        interrupted = json_document({"user_input": " ".join(args.question)}, "interrupted")
+    try:
+        with _ctrl_c_leaves_at_once(interrupted):
             from agentloop.cli.app import run
 
         return run(args)
-    except CliError as error:  # a usage error
-        return _say(error.message, error.code)
     except KeyboardInterrupt:  # before the run's own handling: while the imports load
+        sys.stdout.write(interrupted)
         return _say("interrupted", EXIT_INTERRUPTED)
 
 
 @contextmanager
-def _ctrl_c_leaves_at_once() -> Iterator[None]:
+def _ctrl_c_leaves_at_once(document: str) -> Iterator[None]:
     """While the command's modules load, Ctrl-C prints the line and exits 130 at once.
+
+    `document` (the `--json` document, or "") goes to stdout first.
 
     Nothing has started yet that needs cleaning up; and a `KeyboardInterrupt` raised
     inside a module's initialization (one that runs code through `PyRun_String`) marks
@@ -122,6 +133,8 @@ def _ctrl_c_leaves_at_once() -> Iterator[None]:
         return
 
     def leave(signum: int, frame: FrameType | None) -> None:
+        if document:
+            os.write(1, document.encode())
         os.write(2, f"{_ERROR_PREFIX}interrupted\n".encode())
         os._exit(EXIT_INTERRUPTED)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -28,6 +27,7 @@ from agentloop.cli.parser import (
     EXIT_USAGE,
     MODEL_ENV,
     CliError,
+    json_document,
 )
 from agentloop.cli.screen import Progress, Screen
 from agentloop.errors import ConfigurationError
@@ -244,27 +244,12 @@ def _demo_command(
     try:
         screen.progress.line("starting the bundled MCP servers: docs, calculator, notes")
         with _starting_servers(toolset):
-            graph = build_demo_loop(toolset=toolset)
+            graph = build_demo_loop(toolset=toolset, plan_mode=args.plan_mode)
         question = " ".join(args.question) or DEMO_QUESTION
         return asyncio.run(screen.stream(graph, question, [failures]))
     finally:
         toolset.close()
         redaction.remove(toolset.redact)
-
-
-def _json_document(out: Mapping[str, Any], error: str | None) -> str:
-    document = {
-        "question": out.get("user_input", ""),
-        "answer": out.get("answer", ""),
-        "rounds": (out.get("round_state") or {}).get("round_index", 0),
-        "records": out.get("tool_logs") or [],
-        "action_results": out.get("action_results") or {},
-        "rollbacks": out.get("rollbacks") or [],
-        "status": out.get("status", ""),
-        "status_reason": out.get("status_reason", ""),
-        "error": error,
-    }
-    return json.dumps(document, ensure_ascii=False, indent=2, default=str) + "\n"
 
 
 def _print_result(
@@ -273,7 +258,7 @@ def _print_result(
     """Write the answer (or the JSON document) on stdout; nothing but JSON on failure."""
     screen.close()
     if args.json:
-        sys.stdout.write(_json_document(out, failure.message if failure else None))
+        sys.stdout.write(json_document(out, failure.message if failure else None))
         sys.stdout.flush()
     elif failure is None:
         screen.report(out)
@@ -317,21 +302,35 @@ def run(args: argparse.Namespace) -> int:
             return _error(failure.code, failure.message, screen, failure.error, verbose=verbose)
         return run_exit_code(out)
     except KeyboardInterrupt:
-        return _error(EXIT_INTERRUPTED, "interrupted", screen)
+        return _failed(args, EXIT_INTERRUPTED, "interrupted", screen)
     except BaseExceptionGroup as group:
         if not any(isinstance(leaf, KeyboardInterrupt) for leaf in _leaves(group)):
-            return _unexpected(group, screen, verbose)
-        return _error(EXIT_INTERRUPTED, "interrupted", screen)
+            return _unexpected(args, group, screen)
+        return _failed(args, EXIT_INTERRUPTED, "interrupted", screen)
     except CliError as error:
-        return _error(error.code, error.message, screen, error, verbose=verbose)
+        return _failed(args, error.code, error.message, screen, error)
     except ConfigurationError as error:
-        return _error(EXIT_USAGE, _one_line(error), screen, error, verbose=verbose)
+        return _failed(args, EXIT_USAGE, _one_line(error), screen, error)
     except Exception as error:
-        return _unexpected(error, screen, verbose)
+        return _unexpected(args, error, screen)
 
 
-def _unexpected(error: BaseException, screen: Screen | None, verbose: bool) -> int:
+def _failed(
+    args: argparse.Namespace,
+    code: int,
+    message: str,
+    screen: Screen | None,
+    error: BaseException | None = None,
+) -> int:
+    """Report a run that ended before its state: the error line (and the `--json` document)."""
+    if args.json:
+        sys.stdout.write(json_document({"user_input": " ".join(args.question)}, message))
+        sys.stdout.flush()
+    return _error(code, message, screen, error, verbose=args.verbose)
+
+
+def _unexpected(args: argparse.Namespace, error: BaseException, screen: Screen | None) -> int:
     """Report an error the command has no words for: one line, the traceback with -v."""
-    hint = "" if verbose else " (run with --verbose for the traceback)"
+    hint = "" if args.verbose else " (run with --verbose for the traceback)"
     message = f"{type(error).__name__}: {_one_line(error)}{hint}"
-    return _error(EXIT_FAILED, message, screen, error, verbose=verbose)
+    return _failed(args, EXIT_FAILED, message, screen, error)

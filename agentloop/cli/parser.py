@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from agentloop import __version__
 
 __all__ = ["EXIT_CODES_HELP", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_MODEL_UNAVAILABLE",
            "EXIT_OK", "EXIT_SERVER", "EXIT_USAGE", "MODEL_ENV", "PLAN_MODES", "CliError",
-           "build_parser"]  # fmt: skip
+           "build_parser", "json_document"]  # fmt: skip
 
 EXIT_OK = 0
 """The run succeeded."""
@@ -88,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="{run,demo}", parser_class=_Parser)
     commands.required = True
 
-    output = _Parser(add_help=False)
+    output = _Parser(add_help=False)  # what both commands take
     output.add_argument(
         "--json",
         action="store_true",
@@ -103,6 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="show the traceback of an error, and what the MCP servers write to stderr "
         "(and their log messages) as they run",
+    )
+    output.add_argument(
+        "--plan-mode",
+        choices=PLAN_MODES,
+        default="json",
+        help="json: the plan as message text (any model); tool: one plan tool call; "
+        "native: the planner calls the tools themselves (models with tool calling)",
     )
 
     run = commands.add_parser(
@@ -140,13 +149,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="most tool calls at once (default: no limit)",
     )
-    run.add_argument(
-        "--plan-mode",
-        choices=PLAN_MODES,
-        default="json",
-        help="json: the plan as message text (any model); tool: one plan tool call; "
-        "native: the planner calls the tools themselves (models with tool calling)",
-    )
 
     demo = commands.add_parser(
         "demo",
@@ -161,3 +163,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("question", nargs="*", help="the question (default: the demo question)")
     return parser
+
+
+def json_document(out: Mapping[str, Any], error: str | None) -> str:
+    """The `--json` document of a run: its final state, or the question and the error.
+
+    Args:
+        out: The run's final state (on a failure before any state: the question alone,
+            as `{"user_input": ...}`).
+        error: What went wrong (None when the run succeeded).
+    """
+    document = {
+        "question": out.get("user_input", ""),
+        "answer": out.get("answer", ""),
+        "rounds": (out.get("round_state") or {}).get("round_index", 0),
+        "records": out.get("tool_logs") or [],
+        "action_results": out.get("action_results") or {},
+        "rollbacks": out.get("rollbacks") or [],
+        "status": out.get("status", ""),
+        "status_reason": out.get("status_reason", ""),
+        "error": error,
+    }
+    return json.dumps(document, ensure_ascii=False, indent=2, default=str) + "\n"

@@ -164,6 +164,34 @@ def test_run_without_a_model(tmp_path: Path) -> None:
     assert_one_line_error(done.stderr, "no model", "--model", "AGENTLOOP_MODEL", "agentloop demo")
 
 
+def json_failure(stdout: str, question: str) -> str:
+    """The `error` of a `--json` document that holds the question and nothing else."""
+    document = json.loads(stdout)
+    assert document["question"] == question
+    assert (document["answer"], document["rounds"], document["records"]) == ("", 0, [])
+    assert document["error"], document
+    return str(document["error"])
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["run", "--json", "What is 6*7?"], 2, "no model"),
+        (["run", "--json", "--model", "nosuch:thing", "What is 6*7?"], 2, "nosuch:thing"),
+        (["run", "--json", "--model", "x:y", "--mcp-config", "gone.json", "What is 6*7?"], 2,
+         "gone.json"),
+    ],
+    ids=["missing-key", "unknown-model", "missing-config"],
+)  # fmt: skip
+def test_json_prints_its_document_on_every_failure(
+    args: list[str], code: int, needle: str, tmp_path: Path
+) -> None:
+    done = cli(*args, tmp_path=tmp_path)
+    assert done.returncode == code, done.stderr
+    assert needle in json_failure(done.stdout, "What is 6*7?")
+    assert_one_line_error(done.stderr, needle)
+
+
 def test_run_with_an_unknown_model(tmp_path: Path) -> None:
     done = module("run", "--model", "nosuch:thing", "q", tmp_path=tmp_path)
     assert done.returncode == 2
@@ -683,3 +711,41 @@ def test_ctrl_c_while_the_mcp_servers_start_is_one_line_and_leaves_no_server(
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert left == [], "an MCP server outlived the demo"
+
+
+def test_json_prints_its_document_on_ctrl_c(tmp_path: Path) -> None:
+    """SIGINT while the servers start, with `--json`: the document (error set), exit 130."""
+    (tmp_path / "sitecustomize.py").write_text(_SERVERS_HANG_AT_START, encoding="utf-8")
+    environment = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
+    environment["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(tmp_path), environment.get("PYTHONPATH", "")])
+    )
+    demo = subprocess.Popen(
+        [*agentloop_command(), "demo", "--json", "--quiet", "How long is the tram network?"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env=environment, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(sorted(tmp_path.glob("*.server"))) < 3:
+            assert demo.poll() is None, demo.communicate()
+            assert time.monotonic() < deadline, "the servers did not start"
+            time.sleep(0.05)
+        os.killpg(demo.pid, signal.SIGINT)
+        out, err = demo.communicate(timeout=60)
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+    assert demo.returncode == 130, err
+    assert err == f"{ERROR_PREFIX}interrupted\n"
+    assert json_failure(out, "How long is the tram network?") == "interrupted"
+
+
+@pytest.mark.parametrize("plan_mode", ["json", "tool", "native"])
+def test_the_demo_runs_in_each_plan_mode(plan_mode: str, tmp_path: Path) -> None:
+    done = cli("demo", "--json", "--plan-mode", plan_mode, tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["status"] == "ok", document
+    assert [r["tool_name"] for r in document["records"]] == ["search_documents", "calculate"]
+    assert "10.5" in document["answer"]
