@@ -36,6 +36,9 @@ Exit codes:
     3: an MCP server could not be started or reached.
     4: the model stayed unavailable through every retry (rate limited, unreachable).
     130: interrupted (Ctrl-C).
+
+The demo (`demo/`) and the bundled MCP servers (`servers/`) live here too. May import
+every part of the library; no part of the library imports the CLI.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ holds are swept at the start of later runs (see `retention`).
 A ledger writes each operation once, as a coroutine whose I/O blocks when no event loop
 runs (`by_mode`): `await ledger.operation(op)` from async code, `ledger.perform(op)` or
 `run_blocking(...)` from sync code.
+
+A ledger knows no graph. May import: `agentloop.base`, `agentloop.errors`.
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@
 - `resources`: reading resources, the `read_resource` tool;
 - `prompts`: prompts as LangChain messages, argument completion;
 - `toolset`: `MCPToolset`, the servers' tools on sessions shared by every run.
+
+May import: `agentloop.governance` and every part below it (never `nodes` or the graph).
 """
 
 from agentloop.errors import MCPToolError, MCPTransportError

@@ -10,6 +10,8 @@ Example:
     model = ScriptedChatModel(["Hello!", plan_reply("respond")])
     model.invoke("hi").content  # "Hello!"
     ```
+
+May import: `agentloop.planning` and the parts below it; the library never imports it.
 """
 
 from __future__ import annotations
