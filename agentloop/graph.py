@@ -35,24 +35,15 @@ from agentloop.middleware.hooks import (
 from agentloop.middleware.stack import LoopMiddleware
 from agentloop.models.calls import ModelRetryPolicy, model_layers
 from agentloop.models.resolve import ModelLike, ModelProvider
-from agentloop.nodes import (
-    CALL_NODE,
-    LoopNode,
-    LoopParts,
-    Router,
-    make_answer,
-    make_call_tool,
-    make_execute,
-    make_plan,
-    make_prepare,
-    route_entry,
-    route_execute,
-    route_plan,
-    route_start,
-)
+from agentloop.nodes._runnable import LoopNode, Router
 from agentloop.nodes.accelerate import Accelerator
-from agentloop.nodes.answer import AFTER_ANSWER_NODE, make_answer_after_model
-from agentloop.nodes.plan import AFTER_PLAN_NODE, make_plan_after_model, reviews_after
+from agentloop.nodes.answer import AFTER_ANSWER_NODE, make_answer, make_answer_after_model
+from agentloop.nodes.call_tool import make_call_tool
+from agentloop.nodes.execute import CALL_NODE, make_execute
+from agentloop.nodes.parts import LoopParts
+from agentloop.nodes.plan import AFTER_PLAN_NODE, make_plan, make_plan_after_model, reviews_after
+from agentloop.nodes.prepare import make_prepare
+from agentloop.nodes.routes import route_entry, route_execute, route_plan, route_start
 from agentloop.nodes.structured import StructuredOutput
 from agentloop.nodes.updates import ReleaseSessionsUpdate
 from agentloop.observability.redaction import Redactor

@@ -35,7 +35,6 @@ from agentloop.governance.policy import ResolvedPolicy
 from agentloop.governance.results import to_jsonable, truncate_result
 
 __all__ = [
-    "AppToolLayers",
     "BoundLayer",
     "CacheLayer",
     "FallbackLayer",
@@ -104,44 +103,6 @@ class ToolInvocation:
 
 
 Proceed = Callable[[ToolInvocation], Awaitable[ToolOutcome]]
-
-
-class AppToolLayers(Protocol):
-    """The app's `wrap_tool_call` middleware as one layer (`middleware.stack.LoopMiddleware`)."""
-
-    @property
-    def tool_calls(self) -> Sequence[Any]:
-        """The app's middleware that wraps tool calls, first outermost."""
-        ...
-
-    @property
-    def sync_tool_calls(self) -> bool:
-        """Whether every one of them has the sync hook."""
-        ...
-
-    def call_tool(
-        self,
-        call: ToolInvocation,
-        config: RunnableConfig | None,
-        proceed: Callable[[ToolInvocation], ToolOutcome],
-        *,
-        tools: list[BaseTool],
-        state_keys: frozenset[str] = ...,
-    ) -> ToolOutcome:
-        """Run a call through them, in this thread, ending in `proceed`."""
-        ...
-
-    async def acall_tool(
-        self,
-        call: ToolInvocation,
-        config: RunnableConfig | None,
-        proceed: Proceed,
-        *,
-        tools: list[BaseTool],
-        state_keys: frozenset[str] = ...,
-    ) -> ToolOutcome:
-        """Run a call through them on the event loop, ending in `proceed`."""
-        ...
 
 
 class Layer(Protocol):

@@ -22,6 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from agentloop.base.checkpoint_safe import decode_arguments, encode_arguments
 from agentloop.base.sync import has_running_loop, run_without_loop
 from agentloop.durability.identity import IDEMPOTENCY_ARGUMENT
+from agentloop.governance.app_layers import AppToolLayers
 from agentloop.governance.artifacts import AGENT_USAGE_ARTIFACT, ATTACHMENTS_ARTIFACT
 from agentloop.governance.cache import ResultCache, canonical_key
 from agentloop.governance.call_id import CallId, kept_under, tool_call_id
@@ -30,7 +31,6 @@ from agentloop.governance.injected import command_outcome
 from agentloop.governance.invoke import ToolInvoker, propagates
 from agentloop.governance.late import LateOutcome, watch_late_outcome
 from agentloop.governance.layers import (
-    AppToolLayers,
     BoundLayer,
     CacheLayer,
     FallbackLayer,

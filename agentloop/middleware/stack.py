@@ -37,32 +37,12 @@
   list otherwise; a plan that names no offered tool is asked again with the normal
   unknown-tool feedback. A changed `tool_choice` is not applied. A reply the middleware
   makes itself (without the handler) is read like one from the model; a `Command` it
-  returns fails the call (the loop's state is its own). The handler renders the
-  planner's and the answer's prompts from the run's records with what the middleware
-  changed in the transcript (`agentloop.middleware.transcript.edited_round_state`): a
-  `ToolMessage`'s new content stands for the call's result, a call's new arguments for
-  its arguments, so a result `ContextEditingMiddleware` cleared shows as its
-  placeholder; messages added after the transcript follow the prompt. Without such
-  changes the prompt is sent as built.
-- `wrap_tool_call` / `awrap_tool_call` wrap every governed call, after its arguments are
-  validated and inside the side-effect ledger's guard (so a call the ledger has settled
-  never reaches them, and whatever they do counts as the call's one outcome), outside
-  the loop's own layers (its result cache, rate limiter, timeout and retries): app
-  middleware (first outermost) -> cache -> rate limit -> timeout and retries -> tool.
-  Under `invoke`, when every one has the sync `wrap_tool_call`, they run in the call's
-  thread and a sync tool's call needs no event loop; otherwise the call runs on the
-  compiled loop's one event loop. The `ToolCallRequest` has the call as a `ToolCall`,
-  the tool, the loop's state and a `ToolRuntime`. The handler returns the result as a
-  `ToolMessage`, or raises when the call failed (after the loop's own retries): the
-  tool's own exception, as a tool's error propagates in `create_agent`, or
-  `ToolCallFailed` for a failure of the loop's making (a timeout, a refusal); so
-  `ToolRetryMiddleware(retry_on=...)` and `ToolErrorMiddleware` see what they see there,
-  and one that reaches the loop becomes the call's record. A `ToolRetryMiddleware`
-  replaces the loop's own retry (`ToolPolicy.retry`) for the tools it retries, so
-  retries never stack, and the record's `attempts` counts every execution the handler
-  made. A `ToolMessage` returned without calling the handler becomes the call's record
-  (failed, as `refused`, when its status is `"error"`). A result the loop's cache gave
-  has `response_metadata["from_cache"]` set (`agentloop.observability.audit.AuditLog` reads it).
+  returns fails the call (the loop's state is its own). The handler builds what it
+  sends from the request's messages as the middleware left them (`Compose`): the
+  transcript is the models' only view, so a `ToolMessage` a middleware rewrote (as
+  `ContextEditingMiddleware` clears one) reaches the model rewritten.
+- `wrap_tool_call` / `awrap_tool_call` wrap every governed call: see
+  `agentloop.governance.app_layers`.
 - `before_agent` / `abefore_agent` run once per invocation, in list order, as nodes
   `"<name>.before_agent"` between `START` and `prepare`; `after_agent` / `aafter_agent`
   once at its end, in reverse list order, as nodes `"<name>.after_agent"` after `answer`
@@ -76,11 +56,10 @@
   They see the node's state as earlier hooks left it (`after_model` after the answer
   also sees the answer's `AIMessage`), and what they return joins the node's update:
   `messages` through `add_messages`, every key through its reducer. The prompt of the
-  call is built from the state as the hooks left it (a `SummarizationMiddleware`
-  summary replaces the old turns it summarised; when a hook rewrites the request's
-  `HumanMessage`, as `PIIMiddleware` redacts it, `user_input` follows, so every prompt
-  quotes the rewritten request as `create_agent`'s model sees it); `wrap_model_call`
-  sees the hooks' state in `ModelRequest.state`. No hook runs when no model is asked (an answer
+  call is built from the `messages` the hooks left (a `SummarizationMiddleware`
+  summary replaces the old turns it summarised; a request `PIIMiddleware` redacted
+  reaches the model redacted, as under `create_agent`); `wrap_model_call` sees the
+  hooks' state in `ModelRequest.state`. No hook runs when no model is asked (an answer
   taken from the planner's reply, a planner that failed before any tool ran), nor for
   the `response_format` call, which `create_agent` makes inside its one model call.
   A speculative answer is off when they exist (it would start before `before_model`).
@@ -120,7 +99,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from functools import partial
 from typing import Any, Literal, TypeVar
 
 from langchain.agents.middleware import (
@@ -128,33 +106,25 @@ from langchain.agents.middleware import (
     ModelRequest,
     ModelResponse,
     ProviderToolSearchMiddleware,
-    ToolErrorMiddleware,
-    ToolRetryMiddleware,
 )
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.exceptions import ModelRefusalError
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
-from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
-from langgraph.types import Command
 
 from agentloop.base.sync import LoopRunner, has_running_loop, run_blocking
 from agentloop.errors import (
     ConfigurationError,
     ModelBehaviorError,
-    ToolCallError,
     model_error_message,
 )
-from agentloop.governance.injected import command_outcome, tool_runtime
-from agentloop.governance.layers import Proceed, ToolInvocation
-from agentloop.governance.outcome import ToolOutcome
+from agentloop.governance.app_layers import AppToolLayers, on_loop, overrides, wraps
 from agentloop.models.calls import AsyncHandler, Handler
 
-__all__ = ["MODEL_CALL_KEY", "Compose", "LoopMiddleware", "ModelCall", "ToolCallFailed"]
+__all__ = ["MODEL_CALL_KEY", "Compose", "LoopMiddleware", "ModelCall"]
 
 T = TypeVar("T")
 H = TypeVar("H", bound=Callable[..., Any])
@@ -166,10 +136,6 @@ MODEL_CALL_KEY = "agentloop_model_call"
 
 Compose = Callable[[SystemMessage | None, list[BaseMessage], list[Any]], list[BaseMessage]]
 """What a model call sends for its request's system message, messages and tools."""
-
-
-def _overrides(middleware: AgentMiddleware[Any, Any, Any], hook: str) -> bool:
-    return getattr(type(middleware), hook, None) is not getattr(AgentMiddleware, hook, None)
 
 
 def _normalized(result: Any) -> ModelResponse[Any]:
@@ -206,7 +172,7 @@ def _reply(response: ModelResponse[Any]) -> AIMessage:
     raise TypeError(msg)
 
 
-class LoopMiddleware:
+class LoopMiddleware(AppToolLayers):
     """The app's middleware, checked once and split by what it wraps.
 
     Args:
@@ -236,8 +202,9 @@ class LoopMiddleware:
             if not isinstance(item, AgentMiddleware):
                 msg = f"middleware must be AgentMiddleware objects, got {type(item).__name__}"
                 raise ConfigurationError(msg)
+        super().__init__(middleware)
         self.middleware = list(middleware)
-        self.models = [m for m in middleware if self._wraps(m, "wrap_model_call")]
+        self.models = [m for m in middleware if wraps(m, "wrap_model_call")]
         """The app's `wrap_model_call` middleware."""
         self.stack = [*self.models, *layers]
         """Every model call's layers, outermost first: the app's, then the loop's."""
@@ -247,19 +214,9 @@ class LoopMiddleware:
         """The layers of a call offered no tools (the answer's, the typed result's): a
         `ProviderToolSearchMiddleware` has no tool to defer there, and would refuse the
         call (its `searchable_tools` not bound), so it is left out, once, here."""
-        self.tool_calls = [m for m in middleware if self._wraps(m, "wrap_tool_call")]
-        self.tool_retries = [
-            m for m in middleware if isinstance(m, ToolRetryMiddleware | ToolErrorMiddleware)
-        ]
-        """The app's middleware that deals with a failed tool call: it retries it
-        (`ToolRetryMiddleware`) or turns it into an answer (`ToolErrorMiddleware`)."""
         self.tools: list[BaseTool] = [
             tool for m in middleware for tool in getattr(m, "tools", None) or ()
         ]
-
-    @staticmethod
-    def _wraps(middleware: AgentMiddleware[Any, Any, Any], hook: str) -> bool:
-        return _overrides(middleware, hook) or _overrides(middleware, f"a{hook}")
 
     # -- model calls ---------------------------------------------------------------------
 
@@ -356,7 +313,7 @@ class LoopMiddleware:
         return handler
 
     def _model_layer(self, middleware: AgentMiddleware[Any, Any, Any], inner: Handler) -> Handler:
-        if _overrides(middleware, "wrap_model_call"):
+        if overrides(middleware, "wrap_model_call"):
             return lambda request: _normalized(middleware.wrap_model_call(request, inner))
 
         async def ainner(request: ModelRequest[Any]) -> ModelResponse[Any]:
@@ -371,7 +328,7 @@ class LoopMiddleware:
     def _amodel_layer(
         middleware: AgentMiddleware[Any, Any, Any], inner: AsyncHandler
     ) -> AsyncHandler:
-        if _overrides(middleware, "awrap_model_call"):
+        if overrides(middleware, "awrap_model_call"):
 
             async def wrapped(request: ModelRequest[Any]) -> ModelResponse[Any]:
                 return _normalized(await middleware.awrap_model_call(request, inner))
@@ -382,223 +339,9 @@ class LoopMiddleware:
             loop = asyncio.get_running_loop()
 
             def sync_inner(inner_request: ModelRequest[Any]) -> ModelResponse[Any]:
-                return _on_loop(loop, inner(inner_request))
+                return on_loop(loop, inner(inner_request))
 
             result = await asyncio.to_thread(middleware.wrap_model_call, request, sync_inner)
             return _normalized(result)
 
         return bridged
-
-    # -- tool calls ----------------------------------------------------------------------
-
-    def retries_tool(self, name: str) -> bool:
-        """Whether the app's middleware deals with a failed call of a tool itself.
-
-        A `ToolRetryMiddleware` that retries it, or a `ToolErrorMiddleware` that handles
-        its errors: the loop's own retry of such a tool is then off (`ToolRunner`), so a
-        failing call runs as often as under `create_agent`.
-        """
-        # each middleware's own filter (its `tools=`), read where it keeps it
-        return any(
-            m._should_retry_tool(name)
-            if isinstance(m, ToolRetryMiddleware)
-            else m._should_handle_tool(name)
-            for m in self.tool_retries
-        )
-
-    @property
-    def sync_tool_calls(self) -> bool:
-        """Whether every `wrap_tool_call` middleware has the sync hook.
-
-        Under `invoke`, their stack then runs in the call's thread with no event loop
-        (`call_tool`); otherwise the call runs on the compiled loop's event loop.
-        """
-        return all(_overrides(m, "wrap_tool_call") for m in self.tool_calls)
-
-    def call_tool(
-        self,
-        call: ToolInvocation,
-        config: RunnableConfig | None,
-        proceed: Callable[[ToolInvocation], ToolOutcome],
-        *,
-        tools: list[BaseTool],
-        state_keys: frozenset[str] = frozenset({"messages"}),
-    ) -> ToolOutcome:
-        """Run a call through every `wrap_tool_call`, in this thread, ending in `proceed`.
-
-        `proceed` is the loop's own layers and the tool; `tools` (the loop's) are for the
-        `ToolRuntime`; `state_keys` are those a `Command(update=...)` may write
-        (`agentloop.governance.injected.command_outcome`).
-        """
-        wrapped = _WrappedCall(call, config, tools, state_keys)
-        handler: Callable[[ToolCallRequest], Any] = lambda inner: wrapped.message(  # noqa: E731
-            proceed(wrapped.inner_call(inner))
-        )
-        for middleware in reversed(self.tool_calls):
-            handler = partial(middleware.wrap_tool_call, handler=handler)
-        try:
-            result = handler(wrapped.request)
-        except Exception as error:
-            return wrapped.failed(error)
-        return wrapped.settled(result)
-
-    async def acall_tool(
-        self,
-        call: ToolInvocation,
-        config: RunnableConfig | None,
-        proceed: Proceed,
-        *,
-        tools: list[BaseTool],
-        state_keys: frozenset[str] = frozenset({"messages"}),
-    ) -> ToolOutcome:
-        """Run a call through every `awrap_tool_call` (bridged when only sync), as `call_tool`."""
-        wrapped = _WrappedCall(call, config, tools, state_keys)
-
-        async def innermost(inner: ToolCallRequest) -> ToolMessage | Command[Any]:
-            return wrapped.message(await proceed(wrapped.inner_call(inner)))
-
-        handler: Callable[[ToolCallRequest], Awaitable[Any]] = innermost
-        for middleware in reversed(self.tool_calls):
-            handler = _tool_layer(middleware, handler)
-        try:
-            result = await handler(wrapped.request)
-        except Exception as error:
-            return wrapped.failed(error)
-        return wrapped.settled(result)
-
-
-class _WrappedCall:
-    """One call on its way through the app's `wrap_tool_call` middleware."""
-
-    def __init__(
-        self,
-        call: ToolInvocation,
-        config: RunnableConfig | None,
-        tools: list[BaseTool],
-        state_keys: frozenset[str],
-    ) -> None:
-        runtime = tool_runtime(config, tool_call_id=call.transcript_id, tools=tools)
-        tool_call = {"name": call.tool_name, "args": call.arguments, "id": call.transcript_id}
-        self.request = ToolCallRequest(
-            tool_call=tool_call,  # type: ignore[arg-type]
-            tool=call.tool,
-            state=runtime.state,
-            runtime=runtime,
-        )
-        self.call = call
-        self.state_keys = state_keys
-        self.outcomes: dict[int, ToolOutcome] = {}
-        self.failures: dict[int, ToolOutcome] = {}
-        self.attempts: list[int] = []
-
-    def inner_call(self, request: ToolCallRequest) -> ToolInvocation:
-        """The call as a middleware passed it on to the handler."""
-        return self.call.override(arguments=dict(request.tool_call["args"]))
-
-    def message(self, outcome: ToolOutcome) -> ToolMessage | Command[Any]:
-        """What the handler returns for an outcome, or raises when the call failed."""
-        self.attempts.append(outcome.attempts)
-        if not outcome.success:
-            error = outcome.exception
-            if isinstance(error, Exception):  # the tool's own, as create_agent's
-                self.failures[id(error)] = outcome
-                raise error
-            raise ToolCallFailed(outcome)
-        message: ToolMessage | Command[Any] = _as_message(outcome, self.call)
-        if outcome.state_update:  # the tool's Command, as the handler returns it
-            earlier = outcome.state_update.get("messages") or []
-            update = {**outcome.state_update, "messages": [*earlier, message]}
-            message = Command(update=update)
-        self.outcomes[id(message)] = outcome
-        return message
-
-    def failed(self, error: Exception) -> ToolOutcome:
-        """The outcome of a call whose middleware raised (re-raised when not a call's)."""
-        if isinstance(error, ToolCallFailed):
-            return self._counted(error.outcome)
-        if id(error) not in self.failures:
-            raise error
-        return self._counted(self.failures[id(error)])
-
-    def settled(self, result: Any) -> ToolOutcome:
-        """The outcome of what the middleware returned."""
-        outcome = self.outcomes.get(id(result))
-        if outcome is None:
-            outcome = _outcome_of(result, self.call, self.state_keys, ran=bool(self.attempts))
-        return self._counted(outcome)
-
-    def _counted(self, outcome: ToolOutcome) -> ToolOutcome:
-        # every execution counts, however many times a middleware called the handler
-        return outcome.with_changes(attempts=sum(self.attempts)) if self.attempts else outcome
-
-
-class ToolCallFailed(ToolCallError):
-    """What the handler of a `wrap_tool_call` raises when the call failed.
-
-    As in `create_agent`, where a tool's error propagates through the middleware, so
-    `ToolRetryMiddleware` retries it; one that reaches the loop becomes the call's record.
-    """
-
-    def __init__(self, outcome: ToolOutcome) -> None:
-        super().__init__(outcome.error_type or "internal_error", outcome.error)
-        self.outcome = outcome
-
-
-def _tool_layer(
-    middleware: AgentMiddleware[Any, Any, Any],
-    inner: Callable[[ToolCallRequest], Awaitable[Any]],
-) -> Callable[[ToolCallRequest], Awaitable[Any]]:
-    if _overrides(middleware, "awrap_tool_call"):
-        return lambda request: middleware.awrap_tool_call(request, inner)
-
-    async def bridged(request: ToolCallRequest) -> Any:
-        loop = asyncio.get_running_loop()
-
-        def sync_inner(inner_request: ToolCallRequest) -> Any:
-            return _on_loop(loop, inner(inner_request))
-
-        return await asyncio.to_thread(middleware.wrap_tool_call, request, sync_inner)
-
-    return bridged
-
-
-def _on_loop(loop: asyncio.AbstractEventLoop, awaitable: Awaitable[T]) -> T:
-    """Wait, from a worker thread, for an awaitable run on the event loop."""
-
-    async def run() -> T:
-        return await awaitable
-
-    return asyncio.run_coroutine_threadsafe(run(), loop).result()
-
-
-def _as_message(outcome: ToolOutcome, call: ToolInvocation) -> ToolMessage:
-    """The `ToolMessage` a middleware sees for a call's result.
-
-    A result the loop's cache gave has `response_metadata["from_cache"]` set.
-    """
-    content = outcome.value if isinstance(outcome.value, str | list) else str(outcome.value)
-    message = ToolMessage(content, tool_call_id=call.transcript_id, name=call.tool_name)
-    if outcome.from_cache:
-        message.response_metadata["from_cache"] = True
-    return message
-
-
-def _outcome_of(
-    result: Any, call: ToolInvocation, state_keys: frozenset[str], *, ran: bool
-) -> ToolOutcome:
-    """The outcome of a call a middleware answered itself.
-
-    An error `ToolMessage` is a refusal (`refused`) when the tool never ran.
-    """
-    if isinstance(result, ToolMessage):
-        if result.status == "error":
-            message = str(result.content)
-            if ran:
-                return ToolOutcome.failure("internal_error", message, attempts=0)
-            return ToolOutcome.refused("refused", call.tool_name, message)
-        return ToolOutcome(value=result.content, attempts=0)
-    if isinstance(result, Command):  # applied as a tool's own Command is
-        outcome = ToolOutcome(value=result, attempts=0)
-        return command_outcome(outcome, call.tool_name, call.transcript_id, state_keys)
-    msg = f"wrap_tool_call returned {type(result).__name__}, not a ToolMessage"
-    return ToolOutcome.failure("internal_error", msg, attempts=0)
