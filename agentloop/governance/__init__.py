@@ -5,7 +5,8 @@
   `call_config`, `call_id` (a call's typed identity);
 - its arguments (`arguments/`: schema, names, coercion, validation), the planner's own
   arguments where redaction changed them (`planned_arguments`, `redacted`);
-- the layers, composed once when the loop is built: `layers` (judge, fallback, bound,
+- the layers, composed once when the loop is built: `app_layers` (the app's
+  `wrap_tool_call` middleware, outermost), `layers` (judge, fallback, bound,
   cache, rate limit), `freshness` (read after write), `cache` and `cache_scope`,
   `invoke` (timeouts and retries), `threads` (the sync tools' pool), `processes`
   (ending a timed-out call's children), `output` and `results/` (bounding what a tool
