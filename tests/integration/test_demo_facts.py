@@ -1,8 +1,9 @@
 """The demo agrees with itself: one set of facts on every way in.
 
 The demo loop on the bundled MCP servers (as `agentloop demo` runs it), the same loop
-with `use_mcp=False` (as the notebooks and README run it), and every figure the README
-and the notebooks state about the tram network come from the same documents.
+with `use_mcp=False` (as the notebooks and the documentation run it), and every figure the
+README, the documentation and the notebooks state about the tram network come from the same
+documents.
 """
 
 from __future__ import annotations
@@ -47,8 +48,12 @@ async def test_with_and_without_mcp_the_demo_finds_the_same_figures() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [ROOT / "README.md", *sorted((ROOT / "notebooks").glob("*.ipynb"))],
-    ids=lambda path: path.name,
+    [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").rglob("*.md")),
+        *sorted((ROOT / "notebooks").glob("*.ipynb")),
+    ],
+    ids=lambda path: path.relative_to(ROOT).as_posix(),
 )
 def test_the_docs_state_the_documented_track_length(path: Path) -> None:
     stated = set(TRACK.findall(path.read_text(encoding="utf-8")))

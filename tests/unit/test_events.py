@@ -23,7 +23,7 @@ from agentloop.observability.events import (
 )
 from agentloop.testing import ScriptedChatModel, plan_reply
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+EVENTS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "events.md"
 ENVELOPE = {"type", "loop", "ts"}
 AGENT_ENVELOPE = {"type", "agent", "ts"}
 
@@ -34,7 +34,7 @@ def _fields(event: type[LoopEvent]) -> list[tuple[str, bool]]:
 
 
 def _table() -> str:
-    """The README's event table, as the declarations give it."""
+    """The documented event table, as the declarations give it."""
     rows = ["| `type` | when | payload fields |", "| --- | --- | --- |"]
     for name, event in EVENTS.items():
         when = (event.__doc__ or "").strip().splitlines()[0]
@@ -52,10 +52,11 @@ def test_event_types_are_the_declared_events() -> None:
     assert len(set(EVENTS.values())) == len(EVENTS)
 
 
-def test_the_readme_table_is_the_declarations() -> None:
-    section = README.read_text(encoding="utf-8").split("\n## Events\n", 1)[1].split("\n## ", 1)[0]
+def test_the_documented_table_is_the_declarations() -> None:
+    page = EVENTS_PAGE.read_text(encoding="utf-8")
+    section = page.split("\n## Progress events\n", 1)[1].split("\n## ", 1)[0]
     documented = "\n".join(line for line in section.splitlines() if line.startswith("|"))
-    assert documented == _table(), f"README's event table should read:\n{_table()}"
+    assert documented == _table(), f"docs/reference/events.md's table should read:\n{_table()}"
 
 
 def test_an_undeclared_event_is_refused() -> None:

@@ -1,8 +1,9 @@
-"""The README's table of stock middleware and decorators is checked against the suite.
+"""The table of stock middleware and decorators is checked against the suite.
 
 Every middleware `langchain.agents.middleware` exports and each of its seven decorators
-has a row in "Coming from `create_agent`", and each row names a test file that exists
-and runs that middleware (mentions its name).
+has a row in the documentation's "Coming from `create_agent`" page
+(docs/how-to/create-agent.md), and each row names a test file that exists and runs that
+middleware (mentions its name).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import pytest
 from langchain.agents.middleware import AgentMiddleware
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLE = "**Stock middleware and decorators.**"
+PAGE = ROOT / "docs" / "how-to" / "create-agent.md"
+TABLE = "\n## Stock middleware and decorators\n"
 DECORATORS = (
     "before_agent",
     "before_model",
@@ -29,10 +31,10 @@ DECORATORS = (
 
 def _rows() -> dict[str, str]:
     """The table's rows: the middleware's or decorator's name, and the test file named."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Coming from `create_agent`", 1)[1].split("\n## ", 1)[0]
-    assert TABLE in section, "the table is in section Coming from `create_agent`"
-    lines = section.split(TABLE, 1)[1].strip().splitlines()
+    text = PAGE.read_text()
+    assert text.startswith("# Coming from `create_agent`\n")
+    assert TABLE in text, "the table has its section in Coming from `create_agent`"
+    lines = text.split(TABLE, 1)[1].split("\n## ", 1)[0].strip().splitlines()
     lines = lines[lines.index(next(line for line in lines if line.startswith("|"))) :]
     rows: dict[str, str] = {}
     for line in lines[2:]:  # after the header and its rule
