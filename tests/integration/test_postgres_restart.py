@@ -93,7 +93,7 @@ class Invoicing:
             self.sent.append(invoice_id)
             # LangGraph writes the previous step's checkpoint in the background while this
             # step runs; a restart that cuts that write fails the run whatever the pool
-            # (see the README), so the restart comes once it is written
+            # (see docs/concepts/exactly-once.md), so the restart comes once it is written
             time.sleep(0.3)
             _pg_ctl(_bin(), "-m", "fast", "restart")
             return f"invoice {invoice_id} sent"

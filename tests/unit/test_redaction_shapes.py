@@ -418,7 +418,7 @@ NEAR_MISSES = [
     "hf_hub_download",
     "HF_HUB_ENABLE_HF_TRANSFER=1",
 ]
-"""Text that merely looks like a secret (documented in the README's security section):
+"""Text that merely looks like a secret (documented in docs/guarantees.md, Secrets stay out):
 values shorter than 8 characters, placeholders, plain words under 20 characters, and
 words that contain `token`, `secret` or `key`. Each must stay exactly as it is."""
 
