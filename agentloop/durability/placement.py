@@ -176,5 +176,5 @@ def durability_gap(checkpointer: Any, ledger: SideEffectLedger) -> str | None:
         f"{saver} keeps checkpoints beyond this process, but the side-effect ledger "
         f"({type(ledger).__name__}) does not: after a restart, a resumed, retried or replayed "
         "run may repeat a call with side effects. Pass GovernanceOptions(ledger=...) with a "
-        "durable ledger, or run where the loop keeps one (see the README's Deployment section)"
+        "durable ledger, or run where the loop keeps one (see docs/how-to/deploy.md)"
     )

@@ -62,14 +62,14 @@ RETRY_WITHOUT_RECORD = (
     "the server retries run {run} (attempt {attempt}), which wrote checkpoints in an "
     "earlier attempt, but the side-effect ledger ({ledger}) holds no record of it: a call "
     "with side effects that attempt started may be made again. Keep the ledger with the "
-    "checkpoints (see the README's Deployment section)"
+    "checkpoints (see docs/how-to/deploy.md)"
 )
 RUN_RECORD_LOST = (
     "run {run} recorded itself in the side-effect ledger ({ledger}) before its first "
     "call, as its checkpoints show, but the ledger holds no such record now: it lost "
     "entries (deleted, or older than the checkpoints), so a call with side effects an "
     "earlier attempt of the run started may be made again. Keep the ledger with the "
-    "checkpoints (see the README's Deployment section)"
+    "checkpoints (see docs/how-to/deploy.md)"
 )
 WALK_LIMIT = 1000
 """The most checkpoints `started_before` reads (a run writes a few per round)."""

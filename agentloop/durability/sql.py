@@ -7,7 +7,7 @@ two workers resuming one thread from two processes claim a call once.
 
 With a psycopg pool, a PostgreSQL ledger survives a server restart: a statement whose
 connection was lost runs once more on a fresh connection. LangGraph's savers do not
-retry, so give the pool `check=ConnectionPool.check_connection` (the README says how).
+retry, so give the pool `check=ConnectionPool.check_connection` (docs/how-to/deploy.md says how).
 """
 
 from __future__ import annotations
