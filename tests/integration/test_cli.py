@@ -552,19 +552,21 @@ def test_help_version_and_usage_errors_load_no_langchain(args: list[str], tmp_pa
 def test_ctrl_c_while_the_cli_loads_is_one_line(tmp_path: Path) -> None:
     """SIGINT while the run's imports load: one line, exit 130, no traceback."""
     environment = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
+    # the SIGINT comes the moment the run starts importing LangGraph, which the CLI
+    # itself does not import (whatever the time that takes on this machine)
     loading = subprocess.Popen(
-        [sys.executable, "-c", "import time, sys\n"
+        [sys.executable, "-c", "import os, signal, sys\n"
          "import agentloop.cli as cli\n"
-         "print('ready', flush=True)\n"
-         "time.sleep(0.5)\n"  # the signal arrives while the run's imports load, below
+         "sent = []\n"
+         "def interrupt(event, args):\n"
+         "    if event == 'import' and args[0] == 'langgraph' and not sent:\n"
+         "        sent.append(True)\n"
+         "        os.kill(os.getpid(), signal.SIGINT)\n"
+         "sys.addaudithook(interrupt)\n"
          "raise SystemExit(cli.main(['demo', '--quiet']))"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
         env=environment,
     )  # fmt: skip
-    assert loading.stdout is not None
-    assert loading.stdout.readline().strip() == "ready"
-    time.sleep(0.6)
-    loading.send_signal(signal.SIGINT)
     _, err = loading.communicate(timeout=60)
     assert loading.returncode == 130, err
     assert "Traceback" not in err
@@ -628,12 +630,18 @@ sys.stderr = _Marking(sys.stderr)
 """
 
 
-def test_ctrl_c_during_a_run_exits_130_under_python_m(tmp_path: Path) -> None:
-    (tmp_path / "sitecustomize.py").write_text(_MARKED_AS_INTERRUPTED, encoding="utf-8")
+def _with_sitecustomize(tmp_path: Path, code: str) -> dict[str, str]:
+    """The environment of a child whose interpreter first runs `code` (as `sitecustomize`)."""
+    (tmp_path / "sitecustomize.py").write_text(code, encoding="utf-8")
     environment = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
     environment["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(tmp_path), environment.get("PYTHONPATH", "")])
     )
+    return environment
+
+
+def test_ctrl_c_during_a_run_exits_130_under_python_m(tmp_path: Path) -> None:
+    environment = _with_sitecustomize(tmp_path, _MARKED_AS_INTERRUPTED)
     running = subprocess.Popen(
         [sys.executable, "-m", "agentloop", "demo"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
@@ -679,11 +687,7 @@ def test_ctrl_c_while_the_mcp_servers_start_is_one_line_and_leaves_no_server(
     tmp_path: Path,
 ) -> None:
     """SIGINT to the demo's process group while its three servers start: one line, 130."""
-    (tmp_path / "sitecustomize.py").write_text(_SERVERS_HANG_AT_START, encoding="utf-8")
-    environment = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
-    environment["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(tmp_path), environment.get("PYTHONPATH", "")])
-    )
+    environment = _with_sitecustomize(tmp_path, _SERVERS_HANG_AT_START)
     demo = subprocess.Popen(
         [*agentloop_command(), "demo", "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
@@ -715,11 +719,7 @@ def test_ctrl_c_while_the_mcp_servers_start_is_one_line_and_leaves_no_server(
 
 def test_json_prints_its_document_on_ctrl_c(tmp_path: Path) -> None:
     """SIGINT while the servers start, with `--json`: the document (error set), exit 130."""
-    (tmp_path / "sitecustomize.py").write_text(_SERVERS_HANG_AT_START, encoding="utf-8")
-    environment = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
-    environment["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(tmp_path), environment.get("PYTHONPATH", "")])
-    )
+    environment = _with_sitecustomize(tmp_path, _SERVERS_HANG_AT_START)
     demo = subprocess.Popen(
         [*agentloop_command(), "demo", "--json", "--quiet", "How long is the tram network?"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,

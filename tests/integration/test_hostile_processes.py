@@ -49,23 +49,23 @@ HUNG_SYNC_TOOLS = textwrap.dedent(
     )
     first = graph.invoke({"user_input": "hang"})
     assert [r["error_type"] for r in first["tool_logs"]] == ["timeout"] * 6, first["tool_logs"]
-    started = time.monotonic()
+    # the stuck threads never end: a run that waited for them would never end either
     second = graph.invoke({"user_input": "quick"})
     assert second["tool_logs"][0]["result"] == "quick 1", second["tool_logs"]
-    assert time.monotonic() - started < 5
     print("DONE", flush=True)
     """
 )
 
 
 def test_hung_sync_tools_never_block_later_calls_or_the_exit() -> None:
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-c", HUNG_SYNC_TOOLS], capture_output=True, text=True, timeout=120
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", HUNG_SYNC_TOOLS], capture_output=True, text=True, timeout=120
+        )
+    except subprocess.TimeoutExpired as error:  # its threads are stuck for good
+        pytest.fail(f"a later run or the exit waited for the hung threads: {error.stdout!r}")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().endswith("DONE")
-    assert time.monotonic() - started < 60  # the process exited on its own
+    assert done.stdout.strip().endswith("DONE")  # the process exited on its own
 
 
 KEYBOARD_INTERRUPT = textwrap.dedent(
@@ -144,7 +144,7 @@ def test_a_timed_out_tools_child_processes_do_not_outlive_the_host(
         pids = json.loads(pid_file.read_text())
         # a child that ignores SIGTERM, a shell, and the shell's own child
         assert len(pids) == 3
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 30  # only bounds a wait that never ends
         while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert [pid for pid in pids if _alive(pid)] == []

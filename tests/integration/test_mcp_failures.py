@@ -186,14 +186,14 @@ def test_text_on_stdout_fails_fast_and_is_quoted(
 ) -> None:
     banner = "Welcome to the weather server!"
     config = {"noisy": own_server("garbage", banner, *(["serve"] if serve else []))}
-    started = time.monotonic()
+    # a start-up timeout no test outlasts: only a start that fails fast ends at all (the
+    # suite's per-test timeout bounds the hang of one that does not)
     with (
-        MCPToolset(config, startup_timeout_s=60) as toolset,
+        MCPToolset(config, startup_timeout_s=3600) as toolset,
         caplog.at_level(logging.WARNING, logger="agentloop"),
     ):
         names = [tool.name for tool in toolset.tools]
         reason = toolset.unavailable.get("noisy", "")
-    elapsed = time.monotonic() - started
     if serve:  # a banner before the answer is tolerated, and reported once
         assert names == ["hello"]
         (warning,) = [r.getMessage() for r in caplog.records if banner in r.getMessage()]
@@ -201,7 +201,6 @@ def test_text_on_stdout_fails_fast_and_is_quoted(
     else:
         assert names == []
         assert "not an MCP message" in reason and repr(banner) in reason
-        assert elapsed < 5, elapsed  # the startup timeout is 60 s
     assert "Failed to parse JSONRPC message" not in caplog.text
 
 

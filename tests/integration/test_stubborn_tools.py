@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -48,14 +47,11 @@ def test_a_tool_that_ignores_cancellation_is_abandoned(entry: str) -> None:
 
 
 CLEANUP_WORKER = Path(__file__).with_name("timeout_cleanup_worker.py")
-EXIT_BOUND_S = 60
-"""The host's own start-up and imports take seconds on a loaded machine; a hang is forever."""
 
 
 @pytest.mark.parametrize("entry", ["invoke", "ainvoke"])
 def test_a_host_whose_tools_never_stop_still_exits(entry: str) -> None:
-    started = time.monotonic()
-    try:
+    try:  # its tools never stop: a host that waited for them would never exit
         done = subprocess.run(
             [sys.executable, str(CLEANUP_WORKER), "stubborn", entry],
             capture_output=True,
@@ -66,7 +62,6 @@ def test_a_host_whose_tools_never_stop_still_exits(entry: str) -> None:
     except subprocess.TimeoutExpired as error:
         pytest.fail(f"the host never exited (asyncio.run() waited on a tool): {error.stdout!r}")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert time.monotonic() - started < EXIT_BOUND_S
     assert "Exception ignored" not in done.stderr  # the dropped tasks close quietly
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["answer"] == "the run went on"

@@ -56,14 +56,19 @@ async def _until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None
         await asyncio.sleep(0.002)
 
 
+def _others() -> list[asyncio.Task[Any]]:
+    """The tasks of this event loop but the test's own."""
+    return [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+
+
 async def _assert_stopped(answerer: ScriptedChatModel) -> None:
     """The answer model streams no more, and nothing the run started still runs."""
     at_stop = answerer.chunks_emitted
-    await asyncio.sleep(0.15)  # 30 chunks' time
+    await _until(lambda: not _others())  # everything the run started has ended
+    await asyncio.sleep(0.15)  # 30 chunks' time: room for an answer still streaming to show
     assert answerer.chunks_emitted - at_stop <= 1, "the answer went on streaming"
     assert answerer.chunks_emitted < len(ANSWER) // 4, "the answer streamed to its end"
-    running = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-    assert running == []
+    assert _others() == []
 
 
 async def test_a_run_cancelled_while_its_plan_streams_stops_the_answer_beside_it() -> None:
@@ -102,7 +107,7 @@ async def test_a_run_cancelled_while_its_plan_streams_stops_the_calls_it_started
         """Read a page."""
         ran.append("started")
         try:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(3600)  # it ends only when cancelled
         except asyncio.CancelledError:
             ran.append("cancelled")
             raise
@@ -123,7 +128,5 @@ async def test_a_run_cancelled_while_its_plan_streams_stops_the_calls_it_started
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run
-    await asyncio.sleep(0.05)
+    await _until(lambda: len(ran) >= 2 and not _others())
     assert ran == ["started", "cancelled"]
-    running = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-    assert running == []

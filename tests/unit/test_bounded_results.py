@@ -64,8 +64,8 @@ def get_ticks(n: int) -> Any:
 
     def ticks() -> Iterator[int]:
         for number in endless():
-            time.sleep(0.05)
             yield number
+            time.sleep(0.05)
 
     return ticks()
 
@@ -88,8 +88,8 @@ async def get_slow_stream(n: int) -> Any:
 
     async def stream() -> AsyncIterator[int]:
         for number in endless():
-            await asyncio.sleep(0.05)
             yield number
+            await asyncio.sleep(0.05)
 
     return stream()
 
@@ -167,12 +167,11 @@ async def test_slow_generators_stop_at_the_time_limit(run_loop: Any) -> None:
         [get_ticks, get_slow_stream],
         governance=GovernanceOptions(policies={"get_ticks": policy, "get_slow_stream": policy}),
     )
-    started = time.monotonic()
-    out = await run_loop(graph, {"user_input": "tick"}, config())
-    assert time.monotonic() - started < 30
+    out = await run_loop(graph, {"user_input": "tick"}, config())  # endless: only a limit ends it
     for record in out["tool_logs"]:
         assert record["success"] and record["truncated"], record
         assert record["result"] == list(range(len(record["result"])))
+        # the first tick comes at once; 100 would take 5 s, the item limit (1,000) 50 s
         assert 1 <= len(record["result"]) < 100
         assert any("its time limit" in note for note in record["notes"])
 

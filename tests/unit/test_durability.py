@@ -172,15 +172,19 @@ def test_a_live_claimant_is_waited_for() -> None:
     ledger = MemoryLedger()
     ledger.claim(KEY, OWNER)
 
+    running = threading.Event()
+
     def finish_later() -> None:
         with in_flight(ledger, KEY):
-            time.sleep(0.3)
+            running.set()
+            time.sleep(0.3)  # most likely still running when the guard looks
             ledger.finish(KEY, OWNER, {"result": "by the other worker"})
 
     worker = threading.Thread(target=finish_later)
     worker.start()
-    time.sleep(0.05)
-    settled = before(guard(ledger))
+    assert running.wait(30)
+    # waits as long as the claimant runs (the 30 s limit only bounds a hang)
+    settled = before(CallGuard(ledger, KEY, side_effects=True, timeout_s=30))
     worker.join()
     assert settled is not None and settled.kind == "replayed"
     assert settled.outcome == {"result": "by the other worker"}
@@ -189,11 +193,22 @@ def test_a_live_claimant_is_waited_for() -> None:
 async def test_a_live_claimant_on_another_host_is_waited_for_then_unknown() -> None:
     ledger = MemoryLedger()
     ledger.claim(KEY, OTHER_HOST)
-    started = time.monotonic()
+    # with an hour to wait, the guard waits for the other host's outcome ...
+    waiting = asyncio.create_task(
+        abefore(CallGuard(ledger, KEY, side_effects=True, timeout_s=3600))
+    )
+    await asyncio.sleep(0.2)  # room for a guard that did not wait to show
+    assert not waiting.done()
+    ledger.finish(KEY, OTHER_HOST, {"result": "by the other host"})
+    settled = await asyncio.wait_for(waiting, 30)  # 30 s only bound a hang
+    assert settled is not None and settled.kind == "replayed"
+    assert settled.outcome == {"result": "by the other host"}
+    # ... and when its wait ends first, the outcome is unknown
+    ledger = MemoryLedger()
+    ledger.claim(KEY, OTHER_HOST)
     settled = await abefore(CallGuard(ledger, KEY, side_effects=True, timeout_s=0.2))
     assert settled is not None and settled.kind == "unknown_outcome"
     assert "another worker" in settled.reason
-    assert time.monotonic() - started >= 0.2
 
 
 def test_reexecute_runs_a_recorded_call_again() -> None:

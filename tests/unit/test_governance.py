@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -81,7 +83,7 @@ async def test_non_idempotent_timeout_runs_exactly_once(run_loop: Any, build: Bu
         """Send an email."""
         nonlocal calls
         calls += 1
-        await asyncio.sleep(2)
+        await asyncio.sleep(3600)  # it ends only at its timeout
         return "sent"
 
     graph, _ = build(
@@ -151,10 +153,14 @@ async def test_non_transient_errors_are_not_retried(run_loop: Any, build: Builde
 async def test_sync_tool_timeout_is_abandoned_with_clear_error(
     run_loop: Any, build: Builder
 ) -> None:
+    release = threading.Event()
+    returned: list[str] = []
+
     @tool
     def read_slow(path: str) -> str:
         """Blocks."""
-        time.sleep(1.5)
+        release.wait(120)  # until the test ends (a run that waited for it would wait this)
+        returned.append(path)
         return "late"
 
     graph, _ = build(
@@ -164,9 +170,11 @@ async def test_sync_tool_timeout_is_abandoned_with_clear_error(
             policies={"read_slow": ToolPolicy(timeout_s=0.1, retry=ToolRetry(max_attempts=1))}
         ),
     )
-    started = time.perf_counter()
-    out = await run_loop(graph, {"user_input": "go"})
-    assert time.perf_counter() - started < 1.2
+    try:
+        out = await run_loop(graph, {"user_input": "go"})
+        assert returned == [], "the run waited for the call it abandoned"
+    finally:
+        release.set()
     record = out["tool_logs"][0]
     assert record["error_type"] == "timeout"
     assert "did not finish within 0.1s" in record["error"]
@@ -392,10 +400,38 @@ async def test_rate_limit_spaces_calls(run_loop: Any, build: Builder) -> None:
         [get_tick],
         governance=GovernanceOptions(policies={"get_tick": ToolPolicy(rate_limit_per_s=10)}),
     )
-    started = time.perf_counter()
     out = await run_loop(graph, {"user_input": "go"})
-    assert time.perf_counter() - started >= 0.29  # 4 calls at 10/s: the last one waits 0.3 s
     assert [r["result"] for r in out["tool_logs"]] == [0, 1, 2, 3]
+
+
+async def test_rate_limit_holds_a_call_until_its_slot(build: Builder) -> None:
+    started: list[int] = []
+
+    @tool
+    async def get_tick(n: int) -> int:
+        """Tick."""
+        started.append(n)
+        return n
+
+    graph, _ = build(
+        one_round(*[cmd("get_tick", n=i) for i in range(2)]),
+        [get_tick],
+        # one call an hour: the second call's slot is an hour after the first's
+        governance=GovernanceOptions(policies={"get_tick": ToolPolicy(rate_limit_per_s=1 / 3600)}),
+    )
+    run = asyncio.create_task(graph.ainvoke({"user_input": "go"}))
+    try:
+        for _ in range(3000):  # the first call runs at once (30 s only bound a hang)
+            if started:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # room for a second call the limit failed to hold to show
+        assert started == [0]
+        assert not run.done()
+    finally:
+        run.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await run
 
 
 # -- fallbacks ------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
+from timeline import Timeline
 
 from agentloop import (
     ModelOptions,
@@ -195,47 +196,56 @@ async def test_execute_does_not_short_circuit_and_reads_everything(
     assert planner.chunks_emitted >= -(-len(str(reply)) // 7)
 
 
-async def test_parallel_round_is_concurrent(run_loop: Any, loop_with: Builder) -> None:
+@pytest.mark.parametrize("kind", ["async", "sync"])
+async def test_parallel_round_is_concurrent(run_loop: Any, loop_with: Builder, kind: str) -> None:
+    timeline = Timeline()
+    names = [f"call {n}" for n in range(4)]
+
     @tool
     async def get_slow(n: int) -> int:
-        """Sleep 0.3 s."""
-        await asyncio.sleep(0.3)
+        """Run until the round's other calls have started too."""
+        await timeline.meet(names[n], *names)
+        timeline.end(names[n])
         return n
 
     @tool
     def get_slow_sync(n: int) -> int:
-        """Sleep 0.3 s in a thread."""
-        time.sleep(0.3)
+        """Run (in a thread) until the round's other calls have started too."""
+        timeline.meet_blocking(names[n], *names)
+        timeline.end(names[n])
         return n
 
-    for slow in (get_slow, get_slow_sync):
-        graph, _, _ = loop_with(
-            [
-                plan_reply("execute", [cmd(slow.name, n=i) for i in range(4)]),
-                plan_reply("response"),
-            ],
-            [slow],
-        )
-        started = time.perf_counter()
-        out = await run_loop(graph, {"user_input": "go"})
-        elapsed = time.perf_counter() - started
-        assert [r["result"] for r in out["round_state"]["done_plans"]] == [0, 1, 2, 3]
-        # one after the other they cannot take less than 4 x 0.3 s
-        assert elapsed < 1.2, f"{slow.name}: 4 x 0.3 s took {elapsed:.2f}s"
+    slow = get_slow if kind == "async" else get_slow_sync
+    graph, _, _ = loop_with(
+        [plan_reply("execute", [cmd(slow.name, n=i) for i in range(4)]), plan_reply("response")],
+        [slow],
+    )
+    out = await run_loop(graph, {"user_input": "go"})
+    assert [r["result"] for r in out["round_state"]["done_plans"]] == [0, 1, 2, 3]
+    # all four ran at once: one after the other, the first would wait for the rest in vain
+    timeline.assert_met()
+    last_start = max(timeline.at(f"start {name}") for name in names)
+    assert last_start < min(timeline.at(f"end {name}") for name in names), timeline.steps
 
 
 async def test_concurrency_limit(run_loop: Any, loop_with: Builder) -> None:
     running = 0
     peak = 0
+    lock = threading.Lock()
+    timeline = Timeline()
 
     @tool
     async def get_item(n: int) -> int:
         """Track how many run at once."""
         nonlocal running, peak
-        running += 1
-        peak = max(peak, running)
-        await asyncio.sleep(0.05)
-        running -= 1
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        if n < 2:  # the first two wait for each other: the limit lets two run at once
+            await timeline.meet(str(n), "0", "1")
+        await asyncio.sleep(0.05)  # room for a third wrongly started beside them to show
+        with lock:
+            running -= 1
         return n
 
     graph, _, _ = loop_with(
@@ -244,6 +254,7 @@ async def test_concurrency_limit(run_loop: Any, loop_with: Builder) -> None:
         concurrency=2,
     )
     out = await run_loop(graph, {"user_input": "go"})
+    timeline.assert_met()
     assert peak == 2
     assert [r["result"] for r in out["round_state"]["done_plans"]] == list(range(6))
 
@@ -272,22 +283,22 @@ async def test_records_keep_command_order_whatever_finishes_first(
 
 
 async def test_unsafe_tools_run_alone_in_order(run_loop: Any, loop_with: Builder) -> None:
-    timeline: list[tuple[str, str]] = []
+    timeline = Timeline()
+    pairs = {"r1": "r2", "r2": "r1", "r3": "r4", "r4": "r3"}
 
     @tool
     async def read_a(key: str) -> str:
         """A safe read."""
-        timeline.append(("start", key))
-        await asyncio.sleep(0.05)
-        timeline.append(("end", key))
+        await timeline.meet(key, pairs[key])  # runs until its neighbour has started too
+        timeline.end(key)
         return key
 
     @tool
     async def save_b(key: str) -> str:
         """An unsafe write."""
-        timeline.append(("start", key))
-        await asyncio.sleep(0.05)
-        timeline.append(("end", key))
+        timeline.start(key)
+        await asyncio.sleep(0.05)  # room for a read wrongly started beside it to show
+        timeline.end(key)
         return key
 
     commands = [
@@ -302,11 +313,12 @@ async def test_unsafe_tools_run_alone_in_order(run_loop: Any, loop_with: Builder
     )
     out = await run_loop(graph, {"user_input": "go"})
     assert [r["result"] for r in out["round_state"]["done_plans"]] == ["r1", "r2", "w1", "r3", "r4"]
-    position = {event: i for i, event in enumerate(timeline)}
-    assert position[("start", "w1")] > max(position[("end", "r1")], position[("end", "r2")])
-    assert min(position[("start", "r3")], position[("start", "r4")]) > position[("end", "w1")]
-    # safe neighbours still overlap
-    assert position[("start", "r2")] < position[("end", "r1")]
+    # safe neighbours still overlap: each pair met (both running at once)
+    timeline.assert_met()
+    assert timeline.overlapped("r1", "r2") and timeline.overlapped("r3", "r4"), timeline.steps
+    # the write runs alone, in its place: after both reads before it, before both after it
+    assert timeline.before("end r1", "start w1") and timeline.before("end r2", "start w1")
+    assert timeline.before("end w1", "start r3") and timeline.before("end w1", "start r4")
 
 
 async def test_errors_are_isolated(run_loop: Any, loop_with: Builder) -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from langchain_core.tools import tool
+from timeline import Timeline
 
 from agentloop import ModelOptions, create_tool_loop
 from agentloop.nodes.execute import assign_batches
@@ -276,31 +276,32 @@ def build(planning_for: Callable[..., dict[str, Any]]) -> Builder:
     return loop
 
 
-class Timeline:
-    """What tools received, and when each call started and ended."""
+class Calls(Timeline):
+    """What tools received, and the order of their steps ("start x", "end x")."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.calls: list[tuple[str, dict[str, Any]]] = []
-        self.spans: dict[str, tuple[float, float]] = {}
 
-    async def run(self, name: str, kwargs: dict[str, Any], delay_s: float = 0.05) -> None:
-        started = time.perf_counter()
+    async def run(self, name: str, kwargs: dict[str, Any], *beside: str) -> None:
+        """Record a call; run beside the calls named in `beside` (they meet), or a moment."""
         self.calls.append((name, kwargs))
-        await asyncio.sleep(delay_s)
-        self.spans[name] = (started, time.perf_counter())
+        if beside:
+            await self.meet(name, *beside)
+        else:
+            self.start(name)
+            await asyncio.sleep(0.05)  # room for a call wrongly started beside it to show
+        self.end(name)
 
-    def before(self, first: str, second: str) -> bool:
-        return self.spans[first][1] <= self.spans[second][0]
-
-    def overlap(self, first: str, second: str) -> bool:
-        (a_start, a_end), (b_start, b_end) = self.spans[first], self.spans[second]
-        return a_start < b_end and b_start < a_end
+    def done_before(self, first: str, second: str) -> bool:
+        """Whether call `first` ended before call `second` started."""
+        return self.before(f"end {first}", f"start {second}")
 
 
 async def test_a_chain_of_references_gives_the_tools_resolved_values(
     run_loop: Any, build: Builder
 ) -> None:
-    seen = Timeline()
+    seen = Calls()
 
     @tool
     async def search_web(query: str) -> str:
@@ -343,34 +344,27 @@ async def test_a_chain_of_references_gives_the_tools_resolved_values(
     assert [(r["tool_name"], r["kwargs"]) for r in records] == expected
     assert all(r["success"] for r in records)
     assert records[1]["result"] == organization
-    assert seen.before("search_web", "get_organization")
-    assert seen.before("get_organization", "get_biography")
+    assert seen.done_before("search_web", "get_organization")
+    assert seen.done_before("get_organization", "get_biography")
 
 
 async def test_independent_commands_run_in_parallel_while_a_referring_one_waits(
     run_loop: Any, build: Builder
 ) -> None:
-    seen = Timeline()
+    seen = Calls()
 
     @tool
     async def get_a(q: str) -> str:
         """A."""
-        # runs until get_b has started (up to 2 s): in parallel they overlap however
-        # late the machine starts get_b; one after the other they cannot
-        started = time.perf_counter()
-        seen.calls.append(("get_a", {"q": q}))
-        while "get_b" not in [name for name, _ in seen.calls]:
-            if time.perf_counter() - started > 2:
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
-        seen.spans["get_a"] = (started, time.perf_counter())
+        # runs until get_b has started: in parallel they meet however late the machine
+        # starts get_b; one after the other they cannot
+        await seen.run("get_a", {"q": q}, "get_b")
         return "from a"
 
     @tool
     async def get_b(q: str) -> str:
         """B."""
-        await seen.run("get_b", {"q": q})
+        await seen.run("get_b", {"q": q}, "get_a")
         return "from b"
 
     @tool
@@ -385,8 +379,9 @@ async def test_independent_commands_run_in_parallel_while_a_referring_one_waits(
     )
     graph, _ = build([plan, plan_reply("response")], [get_a, get_b, get_c])
     out = await run_loop(graph, {"user_input": "go"})
-    assert seen.overlap("get_a", "get_b")
-    assert seen.before("get_a", "get_c")
+    seen.assert_met()
+    assert seen.overlapped("get_a", "get_b")
+    assert seen.done_before("get_a", "get_c")
     records = out["round_state"]["last_round_records"]
     assert [r["tool_name"] for r in records] == ["get_a", "get_c", "get_b"]  # command order
     assert records[1]["kwargs"] == {"q": "after from a"}
@@ -498,18 +493,18 @@ async def test_a_forward_reference_is_a_plan_reasked_event(build: Builder) -> No
 async def test_an_unsafe_tool_with_references_keeps_its_order(
     run_loop: Any, build: Builder
 ) -> None:
-    seen = Timeline()
+    seen = Calls()
 
     @tool
     async def get_a(q: str) -> str:
         """A."""
-        await seen.run("get_a", {"q": q})
+        await seen.run("get_a", {"q": q}, "get_b")
         return "from a"
 
     @tool
     async def get_b(q: str) -> str:
         """B."""
-        await seen.run("get_b", {"q": q})
+        await seen.run("get_b", {"q": q}, "get_a")
         return "from b"
 
     @tool
@@ -535,10 +530,11 @@ async def test_an_unsafe_tool_with_references_keeps_its_order(
     )
     graph, _ = build([plan, plan_reply("response")], [get_a, get_b, send_note, get_c])
     out = await run_loop(graph, {"user_input": "go"})
-    assert seen.overlap("get_a", "get_b")
-    assert seen.before("get_a", "send_note")
-    assert seen.before("get_b", "send_note")  # after every call listed before it
-    assert seen.before("send_note", "get_c")
+    seen.assert_met()
+    assert seen.overlapped("get_a", "get_b")
+    assert seen.done_before("get_a", "send_note")
+    assert seen.done_before("get_b", "send_note")  # after every call listed before it
+    assert seen.done_before("send_note", "get_c")
     assert seen.calls[2:] == [("send_note", {"text": "note: from a"}), ("get_c", {"q": "sent"})]
     assert all(r["success"] for r in out["tool_logs"])
 

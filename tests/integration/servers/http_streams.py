@@ -1,7 +1,8 @@
 """A streamable HTTP server on 127.0.0.1:<port> whose calls can stall or drop their stream.
 
 - `add(a, b)` (read-only) and `append(path, line)` (a write) answer at once;
-- `stall(seconds)` answers after a long wait (a test kills the server meanwhile);
+- `stall(seconds, marker)` answers after a long wait, touching the file `marker` (when
+  given) as the wait starts (a test kills the server meanwhile);
 - `append_then_stall(path, line)` (a write) appends the line, then never answers (a
   test kills or restarts the server while it waits);
 - `drops_stream(text)` closes its response stream, then answers: the answer reaches a
@@ -69,8 +70,11 @@ def append(path: str, line: str) -> str:
 
 
 @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True))
-async def stall(seconds: float) -> str:
-    """Answer after `seconds`."""
+async def stall(seconds: float, marker: str = "") -> str:
+    """Answer after `seconds`; touch the file `marker` (when given) as the wait starts."""
+    if marker:
+        with open(marker, "a", encoding="utf-8"):
+            pass
     await asyncio.sleep(seconds)
     return "late"
 
