@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
     AnyMessage,
     BaseMessage,
     BaseMessageChunk,
@@ -17,6 +19,7 @@ from agentloop.errors import InputError
 
 __all__ = [
     "NOT_HUMAN_TYPES",
+    "as_stream_chunk",
     "last_human",
     "message_text",
     "request_message",
@@ -29,6 +32,18 @@ NOT_HUMAN_TYPES = frozenset(
 )
 """Message `type`s no `HumanMessage` has: a backward scan for the turn's human message
 passes them without an `isinstance` check (a run's transcript is mostly these)."""
+
+
+def as_stream_chunk(item: Any) -> Any:
+    """A model's stream item as a chunk: a whole `AIMessage` becomes its last chunk.
+
+    A chat model that does not stream (no `_stream` / `_astream`) yields its one reply
+    whole from `stream` / `astream`; as a chunk, its tool calls are tool-call chunks as a
+    streaming model's are, so every reader of a stream reads both kinds alike.
+    """
+    if isinstance(item, AIMessage) and not isinstance(item, AIMessageChunk):
+        return AIMessageChunk(**item.model_dump(exclude={"type"}), chunk_position="last")
+    return item
 
 
 def message_text(message: BaseMessageChunk | BaseMessage) -> str:

@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from langchain_core.runnables import Runnable
 
+from agentloop.base.messages import as_stream_chunk
 from agentloop.base.sync import WorkerPool, has_running_loop
 from agentloop.errors import ConfigurationError, ModelCallTimeout
 
@@ -126,13 +127,17 @@ class BoundedRead(Generic[C]):
             await achunks.aclose()
 
     async def aiterate(self, stream: AsyncIterator[C]) -> AsyncGenerator[C, None]:
-        """Yield the chunks of an async stream within the limits (closing it at the end)."""
+        """Yield the chunks of an async stream within the limits (closing it at the end).
+
+        A whole reply (a model that does not stream) comes as its one last chunk.
+        """
         deadline = self._start(asyncio.get_running_loop().time)
         try:
             try:
                 async with asyncio.timeout_at(deadline.at) as timeout:
                     deadline.on_move(timeout.reschedule)
-                    async for chunk in stream:
+                    async for item in stream:
+                        chunk = as_stream_chunk(item)
                         self._take(chunk)
                         yield chunk
                         if self.cut:
@@ -148,7 +153,8 @@ class BoundedRead(Generic[C]):
         """Yield the chunks of a sync stream within the limits (read by a `_Pump` thread)."""
         pump, deadline = _Pump(open_stream, self.workers), self._start(time.monotonic)
         try:
-            while not self.cut and (chunk := pump.next(deadline)) is not _End.END:
+            while not self.cut and (item := pump.next(deadline)) is not _End.END:
+                chunk = as_stream_chunk(item)
                 self._take(chunk)
                 yield chunk
         finally:
