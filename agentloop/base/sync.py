@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 __all__ = [
     "LEFTOVER_GRACE_S",
+    "CancellableFuture",
     "Job",
     "LoopRunner",
     "WorkerPool",
@@ -247,6 +248,7 @@ class LoopRunner:
         context = contextvars.copy_context()
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         tasks: list[asyncio.Task[T]] = []
+        around = _AROUND.get()
 
         def start() -> None:
             if not future.set_running_or_notify_cancel():
@@ -255,6 +257,8 @@ class LoopRunner:
             task = loop.create_task(coroutine, context=context)
             tasks.append(task)
             task.add_done_callback(partial(_settle, future))
+            if around is not None:
+                around.started(loop, task)
 
         loop.call_soon_threadsafe(start)
         try:
@@ -264,6 +268,63 @@ class LoopRunner:
                 future.cancel()
                 loop.call_soon_threadsafe(lambda: [task.cancel() for task in tasks])
             raise
+
+
+class CancellableFuture(concurrent.futures.Future[T]):
+    """Work run from sync code on a pool thread, which `cancel` stops while it runs too.
+
+    A running `concurrent.futures.Future` cannot be cancelled; this one cancels the
+    coroutines its work waits for on a `LoopRunner` (an async tool under `invoke`), and
+    any it starts later, so the work ends with `CancelledError` at its next wait. Work
+    that waits for no coroutine (a sync tool) still runs to its end.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock_tasks = threading.Lock()
+        self._tasks: list[tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = []
+        self._stopped = False
+
+    def run(self, function: Callable[[], T]) -> None:
+        """Call `function` (unless cancelled first) and settle with its outcome."""
+        if not self.set_running_or_notify_cancel():
+            return
+        token = _AROUND.set(self)
+        try:
+            self.set_result(function())
+        except BaseException as error:  # handed to whoever waits for it
+            self.set_exception(error)
+        finally:
+            _AROUND.reset(token)
+
+    def cancel(self) -> bool:
+        """Cancel the work: at once if it has not started, else what it waits for."""
+        with self._lock_tasks:
+            self._stopped = True
+            tasks, self._tasks = self._tasks, []
+        for loop, task in tasks:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the task ended
+                loop.call_soon_threadsafe(task.cancel)
+        return super().cancel()
+
+    def started(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+        """Note a task the work started on `loop` (on the loop's thread)."""
+        with self._lock_tasks:
+            if not self._stopped:
+                self._tasks.append((loop, task))
+                task.add_done_callback(self._forget)
+                return
+        task.cancel()
+
+    def _forget(self, task: asyncio.Task[Any]) -> None:
+        with self._lock_tasks:
+            self._tasks = [entry for entry in self._tasks if entry[1] is not task]
+
+
+_AROUND: contextvars.ContextVar[CancellableFuture[Any] | None] = contextvars.ContextVar(
+    "agentloop_cancellable", default=None
+)
+"""The `CancellableFuture` whose work runs in this context, if any."""
 
 
 def _settle(future: concurrent.futures.Future[T], task: asyncio.Task[T]) -> None:

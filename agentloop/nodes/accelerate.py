@@ -60,7 +60,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field
-from functools import reduce
+from functools import partial, reduce
 from typing import Any, Literal, Protocol, cast
 
 from langchain_core.callbacks import (
@@ -80,7 +80,12 @@ from langchain_core.runnables import RunnableConfig, ensure_config
 from pydantic import PrivateAttr
 
 from agentloop.base.messages import message_text
-from agentloop.base.sync import WorkerPool, has_running_loop, run_without_loop
+from agentloop.base.sync import (
+    CancellableFuture,
+    WorkerPool,
+    has_running_loop,
+    run_without_loop,
+)
 from agentloop.governance.call_id import kept_under
 from agentloop.governance.outcome import ToolOutcome
 from agentloop.governance.pipeline import emit_settled, make_record
@@ -150,21 +155,17 @@ def _start(
 
     On a pool thread it mostly waits (for its tool's own pool thread, a model's stream),
     so it gives its place in the pool up: it never keeps a call it waits for from a
-    thread. `empty`: in an empty context (no callbacks of the node that started it).
+    thread. Cancelled there, what it waits for on the loop's event loop (an async
+    tool) is cancelled. `empty`: in an empty context (no callbacks of the node that
+    started it).
     """
     context = contextvars.Context() if empty else contextvars.copy_context()
     if asynchronous:
         return asyncio.get_running_loop().create_task(work, context=context)
-    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-
-    def run() -> None:
-        if future.set_running_or_notify_cancel():
-            try:
-                future.set_result(run_without_loop(work))
-            except BaseException as error:  # handed to the adopter
-                future.set_exception(error)
-
-    workers.abandon(context.run(workers.submit, run))
+    future: CancellableFuture[Any] = CancellableFuture()
+    workers.abandon(
+        context.run(workers.submit, partial(future.run, partial(run_without_loop, work)))
+    )
     return future
 
 
