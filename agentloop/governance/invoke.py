@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, StructuredTool, Tool
+from langchain_core.tools import BaseTool, StructuredTool, Tool, ToolException
 from langgraph.errors import GraphBubbleUp
 from tenacity import (
     RetryCallState,
@@ -23,6 +24,7 @@ from tenacity import (
     wait_random,
 )
 
+from agentloop.base.messages import message_text
 from agentloop.base.retry import retry_after
 from agentloop.base.sync import has_running_loop
 from agentloop.errors import MCPTransportError, ToolCallError, classify_tool_error
@@ -69,9 +71,19 @@ def _starts_own_processes(tool: BaseTool) -> bool:
 
 
 def _payload(call: ToolInvocation) -> Any:
-    """What the tool is invoked with: its arguments, or a tool call (artifact, injection)."""
+    """What the tool is invoked with: its arguments, or a tool call.
+
+    A tool call for an artifact, an injected argument, or a tool that turns its own
+    errors into content (`handle_tool_error`, `handle_validation_error`): only the
+    `ToolMessage` a tool call returns says (`status="error"`) that the content is one.
+    """
     tool, arguments, call_id = call.tool, call.arguments, call.transcript_id
-    if tool.response_format == "content_and_artifact" or call.as_tool_call:
+    if (
+        tool.response_format == "content_and_artifact"
+        or call.as_tool_call
+        or tool.handle_tool_error
+        or tool.handle_validation_error
+    ):
         return {"name": tool.name, "args": arguments, "id": call_id, "type": "tool_call"}
     return arguments
 
@@ -282,6 +294,8 @@ class ToolInvoker:
                 )  # fmt: skip
             artifact = None
             if payload is not call.arguments:
+                if isinstance(output, ToolMessage) and output.status == "error":
+                    raise ToolException(message_text(output))  # as the tool's handler wrote it
                 output, artifact = unpack_output(output)
             if type(output) is not str or len(output) > LARGE_RESULT_CHARS:  # else small text
                 limits = ReadLimits(

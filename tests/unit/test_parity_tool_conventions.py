@@ -16,7 +16,7 @@ from langchain.agents.middleware import AgentMiddleware, AgentState, ToolRetryMi
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, Tool, tool
+from langchain_core.tools import BaseTool, Tool, ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import InjectedState
 from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -491,3 +491,46 @@ async def test_tools_without_args_schema_take_the_arguments_create_agent_binds(
         (m.status, m.content) for m in theirs["messages"] if isinstance(m, ToolMessage)
     ]
     assert outcomes == [("success", "Ann: gold"), ("success", "HI")]
+
+
+# -- a tool that turns its own errors into content -----------------------------------------
+
+
+@tool
+def charge_card(amount: int) -> str:
+    """Charge the customer's card."""
+    EXECUTED.append("charge_card")
+    raise ToolException("card declined")
+
+
+charge_card.handle_tool_error = True
+
+
+async def test_a_tools_handled_error_is_a_failed_call(run_loop: Any, plan_mode: str) -> None:
+    """`handle_tool_error=True`: the handler's text reaches the model as an error, once."""
+    rounds: list[Round] = [[("charge_card", {"amount": 5})]]
+    EXECUTED.clear()
+    model = _agent_model(rounds)
+    agent = create_agent(model, [charge_card], checkpointer=InMemorySaver())
+    theirs = await run_loop(agent, _question("Charge 5"), _thread("handled-agent"))
+    agent_executed = list(EXECUTED)
+
+    EXECUTED.clear()
+    graph = _loop(_planner(rounds), ScriptedChatModel(["the answer"]), [charge_card], plan_mode)
+    ours = await run_loop(graph, _question("Charge 5"), _thread("handled-loop"))
+
+    assert EXECUTED == agent_executed == ["charge_card"]
+    their_result, our_result = (
+        next(m for m in out["messages"] if isinstance(m, ToolMessage)) for out in (theirs, ours)
+    )
+    assert their_result.status == our_result.status == "error"
+    assert their_result.content == "card declined"
+    assert "card declined" in str(our_result.content)  # in the loop's error envelope
+    record = ours["tool_logs"][0]
+    assert (record["status"], record["error_type"], record["attempts"]) == (
+        "failed",
+        "internal_error",
+        1,
+    )
+    assert record["error"] == "card declined"
+    assert ours["answer"] == theirs["messages"][-1].content == "the answer"
