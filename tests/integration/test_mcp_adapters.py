@@ -55,3 +55,20 @@ async def test_an_adapters_connection_dict_configures_a_toolset(run_loop: Any) -
         out = await run_loop(graph, {"user_input": "6*7?"})
     (record,) = out["tool_logs"]
     assert record["result"] == {"expression": "6*7", "result": 42}
+
+
+async def test_an_adapters_tool_error_is_a_failed_call(run_loop: Any) -> None:
+    """The adapters return an MCP `isError` result as a `ToolMessage` with status `error`."""
+    client_module = pytest.importorskip("langchain_mcp_adapters.client")
+    tools = await client_module.MultiServerMCPClient(CONNECTIONS).get_tools()
+    planner = ScriptedChatModel(
+        [plan_reply("execute", [cmd("calculate", expression="1/0")]), plan_reply("response")]
+    )
+    answer = ModelOptions(answer_model=ScriptedChatModel(["It cannot be divided by zero."]))
+    out = await run_loop(create_tool_loop(planner, tools, models=answer), {"user_input": "1/0?"})
+    (record,) = out["tool_logs"]
+    assert (record["status"], record["error_type"]) == ("failed", "internal_error"), record
+    assert "division by zero" in record["error"]
+    (result,) = [m for m in out["messages"] if m.type == "tool"]
+    assert result.status == "error"
+    assert out["answer"] == "It cannot be divided by zero."
