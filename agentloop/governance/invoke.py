@@ -14,6 +14,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, Tool, ToolException
 from langgraph.errors import GraphBubbleUp
+from pydantic import ValidationError
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -71,21 +72,47 @@ def _starts_own_processes(tool: BaseTool) -> bool:
 
 
 def _payload(call: ToolInvocation) -> Any:
-    """What the tool is invoked with: its arguments, or a tool call.
-
-    A tool call for an artifact, an injected argument, or a tool that turns its own
-    errors into content (`handle_tool_error`, `handle_validation_error`): only the
-    `ToolMessage` a tool call returns says (`status="error"`) that the content is one.
-    """
+    """What the tool is invoked with: its arguments, or a tool call (artifact, injection)."""
     tool, arguments, call_id = call.tool, call.arguments, call.transcript_id
-    if (
-        tool.response_format == "content_and_artifact"
-        or call.as_tool_call
-        or tool.handle_tool_error
-        or tool.handle_validation_error
-    ):
+    if tool.response_format == "content_and_artifact" or call.as_tool_call:
         return {"name": tool.name, "args": arguments, "id": call_id, "type": "tool_call"}
     return arguments
+
+
+def _without_handlers(tool: BaseTool) -> BaseTool | None:
+    """A copy of a tool that turns its own errors into content, with those handlers off.
+
+    Called with its arguments, such a tool returns its handler's text as if it were its
+    result (only the `ToolMessage` of a tool call says `status="error"`); the copy
+    raises instead, and the call fails with the handler's text (`_handled`). None for a
+    tool with no handler.
+    """
+    if not (tool.handle_tool_error or tool.handle_validation_error):
+        return None
+    return tool.model_copy(update={"handle_tool_error": False, "handle_validation_error": False})
+
+
+def _handled(tool: BaseTool, error: Exception) -> ToolException | None:
+    """The failure a tool's own error handler makes of `error`, as LangChain's tools do.
+
+    None when the tool has no handler for it (the error is the call's failure as is).
+    """
+    flag: Any
+    if isinstance(error, ToolException):
+        flag, default = tool.handle_tool_error, (str(error.args[0]) if error.args else "")
+        default = default or "Tool execution error"
+    elif isinstance(error, ValidationError):
+        flag, default = tool.handle_validation_error, "Tool input validation error"
+    else:
+        return None
+    if not flag:
+        return None
+    if isinstance(flag, str):
+        return ToolException(flag)
+    if callable(flag):
+        made = flag(error)
+        return ToolException(made if isinstance(made, str) else str(made))
+    return ToolException(default)
 
 
 def crashed(error: BaseException) -> ToolCallError:
@@ -207,6 +234,8 @@ class ToolFacts:
     """It is a sub-agent (`is_subagent`)."""
     own_processes: bool
     """The processes an async call starts are its own to end at its timeout."""
+    unhandled: BaseTool | None = None
+    """The tool with its error handlers off, called with its arguments (`_without_handlers`)."""
 
 
 _MAX_KNOWN_TOOLS = 512
@@ -234,6 +263,7 @@ class ToolInvoker:
             has_sync=has_sync_implementation(tool),
             subagent=is_subagent(tool),
             own_processes=_starts_own_processes(tool),
+            unhandled=_without_handlers(tool),
         )
         if len(self._facts) >= _MAX_KNOWN_TOOLS:  # tools replaced many times over (MCP)
             self._facts.clear()
@@ -280,16 +310,18 @@ class ToolInvoker:
 
         deadline = time.monotonic() + timeout_s  # the event loop's clock
         facts = self.facts(tool)
+        unhandled = facts.unhandled if payload is call.arguments else None
+        runnable = tool if unhandled is None else unhandled
         try:
             if facts.is_async and not (prefer_sync and facts.has_sync):
                 output = await self.threads.run_task(
-                    tool.name, tool.ainvoke(payload, config), timeout_s, abandoned_task,
+                    tool.name, runnable.ainvoke(payload, config), timeout_s, abandoned_task,
                     cancel=not (facts.subagent and not call.policy.idempotent),
                     end_children=facts.own_processes,
                 )  # fmt: skip
             else:
                 output = await self.threads.run(
-                    tool.name, partial(_crash_proof, tool.invoke, payload, config), timeout_s,
+                    tool.name, partial(_crash_proof, runnable.invoke, payload, config), timeout_s,
                     abandoned,
                 )  # fmt: skip
             artifact = None
@@ -312,6 +344,11 @@ class ToolInvoker:
             if lost is error:
                 raise
             raise lost from error
+        except (ToolException, ValidationError) as error:
+            handled = _handled(tool, error) if runnable is not tool else None
+            if handled is None:
+                raise
+            raise handled from error
         except BaseException as error:
             if propagates(error) or isinstance(error, Exception):
                 raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, NotRequired
 
+import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, AgentState, ToolRetryMiddleware
 from langchain.tools import ToolRuntime
@@ -534,3 +535,38 @@ async def test_a_tools_handled_error_is_a_failed_call(run_loop: Any, plan_mode: 
     )
     assert record["error"] == "card declined"
     assert ours["answer"] == theirs["messages"][-1].content == "the answer"
+
+
+@pytest.mark.parametrize(
+    ("handler", "seen"),
+    [
+        (True, "out of stock"),
+        ("The shop cannot say now.", "The shop cannot say now."),
+        (lambda error: f"handled: {error}", "handled: out of stock"),
+    ],
+)
+async def test_a_handled_tool_keeps_its_results_whole_and_its_handlers_text(
+    run_loop: Any, handler: Any, seen: str
+) -> None:
+    """A dict result stays a dict (for `$N`); each kind of handler's text is the failure."""
+
+    @tool
+    def get_stock(item: str) -> dict[str, Any]:
+        """The stock of an item."""
+        if item == "gone":
+            raise ToolException("out of stock")
+        return {"item": item, "count": 3}
+
+    get_stock.handle_tool_error = handler
+    calls = [("get_stock", {"item": "pens"}), ("get_stock", {"item": "gone"})]
+    model = _agent_model([calls])
+    theirs = await run_loop(create_agent(model, [get_stock]), _question("Stock?"))
+    graph = _loop(_planner([calls]), ScriptedChatModel(["the answer"]), [get_stock], "json")
+    ours = await run_loop(graph, _question("Stock?"), _thread("handled-kinds"))
+
+    their_results = [m for m in theirs["messages"] if isinstance(m, ToolMessage)]
+    assert [m.status for m in their_results] == ["success", "error"]
+    assert their_results[1].content == seen
+    found, gone = ours["tool_logs"]
+    assert found["status"] == "succeeded" and found["result"] == {"item": "pens", "count": 3}
+    assert (gone["status"], gone["error_type"], gone["error"]) == ("failed", "internal_error", seen)
