@@ -249,7 +249,15 @@ class Effects:
             self.done.append(what)
 
 
-def side_effect_tools(effects: Effects) -> list[Any]:
+def side_effect_tools(effects: Effects, readers: int = 1) -> list[Any]:
+    """`send_invoice` and `get_balance`; a balance read waits for `readers` reads to start.
+
+    Runs whose reads meet are in the same round at the same time, however the machine
+    schedules them (30 s only bound a run that never comes).
+    """
+    arrived: list[str] = []
+    all_in = asyncio.Event()
+
     @tool
     def send_invoice(customer: str) -> str:
         """Send an invoice (side effect)."""
@@ -260,6 +268,10 @@ def side_effect_tools(effects: Effects) -> list[Any]:
     async def get_balance(customer: str) -> str:
         """Read a balance."""
         effects.add(f"balance:{customer}")
+        arrived.append(customer)
+        if len(arrived) >= readers:
+            all_in.set()
+        await asyncio.wait_for(all_in.wait(), 30)
         return f"{customer} owes 5"
 
     return [send_invoice, get_balance]
@@ -275,10 +287,10 @@ def invoicing_planner(messages: list[Any]) -> str:
     return str(plan_reply("execute", commands))
 
 
-def invoicing_loop(effects: Effects, **options: Any) -> Any:
+def invoicing_loop(effects: Effects, readers: int = 1, **options: Any) -> Any:
     return create_tool_loop(
         ScriptedChatModel(responder=invoicing_planner),
-        side_effect_tools(effects),
+        side_effect_tools(effects, readers),
         models=ModelOptions(answer_model=ScriptedChatModel(responder=lambda messages: "invoiced")),
         governance=GovernanceOptions(
             policies={"send_invoice": ToolPolicy(idempotent=False, concurrency_safe=False)}
@@ -291,13 +303,18 @@ async def test_two_workers_resuming_one_paused_thread_send_one_invoice(
     run_loop: Any, planning_for: Callable[..., dict[str, Any]]
 ) -> None:
     effects = Effects()
+    # the two resumes meet in the round's balance read: both are in the round before
+    # either sends the invoice
     graph = invoicing_loop(
-        effects, checkpointer=InMemorySaver(), interrupt_before=["execute"], **planning_for()
-    )
+        effects, readers=2, checkpointer=InMemorySaver(), interrupt_before=["execute"],
+        **planning_for(),
+    )  # fmt: skip
     config = {"configurable": {"thread_id": "approval"}}
     await run_loop(graph, {"user_input": "invoice bob"}, config)
+    assert effects.done == []  # paused before the round
     outs = await asyncio.gather(*(run_loop(graph, None, config) for _ in range(2)))
     assert effects.done.count("invoice:bob") == 1
+    assert effects.done.count("balance:bob") == 2  # each resume read, and they met
     assert all(out["answer"] == "invoiced" for out in outs)
     invoices = [r for out in outs for r in out["tool_logs"] if r["tool_name"] == "send_invoice"]
     assert [r["success"] for r in invoices] == [True, True]
