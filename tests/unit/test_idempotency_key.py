@@ -7,22 +7,18 @@ Through the public API, with a real SQLite checkpointer file (`SqliteSaver` unde
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.store.memory import InMemoryStore
+from savers import sqlite_saver
 
 from agentloop import (
     GovernanceOptions,
@@ -78,20 +74,6 @@ def payment_loop(payments: Payments, checkpointer: Any, ledger: Any = None, **op
         checkpointer=checkpointer,
         **options,
     )
-
-
-@asynccontextmanager
-async def sqlite_saver(path: Path, entry: str) -> AsyncIterator[Any]:
-    """A real SQLite checkpointer file: the sync saver for `invoke`, the async one for `ainvoke`."""
-    if entry == "invoke":
-        conn = sqlite3.connect(path, check_same_thread=False)
-        try:
-            yield SqliteSaver(conn)
-        finally:
-            conn.close()
-    else:
-        async with aiosqlite.connect(path) as aconn:
-            yield AsyncSqliteSaver(aconn)
 
 
 def thread(name: str, **configurable: Any) -> dict[str, Any]:

@@ -9,16 +9,13 @@ every run's start (`every_s=0`), so each run's start sweeps what the last one le
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 import pytest
 from langchain_core.tools import tool
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from savers import sqlite_saver
 
 from agentloop import (
     ConfigurationError,
@@ -55,20 +52,6 @@ def payments_loop(paid: list[str], saver: Any, retention: LedgerRetention | None
         ),
         checkpointer=saver,
     )
-
-
-@asynccontextmanager
-async def sqlite_saver(path: Path, entry: str) -> AsyncIterator[Any]:
-    """A real SQLite checkpointer file: the sync saver for `invoke`, the async one for `ainvoke`."""
-    if entry == "invoke":
-        conn = sqlite3.connect(path, check_same_thread=False)
-        try:
-            yield SqliteSaver(conn)
-        finally:
-            conn.close()
-    else:
-        async with aiosqlite.connect(path) as aconn:
-            yield AsyncSqliteSaver(aconn)
 
 
 async def delete_thread(saver: Any, thread_id: str) -> None:
