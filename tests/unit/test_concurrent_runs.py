@@ -55,12 +55,21 @@ def _config(user: str) -> RunnableConfig:
     return {"configurable": {"thread_id": "shared-thread", "user_id": user}}
 
 
-async def _both(run_loop: Any, graph: Any, request: str, users: tuple[str, str]) -> list[Any]:
-    """Run the same request for two users at once on one thread."""
+@pytest.fixture(params=["user_input", "messages"])
+def input_form(request: pytest.FixtureRequest) -> str:
+    """How the request comes in: `user_input`, or a `HumanMessage` in `messages`."""
+    return str(request.param)
+
+
+async def _both(
+    run_loop: Any, graph: Any, request: str, users: tuple[str, str], form: str
+) -> list[Any]:
+    """Run the same request for two users at once on one thread, in one input form."""
+    payload = {"user_input": request} if form == "user_input" else {"messages": [("user", request)]}
 
     async def one(user: str) -> Any:
         ASKER.set(user)
-        return await run_loop(graph, {"user_input": request}, _config(user))
+        return await run_loop(graph, payload, _config(user))
 
     return list(await asyncio.gather(*(one(user) for user in users)))
 
@@ -93,10 +102,12 @@ def _send_own_file(user: str) -> list[dict[str, Any]]:
 
 
 @CHECKPOINTERS
-async def test_a_reference_resolves_to_its_own_runs_value(run_loop: Any, saver: Any) -> None:
+async def test_a_reference_resolves_to_its_own_runs_value(
+    run_loop: Any, saver: Any, input_form: str
+) -> None:
     sent: list[tuple[str, str]] = []
     graph = _loop(_send_own_file, _file_tools(sent), saver)
-    alice, bob = await _both(run_loop, graph, "send me my report", ("alice", "bob"))
+    alice, bob = await _both(run_loop, graph, "send me my report", ("alice", "bob"), input_form)
     assert sorted(sent) == [
         ("alice", "file report of alice: xxxxxxxxxxxxxxxxxx"),
         ("bob", "file report of bob: xxxxxxxxxxxxxxxxxxxx"),
@@ -106,7 +117,9 @@ async def test_a_reference_resolves_to_its_own_runs_value(run_loop: Any, saver: 
     assert alice["round_state"]["done_plans"][0]["call_id"] != bob["tool_logs"][0]["call_id"]
 
 
-async def test_one_users_two_runs_at_once_keep_their_own_values(run_loop: Any) -> None:
+async def test_one_users_two_runs_at_once_keep_their_own_values(
+    run_loop: Any, input_form: str
+) -> None:
     """The same user, the same request, one thread, no checkpointer: still two runs' values."""
     sent: list[tuple[str, str]] = []
     turns = iter(["first", "second"])
@@ -129,7 +142,7 @@ async def test_one_users_two_runs_at_once_keep_their_own_values(run_loop: Any) -
 
     fetch_file.metadata = {"agentloop": {"read_only": True}}
     graph = _loop(_send_own_file, [fetch_file, send_file], None)
-    outs = await _both(run_loop, graph, "send me my report", ("alice", "alice"))
+    outs = await _both(run_loop, graph, "send me my report", ("alice", "alice"), input_form)
     assert sorted(sent) == [("", "first version"), ("", "second version")]
     received = sorted(out["tool_logs"][0]["result"][:14] for out in outs)
     assert received == ["first version:", "second version"]
@@ -139,7 +152,9 @@ EMAIL = re.compile(r"[\w.]+@[\w.]+")
 
 
 @CHECKPOINTERS
-async def test_the_planners_own_arguments_reach_their_own_call(run_loop: Any, saver: Any) -> None:
+async def test_the_planners_own_arguments_reach_their_own_call(
+    run_loop: Any, saver: Any, input_form: str
+) -> None:
     mails: list[tuple[str, str]] = []
     both_planned = threading.Barrier(2, timeout=60)
 
@@ -173,7 +188,7 @@ async def test_the_planners_own_arguments_reach_their_own_call(run_loop: Any, sa
         saver,
         governance=GovernanceOptions(redact=lambda text: EMAIL.sub("[email]", text)),
     )
-    alice, bob = await _both(run_loop, graph, "mail me the q3 notes", ("alice", "bob"))
+    alice, bob = await _both(run_loop, graph, "mail me the q3 notes", ("alice", "bob"), input_form)
     assert sorted(mails) == [("alice", "alice@example.com"), ("bob", "bob@example.com")]
     for out in (alice, bob):
         assert [r["status"] for r in out["tool_logs"]] == ["succeeded", "succeeded"]
